@@ -1,0 +1,138 @@
+"""`nbl`: the command line. `nbl compress` runs the engine locally, with no server.
+
+Heavy modules (torch, transformers) are imported inside the subcommand that needs them, so
+`nbl --help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        ks = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"k must be an integer or a comma-separated list, got {text!r}")
+    if not ks:
+        raise argparse.ArgumentTypeError("give at least one k")
+    return ks
+
+
+def add_compress(sub) -> None:
+    p = sub.add_parser(
+        "compress",
+        help="calibrate, score and linearize a model; save self-contained checkpoints",
+        description="Neural Block Linearization (arXiv 2505.21077): replace the k most linear "
+        "attention branches (or whole blocks) with closed-form linear maps.",
+    )
+    p.add_argument("--model", required=True, help="Hub repo id, local checkpoint directory, or .gguf file")
+    p.add_argument("--revision", help="Hub revision (branch, tag or commit)")
+    p.add_argument("--dataset", default="c4", help="datasets path, local .json/.jsonl/.txt/.parquet, or c4 / wikitext2")
+    p.add_argument("--dataset-config", help="datasets config name")
+    p.add_argument("--split", default="train")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--num-samples", type=int, default=256, help="calibration blocks (default 256)")
+    p.add_argument("--seq-len", type=int, default=2048, help="tokens per block (default 2048)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shuffle", action="store_true", help="take documents in a seeded random order")
+    p.add_argument("--mode", choices=["attn", "block"], default="attn")
+    p.add_argument("--method", choices=["nbl", "drop"], default="nbl")
+    p.add_argument("--criterion", choices=["cca", "nmse", "cosine", "loss"], default="cca")
+    p.add_argument("--k", type=_ks, required=True, help="layers to replace: K or K1,K2,... (one output each)")
+    p.add_argument("--out", type=Path, help="output directory (DIR/k{K} for several k)")
+    p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--batch-size", type=int, help="blocks per forward pass (default: about 4k tokens on CPU)")
+    p.add_argument("--stats-precision", choices=["float32", "float64"], default="float32",
+                   help="precision of per-batch products (sums are always float64)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the statistics cache")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.set_defaults(func=cmd_compress)
+
+
+def cmd_compress(args) -> int:
+    from .engine.compress import CompressConfig, run
+    from .engine.data import DatasetSpec
+
+    cfg = CompressConfig(
+        model=args.model,
+        revision=args.revision,
+        dataset=DatasetSpec(args.dataset, args.dataset_config, args.split, args.text_field),
+        ks=args.k,
+        out=args.out,
+        num_samples=args.num_samples,
+        seq_len=args.seq_len,
+        seed=args.seed,
+        shuffle=args.shuffle,
+        mode=args.mode,
+        method=args.method,
+        criterion=args.criterion,
+        dtype=args.dtype,
+        device=args.device,
+        batch_size=args.batch_size,
+        product_dtype=args.stats_precision,
+        use_cache=not args.no_cache,
+    )
+    result = run(cfg, progress=sys.stderr.isatty() or not args.json)
+    if args.json:
+        print(json.dumps(_json_view(result.as_dict()), indent=2))
+    else:
+        print_compress_table(result.as_dict(), args.mode)
+    return 0
+
+
+def _json_view(r: dict) -> dict:
+    keep = ("cca_bound", "nmse", "cosine", "cond", "heldout_nmse", "loss_rise")
+    return {
+        "calibration": r["calibration"],
+        "scores": [
+            {"layer": s["layer"], **{b: {k: s[b][k] for k in keep if k in s[b]} for b in ("attn", "block")}}
+            for s in r["scores"]
+        ],
+        "outputs": r["outputs"],
+        "timings": r["timings"],
+    }
+
+
+def print_compress_table(r: dict, mode: str) -> None:
+    cal = r["calibration"]
+    src = "cache" if cal["cached"] else f"{cal['seconds']:.1f} s"
+    print(f"\ncalibration: {cal['num_samples']} x {cal['seq_len']} = {cal['tokens']} tokens ({src}); "
+          f"sums {cal['stats_bytes'] / 2**20:.0f} MiB, peak RSS {cal['peak_rss_bytes'] / 2**20:.0f} MiB")
+    chosen = {i for o in r["outputs"] for i in o["replaced_layers"]}
+    has_loss = any("loss_rise" in s[mode] for s in r["scores"])
+    head = f"{'layer':>5} {'cca_bound':>10} {'nmse':>8} {'cosine':>8} {'held_nmse':>9}" + (" loss_rise" if has_loss else "")
+    print(f"\n{mode} scores (* = replaced in some output)\n{head}")
+    for s in r["scores"]:
+        m = s[mode]
+        held = "-" if m["heldout_nmse"] is None else f"{m['heldout_nmse']:.4f}"
+        line = f"{s['layer']:>4}{'*' if s['layer'] in chosen else ' '} {m['cca_bound']:>10.3f} {m['nmse']:>8.4f} {m['cosine']:>8.4f} {held:>9}"
+        if has_loss:
+            line += f" {m['loss_rise']:>9.4f}"
+        print(line)
+    print()
+    for o in r["outputs"]:
+        print(f"k={o['k']:<3} {o['mode']}/{o['method']}/{o['criterion']}: layers {o['replaced_layers']} -> {o['path']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nbl", description="nbl-service: Neural Block Linearization for LLMs")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_compress(sub)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except ValueError as e:  # user errors: bad input, refused model, too little data
+        print(f"nbl: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""Load an input model safely: a Hub repo id (+ revision), a local checkpoint directory, or a GGUF file.
+
+Rules, checked on the config before any weight is read:
+- never trust_remote_code for an input model; a config with `auto_map` is refused;
+- only the families in modeling_nbl.FAMILIES (that the installed transformers has);
+- weights only from safetensors (GGUF files aside).
+
+Every loaded model carries a `fingerprint` naming exactly which weights were loaded (Hub commit sha,
+or the content hash of local files); the statistics cache is keyed on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .modeling_nbl import FAMILIES
+
+HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.jinja"]
+
+
+class ModelError(ValueError):
+    """An input model this engine will not or cannot load (a user error)."""
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    source: str  # what the user gave
+    revision: str | None  # resolved Hub commit, if from the Hub
+    fingerprint: str  # identity of the weights, for caches
+    family: str
+    path: Path  # local directory holding config (and tokenizer files)
+    license: str | None = None
+
+
+def supported_families() -> list[str]:
+    import transformers
+
+    return [f for f, (cfg, _) in FAMILIES.items() if hasattr(transformers, cfg)]
+
+
+def check_config(config: dict, source: str) -> str:
+    """Return the family of a config dict, or raise ModelError saying why it is refused."""
+    if config.get("auto_map"):
+        raise ModelError(
+            f"{source}: config.json has auto_map (custom code); input models are never loaded with "
+            "trust_remote_code. Use a model whose architecture ships with transformers."
+        )
+    family = config.get("model_type")
+    if family not in supported_families():
+        raise ModelError(
+            f"{source}: architecture {family!r} is not supported; supported: {', '.join(supported_families())}"
+        )
+    return family
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in names:
+        raise ModelError(f"unknown dtype {dtype!r}; use one of {sorted(names)}")
+    return names[dtype]
+
+
+def resolve_device(device: str | None) -> str:
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def load_model(
+    model: str,
+    revision: str | None = None,
+    dtype: str | torch.dtype | None = None,
+    device: str | None = None,
+) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, device)
+    path = Path(model).expanduser()
+    resolved_rev = None
+    if path.is_file() and path.suffix == ".gguf":
+        digest = file_digest(path)
+        path = convert_gguf(path, models_dir() / f"gguf-{digest[:16]}")
+        family = _family_of(path, model)
+        fingerprint = "gguf:" + digest
+    elif path.is_dir():
+        family = check_config(_read_json(path / "config.json", model), model)
+        _require_safetensors(path, model)
+        fingerprint = "dir:" + dir_digest(path)
+    elif path.exists() or model.startswith((".", "/", "~")) or "://" in model:
+        raise ModelError(f"{model}: not a model directory, a .gguf file or a Hub repo id")
+    else:
+        path, resolved_rev = _from_hub(model, revision)
+        family = _family_of(path, model)
+        fingerprint = f"hub:{model}@{resolved_rev}"
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    net = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=False, use_safetensors=True)
+    net.to(device).eval()
+    return LoadedModel(
+        model=net,
+        tokenizer=tokenizer,
+        source=model,
+        revision=resolved_rev,
+        fingerprint=fingerprint,
+        family=family,
+        path=path,
+        license=_license_of(path),
+    )
+
+
+def models_dir() -> Path:
+    home = Path(os.environ.get("NBL_HOME", "~/.nbl")).expanduser()
+    return Path(os.environ.get("NBL_MODELS_DIR", home / "models"))
+
+
+def convert_gguf(gguf: Path, out: Path) -> Path:
+    """Dequantize a GGUF file once into a float32 safetensors checkpoint at `out` (reused if present).
+
+    transformers reads GGUF slowly (about 20 s for a 135M model) and marks the result as quantized,
+    which cannot be saved; the converted directory loads in well under a second.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    if (out / "config.json").is_file():
+        return out
+    check_config(AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name).to_dict(), str(gguf))
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    net = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # The weights are plain float tensors now; drop the GGUF quantizer marks so they can be saved.
+    net.hf_quantizer = None
+    net.is_quantized = False
+    if hasattr(net.config, "quantization_config"):
+        del net.config.quantization_config
+    tmp = out.with_name(out.name + f".{os.getpid()}.partial")
+    net.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    try:
+        tmp.rename(out)
+    except OSError:  # another process finished the same conversion first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _family_of(path: Path, source: str) -> str:
+    family = check_config(_read_json(path / "config.json", source), source)
+    _require_safetensors(path, source)
+    return family
+
+
+def _from_hub(repo_id: str, revision: str | None) -> tuple[Path, str]:
+    """Download config first (refusing bad ones before any weight), then the rest of the snapshot."""
+    from huggingface_hub import hf_hub_download, snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+    try:
+        cfg_path = hf_hub_download(repo_id, "config.json", revision=revision)
+        check_config(_read_json(Path(cfg_path), repo_id), repo_id)
+        snap = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_PATTERNS))
+    except (RepositoryNotFoundError, RevisionNotFoundError) as e:
+        raise ModelError(f"{repo_id}@{revision or 'main'}: not found on the Hub ({e.__class__.__name__})") from e
+    except HfHubHTTPError as e:
+        raise ModelError(f"{repo_id}: the Hub refused the download: {e}") from e
+    return snap, snap.name  # snapshots/<commit sha>
+
+
+def _read_json(path: Path, source: str) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise ModelError(f"{source}: no config.json in {path.parent}") from e
+
+
+def _require_safetensors(path: Path, source: str) -> None:
+    if not any(path.glob("*.safetensors")):
+        raise ModelError(f"{source}: no *.safetensors weights in {path}; pickled weights (.bin/.pt) are refused")
+
+
+def _license_of(path: Path) -> str | None:
+    readme = path / "README.md"
+    if readme.is_file():
+        try:
+            from huggingface_hub import ModelCard
+
+            return ModelCard.load(readme).data.license
+        except Exception:  # a malformed card must not stop a compression
+            return None
+    return None
+
+
+# --- content fingerprints, memoised by (path, size, mtime) so large files hash once ------------
+def file_digest(path: Path) -> str:
+    st = path.stat()
+    memo_path = Path(os.environ.get("NBL_HOME", "~/.nbl")).expanduser() / "cache" / "digests.json"
+    key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        memo = {}
+    if key not in memo:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 24), b""):
+                h.update(chunk)
+        memo[key] = h.hexdigest()
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(memo))
+        tmp.replace(memo_path)
+    return memo[key]
+
+
+def dir_digest(path: Path) -> str:
+    """Hash of config.json and every weight file, by content."""
+    h = hashlib.sha256()
+    for f in sorted([path / "config.json", *path.glob("*.safetensors")]):
+        h.update(f.name.encode() + b"\0" + file_digest(f).encode())
+    return h.hexdigest()

@@ -1,0 +1,175 @@
+"""Neural Block Linearization (arXiv 2505.21077): the modeling file shipped with every compressed model.
+
+This one file is copied next to `config.json` of each output directory, so it must need nothing but
+torch and transformers, and must read nothing from outside its directory: the linear maps travel in
+`model.safetensors` like every other weight.
+
+A compressed model is its base family's `*ForCausalLM` with some decoder layers rewired, as recorded
+in `config.nbl = {"mode", "method", "layers"}`:
+
+    attn + nbl    h' = h + (W h + b)          LN1 and attention replaced; LN2 and the MLP stay
+    attn + drop   h' = h                      attention removed (residual only)
+    block + nbl   h'' = h + (W h + b)         the whole decoder layer replaced
+    block + drop  h'' = h                     the whole decoder layer removed
+
+A replaced layer holds no KV cache: its cache slot becomes transformers' `DummyLayer`, so it stores
+nothing, and `cache.get_seq_length()` reads the first layer that still has attention (this is what
+keeps generation right when layer 0 is replaced).
+
+Load with `AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True)`.
+"""
+
+from __future__ import annotations
+
+import torch
+import transformers
+from torch import nn
+
+try:  # transformers >= 5 has a cache slot type for layers without attention
+    from transformers.cache_utils import DummyLayer
+except ImportError:  # pragma: no cover - older transformers
+    DummyLayer = None
+
+# family (base config `model_type`) -> (config class, causal LM class) in transformers.
+# Families whose decoder layer is `h + attn(LN1 h)` then `+ mlp(LN2 h')`, with modules named
+# `self_attn`, `input_layernorm`, `post_attention_layernorm`, `mlp`, under `model.layers`.
+FAMILIES: dict[str, tuple[str, str]] = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "mistral": ("MistralConfig", "MistralForCausalLM"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+}
+
+MODES = ("attn", "block")
+METHODS = ("nbl", "drop")
+
+
+def _release_cache_slot(cache, layer_idx: int) -> None:
+    """Mark this layer's KV-cache slot as holding nothing.
+
+    Called on every forward of a replaced layer, before any later step asks the cache for its length:
+    a slot that never receives keys must not be the one `get_seq_length()` reads.
+    """
+    layers = getattr(cache, "layers", None)
+    if layers is None or DummyLayer is None:
+        return
+    if layer_idx < len(layers):
+        if not isinstance(layers[layer_idx], DummyLayer):
+            layers[layer_idx] = DummyLayer()
+        return
+    # A lazily grown cache: pad with the cache's own layer type, then mark ours.
+    make = getattr(cache, "layer_class_to_replicate", None)
+    while make is not None and len(layers) < layer_idx:
+        layers.append(make())
+    layers.append(DummyLayer())
+
+
+class NBLAttention(nn.Module):
+    """Stands in for `input_layernorm` + `self_attn`: returns W h + b (nbl) or 0 (drop).
+
+    The decoder layer keeps its own residual add, so with LN1 set to identity this gives
+    h' = h + W h + b on the raw residual stream h, which is the map fitted by calibration.
+    """
+
+    def __init__(self, hidden_size: int, layer_idx: int, linear: bool = True, bias: bool = True):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.linear = nn.Linear(hidden_size, hidden_size, bias=bias) if linear else None
+
+    def forward(self, hidden_states, *args, cache=None, past_key_values=None, **kwargs):
+        _release_cache_slot(cache if cache is not None else past_key_values, self.layer_idx)
+        if self.linear is None:
+            return torch.zeros_like(hidden_states), None
+        return self.linear(hidden_states), None  # (B, T, d)
+
+
+class NBLBlock(nn.Module):
+    """Stands in for a whole decoder layer: h'' = h + W h + b (nbl) or h (drop)."""
+
+    def __init__(self, hidden_size: int, layer_idx: int, linear: bool = True, bias: bool = True):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.linear = nn.Linear(hidden_size, hidden_size, bias=bias) if linear else None
+
+    def forward(self, hidden_states, *args, cache=None, past_key_values=None, **kwargs):
+        _release_cache_slot(cache if cache is not None else past_key_values, self.layer_idx)
+        if self.linear is None:
+            return hidden_states
+        return hidden_states + self.linear(hidden_states)  # (B, T, d)
+
+
+def validate_plan(plan: dict, num_layers: int) -> None:
+    """Raise ValueError unless `plan` names a known mode/method and distinct in-range layers."""
+    if plan.get("mode") not in MODES:
+        raise ValueError(f"nbl.mode must be one of {MODES}, got {plan.get('mode')!r}")
+    if plan.get("method") not in METHODS:
+        raise ValueError(f"nbl.method must be one of {METHODS}, got {plan.get('method')!r}")
+    layers = list(plan.get("layers", []))
+    if len(set(layers)) != len(layers) or any(not 0 <= i < num_layers for i in layers):
+        raise ValueError(f"nbl.layers must be distinct indices in [0, {num_layers}), got {layers}")
+
+
+def apply_nbl(model: nn.Module, plan: dict) -> nn.Module:
+    """Rewire the decoder layers named in `plan` in place; new maps get the model's dtype/device.
+
+    The maps are left uninitialised here: their weights come from the state dict (when loading) or
+    from the LMMSE fit (when compressing).
+    """
+    decoder = model.model
+    validate_plan(plan, len(decoder.layers))
+    d = model.config.hidden_size
+    linear = plan["method"] == "nbl"
+    bias = plan.get("bias", True)
+    ref = decoder.embed_tokens.weight
+    for i in plan["layers"]:
+        layer = decoder.layers[i]
+        if plan["mode"] == "attn":
+            layer.input_layernorm = nn.Identity()
+            layer.self_attn = NBLAttention(d, i, linear, bias).to(device=ref.device, dtype=ref.dtype)
+        else:
+            decoder.layers[i] = NBLBlock(d, i, linear, bias).to(device=ref.device, dtype=ref.dtype)
+    return model
+
+
+def _family_classes(family: str):
+    config_name, model_name = FAMILIES[family]
+    base_config = getattr(transformers, config_name, None)
+    base_model = getattr(transformers, model_name, None)
+    if base_config is None or base_model is None:
+        return None
+    nbl_type = f"nbl_{family}"
+
+    class Config(base_config):
+        model_type = nbl_type
+
+        def __init__(self, *args, **kwargs):
+            kwargs.pop("model_type", None)  # the class attribute is the truth
+            super().__init__(*args, **kwargs)
+
+    class ForCausalLM(base_model):
+        config_class = Config
+
+        def __init__(self, config):
+            super().__init__(config)
+            apply_nbl(self, config.nbl)
+
+    camel = model_name.replace("ForCausalLM", "")
+    Config.__name__ = Config.__qualname__ = f"NBL{camel}Config"
+    ForCausalLM.__name__ = ForCausalLM.__qualname__ = f"NBL{camel}ForCausalLM"
+    Config.__module__ = ForCausalLM.__module__ = __name__
+    return Config, ForCausalLM
+
+
+# One (config, model) class pair per family that the installed transformers has, named e.g.
+# NBLLlamaConfig / NBLLlamaForCausalLM; config.json's auto_map points at them.
+for _family in FAMILIES:
+    _classes = _family_classes(_family)
+    if _classes is not None:
+        globals()[_classes[0].__name__] = _classes[0]
+        globals()[_classes[1].__name__] = _classes[1]
+
+
+def class_names(family: str) -> tuple[str, str]:
+    """(config class, model class) names in this module for a base family, for auto_map."""
+    camel = FAMILIES[family][1].replace("ForCausalLM", "")
+    return f"NBL{camel}Config", f"NBL{camel}ForCausalLM"

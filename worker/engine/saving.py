@@ -1,0 +1,51 @@
+"""Write a compressed model as a self-contained Hugging Face checkpoint.
+
+    config.json          the base config + `nbl` {mode, method, layers} + auto_map, model_type nbl_<family>
+    model.safetensors    all weights, the linear maps included, replaced modules' weights absent
+    modeling_nbl.py      the one modeling file (torch + transformers only)
+    tokenizer files
+    nbl_scores.json      every layer's scores and the selection
+
+It loads anywhere with `AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=True)`.
+Files are written to a temporary sibling directory and renamed into place, so a crash never leaves
+a half-written output at `out`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from . import modeling_nbl
+
+SCORES_FILE = "nbl_scores.json"
+
+
+def save_compressed(model, tokenizer, out: Path, family: str, report: dict) -> Path:
+    """Save the (already compressed, in-memory) `model` to `out`; returns `out`."""
+    out = Path(out)
+    tmp = out.with_name(out.name + ".partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    shutil.copyfile(modeling_nbl.__file__, tmp / "modeling_nbl.py")
+
+    cfg_path = tmp / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    config_cls, model_cls = modeling_nbl.class_names(family)
+    cfg.update(
+        model_type=f"nbl_{family}",
+        architectures=[model_cls],
+        auto_map={"AutoConfig": f"modeling_nbl.{config_cls}", "AutoModelForCausalLM": f"modeling_nbl.{model_cls}"},
+        nbl=model.config.nbl,
+    )
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    (tmp / SCORES_FILE).write_text(json.dumps(report, indent=2) + "\n")
+
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out

@@ -1,0 +1,81 @@
+"""Which k layers to replace: one-shot choice by a criterion.
+
+    cca     lowest CCA bound Σ(1 - ρ²) first (the paper)
+    nmse    lowest NMSE of the fitted map first
+    cosine  highest mean cos(h, h + y) first (the DROP baselines)
+    loss    lowest measured rise in next-token loss when that layer alone is replaced, on the
+            held-out calibration blocks, with maps fitted on the other blocks (not in the paper)
+
+No refit after earlier choices: the k best by the criterion, as in the paper.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from .scores import LinearMap
+from .surgery import Plan, replaced
+
+CRITERIA = ("cca", "nmse", "cosine", "loss")
+_KEY = {"cca": "cca_bound", "nmse": "nmse", "cosine": "cosine", "loss": "loss_rise"}
+
+
+def ranking(layer_scores: list[dict], mode: str, criterion: str) -> list[int]:
+    """Layer indices, most replaceable first. `layer_scores[i][mode][metric]` as in the report."""
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+    key = _KEY[criterion]
+    values = [s[mode].get(key) for s in layer_scores]
+    if any(v is None for v in values):
+        raise ValueError(f"criterion {criterion!r} needs {key!r} for every layer in mode {mode!r}")
+    sign = -1.0 if criterion == "cosine" else 1.0
+    # NaN (a degenerate layer) ranks last, ties by layer index, for a stable order.
+    return sorted(range(len(values)), key=lambda i: (math.isnan(values[i]), sign * values[i], i))
+
+
+def choose(layer_scores: list[dict], mode: str, criterion: str, k: int) -> list[int]:
+    n = len(layer_scores)
+    if not 0 < k < n:
+        raise ValueError(f"k must be between 1 and {n - 1} for a model with {n} layers, got {k}")
+    return sorted(ranking(layer_scores, mode, criterion)[:k])
+
+
+@torch.no_grad()
+def mean_loss(model, blocks: torch.Tensor, batch_size: int = 1) -> float:
+    """Mean next-token cross-entropy over all positions of the blocks."""
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    for start in range(0, blocks.shape[0], batch_size):
+        batch = blocks[start : start + batch_size].to(device)
+        logits = model(input_ids=batch, use_cache=False).logits[:, :-1].float()  # (B, T-1, V)
+        target = batch[:, 1:]
+        total += float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                         target.reshape(-1), reduction="sum"))
+        count += target.numel()
+    return total / count
+
+
+def loss_rise(
+    model,
+    blocks: torch.Tensor,
+    mode: str,
+    method: str,
+    maps: dict[int, LinearMap],
+    batch_size: int = 1,
+    progress: bool = True,
+    on_layer: Callable[[int, int], None] | None = None,
+) -> list[float]:
+    """For each layer alone: loss with it replaced minus the base loss, on `blocks`."""
+    base = mean_loss(model, blocks, batch_size)
+    n = len(model.model.layers)
+    rises = []
+    for i in tqdm(range(n), desc="loss probe", unit="layer", disable=not progress):
+        with replaced(model, Plan(mode, method, (i,)), maps):
+            rises.append(mean_loss(model, blocks, batch_size) - base)
+        if on_layer is not None:
+            on_layer(i + 1, n)
+    return rises

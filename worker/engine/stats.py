@@ -1,0 +1,158 @@
+"""Streaming first and second moments of each decoder layer's input and branch outputs.
+
+For a layer with input h (the residual stream, N tokens x d), attention branch a = Attn(LN1 h) and
+block output h'', calibration needs, for both NBL modes at once:
+
+    x = h                      shared regressor of both modes
+    y_attn  = a                attention branch
+    y_block = h'' - h          whole-block branch
+
+and keeps n, Σx, Σxxᵀ, and per branch Σy, Σyyᵀ, Σyxᵀ, plus Σ cos(h, h + y) for the DROP baselines.
+These sums are all LMMSE, CCA and NMSE need (scores.py); activations are never stored.
+
+Numerics: every sum is kept in float64. Each batch's products are formed in `product_dtype`
+(float32 by default, float64 on request) about a fixed shift, the first batch's mean, then added
+into the float64 totals. Shifting removes the large common mean of the residual stream (massive
+activations) before the float32 products, so the covariance E[xxᵀ] - μμᵀ suffers no cancellation;
+tests check these sums against a float64 reference.
+
+The last `holdout` blocks go to a second set of sums, so a map fitted on the rest can be scored on
+data it has not seen. Totals are the two sets added.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+BRANCHES = ("attn", "block")
+SPLITS = ("fit", "held")
+
+
+@dataclass
+class BranchSums:
+    """Σy, Σyyᵀ, Σyxᵀ and Σcos(x, x+y) of one branch of one layer, for one split."""
+
+    y: torch.Tensor  # (d,)
+    yy: torch.Tensor  # (d, d)
+    yx: torch.Tensor  # (d, d)
+    cos: torch.Tensor  # ()
+
+
+@dataclass
+class SplitSums:
+    """The sums of one layer over one split of the calibration blocks."""
+
+    n: torch.Tensor  # () token count, float64
+    x: torch.Tensor  # (d,)
+    xx: torch.Tensor  # (d, d)
+    branches: dict[str, BranchSums] = field(default_factory=dict)
+
+    @classmethod
+    def zeros(cls, d: int, device) -> SplitSums:
+        z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
+        return cls(
+            n=z(()),
+            x=z(d),
+            xx=z(d, d),
+            branches={b: BranchSums(y=z(d), yy=z(d, d), yx=z(d, d), cos=z(())) for b in BRANCHES},
+        )
+
+    def __add__(self, other: SplitSums) -> SplitSums:
+        return SplitSums(
+            n=self.n + other.n,
+            x=self.x + other.x,
+            xx=self.xx + other.xx,
+            branches={
+                b: BranchSums(*(getattr(s, f) + getattr(other.branches[b], f) for f in ("y", "yy", "yx", "cos")))
+                for b, s in self.branches.items()
+            },
+        )
+
+
+@dataclass
+class LayerStats:
+    """All sums of one decoder layer: a shift per variable and one SplitSums per split."""
+
+    shift_x: torch.Tensor  # (d,) the origin the sums are taken about
+    shift_y: dict[str, torch.Tensor]  # branch -> (d,)
+    splits: dict[str, SplitSums]
+
+    def total(self) -> SplitSums:
+        return self.splits["fit"] + self.splits["held"]
+
+    # --- (de)serialisation to a flat {name: tensor} dict, for safetensors ---------------------
+    def to_flat(self, prefix: str) -> dict[str, torch.Tensor]:
+        out = {f"{prefix}.shift_x": self.shift_x}
+        out.update({f"{prefix}.shift_{b}": t for b, t in self.shift_y.items()})
+        for split, s in self.splits.items():
+            p = f"{prefix}.{split}"
+            out.update({f"{p}.n": s.n, f"{p}.x": s.x, f"{p}.xx": s.xx})
+            for b, bs in s.branches.items():
+                out.update({f"{p}.{b}.{f}": getattr(bs, f) for f in ("y", "yy", "yx", "cos")})
+        return {k: v.detach().cpu().contiguous() for k, v in out.items()}
+
+    @classmethod
+    def from_flat(cls, flat: dict[str, torch.Tensor], prefix: str) -> LayerStats:
+        splits = {}
+        for split in SPLITS:
+            p = f"{prefix}.{split}"
+            splits[split] = SplitSums(
+                n=flat[f"{p}.n"],
+                x=flat[f"{p}.x"],
+                xx=flat[f"{p}.xx"],
+                branches={
+                    b: BranchSums(*(flat[f"{p}.{b}.{f}"] for f in ("y", "yy", "yx", "cos"))) for b in BRANCHES
+                },
+            )
+        return cls(
+            shift_x=flat[f"{prefix}.shift_x"],
+            shift_y={b: flat[f"{prefix}.shift_{b}"] for b in BRANCHES},
+            splits=splits,
+        )
+
+
+class LayerAccumulator:
+    """Adds one batch at a time into a LayerStats; holds nothing but the sums."""
+
+    def __init__(self, d: int, device, product_dtype: torch.dtype = torch.float32):
+        self.d = d
+        self.device = device
+        self.product_dtype = product_dtype
+        self.stats: LayerStats | None = None
+
+    def _init(self, x: torch.Tensor, ys: dict[str, torch.Tensor]) -> None:
+        # Shift = this first batch's mean, in float64: later batches are centred on it.
+        self.stats = LayerStats(
+            shift_x=x.double().mean(0),
+            shift_y={b: y.double().mean(0) for b, y in ys.items()},
+            splits={s: SplitSums.zeros(self.d, self.device) for s in SPLITS},
+        )
+
+    @torch.no_grad()
+    def add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str) -> None:
+        """h: (N, d) layer inputs; ys: branch -> (N, d) branch outputs; split: 'fit' or 'held'."""
+        if self.stats is None:
+            self._init(h, ys)
+        st, dt = self.stats, self.product_dtype
+        s = st.splits[split]
+        x = h.to(dt) - st.shift_x.to(dt)  # (N, d)
+        s.n += h.shape[0]
+        s.x += x.sum(0, dtype=torch.float64)
+        s.xx += (x.T @ x).double()
+        for b, y_raw in ys.items():
+            y = y_raw.to(dt) - st.shift_y[b].to(dt)  # (N, d)
+            bs = s.branches[b]
+            bs.y += y.sum(0, dtype=torch.float64)
+            bs.yy += (y.T @ y).double()
+            bs.yx += (y.T @ x).double()
+            # DROP baseline: cosine between the stream before and after the branch is added.
+            hf = h.float()
+            bs.cos += torch.nn.functional.cosine_similarity(hf, hf + y_raw.float(), dim=-1).sum(dtype=torch.float64)
+
+    def nbytes(self) -> int:
+        """Bytes of float64 sums this layer holds (the same whether or not a batch has arrived)."""
+        d, nb = self.d, len(BRANCHES)
+        per_split = 1 + d + d * d + nb * (d + 2 * d * d + 1)
+        return 8 * (len(SPLITS) * per_split + (1 + nb) * d)
