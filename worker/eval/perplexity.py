@@ -1,0 +1,91 @@
+"""Perplexity on a text corpus: non-overlapping windows, as in the paper and GPTQ-style evaluations.
+
+The corpus is tokenized once as a whole (with the tokenizer's usual special tokens) and cut into
+windows of `window` tokens; the last, shorter window is scored too. Inside each window every token
+but the first is predicted from those before it, so
+
+    ppl            = exp(total NLL / predicted tokens)
+    bits_per_byte  = total NLL / ln 2 / UTF-8 bytes of the text scored
+
+Corpora by name: `wikitext2` (WikiText-2 raw test) and `c4` (C4 validation, 2,000 documents)
+resolve under NBL_DATA_DIR; any other name is read as a text file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from ..engine.likelihood import nll_sum
+
+CORPORA = {"wikitext2": "wikitext-2/wiki.test.raw", "c4": "c4/c4_validation_2k.jsonl"}
+
+
+def corpus_text(name: str) -> str:
+    """The text of a named corpus or a file (.txt/.raw as is; .json/.jsonl texts joined by blank lines)."""
+    rel = CORPORA.get(name.lower().replace("-", ""))
+    if rel is not None:
+        data_dir = os.environ.get("NBL_DATA_DIR")
+        if not data_dir:
+            raise ValueError(f"perplexity corpus {name!r} needs NBL_DATA_DIR (the offline data sets)")
+        path = Path(data_dir) / rel
+    else:
+        path = Path(name).expanduser()
+    if not path.is_file():
+        raise ValueError(f"perplexity corpus not found: {path}")
+    if path.suffix == ".jsonl":
+        return "\n\n".join(json.loads(line)["text"] for line in path.read_text().splitlines() if line.strip())
+    if path.suffix == ".json":
+        return "\n\n".join(r["text"] for r in json.loads(path.read_text()))
+    return path.read_text()
+
+
+def default_window(model) -> int:
+    return min(int(getattr(model.config, "max_position_embeddings", 2048) or 2048), 2048)
+
+
+@torch.no_grad()
+def perplexity(
+    model,
+    tokenizer,
+    text: str,
+    window: int | None = None,
+    max_tokens: int | None = None,
+    batch_size: int = 1,
+    progress: bool = True,
+) -> dict:
+    """{"ppl", "bits_per_byte", "tokens"} of `text`; `max_tokens` scores only the first tokens."""
+    window = window or default_window(model)
+    if window < 2:
+        raise ValueError("window must be at least 2 tokens")
+    enc = tokenizer(text, return_offsets_mapping=max_tokens is not None)
+    ids = torch.tensor(enc["input_ids"], dtype=torch.long)
+    n_bytes = len(text.encode("utf-8"))
+    if max_tokens is not None and max_tokens < len(ids):
+        ids = ids[:max_tokens]
+        # bytes of the text those tokens cover, for an honest bits-per-byte on a prefix
+        end = max(e for _, e in enc["offset_mapping"][:max_tokens])
+        n_bytes = len(text[:end].encode("utf-8"))
+    device = next(model.parameters()).device
+    windows = [ids[i : i + window] for i in range(0, len(ids), window)]
+    windows = [w for w in windows if len(w) >= 2]
+    nll, count = 0.0, 0
+    for start in tqdm(range(0, len(windows), batch_size), desc="perplexity", unit="win", disable=not progress):
+        group = windows[start : start + batch_size]
+        if len({len(w) for w in group}) > 1:  # the short last window goes alone
+            group_list = [[w] for w in group]
+        else:
+            group_list = [group]
+        for g in group_list:
+            s, c = nll_sum(model, torch.stack(g).to(device))  # (B, T)
+            nll, count = nll + s, count + c
+    return {
+        "ppl": math.exp(nll / count),
+        "bits_per_byte": nll / math.log(2) / n_bytes,
+        "tokens": count,
+    }
