@@ -1,0 +1,1 @@
+"""Evaluation of base and compressed models: perplexity, lm-eval tasks, speed."""
