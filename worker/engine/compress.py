@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from tqdm.auto import tqdm
 
 from . import stats_cache
 from .calibrate import calibrate, holdout_count
@@ -146,10 +147,10 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = _no
     return CalibrationResult(cal.stats, held, meta, False, key)
 
 
-def score_stage(stats: list[LayerStats], ridge: float = DEFAULT_RIDGE) -> list[dict]:
-    return [
-        {"layer": i, **{b: sc.as_dict() for b, sc in score_layer(s, ridge).items()}} for i, s in enumerate(stats)
-    ]
+def score_stage(stats: list[LayerStats], ridge: float = DEFAULT_RIDGE, progress: bool = False) -> list[dict]:
+    """Every layer's scores for both modes, as plain dicts (the report's and the JSON's shape)."""
+    bar = tqdm(stats, desc="score", unit="layer", disable=not progress)
+    return [{"layer": i, **{b: sc.as_dict() for b, sc in score_layer(s, ridge).items()}} for i, s in enumerate(bar)]
 
 
 def fit_maps(stats: list[LayerStats], mode: str, layers, ridge: float = DEFAULT_RIDGE, split=None) -> dict[int, LinearMap]:
@@ -173,7 +174,7 @@ def run(cfg: CompressConfig, report: Report = _noop, progress: bool = True, lm: 
 
     t = time.perf_counter()
     report("score", 0.0, "scoring layers")
-    scores = score_stage(cal.stats, cfg.ridge)
+    scores = score_stage(cal.stats, cfg.ridge, progress)
     if cfg.criterion == "loss":
         if len(cal.held_blocks) == 0:
             raise ValueError("criterion 'loss' needs held-out blocks: use num_samples >= 2 and holdout_fraction > 0")
