@@ -120,11 +120,35 @@ def print_compress_table(r: dict, mode: str) -> None:
         print(f"k={o['k']:<3} {o['mode']}/{o['method']}/{o['criterion']}: layers {o['replaced_layers']} -> {o['path']}")
 
 
+def add_import_gguf(sub) -> None:
+    p = sub.add_parser(
+        "import-gguf",
+        help="convert a GGUF file into a safetensors checkpoint under NBL_MODELS_DIR (jobs use it as local:NAME)",
+    )
+    p.add_argument("path", type=Path, help="the .gguf file")
+    p.add_argument("--name", required=True, help="the model's name under NBL_MODELS_DIR")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_import_gguf)
+
+
+def cmd_import_gguf(args) -> int:
+    from .engine.loading import convert_gguf, models_dir
+
+    if not args.path.is_file() or args.path.suffix != ".gguf":
+        raise ValueError(f"not a .gguf file: {args.path}")
+    if "/" in args.name or args.name.startswith("."):
+        raise ValueError(f"--name must be a plain name, got {args.name!r}")
+    out = convert_gguf(args.path, models_dir() / args.name)
+    print(json.dumps({"model": f"local:{args.name}", "path": str(out)}) if args.json else f"local:{args.name} -> {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nbl", description="nbl-service: Neural Block Linearization for LLMs")
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     add_compress(sub)
+    add_import_gguf(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
