@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# Fixtures of the service tests (real Postgres, Redis, brokers), shared with the integration tests.
+pytest_plugins = ["service_fixtures"]
+
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("NBL_DATA_DIR", REPO.parent / "shared" / "data"))
 os.environ.setdefault("NBL_DATA_DIR", str(DATA_DIR))

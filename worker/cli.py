@@ -143,12 +143,30 @@ def cmd_import_gguf(args) -> int:
     return 0
 
 
+def add_worker(sub) -> None:
+    p = sub.add_parser("worker", help="run a Celery worker for compression jobs (one job at a time)")
+    p.add_argument("--loglevel", default="INFO")
+    p.set_defaults(func=cmd_worker)
+
+
+def cmd_worker(args) -> int:
+    from .tasks import celery, settings
+
+    celery.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "--loglevel", args.loglevel,
+                        "-Q", settings.queue_name])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nbl", description="nbl-service: Neural Block Linearization for LLMs")
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     add_compress(sub)
     add_import_gguf(sub)
+    add_worker(sub)
+    from service.cli import add_service_commands  # no torch: safe for every subcommand
+
+    add_service_commands(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -1,0 +1,5 @@
+"""The /v1 HTTP API (FastAPI)."""
+
+from .app import create_app
+
+__all__ = ["create_app"]

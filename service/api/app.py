@@ -1,0 +1,66 @@
+"""The FastAPI application factory. Engines and clients are built in the lifespan, not at import:
+
+    uvicorn --factory service.api.app:create_app      # Settings() from the environment
+    create_app(Settings(home=...))                     # tests, embedded use
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from ..celery_app import make_celery
+from ..db import make_engine, make_sessionmaker
+from ..metrics import make_registry
+from ..settings import Settings
+from . import problems
+from .limits import BodySizeLimit
+from .routes import health, jobs
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """Compression-as-a-service with Neural Block Linearization (arXiv 2505.21077).
+
+Submit a job (`POST /v1/jobs`), poll it (`GET /v1/jobs/{id}`, `/events?after=`), read per-layer
+scores (`/layers`), cancel it. Authenticate with `Authorization: Bearer <key>`. Errors are
+`application/problem+json` (RFC 9457) with a stable `type`.
+"""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        s = settings if settings is not None else Settings()
+        engine = make_engine(s)
+        app.state.settings = s
+        app.state.engine = engine
+        app.state.sessions = make_sessionmaker(engine)
+        app.state.celery = make_celery(s)
+        app.state.metrics_registry = make_registry(app.state.sessions, s.metrics_window_jobs)
+        app.state.schema_head = _schema_head()
+        try:
+            yield
+        finally:
+            app.state.celery.close()
+            engine.dispose()
+
+    app = FastAPI(title="nbl-service", version="1", description=DESCRIPTION, lifespan=lifespan,
+                  docs_url="/docs", openapi_url="/openapi.json", redoc_url=None)
+    app.add_middleware(BodySizeLimit)
+    problems.install(app)
+    app.include_router(jobs.router)
+    app.include_router(health.router)
+    return app
+
+
+def _schema_head() -> str | None:
+    """The Alembic head this code expects, for /readyz; None when migrations/ is not shipped."""
+    try:
+        from ..migrate import head_revision
+
+        return head_revision()
+    except Exception as e:  # noqa: BLE001
+        log.warning("cannot read the migration head (%s); /readyz will not check the schema version", e)
+        return None

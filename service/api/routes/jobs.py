@@ -1,0 +1,86 @@
+"""/v1/jobs: create, list, read, cancel, events, layers. Thin: the work is in service.jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response, status
+
+from ... import jobs
+from ...errors import InvalidRequest
+from ...queue import enqueue_job
+from ...schemas import (
+    EventList,
+    JobCreate,
+    JobList,
+    JobOut,
+    LayerList,
+    Problem,
+    check_limits,
+)
+from ..deps import CeleryDep, PrincipalDep, SessionDep, SettingsDep
+
+PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM, 422: PROBLEM})
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobOut,
+             responses={429: PROBLEM, 413: PROBLEM},
+             summary="Create a compression job",
+             description="Returns 201 with the job. With an `Idempotency-Key` header (scoped to your team) a "
+             "repeated request returns the same job (201, `Idempotent-Replayed: true`); the same key with a "
+             "different body is a 422.")
+def create_job(body: JobCreate, response: Response, session: SessionDep, principal: PrincipalDep,
+               settings: SettingsDep, celery: CeleryDep,
+               idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None) -> JobOut:
+    key = jobs.check_idempotency_key(idempotency_key)
+    errors = check_limits(body, settings)
+    if errors:
+        raise InvalidRequest(errors[0]["msg"], errors=errors)
+    job, created = jobs.create_job(session, principal, body, key, settings)  # commits
+    if created:
+        enqueue_job(session, celery, job.id)  # only after the commit; a broker failure leaves it queued
+    else:
+        response.headers["Idempotent-Replayed"] = "true"
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return jobs.job_view(session, jobs.get_job(session, principal.team_id, job.id))
+
+
+@router.get("", response_model=JobList, summary="List jobs, newest first")
+def list_jobs(session: SessionDep, principal: PrincipalDep,
+              limit: Annotated[int, Query(ge=1, le=100)] = 20,
+              after: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+              status_: Annotated[list[str], Query(alias="status", description="filter; repeat or comma-separate")] = [],  # noqa: B006
+              ) -> JobList:
+    rows, has_more, cursor = jobs.list_jobs(session, principal.team_id, limit=limit, after=after,
+                                            statuses=jobs.parse_statuses(status_))
+    return JobList(data=jobs.job_views(session, rows), has_more=has_more, next_cursor=cursor)
+
+
+@router.get("/{job_id}", response_model=JobOut, responses={404: PROBLEM}, summary="Read a job")
+def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobOut:
+    return jobs.job_view(session, jobs.get_job(session, principal.team_id, job_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, responses={404: PROBLEM, 409: PROBLEM},
+             summary="Cancel a job",
+             description="queued -> cancelled; running -> cancelling (cancelled at the worker's next checkpoint); "
+             "cancelling stays; a finished job is a 409.")
+def cancel_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobOut:
+    return jobs.job_view(session, jobs.cancel_job(session, principal.team_id, job_id))
+
+
+@router.get("/{job_id}/events", response_model=EventList, responses={404: PROBLEM},
+            summary="The job's event log, oldest first",
+            description="Poll with `after=<last_id>` to get only newer events.")
+def list_events(job_id: str, session: SessionDep, principal: PrincipalDep,
+                after: Annotated[int | None, Query(ge=0)] = None,
+                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> EventList:
+    return jobs.list_events(session, principal.team_id, job_id, after=after, limit=limit)
+
+
+@router.get("/{job_id}/layers", response_model=LayerList, responses={404: PROBLEM},
+            summary="Per-layer scores (CCA bound, NMSE, cosine, ...) for both modes")
+def list_layers(job_id: str, session: SessionDep, principal: PrincipalDep) -> LayerList:
+    return jobs.layer_scores(session, principal.team_id, job_id)

@@ -1,0 +1,101 @@
+"""One validated Settings object for the API, the CLI and the worker.
+
+Everything on disk derives from NBL_HOME unless set explicitly, so two instances with different
+NBL_HOME (tests, two users on one machine) share nothing: not the database, not the embedded
+broker, not the model, publish or statistics directories.
+
+Built where it is used (the app lifespan, a CLI command, the worker's startup), never at import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import AliasChoices, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, validate_default=True)
+
+    # --- where things live -------------------------------------------------------------------
+    home: Path = Field(default=Path("~/.nbl"), validation_alias=_env("NBL_HOME", "home"))
+    database_url: str | None = Field(default=None, validation_alias=_env("DATABASE_URL", "database_url"),
+                                     description="SQLAlchemy URL; default sqlite:///$NBL_HOME/nbl.db")
+    broker_url: str | None = Field(default=None, validation_alias=_env("BROKER_URL", "broker_url"),
+                                   description="Celery broker; default the embedded kombu SQLAlchemy "
+                                   "transport on sqla+sqlite:///$NBL_HOME/broker.db")
+    models_dir: Path | None = Field(default=None, validation_alias=_env("NBL_MODELS_DIR", "models_dir"),
+                                    description="where `local:NAME` model ids resolve")
+    publish_dir: Path | None = Field(default=None, validation_alias=_env("NBL_PUBLISH_DIR", "publish_dir"),
+                                     description="where publish {local_dir: NAME} writes")
+    stats_dir: Path | None = Field(default=None, validation_alias=_env("NBL_STATS_DIR", "stats_dir"))
+
+    # --- queue ---------------------------------------------------------------------------------
+    queue_name: str = Field(default="nbl", validation_alias=_env("NBL_QUEUE", "queue_name"),
+                            pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    task_soft_time_limit_s: int = Field(default=6 * 3600 - 300, ge=60,
+                                        validation_alias=_env("NBL_TASK_SOFT_TIME_LIMIT", "task_soft_time_limit_s"))
+    task_time_limit_s: int = Field(default=6 * 3600, ge=60,
+                                   validation_alias=_env("NBL_TASK_TIME_LIMIT", "task_time_limit_s"))
+    # Redis re-delivers an unacked message after this; it must outlive the longest task (acks_late).
+    visibility_timeout_s: int | None = Field(default=None,
+                                             validation_alias=_env("NBL_VISIBILITY_TIMEOUT", "visibility_timeout_s"))
+    publish_timeout_s: float = Field(default=3.0, gt=0, validation_alias=_env("NBL_PUBLISH_TIMEOUT", "publish_timeout_s"),
+                                     description="how long the API tries to reach the broker before leaving a job "
+                                     "for the reconciler")
+
+    # --- leases --------------------------------------------------------------------------------
+    lease_seconds: int = Field(default=120, ge=5, validation_alias=_env("NBL_LEASE_SECONDS", "lease_seconds"))
+
+    # --- limits --------------------------------------------------------------------------------
+    max_num_samples: int = Field(default=4096, ge=1, validation_alias=_env("NBL_MAX_NUM_SAMPLES", "max_num_samples"))
+    max_seq_len: int = Field(default=32768, ge=1, validation_alias=_env("NBL_MAX_SEQ_LEN", "max_seq_len"))
+    max_k: int = Field(default=512, ge=1, validation_alias=_env("NBL_MAX_K", "max_k"))
+    max_eval_limit: int = Field(default=100_000, ge=1, validation_alias=_env("NBL_MAX_EVAL_LIMIT", "max_eval_limit"))
+    max_request_bytes: int = Field(default=64 * 1024, ge=1024,
+                                   validation_alias=_env("NBL_MAX_REQUEST_BYTES", "max_request_bytes"))
+    max_active_jobs_per_team: int = Field(default=20, ge=1,
+                                          validation_alias=_env("NBL_MAX_ACTIVE_JOBS_PER_TEAM",
+                                                                "max_active_jobs_per_team"))
+    metrics_window_jobs: int = Field(default=500, ge=1,
+                                     description="finished jobs whose stage durations /metrics summarizes")
+
+    @model_validator(mode="after")
+    def _derive(self) -> "Settings":
+        self.home = self.home.expanduser().resolve()
+        if self.database_url is None:
+            self.database_url = f"sqlite:///{self.home / 'nbl.db'}"
+        for plain in ("postgres://", "postgresql://"):  # the driver we ship is psycopg 3
+            if self.database_url.startswith(plain):
+                self.database_url = "postgresql+psycopg://" + self.database_url[len(plain):]
+        if self.broker_url is None:
+            self.broker_url = f"sqla+sqlite:///{self.home / 'broker.db'}"
+        self.models_dir = (self.models_dir or self.home / "models").expanduser().resolve()
+        self.publish_dir = (self.publish_dir or self.home / "published").expanduser().resolve()
+        self.stats_dir = (self.stats_dir or self.home / "stats").expanduser().resolve()
+        if self.visibility_timeout_s is None:
+            self.visibility_timeout_s = self.task_time_limit_s + 3600
+        if self.task_soft_time_limit_s >= self.task_time_limit_s:
+            raise ValueError("NBL_TASK_SOFT_TIME_LIMIT must be below NBL_TASK_TIME_LIMIT")
+        if self.visibility_timeout_s <= self.task_time_limit_s:
+            raise ValueError("NBL_VISIBILITY_TIMEOUT must exceed NBL_TASK_TIME_LIMIT, or a running task is re-delivered")
+        return self
+
+    @property
+    def database_is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def broker_scheme(self) -> str:
+        return urlsplit(self.broker_url).scheme
+
+    def ensure_dirs(self) -> None:
+        """Create NBL_HOME and the directories under it (the SQLite files need their folder)."""
+        for d in (self.home, self.models_dir, self.publish_dir, self.stats_dir):
+            d.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,133 @@
+"""The Celery app of the worker and its one task, `nbl.run_job`: thin by design.
+
+The task takes a job id, claims the row (the DB, not the broker, says who owns a job), runs the
+pipeline with a sink that writes progress to the DB, and ends the job in exactly one terminal
+state with a classified error. Start a worker with
+
+    celery -A worker.tasks worker --pool solo --concurrency 1      (or: nbl worker)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from service import store
+from service.celery_app import RUN_JOB, make_celery
+from service.db import make_engine, make_sessionmaker
+from service.paths import model_source, publish_dir
+from service.settings import Settings
+
+from .pipeline import Cancelled, Paths, run
+
+log = logging.getLogger(__name__)
+settings = Settings()
+celery = make_celery(settings)
+_sessions = None
+
+
+def sessions():
+    """The worker's session factory, built on first use (not at import, so `--help` needs no DB)."""
+    global _sessions
+    if _sessions is None:
+        _sessions = make_sessionmaker(make_engine(settings))
+    return _sessions
+
+
+class DbSink:
+    """Writes the pipeline's progress to the job row; raises Cancelled when a cancel was requested."""
+
+    def __init__(self, job_id: str, token: str):
+        self.job_id, self.token = job_id, token
+        self.started = time.monotonic()
+        self._last = 0.0
+
+    def progress(self, stage: str, fraction: float, message: str) -> None:
+        now = time.monotonic()
+        if fraction not in (0.0, 1.0) and now - self._last < 1.0:
+            return  # at most one write a second, but every stage start and end
+        self._last = now
+        with sessions()() as s:
+            if not store.set_progress(s, self.job_id, stage, fraction, message=message, lease_token=self.token):
+                raise Cancelled("lease lost: another worker owns this job now")
+            if store.cancel_requested(s, self.job_id):
+                raise Cancelled("cancelled by request")
+
+    def warning(self, message: str) -> None:
+        with sessions()() as s:
+            store.add_event(s, self.job_id, "warning", message)
+
+    def layer_scores(self, scores: list[dict]) -> None:
+        with sessions()() as s:
+            store.save_layer_scores(s, self.job_id, scores, lease_token=self.token)
+
+    def output(self, k: int, layers: list[int], path: str) -> None:
+        with sessions()() as s:
+            store.save_artifact(s, self.job_id, k, "local_dir", path, lease_token=self.token)
+
+
+class Heartbeat(threading.Thread):
+    """Keeps the lease alive while a long batch runs (progress writes alone may be minutes apart)."""
+
+    def __init__(self, job_id: str, token: str, every_s: float):
+        super().__init__(daemon=True)
+        self.job_id, self.token, self.every_s = job_id, token, every_s
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            with sessions()() as s:
+                if not store.heartbeat(s, self.job_id, self.token):
+                    return
+
+
+def classify(exc: BaseException) -> str:
+    """user: the input cannot work (bad model, data, k); timeout; system: everything else."""
+    if isinstance(exc, SoftTimeLimitExceeded):
+        return "timeout"
+    if isinstance(exc, (ValueError, KeyError)):
+        return "user"
+    return "system"
+
+
+@celery.task(name=RUN_JOB)
+def run_job(job_id: str) -> str:
+    with sessions()() as s:
+        token = store.claim_job(s, job_id, settings.lease_seconds)
+        spec = store.job_spec(s, job_id) if token else None
+    if token is None:
+        return "not claimed"  # done, cancelled, or running under another worker's lease
+    beat = Heartbeat(job_id, token, max(1.0, settings.lease_seconds / 3))
+    beat.start()
+    status, err_type, err_msg = "succeeded", None, None
+    try:
+        spec_dict = spec.model_dump(mode="json")
+        spec_dict["model"]["id"] = model_source(settings, spec.model.id)  # local:NAME -> its directory
+        # Until Hub publishing lands, every job publishes to NBL_PUBLISH_DIR/<local_dir or job id>.
+        name = getattr(spec.publish, "local_dir", None) or job_id
+        publish_dir(settings, name)  # re-checks the name's grammar: the spec is input, even from the DB
+        spec_dict["publish"] = {"local_dir": name}
+        paths = Paths(models_dir=settings.models_dir, work_dir=settings.home / "jobs" / job_id,
+                      publish_dir=settings.publish_dir, stats_dir=settings.stats_dir)
+        result = run(spec_dict, DbSink(job_id, token), paths, job_id)
+        with sessions()() as s:
+            store.set_selected_layers(
+                s, job_id, [{"k": k, "mode": spec.compression.mode, "layers": v} for k, v in result.selected.items()],
+                lease_token=token)
+            store.save_metrics(s, job_id, "calibration", {
+                "tokens": result.calibration.get("tokens"), "seconds": result.calibration.get("seconds"),
+                "cached": float(bool(result.calibration.get("cached")))}, lease_token=token)
+    except Cancelled as e:
+        status, err_msg = "cancelled", str(e)
+    except Exception as e:  # every failure ends the job: none stays in `running`
+        status, err_type, err_msg = "failed", classify(e), f"{type(e).__name__}: {e}"
+        log.exception("job %s failed", job_id)
+    finally:
+        beat.stop.set()
+    with sessions()() as s:
+        store.finish(s, job_id, token, status, error_type=err_type,
+                     error_message=err_msg if status == "failed" else None)
+    return status
