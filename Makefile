@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 NBL_DATA_DIR ?= $(abspath ../shared/data)
 export NBL_DATA_DIR
 
-.PHONY: install test test-fast bench clean
+.PHONY: install test test-fast demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -25,8 +25,11 @@ test: install
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
 
+demo: install
+	bash scripts/demo.sh
+
 bench: install
 	$(PY) bench/engine_cpu.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .nbl-demo
