@@ -160,6 +160,7 @@ class EvaluationSpec(Request):
         default_factory=lambda: ["wikitext2"])
     tasks: Annotated[list[Literal[EVAL_TASKS]], AfterValidator(_distinct)] = Field(default_factory=list)  # type: ignore[valid-type]
     limit: StrictInt | None = Field(default=None, ge=1, description="first N documents of each task")
+    max_tokens: StrictInt | None = Field(default=None, ge=2, description="perplexity: score only the first N tokens")
     speed: StrictBool = False
 
 

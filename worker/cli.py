@@ -158,10 +158,13 @@ def cmd_worker(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .eval.cli import add_eval  # argparse wiring only: torch loads inside the command
+
     parser = argparse.ArgumentParser(prog="nbl", description="nbl-service: Neural Block Linearization for LLMs")
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     add_compress(sub)
+    add_eval(sub)
     add_import_gguf(sub)
     add_worker(sub)
     from service.cli import add_service_commands  # no torch: safe for every subcommand

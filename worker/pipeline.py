@@ -20,6 +20,9 @@ from typing import Protocol
 from .engine import compress
 from .engine.compress import CompressConfig
 from .engine.data import DatasetSpec
+from .engine.loading import load_model
+from .eval.compressed import load_compressed
+from .eval.evaluate import EvalSpec, evaluate_cached, evaluate_model
 
 STAGES = ("load", "calibrate", "score", "compress", "evaluate", "publish")
 
@@ -30,6 +33,7 @@ class Cancelled(Exception):
 
 class Sink(Protocol):
     def progress(self, stage: str, fraction: float, message: str) -> None: ...
+    def metrics(self, variant: str, values: dict[str, float]) -> None: ...
     def warning(self, message: str) -> None: ...
     def layer_scores(self, scores: list[dict]) -> None: ...
     def output(self, k: int, layers: list[int], path: str) -> None: ...
@@ -85,21 +89,69 @@ def compress_config(spec: dict, paths: Paths) -> CompressConfig:
 
 
 def run(spec: dict, sink: Sink, paths: Paths, job_id: str) -> PipelineResult:
-    """Compress into the job's work dir (engine stages report through `sink.progress`), then publish."""
+    """Compress into the job's work dir (engine stages report through `sink.progress`), evaluate
+    the base and every output as saved, then publish."""
     cfg = compress_config(spec, paths)
     cfg.out = paths.work_dir
-    ks = cfg.ks
-    compressed = compress.run(cfg, report=sink.progress, progress=False)
+    cfg.check()
+    sink.progress("load", 0.0, f"loading {spec['model']['id']}")
+    lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device)
+    compressed = compress.run(cfg, report=sink.progress, progress=False, lm=lm)
     sink.layer_scores(compressed.scores)
     result = PipelineResult(calibration=compressed.calibration)
+    for o in compressed.outputs:
+        result.selected[o["k"]] = o["replaced_layers"]
+
+    espec = eval_spec(spec.get("evaluation") or {})
+    if not espec.empty():
+        evaluate(lm, {o["k"]: Path(o["path"]) for o in compressed.outputs}, espec, sink)
+    del lm
+
     sink.progress("publish", 0.0, "publishing")
     for o in compressed.outputs:
-        dest = publish_local(Path(o["path"]), paths.publish_dir, spec, job_id, o["k"], len(ks) > 1)
-        result.selected[o["k"]] = o["replaced_layers"]
+        dest = publish_local(Path(o["path"]), paths.publish_dir, spec, job_id, o["k"], len(cfg.ks) > 1)
         result.outputs[o["k"]] = str(dest)
         sink.output(o["k"], o["replaced_layers"], str(dest))
     sink.progress("publish", 1.0, "published")
     return result
+
+
+def eval_spec(ev: dict) -> EvalSpec:
+    return EvalSpec(perplexity=tuple(ev.get("perplexity") or ()), tasks=tuple(ev.get("tasks") or ()),
+                    limit=ev.get("limit"), max_tokens=ev.get("max_tokens"), speed=bool(ev.get("speed")))
+
+
+def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink) -> None:
+    """Base (cached per model and spec) and each output reloaded from disk, as users will load it."""
+    n = len(outputs) + 1
+    sink.progress("evaluate", 0.0, "evaluating the base model")
+    base = evaluate_cached(lm, espec, progress=False)
+    sink.metrics("base", flatten(base))
+    base_params = base["params"]["non_embedding_params"]
+    for j, (k, path) in enumerate(outputs.items(), start=1):
+        sink.progress("evaluate", j / n, f"evaluating k={k} from {path.name}")
+        out = load_compressed(path)
+        sink.metrics(f"k{k}", flatten(evaluate_model(out, espec, base_non_embedding=base_params, progress=False)))
+        del out
+    sink.progress("evaluate", 1.0, "evaluated")
+
+
+def flatten(result: dict) -> dict[str, float]:
+    """An evaluation result as flat metric names: perplexity/wikitext2/ppl, tasks/arc_easy/acc, ..."""
+    out: dict[str, float] = {}
+
+    def walk(prefix: str, node) -> None:
+        if isinstance(node, bool):
+            return
+        if isinstance(node, (int, float)):
+            out[prefix] = float(node)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(f"{prefix}/{key}" if prefix else str(key), value)
+
+    for section in ("perplexity", "tasks", "speed", "params"):
+        walk(section, result.get(section))
+    return out
 
 
 def publish_local(out: Path, publish_dir: Path, spec: dict, job_id: str, k: int, several: bool) -> Path:

@@ -56,6 +56,10 @@ class DbSink:
             if store.cancel_requested(s, self.job_id):
                 raise Cancelled("cancelled by request")
 
+    def metrics(self, variant: str, values: dict[str, float]) -> None:
+        with sessions()() as s:
+            store.save_metrics(s, self.job_id, variant, values, lease_token=self.token)
+
     def warning(self, message: str) -> None:
         with sessions()() as s:
             store.add_event(s, self.job_id, "warning", message)

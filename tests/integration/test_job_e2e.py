@@ -26,6 +26,7 @@ JOB = {
     "model": {"id": "local:tiny"},
     "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},
     "compression": {"mode": "attn", "criterion": "cca", "k": [1, 2]},
+    "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 2048},
     "publish": {"local_dir": "tiny-nbl"},
 }
 
@@ -78,7 +79,14 @@ def test_tiny_model_job_runs_end_to_end(deployment, request, settings_for, team_
         assert job["progress"] == 1 and job["attempt"] == 1 and job["error"] is None
         stages = [e["stage"] for e in c.get(f"/v1/jobs/{job_id}/events", headers=auth).json()["data"]
                   if e["kind"] == "stage"]
-        assert stages == ["load", "calibrate", "score", "compress", "publish"]
+        assert stages == ["load", "calibrate", "score", "compress", "evaluate", "publish"]
+        metrics = job["metrics"]
+        assert set(metrics) >= {"base", "k1", "k2", "calibration"}
+        for variant in ("base", "k1", "k2"):
+            assert metrics[variant]["perplexity/wikitext2/tokens"] > 1000
+            assert metrics[variant]["perplexity/wikitext2/ppl"] > 1
+        # the outputs were evaluated as saved: different models, different numbers
+        assert metrics["k1"]["perplexity/wikitext2/ppl"] != metrics["base"]["perplexity/wikitext2/ppl"]
         layers = c.get(f"/v1/jobs/{job_id}/layers", headers=auth).json()["data"]
         assert sorted({row["layer"] for row in layers}) == [0, 1, 2, 3]
         selected = {s["k"]: s["layers"] for s in job["selected_layers"]}

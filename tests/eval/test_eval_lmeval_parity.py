@@ -1,0 +1,74 @@
+"""Our tasks against lm-evaluation-harness itself, on the shipped files: same prompts, same numbers.
+
+lm-eval's own task configs are pointed at the local data (worker/eval/lmeval_parity.py), so every
+(context, continuation, label) it builds can be compared with ours, and its end-to-end evaluation
+(HFLM) with our scorer on a tiny random Llama with a real BPE tokenizer.
+"""
+
+import pytest
+import torch
+from eval_helpers import bpe_tokenizer, one_thread  # noqa: F401 (fixture)
+
+from worker.eval.lmeval_parity import compare_prompts, compare_scores  # lm_eval is imported lazily
+from worker.eval.tasks import load_task
+from worker.eval.token_split import encode_pair
+
+pytest.importorskip("lm_eval")
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.mark.parametrize("name, limit", [("arc_easy", 300), ("arc_challenge", 100), ("hellaswag", 300),
+                                         ("boolq", 300), ("openbookqa", 100), ("lambada_openai", 300),
+                                         ("mmlu", 2)])
+def test_prompts_equal_lm_evals(name, limit):
+    assert compare_prompts(name, limit) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["arc_easy", "arc_challenge", "hellaswag", "boolq", "openbookqa",
+                                  "lambada_openai", "mmlu"])
+def test_prompts_equal_lm_evals_on_every_document(name):
+    assert compare_prompts(name) == []  # mmlu: 14,042 five-shot prompts, a few minutes
+
+
+@pytest.fixture(scope="module")
+def tiny_bpe_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = bpe_tokenizer()
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=len(tok), max_position_embeddings=1024,
+                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    return LlamaForCausalLM(cfg).eval(), tok
+
+
+def test_token_split_equals_lm_evals(tiny_bpe_llama):
+    from lm_eval.models.huggingface import HFLM
+
+    model, tok = tiny_bpe_llama
+    lm = HFLM(pretrained=model, tokenizer=tok, batch_size=1)
+    pairs = [("Question: Which gas do plants use?\nAnswer:", " carbon dioxide"), ("What is the", "rmal energy"),
+             ("Answer: ", " yes"), ("tabs\t", "\tand spaces"), ("energy", " from the Sun")]
+    for c, k in pairs:
+        assert encode_pair(tok, c, k) == tuple(map(list, lm._encode_pair(c, k)))
+
+
+@pytest.mark.parametrize("name, limit", [("arc_easy", 40), ("hellaswag", 12), ("boolq", 12), ("lambada_openai", 12),
+                                         ("mmlu", 1)])
+def test_scores_equal_lm_evals(tiny_bpe_llama, name, limit):
+    model, tok = tiny_bpe_llama
+    got = compare_scores(model, tok, name, limit, batch_size=4)
+    assert got["lm_eval"] == got["ours"], got
+    assert got["max_abs_ll_diff"] is not None and got["max_abs_ll_diff"] < 1e-4, got
+
+
+def test_unknown_names_and_offline_datasets_are_user_errors(monkeypatch):
+    with pytest.raises(ValueError, match="unknown task"):
+        load_task("no_such_task")
+    monkeypatch.delenv("NBL_DATA_DIR")  # then names go to lm-eval's own tasks, never to the network
+    import datasets.config
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", "/nonexistent/hf-datasets-cache")
+    with pytest.raises(ValueError, match="NBL_DATA_DIR"):
+        load_task("openbookqa", limit=2)

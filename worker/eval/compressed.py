@@ -1,0 +1,87 @@
+"""Load a model for evaluation: our own compressed outputs here, every other model through the
+engine's `load_model` (which never trusts remote code).
+
+A compressed output (`nbl compress`) is a directory whose config.json has model_type `nbl_<family>`
+and an auto_map into the modeling_nbl.py beside it; it loads with trust_remote_code=True. We trust
+that file only when it is byte-identical to the modeling_nbl.py this package ships, i.e. the code is
+ours. A directory whose copy differs (an older release, or an edited file) is loaded with the
+installed classes instead, never its own code, with a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+from pathlib import Path
+
+from ..engine import modeling_nbl
+from ..engine.loading import (
+    LoadedModel,
+    ModelError,
+    dir_digest,
+    load_model,
+    resolve_device,
+    resolve_dtype,
+)
+
+log = logging.getLogger(__name__)
+MODELING_FILE = "modeling_nbl.py"
+
+
+def is_compressed_dir(path: str | Path) -> bool:
+    path = Path(path).expanduser()
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return str(config.get("model_type", "")).startswith("nbl_") and (path / MODELING_FILE).is_file()
+
+
+def load_compressed(path: str | Path, dtype=None, device: str | None = None) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path).expanduser()
+    config = json.loads((path / "config.json").read_text())
+    family = config["model_type"].removeprefix("nbl_")
+    if family not in modeling_nbl.FAMILIES:
+        raise ModelError(f"{path}: compressed model of unknown family {family!r}")
+    if not any(path.glob("*.safetensors")):
+        raise ModelError(f"{path}: no *.safetensors weights")
+    device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, device)
+    ours = Path(modeling_nbl.__file__).read_bytes() == (path / MODELING_FILE).read_bytes()
+    # The tokenizer reads config.json too: say explicitly whether its auto_map may run, or transformers
+    # asks on stdin. Its custom-code notices go to stderr: stdout must stay clean for --json.
+    with contextlib.redirect_stdout(sys.stderr):
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=ours)
+    if ours:
+        with contextlib.redirect_stdout(sys.stderr):
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=True,
+                                                         use_safetensors=True)
+    else:
+        log.warning("%s: %s differs from the installed one; loading with the installed classes, not its code",
+                    path, MODELING_FILE)
+        cls = getattr(modeling_nbl, modeling_nbl.class_names(family)[1])
+        model = cls.from_pretrained(path, dtype=torch_dtype, use_safetensors=True)
+    model.to(device).eval()
+    return LoadedModel(
+        model=model, tokenizer=tokenizer, source=str(path), revision=None,
+        fingerprint="dir:" + dir_digest(path), family=family, path=path,
+    )
+
+
+def load_for_eval(model: str, revision: str | None = None, dtype=None, device: str | None = None) -> LoadedModel:
+    if is_compressed_dir(model):
+        return load_compressed(model, dtype, device)
+    return load_model(model, revision=revision, dtype=dtype, device=device)
+
+
+def recorded_base(path: str | Path) -> tuple[str, str | None] | None:
+    """(base model source, its fingerprint) recorded by `nbl compress` in nbl_scores.json, if any."""
+    try:
+        report = json.loads((Path(path).expanduser() / "nbl_scores.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return (report["base_model"], report.get("base_fingerprint")) if report.get("base_model") else None

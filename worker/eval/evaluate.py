@@ -1,0 +1,128 @@
+"""Evaluate one model: perplexity, tasks, speed; and the cache that spares re-evaluating a base.
+
+A result is {"model", "params", "perplexity", "tasks", "speed", "seconds"}. The base model of a
+comparison is evaluated once per (fingerprint, evaluation spec, hardware): its result is kept as JSON
+under $NBL_HOME/evals/<key>.json; the key hashes the model fingerprint, everything that changes the
+numbers (corpora, token cap, tasks, task-file contents, limit, speed settings, dtype) and, when speed
+is measured, the device and thread count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from .harness import run_task
+from .perplexity import corpus_text, perplexity
+from .speed import count_parameters, measure_speed
+from .task_file import load_task_file
+from .tasks import load_task
+
+log = logging.getLogger(__name__)
+CACHE_VERSION = 1  # bump when a change of this package changes the numbers
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    perplexity: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    task_files: tuple[str, ...] = ()
+    limit: int | None = None
+    max_tokens: int | None = None
+    speed: bool = False
+    speed_lengths: tuple[int, ...] = (512, 2048)
+    new_tokens: int = 128
+    repeats: int = 3
+    batch_tokens: int = field(default=2048, compare=False)  # changes batching, not the numbers
+
+    def empty(self) -> bool:
+        return not (self.perplexity or self.tasks or self.task_files or self.speed)
+
+
+def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, progress: bool = True) -> dict:
+    """Every evaluation `spec` asks for, on a loaded model (LoadedModel from load_for_eval)."""
+    model, tok = lm.model, lm.tokenizer
+    result = {
+        "model": {"source": lm.source, "fingerprint": lm.fingerprint, "family": lm.family,
+                  "nbl": getattr(model.config, "nbl", None)},
+        "params": count_parameters(model),
+        "perplexity": {}, "tasks": {}, "speed": None, "seconds": {},
+    }
+    for name in spec.perplexity:
+        start = time.perf_counter()
+        text = corpus_text(name)
+        result["perplexity"][name] = perplexity(model, tok, text, max_tokens=spec.max_tokens, progress=progress)
+        result["seconds"][f"perplexity/{name}"] = time.perf_counter() - start
+    tasks = [lambda n=n: load_task(n, spec.limit) for n in spec.tasks]
+    tasks += [lambda f=f: load_task_file(f, spec.limit) for f in spec.task_files]
+    for build in tasks:
+        start = time.perf_counter()
+        task = build()
+        if task.name in result["tasks"]:
+            raise ValueError(f"two tasks report under the name {task.name!r}")
+        result["tasks"][task.name] = run_task(model, tok, task, spec.batch_tokens, progress)
+        result["seconds"][f"task/{task.name}"] = time.perf_counter() - start
+    if spec.speed:
+        start = time.perf_counter()
+        result["speed"] = measure_speed(model, spec.speed_lengths, spec.new_tokens, repeats=spec.repeats,
+                                        base_non_embedding=base_non_embedding)
+        result["seconds"]["speed"] = time.perf_counter() - start
+    return result
+
+
+# --- the base model's cache ---------------------------------------------------------------------
+def evals_dir() -> Path:
+    return Path(os.environ.get("NBL_HOME", "~/.nbl")).expanduser() / "evals"
+
+
+def cache_key(fingerprint: str, spec: EvalSpec, dtype: str, device: str) -> str:
+    d = asdict(spec)
+    d.pop("batch_tokens")
+    d["task_files"] = [[Path(f).stem, hashlib.sha256(Path(f).expanduser().read_bytes()).hexdigest()]
+                       for f in spec.task_files]
+    d["data_dir"] = os.environ.get("NBL_DATA_DIR")
+    hardware = None
+    if spec.speed:
+        hardware = [device, torch.get_num_threads(),
+                    torch.cuda.get_device_name(device) if device.startswith("cuda") else None]
+    blob = json.dumps({"v": CACHE_VERSION, "model": fingerprint, "spec": d, "dtype": dtype, "hardware": hardware},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def cached(key: str) -> dict | None:
+    try:
+        return json.loads((evals_dir() / f"{key}.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def store(key: str, result: dict) -> None:
+    path = evals_dir() / f"{key}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(result, indent=2))
+    tmp.replace(path)
+
+
+def evaluate_cached(lm, spec: EvalSpec, use_cache: bool = True, progress: bool = True) -> dict:
+    """evaluate_model, read from / written to the cache; `result["cached"]` says which."""
+    model = lm.model
+    param = next(model.parameters())
+    key = cache_key(lm.fingerprint, spec, str(param.dtype).removeprefix("torch."), str(param.device))
+    hit = cached(key) if use_cache else None
+    if hit is not None:
+        log.info("base evaluation read from the cache (%s)", key)
+        return {**hit, "cached": True}
+    own = count_parameters(model)["non_embedding_params"]  # a base is its own base: sparsity 0
+    result = evaluate_model(lm, spec, base_non_embedding=own, progress=progress)
+    if use_cache:
+        store(key, result)
+    return {**result, "cached": False}

@@ -1,0 +1,27 @@
+"""Score a task on a model: every continuation through the shared scorer, then lm-eval's metrics."""
+
+from __future__ import annotations
+
+from .loglikelihood import loglikelihoods
+from .metrics import aggregate, choice_metrics, perplexity_of
+from .task import LOGLIKELIHOOD, Task
+
+
+def run_task(model, tokenizer, task: Task, batch_tokens: int = 2048, progress: bool = False) -> dict:
+    """{"acc", "acc_norm", "n", ...} of `task`; LAMBADA-style tasks add "ppl"."""
+    pairs = [(d.context, c) for d in task.docs for c in d.continuations]
+    results = loglikelihoods(model, tokenizer, pairs, batch_tokens, progress)
+    per_doc, lls_target, at = [], [], 0
+    for d in task.docs:
+        res = results[at : at + len(d.continuations)]
+        at += len(d.continuations)
+        if task.kind == LOGLIKELIHOOD:
+            ll, greedy = res[d.label]
+            per_doc.append({"acc": float(greedy)})
+            lls_target.append(ll)
+        else:
+            per_doc.append(choice_metrics([ll for ll, _ in res], list(d.choice_lengths), d.label))
+    out = aggregate(per_doc, task.metrics)
+    if task.kind == LOGLIKELIHOOD:
+        out["ppl"] = perplexity_of(lls_target)
+    return out
