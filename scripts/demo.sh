@@ -31,10 +31,15 @@ for _ in $(seq 60); do
   sleep 0.5
 done
 
-step "POST /v1/jobs: Attn NBL, k=4, calibrated on C4 (32 x 512 tokens on CPU)"
-JOB=$($NBL submit --model local:smollm2 --dataset c4 --num-samples 32 --seq-len 512 \
-      --mode attn --method nbl --criterion cca --k 4 --local-dir smollm2-nbl-k4 --json \
-      | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+step "POST /v1/jobs: Attn NBL, k=4, calibrated on C4 (32 x 512 tokens on CPU), WikiText-2 perplexity"
+cat >"$NBL_HOME/job.json" <<JSON
+{"model": {"id": "local:smollm2"},
+ "calibration": {"dataset": "c4", "num_samples": 32, "seq_len": 512},
+ "compression": {"mode": "attn", "method": "nbl", "criterion": "cca", "k": 4},
+ "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 4096},
+ "publish": {"local_dir": "smollm2-nbl-k4"}}
+JSON
+JOB=$($NBL submit "$NBL_HOME/job.json" --json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 echo "job $JOB"
 
 step "waiting (queued -> running -> succeeded)"
