@@ -108,6 +108,10 @@ def run_job(job_id: str) -> str:
     beat.start()
     status, err_type, err_msg = "succeeded", None, None
     try:
+        if getattr(spec.publish, "repo_id", None):
+            # Fail fast rather than publish somewhere the user did not ask for.
+            raise ValueError("publishing to the Hub (publish.repo_id) is not available on this server yet; "
+                             "use publish.local_dir")
         spec_dict = spec.model_dump(mode="json")
         spec_dict["model"]["id"] = model_source(settings, spec.model.id)  # local:NAME -> its directory
         # Until Hub publishing lands, every job publishes to NBL_PUBLISH_DIR/<local_dir or job id>.

@@ -68,9 +68,10 @@ def test_tiny_model_job_runs_end_to_end(deployment, request, settings_for, team_
         assert resp.status_code == 201, resp.text
         job_id = resp.json()["id"]
         bad = c.post("/v1/jobs", json={**JOB, "compression": {"k": 7}}, headers=auth).json()["id"]  # k >= 4 layers
+        hub = c.post("/v1/jobs", json={**JOB, "publish": {"repo_id": "team/tiny-nbl"}}, headers=auth).json()["id"]
         worker = _start_worker(settings, log_path)
         try:
-            job, failed = _wait(c, auth, [job_id, bad], worker, log_path)
+            job, failed, hub_job = _wait(c, auth, [job_id, bad, hub], worker, log_path)
         finally:
             worker.terminate()
             worker.wait(timeout=30)
@@ -96,6 +97,10 @@ def test_tiny_model_job_runs_end_to_end(deployment, request, settings_for, team_
             cfg = json.loads((out / "config.json").read_text())
             assert cfg["nbl"]["layers"] == selected[k] and (out / "model.safetensors").is_file()
         assert {a["uri"] for a in job["artifacts"]} == {str(settings.publish_dir / "tiny-nbl" / f"k{k}") for k in (1, 2)}
+
+        # not yet able to push to the Hub: fails clearly instead of publishing elsewhere
+        assert hub_job["status"] == "failed" and "publish.repo_id" in hub_job["error"]["message"]
+        assert not (settings.publish_dir / hub).exists()
 
         assert failed["status"] == "failed"
         assert failed["error"]["type"] == "user" and "number of layers (4)" in failed["error"]["message"]
