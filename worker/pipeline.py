@@ -24,9 +24,6 @@ from .engine.loading import load_model
 from .eval.compressed import load_compressed
 from .eval.evaluate import EvalSpec, evaluate_cached, evaluate_model
 
-STAGES = ("load", "calibrate", "score", "compress", "evaluate", "publish")
-
-
 class Cancelled(Exception):
     """Raised by a sink when the job's cancellation was requested."""
 

@@ -161,8 +161,9 @@ def run(cfg: CompressConfig, report: Report = _noop, progress: bool = True, lm: 
     cfg.check()
     timings = {}
     t = time.perf_counter()
-    report("load", 0.0, f"loading {cfg.model}")
-    lm = lm or load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device)
+    if lm is None:  # the job pipeline loads (and reports) the model itself
+        report("load", 0.0, f"loading {cfg.model}")
+        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device)
     n_layers = len(lm.model.model.layers)
     if max(cfg.ks) >= n_layers:
         raise ValueError(f"k must be below the number of layers ({n_layers}), got {max(cfg.ks)}")
