@@ -66,6 +66,9 @@ class InvalidJobState(ServiceError):
 class TooManyActiveJobs(ServiceError):
     status, slug, title = 429, "too-many-active-jobs", "Too many active jobs for this team"
 
+    def __init__(self, detail: str, *, retry_after_s: int):
+        super().__init__(detail, headers={"Retry-After": str(int(retry_after_s))})
+
 
 class PayloadTooLarge(ServiceError):
     status, slug, title = 413, "payload-too-large", "Request body too large"

@@ -19,6 +19,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from . import webhooks
 from .auth import Principal
 from .errors import (
     IdempotencyKeyReused,
@@ -89,12 +90,12 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
         if existing is not None:
             return _replay(existing, digest), False
 
-    cap = principal.max_active_jobs or settings.max_active_jobs_per_team
-    active = session.scalar(select(func.count()).select_from(Job)
-                            .where(Job.team_id == principal.team_id, Job.status.in_(ACTIVE)))
-    if active >= cap:
-        raise TooManyActiveJobs(f"team {principal.team_name!r} has {active} active jobs (limit {cap}); "
-                                "wait for some to finish or cancel them")
+    check_team_caps(session, principal, settings)
+    if spec.webhook_url and not webhooks.has_secret(session, principal.team_id):
+        raise InvalidRequest("this team has no webhook secret to sign with; ask an admin to run "
+                             f"`nbl admin webhook-secret --team {principal.team_name}`",
+                             errors=[{"loc": ["body", "webhook_url"], "msg": "no webhook secret for this team",
+                                      "type": "webhook_secret_missing"}])
 
     now = utcnow()
     job = Job(id=new_job_id(now), team_id=principal.team_id, status=JobStatus.queued.value,
@@ -116,6 +117,36 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
             raise
         return _replay(existing, digest), False
     return job, True
+
+
+def check_team_caps(session: Session, principal: Principal, settings: Settings) -> None:
+    """Per-team caps: active jobs (queued + running + cancelling; the team's own cap if set) and,
+    when configured, queued jobs alone. Over a cap is a 429 with Retry-After: the same request
+    succeeds once some jobs finish. (Count then insert: two racing requests may pass one over.)"""
+    counts = dict(session.execute(select(Job.status, func.count()).where(Job.team_id == principal.team_id,
+                                                                         Job.status.in_(ACTIVE))
+                                  .group_by(Job.status)).all())
+    caps = [("active", sum(counts.values()), principal.max_active_jobs or settings.max_active_jobs_per_team),
+            ("queued", counts.get(JobStatus.queued.value, 0), settings.max_queued_jobs_per_team)]
+    for what, n, cap in caps:
+        if cap is not None and n >= cap:
+            session.rollback()
+            raise TooManyActiveJobs(f"team {principal.team_name!r} has {n} {what} jobs (limit {cap}); "
+                                    "retry later, or cancel some", retry_after_s=settings.cap_retry_after_s)
+
+
+def check_webhook_url(spec: JobCreate, settings: Settings) -> None:
+    """A webhook URL must resolve to public addresses (or allowlisted ones): 422 otherwise.
+    Checked again at each delivery, since DNS answers change."""
+    if spec.webhook_url is None:
+        return
+    from .webhook_urls import WebhookUrlError, resolve_checked
+
+    try:
+        resolve_checked(spec.webhook_url, settings.webhook_networks)
+    except WebhookUrlError as e:
+        raise InvalidRequest(str(e), errors=[{"loc": ["body", "webhook_url"], "msg": str(e),
+                                              "type": "webhook_url_refused"}]) from None
 
 
 def _by_key(session: Session, team_id: int, key: str) -> Job | None:
@@ -209,6 +240,7 @@ def cancel_job(session: Session, team_id: int, job_id: str) -> Job:
         if res.rowcount == 1:
             session.add(JobEvent(job_id=job.id, kind=EventKind.status.value, message=target["status"],
                                  data={"status": target["status"], "requested_by": "api"}, created_at=now))
+            webhooks.enqueue(session, job.id, target["status"], now)  # job.cancelled for a queued job
             session.commit()
             return get_job(session, team_id, job_id)
         session.rollback()

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from .settings import Settings
+from .webhook_urls import MAX_URL_LENGTH, check_syntax
 
 # --- grammars ------------------------------------------------------------------------------------
 
@@ -116,6 +117,7 @@ ModelId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(mod
 Revision = Annotated[str, Field(min_length=1, max_length=255), AfterValidator(revision)]
 HubRepoId = Annotated[str, Field(min_length=3, max_length=200), AfterValidator(lambda v: _hub_id(v, need_owner=True))]
 SimpleName = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_simple_name)]
+WebhookUrl = Annotated[str, Field(min_length=1, max_length=MAX_URL_LENGTH), AfterValidator(check_syntax)]
 
 
 # --- requests ------------------------------------------------------------------------------------
@@ -198,6 +200,9 @@ class JobCreate(Request):
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     publish: Publish | None = None
     metadata: dict[MetaKey, MetaValue] = Field(default_factory=dict, max_length=16)
+    webhook_url: WebhookUrl | None = Field(
+        default=None, description="POSTed job.running, job.succeeded, job.failed and job.cancelled events, signed per "
+        "Standard Webhooks with your team's secret; http(s) to a public address", examples=["https://ci.example.com/hooks/nbl"])
 
 
 def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:

@@ -63,6 +63,30 @@ class Settings(BaseSettings):
     max_active_jobs_per_team: int = Field(default=20, ge=1,
                                           validation_alias=_env("NBL_MAX_ACTIVE_JOBS_PER_TEAM",
                                                                 "max_active_jobs_per_team"))
+    max_queued_jobs_per_team: int | None = Field(default=None, ge=1,
+                                                 validation_alias=_env("NBL_MAX_QUEUED_JOBS_PER_TEAM",
+                                                                       "max_queued_jobs_per_team"),
+                                                 description="a separate cap on a team's queued jobs (default: "
+                                                 "only the active cap)")
+    cap_retry_after_s: int = Field(default=30, ge=1, validation_alias=_env("NBL_CAP_RETRY_AFTER", "cap_retry_after_s"),
+                                   description="Retry-After of a 429 from a per-team cap")
+    # Read by the worker's model loader (worker.engine.loading) from the same variable.
+    max_model_bytes: int | None = Field(default=None, ge=1,
+                                        validation_alias=_env("NBL_MAX_MODEL_BYTES", "max_model_bytes"),
+                                        description="refuse input models whose weights are larger (default: no limit)")
+
+    # --- webhooks ------------------------------------------------------------------------------
+    webhook_allowlist: str = Field(default="", validation_alias=_env("NBL_WEBHOOK_ALLOWLIST", "webhook_allowlist"),
+                                   description="comma-separated IPs or CIDR networks webhooks may reach although "
+                                   "private (e.g. 10.0.0.0/8); empty: public addresses only")
+    webhook_max_attempts: int = Field(default=8, ge=1,
+                                      validation_alias=_env("NBL_WEBHOOK_MAX_ATTEMPTS", "webhook_max_attempts"))
+    webhook_backoff_s: float = Field(default=30.0, gt=0, validation_alias=_env("NBL_WEBHOOK_BACKOFF", "webhook_backoff_s"),
+                                     description="wait before the first retry; doubles at each attempt")
+    webhook_backoff_max_s: float = Field(default=6 * 3600, gt=0,
+                                         validation_alias=_env("NBL_WEBHOOK_BACKOFF_MAX", "webhook_backoff_max_s"))
+    webhook_timeout_s: float = Field(default=10.0, gt=0,
+                                     validation_alias=_env("NBL_WEBHOOK_TIMEOUT", "webhook_timeout_s"))
     metrics_window_jobs: int = Field(default=500, ge=1,
                                      description="finished jobs whose stage durations /metrics summarizes")
 
@@ -83,9 +107,17 @@ class Settings(BaseSettings):
             self.visibility_timeout_s = self.task_time_limit_s + 3600
         if self.task_soft_time_limit_s >= self.task_time_limit_s:
             raise ValueError("NBL_TASK_SOFT_TIME_LIMIT must be below NBL_TASK_TIME_LIMIT")
+        self.webhook_networks  # noqa: B018 - a bad NBL_WEBHOOK_ALLOWLIST entry fails here, at startup
         if self.visibility_timeout_s <= self.task_time_limit_s:
             raise ValueError("NBL_VISIBILITY_TIMEOUT must exceed NBL_TASK_TIME_LIMIT, or a running task is re-delivered")
         return self
+
+    @property
+    def webhook_networks(self) -> tuple:
+        """NBL_WEBHOOK_ALLOWLIST as ip_network objects."""
+        from .webhook_urls import parse_networks
+
+        return parse_networks(self.webhook_allowlist)
 
     @property
     def database_is_sqlite(self) -> bool:

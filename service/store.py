@@ -44,6 +44,7 @@ from .models import (
     UTCDateTime,
     utcnow,
 )
+from . import webhooks
 from .schemas import JobCreate
 
 SCORE_FIELDS = ("cca_bound", "nmse", "cosine", "cond", "heldout_nmse", "loss_rise")
@@ -115,6 +116,7 @@ def claim_job(session: Session, job_id: str, lease_seconds: int) -> str | None:
         attempt = session.scalar(select(Job.attempt).where(Job.id == job_id))
         _event(session, job_id, EventKind.status.value, message=f"running (attempt {attempt})",
                data={"status": "running", "attempt": attempt}, now=now)
+        webhooks.enqueue(session, job_id, JobStatus.running.value, now)  # same transaction as the change
         session.commit()
         return token
     # A cancel arrived for a job whose worker died: nobody will reach the next checkpoint.
@@ -126,6 +128,7 @@ def claim_job(session: Session, job_id: str, lease_seconds: int) -> str | None:
     )
     if res.rowcount == 1:
         _event(session, job_id, EventKind.status.value, message="cancelled", data={"status": "cancelled"}, now=now)
+        webhooks.enqueue(session, job_id, JobStatus.cancelled.value, now)
     session.commit()
     return None
 
@@ -185,6 +188,7 @@ def finish(session: Session, job_id: str, lease_token: str, status: str, error_t
         data["error_type"] = error_type
     _event(session, job_id, EventKind.status.value, message=status if not error_message else f"{status}: {error_message[:500]}",
            data=data, now=now)
+    webhooks.enqueue(session, job_id, status, now)  # the outbox row commits with the terminal state
     session.commit()
     return True
 

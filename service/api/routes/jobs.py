@@ -26,7 +26,10 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM, 42
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=JobOut,
-             responses={429: PROBLEM, 413: PROBLEM},
+             responses={429: PROBLEM | {"description": "a per-team cap on active or queued jobs; retry after "
+                                        "`Retry-After` seconds",
+                                        "headers": {"Retry-After": {"schema": {"type": "integer"}}}},
+                        413: PROBLEM},
              summary="Create a compression job",
              description="Returns 201 with the job. With an `Idempotency-Key` header (scoped to your team) a "
              "repeated request returns the same job (201, `Idempotent-Replayed: true`); the same key with a "
@@ -38,6 +41,7 @@ def create_job(body: JobCreate, response: Response, session: SessionDep, princip
     errors = check_limits(body, settings)
     if errors:
         raise InvalidRequest(errors[0]["msg"], errors=errors)
+    jobs.check_webhook_url(body, settings)  # resolves the host: before any transaction starts
     job, created = jobs.create_job(session, principal, body, key, settings)  # commits
     if created:
         enqueue_job(session, celery, job.id)  # only after the commit; a broker failure leaves it queued
