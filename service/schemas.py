@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    SecretStr,
     StrictBool,
     StrictInt,
     Tag,
@@ -79,7 +80,11 @@ def dataset_name(value: str) -> str:
 
 
 def revision(value: str) -> str:
-    if (not _REVISION.fullmatch(value) or ".." in value or "//" in value or value.endswith(("/", ".lock"))):
+    """A git ref name or commit (git check-ref-format): no `..`, `//`, component starting with `.`
+    or ending in `.lock`, no trailing `/` or `.`; the character set leaves out `@{ ~^:?*[\\` and spaces."""
+    parts = value.split("/")
+    if (not _REVISION.fullmatch(value) or ".." in value or "//" in value or value.endswith(("/", "."))
+            or any(p.startswith(".") or p.endswith(".lock") for p in parts)):
         raise ValueError(f"{value!r} is not a valid revision (a branch, tag or commit)")
     return value
 
@@ -171,6 +176,11 @@ class HubPublish(Request):
     private: StrictBool = True
     revision: Revision | None = Field(default=None, description="branch to push to (default: main)")
     create_pr: StrictBool = False
+    # Write-only: excluded from every dump, so it is never in jobs.spec, the idempotency hash or a
+    # response; the API stores it encrypted (jobs.hub_token_encrypted) and the job's end deletes it.
+    token: SecretStr | None = Field(default=None, exclude=True, min_length=1, max_length=1024,
+                                    description="a Hub write token for this job only (stored encrypted, deleted "
+                                    "when the job ends, never returned); default: the team's token")
 
 
 class LocalPublish(Request):
@@ -190,7 +200,14 @@ Publish = Annotated[
 ]
 
 MetaKey = Annotated[str, AfterValidator(_pattern(_META_KEY, "metadata key"))]
-MetaValue = Annotated[str, Field(max_length=512)]
+def _plain_text(value: str) -> str:
+    """Free text: no control characters (Postgres refuses NUL in JSON) nor unpaired surrogates (not UTF-8)."""
+    if any((ord(c) < 0x20 and c not in "\t\n\r") or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+        raise ValueError("text may not contain control characters or unpaired surrogates")
+    return value
+
+
+MetaValue = Annotated[str, Field(max_length=512), AfterValidator(_plain_text)]
 
 
 class JobCreate(Request):
