@@ -3,6 +3,8 @@
     nbl admin create-key --team NAME    a new API key (creates the team, migrates a fresh DB)
     nbl admin migrate                   alembic upgrade head
     nbl admin dispatch                  re-send queued jobs the broker may not hold (the reconciler)
+    nbl admin webhook-secret --team N   create or rotate the team's webhook signing secret (printed once)
+    nbl admin deliver-webhooks          send the webhook deliveries that are due (one pass)
     nbl serve [--host H --port P]       the HTTP API (uvicorn)
     nbl submit [FILE] [flags]           POST /v1/jobs; FILE is YAML or JSON, flags override it
     nbl wait JOB                        poll until the job ends: exit 0 succeeded, 1 failed,
@@ -41,6 +43,11 @@ def add_service_commands(sub) -> None:
     p.add_argument("--stale-after", type=float, default=3600,
                    help="also re-send jobs queued and dispatched more than this many seconds ago")
     p.set_defaults(func=cmd_dispatch)
+    p = asub.add_parser("webhook-secret", help="create or rotate a team's webhook signing secret (printed once)")
+    p.add_argument("--team", required=True, help="team name")
+    p.set_defaults(func=cmd_webhook_secret)
+    p = asub.add_parser("deliver-webhooks", help="send the webhook deliveries that are due (one pass)")
+    p.set_defaults(func=cmd_deliver_webhooks)
 
     p = sub.add_parser("serve", help="run the HTTP API")
     p.add_argument("--host", default="127.0.0.1")
@@ -149,6 +156,45 @@ def cmd_dispatch(args) -> int:
         celery.close()
         engine.dispose()
     print(f"re-sent {len(sent)} job(s)" + "".join(f"\n  {j}" for j in sent))
+    return 0
+
+
+def cmd_webhook_secret(args) -> int:
+    from sqlalchemy import select
+
+    from .db import make_engine, make_sessionmaker
+    from .models import Team
+    from .settings import Settings
+    from .webhooks import set_team_secret
+
+    settings = Settings()
+    engine = make_engine(settings)
+    try:
+        with make_sessionmaker(engine)() as session:
+            team = session.scalar(select(Team).where(Team.name == args.team))
+            if team is None:
+                raise ValueError(f"no team {args.team!r} (`nbl admin create-key --team NAME` creates one)")
+            secret = set_team_secret(session, settings, team.id)
+    finally:
+        engine.dispose()
+    print(f"team: {args.team}: webhook secret set; earlier secrets no longer sign. Shown once, store it now:")
+    print(secret)
+    return 0
+
+
+def cmd_deliver_webhooks(args) -> int:
+    from .db import make_engine, make_sessionmaker
+    from .settings import Settings
+    from .webhooks import deliver_due
+
+    settings = Settings()
+    engine = make_engine(settings)
+    try:
+        with make_sessionmaker(engine)() as session:
+            counts = deliver_due(session, settings)
+    finally:
+        engine.dispose()
+    print("webhooks: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none due"))
     return 0
 
 

@@ -241,7 +241,8 @@ class WebhookStatus(str, enum.Enum):
 
 class WebhookSecret(Base):
     """A team's Standard Webhooks signing secret (`whsec_...`), set by `nbl admin webhook-secret`.
-    The deliverer needs it in the clear to sign, so it cannot be hashed; the API never returns it."""
+    The deliverer needs it to sign, so it is encrypted (service.secrets), not hashed; the API never
+    returns it."""
 
     __tablename__ = "webhook_secrets"
 

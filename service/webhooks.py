@@ -41,6 +41,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from .models import Job, JobStatus, WebhookAttempt, WebhookDelivery, WebhookSecret, WebhookStatus, utcnow
+from .secrets import SecretError, decrypt, encrypt
 from .settings import Settings
 from .webhook_urls import IPAddress, Resolver, WebhookUrlError, resolve_checked, system_resolver
 
@@ -100,21 +101,23 @@ def scrub(value):
 # --- team secrets --------------------------------------------------------------------------------
 
 
-def set_team_secret(session: Session, team_id: int) -> str:
-    """Create or rotate the team's secret; returns it (print it once). Commits. Deliveries still
-    pending are signed with the new secret from now on."""
+def set_team_secret(session: Session, settings: Settings, team_id: int) -> str:
+    """Create or rotate the team's secret; returns it (print it once). Stored encrypted with the
+    server's key (service.secrets). Commits. Pending deliveries are signed with the new one."""
     secret = new_secret()
+    sealed = encrypt(settings, secret)
     row = session.get(WebhookSecret, team_id)
     if row is None:
-        session.add(WebhookSecret(team_id=team_id, secret=secret, created_at=utcnow()))
+        session.add(WebhookSecret(team_id=team_id, secret=sealed, created_at=utcnow()))
     else:
-        row.secret, row.created_at = secret, utcnow()
+        row.secret, row.created_at = sealed, utcnow()
     session.commit()
     return secret
 
 
-def team_secret(session: Session, team_id: int) -> str | None:
-    return session.scalar(select(WebhookSecret.secret).where(WebhookSecret.team_id == team_id))
+def team_secret(session: Session, settings: Settings, team_id: int) -> str | None:
+    sealed = session.scalar(select(WebhookSecret.secret).where(WebhookSecret.team_id == team_id))
+    return None if sealed is None else decrypt(settings, sealed)
 
 
 def has_secret(session: Session, team_id: int) -> bool:
@@ -188,14 +191,16 @@ def _deliver_one(session: Session, settings: Settings, client: httpx.Client, del
         return None
     row = session.get(WebhookDelivery, delivery_id, populate_existing=True)
     team_id = session.scalar(select(Job.team_id).where(Job.id == row.job_id))
-    secret = team_secret(session, team_id) if team_id is not None else None
+    try:
+        secret = team_secret(session, settings, team_id) if team_id is not None else None
+        error = None if secret is not None else "the team has no webhook secret (nbl admin webhook-secret --team NAME)"
+    except SecretError as e:
+        secret, error = None, str(e)
     session.commit()
 
     started, t0 = utcnow(), time.monotonic()
-    status_code, error = None, None
-    if secret is None:
-        error = "the team has no webhook secret (nbl admin webhook-secret --team NAME)"
-    else:
+    status_code = None
+    if secret is not None:
         try:
             addresses = resolve_checked(row.url, settings.webhook_networks, resolve)
             status_code = _post(client, row.url, addresses[0], secret, row.id, row.payload)
