@@ -3,7 +3,9 @@
 Rules, checked on the config before any weight is read:
 - never trust_remote_code for an input model; a config with `auto_map` is refused;
 - only the families in modeling_nbl.FAMILIES (that the installed transformers has);
-- weights only from safetensors (GGUF files aside).
+- weights only from safetensors (GGUF files aside);
+- weights no larger than NBL_MAX_MODEL_BYTES when set: measured from the Hub's file metadata
+  before anything is downloaded (then exactly the measured commit is fetched), or on disk.
 
 Every loaded model carries a `fingerprint` naming exactly which weights were loaded (Hub commit sha,
 or the content hash of local files); the statistics cache is keyed on it.
@@ -16,6 +18,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 
 import torch
@@ -93,6 +96,7 @@ def load_model(
     path = Path(model).expanduser()
     resolved_rev = None
     if path.is_file() and path.suffix == ".gguf":
+        check_model_size(path.stat().st_size, max_model_bytes(), model)
         digest = file_digest(path)
         path = convert_gguf(path, models_dir() / f"gguf-{digest[:16]}")
         family = _family_of(path, model)
@@ -100,6 +104,7 @@ def load_model(
     elif path.is_dir():
         family = check_config(_read_json(path / "config.json", model), model)
         _require_safetensors(path, model)
+        check_model_size(sum(f.stat().st_size for f in path.glob("*.safetensors")), max_model_bytes(), model)
         fingerprint = "dir:" + dir_digest(path)
     elif path.exists() or model.startswith((".", "/", "~")) or "://" in model:
         raise ModelError(f"{model}: not a model directory, a .gguf file or a Hub repo id")
@@ -162,12 +167,49 @@ def _family_of(path: Path, source: str) -> str:
     return family
 
 
+def max_model_bytes() -> int | None:
+    """NBL_MAX_MODEL_BYTES (the service's Settings.max_model_bytes reads the same variable); unset: no limit."""
+    raw = os.environ.get("NBL_MAX_MODEL_BYTES", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"NBL_MAX_MODEL_BYTES must be a positive number of bytes, got {raw!r}")
+    return int(raw)
+
+
+def check_model_size(total: int, limit: int | None, source: str) -> None:
+    if limit is not None and total > limit:
+        raise ModelError(f"{source}: the weights are {total / 1e9:.2f} GB, over this server's limit of "
+                         f"{limit / 1e9:.2f} GB (NBL_MAX_MODEL_BYTES); nothing was loaded or downloaded")
+
+
+def hub_download_size(repo_id: str, revision: str | None) -> tuple[int, str | None]:
+    """(bytes, commit) of the files snapshot_download(allow_patterns=HUB_PATTERNS) would fetch, from
+    the Hub's file metadata: nothing is downloaded."""
+    from huggingface_hub import HfApi
+
+    info = HfApi().model_info(repo_id, revision=revision, files_metadata=True)
+    total = 0
+    for f in info.siblings or []:
+        if any(fnmatch(f.rfilename, p) for p in HUB_PATTERNS):
+            if f.size is None:
+                raise ModelError(f"{repo_id}: the Hub gave no size for {f.rfilename}; cannot check NBL_MAX_MODEL_BYTES")
+            total += f.size
+    return total, info.sha
+
+
 def _from_hub(repo_id: str, revision: str | None) -> tuple[Path, str]:
-    """Download config first (refusing bad ones before any weight), then the rest of the snapshot."""
+    """Check the size (when limited) and the config before any weight is downloaded, then fetch
+    the snapshot."""
     from huggingface_hub import hf_hub_download, snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
     try:
+        limit = max_model_bytes()
+        if limit is not None:
+            total, commit = hub_download_size(repo_id, revision)
+            check_model_size(total, limit, repo_id)
+            revision = commit or revision  # fetch the commit that was measured, not a newer one
         cfg_path = hf_hub_download(repo_id, "config.json", revision=revision)
         check_config(_read_json(Path(cfg_path), repo_id), repo_id)
         snap = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_PATTERNS))

@@ -1,0 +1,151 @@
+"""The worker's model loader on hostile or oversized input models: the size is checked before any
+download (NBL_MAX_MODEL_BYTES, from the Hub's file metadata; on disk for local models), custom code
+(auto_map) is refused and trust_remote_code is never true, pickled weights are refused.
+
+The Hub is the edge of the world here (unreachable from CI): HfApi.model_info, hf_hub_download and
+snapshot_download are replaced by fakes that record their calls; everything else is real."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import huggingface_hub
+import pytest
+from conftest import save_tiny_checkpoint
+
+from service.paths import model_source
+from service.settings import Settings
+from worker.engine import loading
+from worker.engine.loading import ModelError, load_model
+
+GB = 10**9
+SHA = "c0ffee" + "0" * 34
+
+
+class FakeHub:
+    """model_info answers from a file list; downloads are recorded (and write what they are asked for)."""
+
+    def __init__(self, monkeypatch, tmp_path, files: dict[str, int | None], config: dict | None = None):
+        self.calls: list[tuple] = []
+        self.files, self.config, self.tmp = files, config or {"model_type": "llama"}, tmp_path
+        hub = self
+
+        def model_info(api_self, repo_id, revision=None, files_metadata=False, **kw):
+            hub.calls.append(("model_info", repo_id, revision, files_metadata))
+            return SimpleNamespace(sha=SHA, siblings=[SimpleNamespace(rfilename=n, size=s) for n, s in files.items()])
+
+        def hf_hub_download(repo_id, filename, revision=None, **kw):
+            hub.calls.append(("hf_hub_download", repo_id, filename, revision))
+            path = tmp_path / "hub" / filename
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(hub.config))
+            return str(path)
+
+        def snapshot_download(repo_id, revision=None, **kw):
+            hub.calls.append(("snapshot_download", repo_id, revision))
+            raise AssertionError("snapshot_download must not be reached in these tests")
+
+        monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+        monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
+        monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+
+    def downloads(self) -> list[tuple]:
+        return [c for c in self.calls if c[0] != "model_info"]
+
+
+SHARDED_70B = {
+    "config.json": 900, "generation_config.json": 200, "tokenizer.json": 9_000_000, "README.md": 40_000,
+    **{f"model-{i:05d}-of-00030.safetensors": 4_700_000_000 for i in range(1, 31)},
+    "original/consolidated.00.pth": 16 * GB,  # not fetched (HUB_PATTERNS), not counted
+}
+
+
+def test_an_oversized_hub_model_is_refused_before_any_download(monkeypatch, tmp_path):
+    hub = FakeHub(monkeypatch, tmp_path, SHARDED_70B)
+    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", str(100 * GB))
+    with pytest.raises(ModelError, match=r"141\.\d+ GB, over this server's limit of 100\.00 GB \(NBL_MAX_MODEL_BYTES\)"):
+        load_model("meta-llama/Llama-3.1-70B", revision="main", device="cpu")
+    assert hub.calls == [("model_info", "meta-llama/Llama-3.1-70B", "main", True)]
+    assert hub.downloads() == []  # not even config.json
+
+
+def test_under_the_limit_the_measured_commit_is_fetched_and_custom_code_still_refused(monkeypatch, tmp_path):
+    hub = FakeHub(monkeypatch, tmp_path, SHARDED_70B,
+                  config={"model_type": "llama", "auto_map": {"AutoModelForCausalLM": "evil.Model"}})
+    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", str(200 * GB))
+    with pytest.raises(ModelError, match="auto_map .*never loaded with trust_remote_code"):
+        load_model("someone/custom-code-model", device="cpu")
+    # Sized first, then only config.json, of exactly the commit that was sized; no weights.
+    assert hub.calls == [("model_info", "someone/custom-code-model", None, True),
+                         ("hf_hub_download", "someone/custom-code-model", "config.json", SHA)]
+
+
+def test_unknown_file_sizes_are_refused_when_a_limit_is_set(monkeypatch, tmp_path):
+    hub = FakeHub(monkeypatch, tmp_path, {"config.json": 900, "model.safetensors": None})
+    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", str(GB))
+    with pytest.raises(ModelError, match="no size for model.safetensors"):
+        load_model("a/b", device="cpu")
+    assert hub.downloads() == []
+
+
+def test_without_a_limit_no_metadata_call_is_made(monkeypatch, tmp_path):
+    hub = FakeHub(monkeypatch, tmp_path, {}, config={"model_type": "llama", "auto_map": {"x": "y"}})
+    monkeypatch.delenv("NBL_MAX_MODEL_BYTES", raising=False)
+    with pytest.raises(ModelError, match="auto_map"):
+        load_model("a/b", device="cpu")
+    assert [c[0] for c in hub.calls] == ["hf_hub_download"]
+
+
+def test_local_models_are_sized_on_disk(monkeypatch, tmp_path):
+    path = save_tiny_checkpoint(tmp_path / "tiny")
+    size = sum(f.stat().st_size for f in path.glob("*.safetensors"))
+    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", str(size - 1))
+    with pytest.raises(ModelError, match="NBL_MAX_MODEL_BYTES"):
+        load_model(str(path), device="cpu")
+
+    # At the limit it loads, and never with remote code, always from safetensors.
+    from transformers import AutoModelForCausalLM
+
+    seen = {}
+    real = AutoModelForCausalLM.from_pretrained.__func__
+
+    def spy(cls, *args, **kwargs):
+        seen.update(kwargs)
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(spy))
+    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", str(size))
+    assert load_model(str(path), device="cpu").family == "llama"
+    assert seen["trust_remote_code"] is False and seen["use_safetensors"] is True
+
+
+def test_local_custom_code_and_pickled_weights_are_refused(tmp_path):
+    path = save_tiny_checkpoint(tmp_path / "tiny")
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps(config | {"auto_map": {"AutoModelForCausalLM": "m.M"}}))
+    with pytest.raises(ModelError, match="auto_map"):
+        load_model(str(path), device="cpu")
+    (path / "config.json").write_text(json.dumps(config))
+    for f in path.glob("*.safetensors"):
+        f.rename(f.with_name("pytorch_model.bin"))
+    with pytest.raises(ModelError, match="pickled weights"):
+        load_model(str(path), device="cpu")
+
+
+def test_bad_limit_setting_and_user_error_class(monkeypatch):
+    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", "10GB")
+    with pytest.raises(ValueError, match="NBL_MAX_MODEL_BYTES"):
+        loading.max_model_bytes()
+    assert issubclass(ModelError, ValueError)  # the worker classifies it as a user error
+
+
+def test_a_hub_id_that_is_also_a_path_on_the_worker_is_refused(tmp_path, monkeypatch):
+    """The loader reads an existing relative path as a local checkpoint: a Hub id like `models/x`
+    must not pick up a directory that happens to sit in the worker's working directory."""
+    settings = Settings(home=tmp_path / "home")
+    monkeypatch.chdir(tmp_path)
+    assert model_source(settings, "owner/name") == "owner/name"
+    (tmp_path / "owner" / "name").mkdir(parents=True)
+    with pytest.raises(ValueError, match="working directory"):
+        model_source(settings, "owner/name")
