@@ -157,7 +157,10 @@ def fit_maps(stats: list[LayerStats], mode: str, layers, ridge: float = DEFAULT_
     return {i: lmmse(layer_moments(stats[i], mode, split), ridge) for i in layers}
 
 
-def run(cfg: CompressConfig, report: Report = _noop, progress: bool = True, lm: LoadedModel | None = None) -> CompressResult:
+def run(cfg: CompressConfig, report: Report = _noop, progress: bool = True, lm: LoadedModel | None = None,
+        on_saved: Callable[[dict, torch.nn.Module], None] | None = None) -> CompressResult:
+    """`on_saved(output, model)` runs after each output is saved, while `model` is still the compressed
+    one in memory (the job's load check takes its reference logits there)."""
     cfg.check()
     timings = {}
     t = time.perf_counter()
@@ -210,16 +213,16 @@ def run(cfg: CompressConfig, report: Report = _noop, progress: bool = True, lm: 
         layers = choose(scores, cfg.mode, cfg.criterion, k)
         plan = Plan(cfg.mode, cfg.method, tuple(layers))
         maps = fit_maps(cal.stats, cfg.mode, layers, cfg.ridge) if cfg.method == "nbl" else {}
-        out = None
-        if cfg.out is not None:
-            out = Path(cfg.out) if len(cfg.ks) == 1 else Path(cfg.out) / f"k{k}"
+        out = None if cfg.out is None else Path(cfg.out) if len(cfg.ks) == 1 else Path(cfg.out) / f"k{k}"
+        output = {"k": k, "mode": cfg.mode, "method": cfg.method, "criterion": cfg.criterion,
+                  "replaced_layers": layers, "path": str(out) if out else None}
+        if out is not None:
             report("compress", j / len(cfg.ks), f"k={k}: layers {layers} -> {out}")
             with replaced(lm.model, plan, maps):
                 save_compressed(lm.model, lm.tokenizer, out, lm.family, _scores_report(cfg, lm, result, plan))
-        result.outputs.append(
-            {"k": k, "mode": cfg.mode, "method": cfg.method, "criterion": cfg.criterion,
-             "replaced_layers": layers, "path": str(out) if out else None}
-        )
+                if on_saved is not None:
+                    on_saved(output, lm.model)
+        result.outputs.append(output)
     timings["compress_s"] = time.perf_counter() - t
     report("compress", 1.0, "done")
     return result
@@ -230,6 +233,7 @@ def _scores_report(cfg: CompressConfig, lm: LoadedModel, result: CompressResult,
         "base_model": lm.source,
         "base_revision": lm.revision,
         "base_fingerprint": lm.fingerprint,
+        "base_license": lm.license,
         "recipe": {
             "dataset": cfg.dataset.key(), "num_samples": cfg.num_samples, "seq_len": cfg.seq_len,
             "seed": cfg.seed, "shuffle": cfg.shuffle, "mode": plan.mode, "method": plan.method,

@@ -5,6 +5,7 @@
     modeling_nbl.py      the one modeling file (torch + transformers only)
     tokenizer files
     nbl_scores.json      every layer's scores and the selection
+    README.md            the model card (worker/publish/card.py), nbl_scores.png its score plot
 
 It loads anywhere with `AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=True)`.
 Files are written to a temporary sibling directory and renamed into place, so a crash never leaves
@@ -44,6 +45,11 @@ def save_compressed(model, tokenizer, out: Path, family: str, report: dict) -> P
     )
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     (tmp / SCORES_FILE).write_text(json.dumps(report, indent=2) + "\n")
+    # The card is part of the output: every saved directory explains itself (the job rewrites it with
+    # its evaluation and recipe before publishing).
+    from ..publish.card import CardInfo, write_card
+
+    write_card(tmp, CardInfo(report=report))
 
     if out.exists():
         shutil.rmtree(out)

@@ -1,0 +1,92 @@
+"""Plain helpers for the publishing tests: a tiny compressed output on disk (real engine, no mocks), and
+a Celery worker process like the one tests/integration starts, with extra environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+JOB = {
+    "model": {"id": "local:tiny"},
+    "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},
+    "compression": {"mode": "attn", "criterion": "cca", "k": 1},
+    "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 512},
+}
+
+
+def compress_tiny(tmp: Path, text_file: Path, ks=(2,), family: str = "llama"):
+    """`nbl compress` (the engine's stages) on a tiny random checkpoint: the outputs as the CLI writes them.
+    Returns (CompressResult, the live LoadedModel)."""
+    from conftest import save_tiny_checkpoint
+    from worker.engine.compress import CompressConfig, run
+    from worker.engine.data import DatasetSpec
+    from worker.engine.loading import load_model
+
+    src = save_tiny_checkpoint(tmp / f"tiny-{family}", family=family)
+    cfg = CompressConfig(model=str(src), dataset=DatasetSpec(str(text_file)), ks=list(ks), out=tmp / "out",
+                         num_samples=8, seq_len=32, stats_dir=tmp / "stats")
+    lm = load_model(str(src))
+    refs = {}
+    from worker.publish import loadcheck
+
+    result = run(cfg, progress=False, lm=lm, on_saved=lambda o, m: refs.__setitem__(o["k"], loadcheck.reference(m)))
+    return result, refs
+
+
+def start_worker(settings, log_path: Path, extra_env: dict | None = None, script: Path | None = None,
+                 loglevel: str = "INFO") -> subprocess.Popen:
+    """A real `celery worker` (or a wrapper script taking the same worker arguments)."""
+    from conftest import DATA_DIR
+
+    env = {**os.environ, "NBL_HOME": str(settings.home), "DATABASE_URL": settings.database_url,
+           "BROKER_URL": settings.broker_url, "NBL_QUEUE": settings.queue_name, "NBL_DATA_DIR": str(DATA_DIR),
+           "NBL_LEASE_SECONDS": str(settings.lease_seconds), "PYTHONPATH": str(REPO), **(extra_env or {})}
+    args = ["worker", "--pool", "solo", "--loglevel", loglevel, "--without-heartbeat", "--without-gossip",
+            "--without-mingle", "-Q", settings.queue_name]
+    cmd = [sys.executable, str(script), *args] if script else [sys.executable, "-m", "celery", "-A", "worker.tasks", *args]
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(log_path, "a"), stderr=subprocess.STDOUT)
+
+
+def stop(worker: subprocess.Popen) -> None:
+    if worker.poll() is None:
+        worker.terminate()
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+TOKEN = "hf_test_write_token_0123456789"
+
+
+@pytest.fixture
+def fake_hub():
+    """A running fake Hub that accepts TOKEN (import this fixture into a test module)."""
+    from fakehub import FakeHub
+
+    hub = FakeHub(tokens={TOKEN}).start()
+    yield hub
+    hub.stop()
+
+
+def write_text_file(path: Path, n: int = 40) -> Path:
+    """A .jsonl calibration file of real text (C4 documents), like conftest's text_file fixture."""
+    import json
+
+    from conftest import DATA_DIR
+
+    docs = json.loads((DATA_DIR / "c4" / "c4_demo.json").read_text())[:n]
+    path.write_text("".join(json.dumps({"text": d["text"]}) + "\n" for d in docs))
+    return path
+
+
+def tree(path: Path) -> dict[str, bytes]:
+    """Every file under `path`, by relative POSIX path."""
+    return {f.relative_to(path).as_posix(): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}

@@ -1,0 +1,122 @@
+"""Publishing to the Hub (a local fake that records every commit and file) and to a local directory:
+what is uploaded, exactly one commit however often a publish is retried, clear errors without the token."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from huggingface_hub import ModelCard
+from publish_helpers import TOKEN, compress_tiny, fake_hub, tree, write_text_file  # noqa: F401 (fixture)
+
+from worker.publish.card import CardInfo, write_card
+from worker.publish.hub import HubRefused, HubRepo, HubUnavailable, marker
+from worker.publish.local import LocalDir
+
+REPO_ID = "team/tiny-nbl"
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory):
+    """One tiny compressed output with its card, as the job stages it before publishing."""
+    tmp = tmp_path_factory.mktemp("staged")
+    compress_tiny(tmp, write_text_file(tmp / "calib.jsonl"), ks=(2,))
+    out = tmp / "out"
+    report = json.loads((out / "nbl_scores.json").read_text())
+    write_card(out, CardInfo(report=report, recipe={"model": {"id": "local:tiny"}}, repo_id=REPO_ID))
+    return out
+
+
+def hub_repo(fake_hub, job_id="job_0001", token=TOKEN, **kw) -> HubRepo:
+    return HubRepo(REPO_ID, token, job_id, endpoint=fake_hub.url, **kw)
+
+
+def test_a_push_uploads_the_model_files_the_card_and_the_plot(fake_hub, staged):
+    pub = hub_repo(fake_hub).publish(staged, 2, several=False)
+
+    (commit,) = fake_hub.commits_of(REPO_ID)
+    print(f"\nrecorded commit of a test push: {json.dumps({'sha': commit.id, 'ref': commit.ref, 'title': commit.title, 'files': commit.added}, indent=2)}")
+    print(f"recorded on the job: {pub}")
+    assert pub.kind == "hub" and pub.revision == "main" and pub.commit_sha == commit.id and not pub.adopted
+    assert pub.uri == f"{fake_hub.url}/{REPO_ID}" and fake_hub.repos[REPO_ID].private  # private by default
+    assert marker("job_0001", 2) in commit.title
+    assert commit.added == sorted(tree(staged))
+    assert {"config.json", "model.safetensors", "modeling_nbl.py", "tokenizer.json", "nbl_scores.json",
+            "README.md", "nbl_scores.png"} <= set(commit.added)
+    files = fake_hub.files(REPO_ID)
+    for name, data in tree(staged).items():  # byte for byte what was staged
+        assert files[name] == data, name
+    card = ModelCard(files["README.md"].decode())
+    assert card.data.tags == ["nbl", "compression"] and f'from_pretrained("{REPO_ID}"' in card.text
+    assert all(r["authorization"] == f"Bearer {TOKEN}" for r in fake_hub.requests)
+
+
+@pytest.mark.parametrize("target", [{}, {"revision": "nbl-k2"}, {"create_pr": True}, {"create_pr": True, "revision": "dev"}],
+                         ids=["main", "branch", "pr", "pr-to-branch"])
+def test_a_retried_publish_adopts_the_first_commit(fake_hub, staged, target):
+    first = hub_repo(fake_hub, **target).publish(staged, 2, several=False)
+    again = hub_repo(fake_hub, **target).publish(staged, 2, several=False)  # e.g. the worker died before recording
+
+    assert len(fake_hub.commits_of(REPO_ID)) == 1
+    assert again.adopted and (again.commit_sha, again.revision, again.uri) == (first.commit_sha, first.revision, first.uri)
+    if target.get("create_pr"):
+        assert first.revision == "refs/pr/1" and first.uri.endswith("/discussions/1")
+        assert fake_hub.repos[REPO_ID].prs[0]["target"] == target.get("revision", "main")
+    else:
+        assert first.revision == target.get("revision", "main")
+        assert fake_hub.commits_of(REPO_ID, first.revision)[0].id == first.commit_sha
+
+    other = hub_repo(fake_hub, job_id="job_0002", **target).publish(staged, 2, several=False)
+    assert not other.adopted and other.commit_sha != first.commit_sha  # another job's output is another commit
+
+
+def test_several_k_go_to_subfolders_one_commit_each(fake_hub, staged):
+    repo = hub_repo(fake_hub)
+    pubs = [repo.publish(staged, k, several=True) for k in (1, 2)] + [repo.publish(staged, 2, several=True)]
+    commits = fake_hub.commits_of(REPO_ID)
+    assert [c.id for c in commits] == [pubs[0].commit_sha, pubs[1].commit_sha] and pubs[2].adopted
+    assert {"k1/README.md", "k2/README.md", "k2/model.safetensors"} <= set(fake_hub.files(REPO_ID))
+    assert repo.location(2, several=True) == (REPO_ID, "k2")
+
+
+def test_a_401_is_a_clear_user_error_without_the_token(fake_hub, staged, caplog):
+    bad = "hf_this_token_is_revoked_canary"
+    caplog.set_level(logging.DEBUG)
+    repo = hub_repo(fake_hub, token=bad)
+    with pytest.raises(HubRefused) as exc:
+        repo.publish(staged, 2, several=False)
+    msg = str(exc.value)
+    assert "401 Unauthorized" in msg and REPO_ID in msg and "set-hub-token" in msg
+    assert isinstance(exc.value, ValueError)  # classified as the user's error by the task
+    assert bad not in msg and bad not in repr(repo) and exc.value.__cause__ is None and exc.value.__suppress_context__
+    assert bad not in caplog.text
+    assert not fake_hub.commits_of(REPO_ID)
+
+
+def test_a_hub_failure_is_a_system_error_and_a_retry_commits_once(fake_hub, staged):
+    fake_hub.fail["commit"] = 500
+    with pytest.raises(HubUnavailable, match="answered 500"):
+        hub_repo(fake_hub).publish(staged, 2, several=False)
+    assert not fake_hub.commits_of(REPO_ID)
+    pub = hub_repo(fake_hub).publish(staged, 2, several=False)
+    assert [c.id for c in fake_hub.commits_of(REPO_ID)] == [pub.commit_sha] and not pub.adopted
+
+
+def test_an_unreachable_hub_is_a_system_error(staged):
+    repo = HubRepo(REPO_ID, TOKEN, "job_0001", endpoint="http://127.0.0.1:9")  # discard port: nothing listens
+    with pytest.raises(HubUnavailable, match="cannot reach"):
+        repo.publish(staged, 2, several=False)
+
+
+def test_the_local_directory_gets_the_same_layout(tmp_path, fake_hub, staged):
+    local = LocalDir(tmp_path / "published", "tiny-nbl")
+    pub = local.publish(staged, 2, several=False)
+    again = local.publish(staged, 2, several=False)
+    assert pub == again and pub.kind == "local_dir" and pub.uri == str(tmp_path / "published" / "tiny-nbl")
+    hub_repo(fake_hub).publish(staged, 2, several=False)
+    hub_files = {p: d for p, d in fake_hub.files(REPO_ID).items() if p != ".gitattributes"}
+    assert tree(tmp_path / "published" / "tiny-nbl") == hub_files  # the same staged folder, the same files
+    assert sorted(p.name for p in (tmp_path / "published").iterdir()) == ["tiny-nbl"]  # no .partial left
+    several = LocalDir(tmp_path / "published", "multi")
+    assert several.publish(staged, 4, several=True).uri == str(tmp_path / "published" / "multi" / "k4")

@@ -1,0 +1,131 @@
+"""The load check before publishing: the saved directory, reloaded in a fresh Python process the way a
+user loads it (`AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=True)`), must generate, and
+its logits on fixed token ids must match those of the compressed model still in memory.
+
+Why a fresh process: in the worker, modeling_nbl and the surgery are already imported, so an
+in-process reload can pass while the directory alone is broken (a missing file, a class that only
+exists in our package, weights saved under the wrong names). The child cannot import `worker` or
+`service` at all, and runs from an empty directory with an empty Hugging Face cache, offline.
+
+    ref = reference(model)              # in memory, right after saving (compress.run's on_saved)
+    check(out_dir, ref)                 # later, before publishing; raises LoadCheckError
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+PROBE_TOKENS = 16
+PROMPT_TOKENS = 6
+NEW_TOKENS = 8
+# max |logit difference| allowed, relative to max(1, max |logit|): float32 recomputes to ~1e-6; 16-bit
+# weights differ by rounding on other kernels
+TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-6}
+TOLERANCE_16BIT = 2e-2
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    sys.modules["worker"] = None   # the output must need nothing of ours: torch + transformers only
+    sys.modules["service"] = None
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    path, probe, out = sys.argv[1:4]
+    p = torch.load(probe, weights_only=True)
+    tok = AutoTokenizer.from_pretrained(path)
+    tok("load check")
+    model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True, dtype=p["dtype"],
+                                                 use_safetensors=True).to(p["device"]).eval()
+    ids = p["ids"].to(p["device"])
+    with torch.no_grad():
+        logits = model(ids).logits.float().cpu()
+        prompt = ids[:, : p["prompt"]]
+        gen = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=p["new"],
+                             min_new_tokens=p["new"], do_sample=False, pad_token_id=0).cpu()
+    torch.save({"logits": logits, "generated": gen, "cls": type(model).__name__}, out)
+    """
+)
+
+
+class LoadCheckError(RuntimeError):
+    """The saved output does not load, generate or reproduce the in-memory model (a system error:
+    our save is broken, not the user's input)."""
+
+
+@dataclass
+class Reference:
+    ids: torch.Tensor  # (1, T) the probe token ids
+    logits: torch.Tensor  # (1, T, V) float32, on CPU
+    dtype: torch.dtype
+    device: str
+
+
+def probe_ids(vocab_size: int, n: int = PROBE_TOKENS) -> torch.Tensor:
+    """Fixed, spread-out token ids below the vocabulary size (no tokenizer needed). # (1, n)"""
+    return torch.tensor([[(7919 * i + 13) % vocab_size for i in range(1, n + 1)]], dtype=torch.long)
+
+
+@torch.no_grad()
+def reference(model) -> Reference:
+    """The compressed model's logits on the probe ids, taken in memory before anything is reloaded."""
+    param = next(model.parameters())
+    ids = probe_ids(model.config.vocab_size)
+    logits = model(ids.to(param.device)).logits.float().cpu()  # (1, T, V)
+    return Reference(ids=ids, logits=logits, dtype=param.dtype, device=param.device.type)
+
+
+def tolerance(ref: Reference) -> float:
+    return TOLERANCE.get(ref.dtype, TOLERANCE_16BIT) * max(1.0, ref.logits.abs().max().item())
+
+
+def _child_env(hf_home: str) -> dict[str, str]:
+    """The worker's environment minus anything secret-looking, offline, with an empty HF cache."""
+    secret = ("TOKEN", "SECRET", "PASSWORD", "KEY", "DATABASE_URL", "BROKER_URL")
+    env = {k: v for k, v in os.environ.items() if not any(s in k.upper() for s in secret)}
+    env.update(HF_HOME=hf_home, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONNOUSERSITE="1")
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def check(path: str | Path, ref: Reference, timeout_s: float = 900) -> dict:
+    """Reload `path` in a fresh process and compare; returns {"max_abs_diff", "tolerance", "class"}.
+    Raises LoadCheckError saying what went wrong."""
+    path = Path(path).resolve()
+    with tempfile.TemporaryDirectory(prefix="nbl-loadcheck-") as tmp:
+        probe, out = Path(tmp) / "probe.pt", Path(tmp) / "out.pt"
+        torch.save({"ids": ref.ids, "dtype": ref.dtype, "device": ref.device, "prompt": PROMPT_TOKENS,
+                    "new": NEW_TOKENS}, probe)
+        cwd = Path(tmp) / "cwd"
+        cwd.mkdir()
+        try:
+            proc = subprocess.run([sys.executable, "-c", CHILD, str(path), str(probe), str(out)], cwd=cwd,
+                                  env=_child_env(str(Path(tmp) / "hf")), capture_output=True, text=True,
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise LoadCheckError(f"load check: {path.name} did not load and generate within {timeout_s:g} s "
+                                 "in a fresh process") from None
+        if proc.returncode != 0:
+            tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-3:])
+            raise LoadCheckError(f"load check: {path.name} does not load in a fresh process with from_pretrained "
+                                 f"(exit {proc.returncode}): {tail[-600:]}")
+        got = torch.load(out, weights_only=True)
+    if got["logits"].shape != ref.logits.shape:
+        raise LoadCheckError(f"load check: {path.name} reloaded gives logits of shape {tuple(got['logits'].shape)}, "
+                             f"expected {tuple(ref.logits.shape)}")
+    diff = (got["logits"] - ref.logits).abs().max().item()
+    tol = tolerance(ref)
+    if not diff <= tol:  # also catches NaN
+        raise LoadCheckError(f"load check: {path.name} reloaded in a fresh process does not reproduce the compressed "
+                             f"model: max |logit difference| {diff:.3g} > tolerance {tol:.3g}")
+    generated = got["generated"].shape[-1] - PROMPT_TOKENS
+    if generated != NEW_TOKENS:
+        raise LoadCheckError(f"load check: {path.name} generated {generated} tokens, expected {NEW_TOKENS}")
+    return {"max_abs_diff": diff, "tolerance": tol, "class": got["cls"]}
