@@ -118,10 +118,25 @@ def _distinct(values: list) -> list:
     return values
 
 
-ModelId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(model_id)]
-Revision = Annotated[str, Field(min_length=1, max_length=255), AfterValidator(revision)]
-HubRepoId = Annotated[str, Field(min_length=3, max_length=200), AfterValidator(lambda v: _hub_id(v, need_owner=True))]
-SimpleName = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_simple_name)]
+# The grammars, documented in the OpenAPI schema (`pattern`) so clients and fuzzers know them; the
+# validators stay the authority (they also refuse `--` and `..`, which a plain pattern cannot say).
+_P_HUB = f"{_HUB_PART.pattern}(?:/{_HUB_PART.pattern})?"
+_P_SIMPLE = _SIMPLE.pattern
+
+
+def _doc_pattern(rx: str) -> dict:
+    return {"pattern": f"^(?:{rx})$"}
+
+
+ModelId = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra=_doc_pattern(
+    f"local:{_P_SIMPLE}|{_P_HUB}")), AfterValidator(model_id)]
+Revision = Annotated[str, Field(min_length=1, max_length=255, json_schema_extra=_doc_pattern(_REVISION.pattern)),
+                     AfterValidator(revision)]
+HubRepoId = Annotated[str, Field(min_length=3, max_length=200, json_schema_extra=_doc_pattern(
+    f"{_HUB_PART.pattern}/{_HUB_PART.pattern}")), AfterValidator(lambda v: _hub_id(v, need_owner=True))]
+SimpleName = Annotated[str, Field(min_length=1, max_length=128, json_schema_extra=_doc_pattern(_P_SIMPLE)),
+                       AfterValidator(_simple_name)]
+KValue = Annotated[StrictInt, Field(ge=1, le=K_HARD_MAX)]
 WebhookUrl = Annotated[str, Field(min_length=1, max_length=MAX_URL_LENGTH), AfterValidator(check_syntax)]
 
 
@@ -139,11 +154,15 @@ class ModelSpec(Request):
 
 
 class CalibrationSpec(Request):
-    dataset: Annotated[str, Field(max_length=200), AfterValidator(dataset_name)] = Field(
+    dataset: Annotated[str, Field(max_length=200, json_schema_extra=_doc_pattern(_P_HUB)),
+                       AfterValidator(dataset_name)] = Field(
         default="c4", description="`c4`, `wikitext2`, or a Hub dataset id")
-    config: Annotated[str, AfterValidator(_pattern(_CONFIG, "dataset config"))] | None = None
-    split: Annotated[str, Field(max_length=64), AfterValidator(_pattern(_SPLIT, "split"))] = "train"
-    text_field: Annotated[str, AfterValidator(_pattern(_FIELD, "text field"))] = "text"
+    config: Annotated[str, Field(json_schema_extra=_doc_pattern(_CONFIG.pattern)),
+                      AfterValidator(_pattern(_CONFIG, "dataset config"))] | None = None
+    split: Annotated[str, Field(max_length=64, json_schema_extra=_doc_pattern(_SPLIT.pattern)),
+                     AfterValidator(_pattern(_SPLIT, "split"))] = "train"
+    text_field: Annotated[str, Field(json_schema_extra=_doc_pattern(_FIELD.pattern)),
+                          AfterValidator(_pattern(_FIELD, "text field"))] = "text"
     num_samples: StrictInt = Field(default=256, ge=1, description="calibration blocks")
     seq_len: StrictInt = Field(default=2048, ge=1, description="tokens per block")
     seed: StrictInt = Field(default=0, ge=0, le=2**32 - 1)
@@ -154,7 +173,8 @@ class CompressionSpec(Request):
     mode: Literal["attn", "block"] = "attn"
     method: Literal["nbl", "drop"] = "nbl"
     criterion: Literal["cca", "nmse", "cosine", "loss"] = "cca"
-    k: Annotated[StrictInt | list[StrictInt], AfterValidator(_k_values)] = Field(
+    k: Annotated[KValue | Annotated[list[KValue], Field(min_length=1, max_length=16)],
+                 AfterValidator(_k_values)] = Field(
         description="layers to replace; a list gives one output per k from one calibration", examples=[4, [4, 8]])
 
     @property
@@ -199,7 +219,8 @@ Publish = Annotated[
                   custom_error_message="publish needs either `repo_id` (the Hub) or `local_dir`"),
 ]
 
-MetaKey = Annotated[str, AfterValidator(_pattern(_META_KEY, "metadata key"))]
+MetaKey = Annotated[str, Field(json_schema_extra=_doc_pattern(_META_KEY.pattern)),
+                    AfterValidator(_pattern(_META_KEY, "metadata key"))]
 def _plain_text(value: str) -> str:
     """Free text: no control characters (Postgres refuses NUL in JSON) nor unpaired surrogates (not UTF-8)."""
     if any((ord(c) < 0x20 and c not in "\t\n\r") or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in value):
@@ -207,7 +228,8 @@ def _plain_text(value: str) -> str:
     return value
 
 
-MetaValue = Annotated[str, Field(max_length=512), AfterValidator(_plain_text)]
+MetaValue = Annotated[str, Field(max_length=512, json_schema_extra=_doc_pattern(r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*")),
+                      AfterValidator(_plain_text)]
 
 
 class JobCreate(Request):

@@ -29,14 +29,16 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM, 42
              responses={429: PROBLEM | {"description": "a per-team cap on active or queued jobs; retry after "
                                         "`Retry-After` seconds",
                                         "headers": {"Retry-After": {"schema": {"type": "integer"}}}},
-                        413: PROBLEM},
+                        413: PROBLEM, 400: PROBLEM | {"description": "the body is not UTF-8 JSON text"}},
              summary="Create a compression job",
              description="Returns 201 with the job. With an `Idempotency-Key` header (scoped to your team) a "
              "repeated request returns the same job (201, `Idempotent-Replayed: true`); the same key with a "
              "different body is a 422.")
 def create_job(body: JobCreate, response: Response, session: SessionDep, principal: PrincipalDep,
                settings: SettingsDep, celery: CeleryDep,
-               idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None) -> JobOut:
+               idempotency_key: Annotated[str | None, Header(
+                   alias="Idempotency-Key", description="1 to 255 visible ASCII characters, scoped to your team",
+                   json_schema_extra={"pattern": r"^[\x21-\x7e]{1,255}$"})] = None) -> JobOut:
     key = jobs.check_idempotency_key(idempotency_key)
     errors = check_limits(body, settings)
     if errors:
