@@ -66,3 +66,12 @@ def authenticate(session: Session, authorization: str | None) -> Principal:
     if row is None:
         raise Unauthorized()
     return Principal(team_id=row.id, team_name=row.name, max_active_jobs=row.max_active_jobs)
+
+
+def set_team_hub_token(session: Session, team_name: str, ciphertext: str | None) -> None:
+    """Store (or with None, remove) a team's encrypted Hub token. The team must exist."""
+    team = session.scalar(select(Team).where(Team.name == team_name))
+    if team is None:
+        raise ValueError(f"no team {team_name!r} (`nbl admin create-key --team NAME` creates one)")
+    team.hub_token_encrypted = ciphertext
+    session.commit()

@@ -3,6 +3,8 @@
     nbl admin create-key --team NAME    a new API key (creates the team, migrates a fresh DB)
     nbl admin migrate                   alembic upgrade head
     nbl admin dispatch                  re-send queued jobs the broker may not hold (the reconciler)
+    nbl admin set-hub-token --team N    store the team's Hub token, encrypted (from $NBL_HUB_TOKEN or stdin)
+    nbl admin gen-secret-key            a new NBL_SECRET_KEY
     nbl admin webhook-secret --team N   create or rotate the team's webhook signing secret (printed once)
     nbl admin deliver-webhooks          send the webhook deliveries that are due (one pass)
     nbl serve [--host H --port P]       the HTTP API (uvicorn)
@@ -43,6 +45,15 @@ def add_service_commands(sub) -> None:
     p.add_argument("--stale-after", type=float, default=3600,
                    help="also re-send jobs queued and dispatched more than this many seconds ago")
     p.set_defaults(func=cmd_dispatch)
+    p = asub.add_parser("set-hub-token", help="store a team's Hugging Face Hub write token, encrypted",
+                        description="Reads the token from $NBL_HUB_TOKEN, else from stdin (never from the command "
+                        "line, which other users can see); stores it encrypted. Jobs of the team publish with it "
+                        "unless they bring their own publish.token.")
+    p.add_argument("--team", required=True, help="team name")
+    p.add_argument("--clear", action="store_true", help="remove the team's token instead")
+    p.set_defaults(func=cmd_set_hub_token)
+    p = asub.add_parser("gen-secret-key", help="print a new key for NBL_SECRET_KEY (encrypts Hub tokens at rest)")
+    p.set_defaults(func=cmd_gen_secret_key)
     p = asub.add_parser("webhook-secret", help="create or rotate a team's webhook signing secret (printed once)")
     p.add_argument("--team", required=True, help="team name")
     p.set_defaults(func=cmd_webhook_secret)
@@ -156,6 +167,47 @@ def cmd_dispatch(args) -> int:
         celery.close()
         engine.dispose()
     print(f"re-sent {len(sent)} job(s)" + "".join(f"\n  {j}" for j in sent))
+    return 0
+
+
+def read_secret(env_var: str, prompt: str) -> str:
+    """A secret from the environment, else stdin (a hidden prompt on a terminal); never argv."""
+    value = os.environ.get(env_var)
+    if value is None:
+        if sys.stdin.isatty():
+            import getpass
+
+            value = getpass.getpass(prompt)
+        else:
+            value = sys.stdin.readline()
+    value = value.strip()
+    if not value:
+        raise ValueError(f"no secret given: set {env_var} or pipe it on stdin")
+    return value
+
+
+def cmd_set_hub_token(args) -> int:
+    from .auth import set_team_hub_token
+    from .db import make_engine, make_sessionmaker
+    from .secrets import encrypt
+    from .settings import Settings
+
+    settings = Settings()
+    ciphertext = None if args.clear else encrypt(settings, read_secret("NBL_HUB_TOKEN", "Hub token: "))
+    engine = make_engine(settings)
+    try:
+        with make_sessionmaker(engine)() as session:
+            set_team_hub_token(session, args.team, ciphertext)
+    finally:
+        engine.dispose()
+    print(f"team: {args.team}: Hub token {'removed' if args.clear else 'stored (encrypted)'}")
+    return 0
+
+
+def cmd_gen_secret_key(args) -> int:
+    from .secrets import generate_key
+
+    print(generate_key())
     return 0
 
 

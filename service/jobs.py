@@ -19,7 +19,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from . import webhooks
+from . import secrets, webhooks
 from .auth import Principal
 from .errors import (
     IdempotencyKeyReused,
@@ -100,7 +100,8 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
     now = utcnow()
     job = Job(id=new_job_id(now), team_id=principal.team_id, status=JobStatus.queued.value,
               spec=spec.model_dump(mode="json"), idempotency_key=idempotency_key, request_hash=digest,
-              created_at=now, updated_at=now, progress=0.0, attempt=0, cancel_requested=False)
+              created_at=now, updated_at=now, progress=0.0, attempt=0, cancel_requested=False,
+              hub_token_encrypted=_encrypted_hub_token(spec, settings))
     session.add(job)
     try:
         session.flush()
@@ -147,6 +148,13 @@ def check_webhook_url(spec: JobCreate, settings: Settings) -> None:
     except WebhookUrlError as e:
         raise InvalidRequest(str(e), errors=[{"loc": ["body", "webhook_url"], "msg": str(e),
                                               "type": "webhook_url_refused"}]) from None
+
+
+def _encrypted_hub_token(spec: JobCreate, settings: Settings) -> str | None:
+    """publish.token, encrypted for the jobs row (the spec itself never holds it). Not part of the
+    request hash: a replay with the same key and body but another token returns the first job as is."""
+    token = getattr(spec.publish, "token", None)
+    return secrets.encrypt(settings, token.get_secret_value()) if token is not None else None
 
 
 def _by_key(session: Session, team_id: int, key: str) -> Job | None:
@@ -225,7 +233,7 @@ def cancel_job(session: Session, team_id: int, job_id: str) -> Job:
         job = get_job(session, team_id, job_id)
         now = utcnow()
         if job.status == JobStatus.queued.value:
-            target = {"status": JobStatus.cancelled.value, "finished_at": now}
+            target = {"status": JobStatus.cancelled.value, "finished_at": now, "hub_token_encrypted": None}
         elif job.status == JobStatus.running.value:
             target = {"status": JobStatus.cancelling.value}
         elif job.status == JobStatus.cancelling.value:

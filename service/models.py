@@ -124,6 +124,8 @@ class Team(Base):
     # Overrides Settings.max_active_jobs_per_team when set.
     max_active_jobs: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The team's Hub write token, Fernet ciphertext (service/secrets.py); never plaintext, never returned.
+    hub_token_encrypted: Mapped[str | None] = mapped_column(Text)
 
 
 class ApiKey(Base):
@@ -174,6 +176,8 @@ class Job(Base):
     lease_expires_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # A per-job Hub token (publish.token), Fernet ciphertext; set to NULL when the job ends.
+    hub_token_encrypted: Mapped[str | None] = mapped_column(Text)
 
 
 class JobEvent(Base):

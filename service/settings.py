@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -49,6 +49,16 @@ class Settings(BaseSettings):
     publish_timeout_s: float = Field(default=3.0, gt=0, validation_alias=_env("NBL_PUBLISH_TIMEOUT", "publish_timeout_s"),
                                      description="how long the API tries to reach the broker before leaving a job "
                                      "for the reconciler")
+
+    # --- publishing ----------------------------------------------------------------------------
+    hf_endpoint: str = Field(default="https://huggingface.co", validation_alias=_env("NBL_HF_ENDPOINT", "hf_endpoint"),
+                             description="the Hugging Face Hub the worker publishes to (a test server in tests)")
+    secret_key: SecretStr | None = Field(default=None, validation_alias=_env("NBL_SECRET_KEY", "secret_key"),
+                                         description="Fernet key(s), comma-separated, that encrypt Hub tokens at "
+                                         "rest; default: a key file $NBL_HOME/secret.key (mode 0600)")
+    load_check_timeout_s: float = Field(default=900, gt=0,
+                                        validation_alias=_env("NBL_LOAD_CHECK_TIMEOUT", "load_check_timeout_s"),
+                                        description="how long a saved output may take to reload in a fresh process")
 
     # --- leases --------------------------------------------------------------------------------
     lease_seconds: int = Field(default=120, ge=5, validation_alias=_env("NBL_LEASE_SECONDS", "lease_seconds"))

@@ -41,6 +41,7 @@ from .models import (
     JobStatus,
     LayerScore,
     Metric,
+    Team,
     UTCDateTime,
     utcnow,
 )
@@ -89,6 +90,16 @@ def job_spec(session: Session, job_id: str) -> JobCreate | None:
     return None if raw is None else JobCreate.model_validate(raw)
 
 
+def hub_token_ciphertext(session: Session, job_id: str) -> str | None:
+    """The Hub token a job publishes with, still encrypted (service.secrets.decrypt): the job's own
+    (publish.token), else its team's (`nbl admin set-hub-token`), else None. Read by the worker after
+    claiming: the token never travels through the broker."""
+    row = session.execute(select(Job.hub_token_encrypted, Team.hub_token_encrypted)
+                          .join(Team, Team.id == Job.team_id).where(Job.id == job_id)).first()
+    session.commit()
+    return None if row is None else row[0] or row[1]
+
+
 # --- ownership -----------------------------------------------------------------------------------
 
 
@@ -123,7 +134,8 @@ def claim_job(session: Session, job_id: str, lease_seconds: int) -> str | None:
     res = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status == JobStatus.cancelling.value, Job.lease_expires_at < now)
-        .values(status=JobStatus.cancelled.value, finished_at=now, updated_at=now, lease_expires_at=None)
+        .values(status=JobStatus.cancelled.value, finished_at=now, updated_at=now, lease_expires_at=None,
+                hub_token_encrypted=None)
         .execution_options(synchronize_session=False)
     )
     if res.rowcount == 1:
@@ -175,7 +187,7 @@ def finish(session: Session, job_id: str, lease_token: str, status: str, error_t
     now = utcnow()
     values: dict[str, Any] = {"status": status, "finished_at": now, "updated_at": now, "lease_expires_at": None,
                               "error_type": error_type, "error_message": (error_message or None) and error_message[:4000],
-                              "eta_seconds": None}
+                              "eta_seconds": None, "hub_token_encrypted": None}  # a job's own token dies with it
     if status == JobStatus.succeeded.value:
         values["progress"] = 1.0
     res = session.execute(update(Job).where(_owned(job_id, lease_token)).values(**values)
