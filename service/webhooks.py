@@ -153,11 +153,13 @@ def enqueue(session: Session, job_id: str, status: str, now: datetime | None = N
 
 
 def deliver_due(session: Session, settings: Settings, now: datetime | None = None, *, limit: int = 100,
-                resolve: Resolver = system_resolver) -> dict[str, int]:
-    """Send every pending delivery whose time has come; returns counts by outcome
+                budget_s: float = 60.0, resolve: Resolver = system_resolver) -> dict[str, int]:
+    """Send the pending deliveries whose time has come (at most `limit`, starting no new one after
+    `budget_s`, so slow receivers cannot hold up the reconciler's loop); returns counts by outcome
     (delivered, retrying, failed). `now` is the scheduler's clock (tests move it); the
     webhook-timestamp header is always the real time of the attempt."""
     now = now or utcnow()
+    deadline = time.monotonic() + budget_s
     ids = list(session.scalars(select(WebhookDelivery.id)
                                .where(WebhookDelivery.status == WebhookStatus.pending.value,
                                       WebhookDelivery.next_attempt_at <= now)
@@ -169,7 +171,9 @@ def deliver_due(session: Session, settings: Settings, now: datetime | None = Non
     with httpx.Client(timeout=settings.webhook_timeout_s, follow_redirects=False, trust_env=False,
                       limits=httpx.Limits(max_keepalive_connections=0),
                       headers={"user-agent": USER_AGENT}) as client:
-        for delivery_id in ids:
+        for i, delivery_id in enumerate(ids):
+            if i and time.monotonic() > deadline:
+                break  # the rest stay due for the next pass (each pass sends at least one)
             outcome = _deliver_one(session, settings, client, delivery_id, now, resolve)
             if outcome:
                 counts[outcome] += 1

@@ -77,7 +77,7 @@ def fuzz_env(pg_factory, tmp_path_factory):
         job_ids = [finished_job(s, team.id), queued_job(s, team.id)]
     engine.dispose()
     app = create_app(settings)
-    yield {"app": app, "auth": {"Authorization": f"Bearer {key}"}, "job_ids": job_ids}
+    yield {"app": app, "settings": settings, "auth": {"Authorization": f"Bearer {key}"}, "job_ids": job_ids}
     from schemathesis.python import asgi
 
     asgi.shutdown_lifespans()  # schemathesis keeps the app's lifespan open for the process; close it
@@ -122,3 +122,22 @@ def test_the_api_keeps_its_openapi_contract(api_schema, fuzz_env, label, mode):
         case.call_and_validate(headers=fuzz_env["auth"], checks=CHECKS)
 
     check()
+
+
+def test_every_operation_that_declares_auth_rejects_a_missing_or_wrong_key(fuzz_env):
+    """The sweep behind `ignored_auth`, on every secured operation and a job that exists."""
+    from fastapi.testclient import TestClient
+
+    app = create_app(fuzz_env["settings"])  # its own lifespan, apart from the one schemathesis holds
+    spec = app.openapi()
+    secured = [(m, p) for p, item in spec["paths"].items() for m, op in item.items() if op.get("security")]
+    assert len(secured) == 6
+    with TestClient(app) as c:
+        for method, path in secured:
+            url = path.replace("{job_id}", fuzz_env["job_ids"][1])
+            for headers in ({}, {"Authorization": "Bearer nbl_" + "x" * 43}, {"Authorization": "Basic Zm9vOmJhcg=="}):
+                kw = {"json": {"model": {"id": "a/b"}, "compression": {"k": 1}}} if method == "post" else {}
+                resp = c.request(method, url, headers=headers, **kw)
+                assert resp.status_code == 401, (method, url, headers, resp.status_code)
+                assert resp.headers["content-type"].startswith("application/problem+json")
+        assert c.get(path.replace("{job_id}", fuzz_env["job_ids"][1]), headers=fuzz_env["auth"]).status_code == 200

@@ -305,3 +305,48 @@ def test_the_secret_is_stored_encrypted_and_the_cli_prints_it_once(env, monkeypa
     assert main(["admin", "webhook-secret", "--team", "nobody"]) == 2
     assert main(["admin", "deliver-webhooks"]) == 0
     assert "none due" in capsys.readouterr().out
+
+
+# --- pure functions ------------------------------------------------------------------------------
+
+
+def test_sign_matches_the_reference_library_and_the_spec_example():
+    from datetime import datetime, timezone
+
+    secret = webhooks.new_secret()
+    body_text = '{"type":"job.succeeded","data":{"id":"job_1"}}'
+    ts = 1_700_000_000
+    ours = webhooks.sign(secret, "msg_1", ts, body_text)
+    assert ours == Webhook(secret).sign("msg_1", datetime.fromtimestamp(ts, tz=timezone.utc), body_text)
+    # The example of the Standard Webhooks specification (its README's test vector).
+    spec_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    assert webhooks.sign(spec_secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
+                         '{"test": 2432232314}') == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+    with pytest.raises(ValueError):
+        webhooks.sign("not-a-secret", "msg_1", ts, body_text)
+
+
+def test_backoff_doubles_up_to_the_cap():
+    assert [webhooks.backoff_s(n, 30, 600) for n in range(1, 7)] == [30, 60, 120, 240, 480, 600]
+
+
+def test_scrub_drops_secret_looking_keys_at_any_depth():
+    value = {"spec": {"publish": {"repo_id": "a/b", "token": "hf_x", "hub_token": "hf_y"}, "metadata": {"k": "v"},
+                      "evaluation": {"max_tokens": 10}},
+             "list": [{"api_key": "k", "Authorization": "Bearer x", "client_secret": "s", "password": "p"}],
+             "metrics": {"calibration": {"tokens": 4096}}}
+    assert webhooks.scrub(value) == {"spec": {"publish": {"repo_id": "a/b"}, "metadata": {"k": "v"},
+                                              "evaluation": {"max_tokens": 10}},
+                                     "list": [{}], "metrics": {"calibration": {"tokens": 4096}}}
+
+
+def test_a_slow_receiver_cannot_hold_up_the_loop(env, receiver):
+    """Past its time budget a pass starts no new delivery; the rest wait for the next pass."""
+    rx = receiver()
+    with TestClient(create_app(env.settings)) as c:
+        ids = [submit(env, c, rx.url) for _ in range(3)]
+        for job_id in ids:
+            c.post(f"/v1/jobs/{job_id}/cancel", headers=env.auth)
+    with env.sessions() as s:
+        assert webhooks.deliver_due(s, env.settings, budget_s=0) == {"delivered": 1}  # the first always goes
+        assert webhooks.deliver_due(s, env.settings) == {"delivered": 2}
