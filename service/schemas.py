@@ -45,6 +45,7 @@ DATASET_ALIASES = ("c4", "wikitext2")
 PERPLEXITY_CORPORA = ("wikitext2", "c4")
 EVAL_TASKS = ("arc_easy", "arc_challenge", "hellaswag", "boolq", "openbookqa", "lambada_openai", "mmlu")
 LOCAL_PREFIX = "local:"
+LOCAL_DATA_SUFFIXES = (".json", ".jsonl", ".txt", ".parquet")  # worker.engine.data.LOCAL_SUFFIXES
 K_HARD_MAX = 4096  # no model has more layers; Settings.max_k is the deployment's own cap
 
 
@@ -76,6 +77,8 @@ def model_id(value: str) -> str:
 
 
 def dataset_name(value: str) -> str:
+    if value.lower().endswith(LOCAL_DATA_SUFFIXES):  # the worker's loader reads these as local files
+        raise ValueError(f"{value!r} names a file; calibration data is a Hub dataset id, c4 or wikitext2")
     return value if value in DATASET_ALIASES else _hub_id(value)
 
 

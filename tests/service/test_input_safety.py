@@ -47,6 +47,8 @@ def hostile_bodies() -> dict[str, object]:
         bodies[f"publish dir {i}"] = body(publish={"local_dir": s})
     for s in ("../main", "main/../../x", "refs//heads", "main/", "x.lock", "-main", "ma\x00in", "mаin", "a" * 300):
         bodies[f"revision {s[:20]!r}"] = {"model": {"id": "a/b", "revision": s}, "compression": {"k": 4}}
+    for name in ("owner/calib.jsonl", "data.json", "owner/x.parquet", "notes.TXT"):  # read as local files
+        bodies[f"dataset file {name}"] = body(calibration={"dataset": name})
     for field, value in (("config", "../x"), ("split", "train;drop"), ("split", "train/../x"),
                          ("text_field", "../text"), ("text_field", "x" * 100)):
         bodies[f"calibration {field} {value[:20]!r}"] = body(calibration={field: value})
