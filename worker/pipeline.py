@@ -1,8 +1,10 @@
 """The stages of one compression job, run by the worker task: plain functions over a job spec.
 
-    load -> calibrate (statistics cache) -> score -> compress -> evaluate -> publish
+    load -> calibrate (statistics cache) -> score -> compress -> check -> evaluate -> publish
 
-The engine's own stages (engine/compress.py) do the first four; this adds publishing.
+The engine's own stages (engine/compress.py) do the first four; this adds the load check (each saved
+output reloaded in a fresh process), evaluation, and publishing (the card rewritten with the results,
+then a Destination: a local directory or the Hub, worker/publish).
 
 The pipeline knows nothing of the database or the broker: it reports through a `Sink` (the task
 writes that to the DB) and is cancelled by the sink raising `Cancelled` from `progress`. Work is
@@ -12,7 +14,7 @@ skips what is done and never leaves half a checkpoint.
 
 from __future__ import annotations
 
-import shutil
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -22,7 +24,12 @@ from .engine.compress import CompressConfig
 from .engine.data import DatasetSpec
 from .engine.loading import load_model
 from .eval.compressed import load_compressed
+from .engine.saving import SCORES_FILE
 from .eval.evaluate import EvalSpec, evaluate_cached, evaluate_model
+from .publish import loadcheck
+from .publish.card import CardInfo, write_card
+from .publish.destination import Destination, Published
+from .publish.local import LocalDir
 
 class Cancelled(Exception):
     """Raised by a sink when the job's cancellation was requested."""
@@ -33,7 +40,7 @@ class Sink(Protocol):
     def metrics(self, variant: str, values: dict[str, float]) -> None: ...
     def warning(self, message: str) -> None: ...
     def layer_scores(self, scores: list[dict]) -> None: ...
-    def output(self, k: int, layers: list[int], path: str) -> None: ...
+    def output(self, k: int, layers: list[int], published: Published) -> None: ...
 
 
 @dataclass
@@ -47,7 +54,7 @@ class Paths:
 @dataclass
 class PipelineResult:
     selected: dict[int, list[int]] = field(default_factory=dict)  # k -> layers
-    outputs: dict[int, str] = field(default_factory=dict)  # k -> published path
+    outputs: dict[int, Published] = field(default_factory=dict)  # k -> where it was published
     calibration: dict = field(default_factory=dict)
 
 
@@ -85,32 +92,66 @@ def compress_config(spec: dict, paths: Paths) -> CompressConfig:
     )
 
 
-def run(spec: dict, sink: Sink, paths: Paths, job_id: str) -> PipelineResult:
-    """Compress into the job's work dir (engine stages report through `sink.progress`), evaluate
-    the base and every output as saved, then publish."""
+def run(spec: dict, sink: Sink, paths: Paths, job_id: str, destination: Destination | None = None,
+        recipe: dict | None = None, check_timeout_s: float = 900) -> PipelineResult:
+    """Compress into the job's work dir (engine stages report through `sink.progress`), check that each
+    output reloads alone, evaluate the base and every output as saved, then publish each to
+    `destination` (default: NBL_PUBLISH_DIR/<publish.local_dir or job id>) with its card. `recipe` is
+    the request the card quotes (default `spec`)."""
     cfg = compress_config(spec, paths)
     cfg.out = paths.work_dir
     cfg.check()
     sink.progress("load", 0.0, f"loading {spec['model']['id']}")
     lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device)
-    compressed = compress.run(cfg, report=sink.progress, progress=False, lm=lm)
+    refs: dict[int, loadcheck.Reference] = {}  # k -> logits of the compressed model in memory
+    compressed = compress.run(cfg, report=sink.progress, progress=False, lm=lm,
+                              on_saved=lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model)))
     sink.layer_scores(compressed.scores)
     result = PipelineResult(calibration=compressed.calibration)
+    outputs = {o["k"]: Path(o["path"]) for o in compressed.outputs}
     for o in compressed.outputs:
         result.selected[o["k"]] = o["replaced_layers"]
 
+    check(outputs, refs, sink, check_timeout_s)
     espec = eval_spec(spec.get("evaluation") or {})
-    if not espec.empty():
-        evaluate(lm, {o["k"]: Path(o["path"]) for o in compressed.outputs}, espec, sink)
+    metrics = evaluate(lm, outputs, espec, sink) if not espec.empty() else {}
     del lm
 
-    sink.progress("publish", 0.0, "publishing")
-    for o in compressed.outputs:
-        dest = publish_local(Path(o["path"]), paths.publish_dir, spec, job_id, o["k"], len(cfg.ks) > 1)
-        result.outputs[o["k"]] = str(dest)
-        sink.output(o["k"], o["replaced_layers"], str(dest))
-    sink.progress("publish", 1.0, "published")
+    if destination is None:
+        destination = LocalDir(paths.publish_dir, (spec.get("publish") or {}).get("local_dir") or job_id)
+    result.outputs = publish(outputs, result.selected, destination, metrics, recipe or spec, sink)
     return result
+
+
+def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float) -> None:
+    """Every output reloaded in a fresh process must generate and reproduce the in-memory logits; a
+    failure (LoadCheckError) ends the job before anything is published."""
+    sink.progress("check", 0.0, "reloading each output in a fresh process")
+    for j, (k, path) in enumerate(outputs.items(), start=1):
+        res = loadcheck.check(path, refs[k], timeout_s=timeout_s)
+        sink.progress("check", j / len(outputs), f"k={k}: {res['class']} reloads and generates; max |logit "
+                      f"difference| {res['max_abs_diff']:.2g} (tolerance {res['tolerance']:.2g})")
+
+
+def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destination: Destination,
+            metrics: dict[str, dict], recipe: dict, sink: Sink) -> dict[int, Published]:
+    """Rewrite each output's card with the evaluation and the recipe, then hand the folder to the
+    destination; record each as soon as it is published."""
+    several = len(outputs) > 1
+    done: dict[int, Published] = {}
+    sink.progress("publish", 0.0, "publishing")
+    for j, (k, path) in enumerate(outputs.items(), start=1):
+        where, subfolder = destination.location(k, several)
+        card_metrics = {"base": metrics.get("base") or {}, "compressed": metrics.get(f"k{k}") or {}}
+        write_card(path, CardInfo(report=json.loads((path / SCORES_FILE).read_text()), metrics=card_metrics,
+                                  recipe=recipe, repo_id=where, subfolder=subfolder))
+        pub = destination.publish(path, k, several)
+        sink.output(k, selected[k], pub)
+        done[k] = pub
+        sink.progress("publish", j / len(outputs), f"k={k}: {'found already published' if pub.adopted else 'published'}"
+                      f" at {pub.uri}" + (f" ({pub.revision}@{pub.commit_sha[:12]})" if pub.commit_sha else ""))
+    sink.progress("publish", 1.0, "published")
+    return done
 
 
 def eval_spec(ev: dict) -> EvalSpec:
@@ -118,19 +159,23 @@ def eval_spec(ev: dict) -> EvalSpec:
                     limit=ev.get("limit"), max_tokens=ev.get("max_tokens"), speed=bool(ev.get("speed")))
 
 
-def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink) -> None:
-    """Base (cached per model and spec) and each output reloaded from disk, as users will load it."""
+def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink) -> dict[str, dict[str, float]]:
+    """Base (cached per model and spec) and each output reloaded from disk, as users will load it.
+    Returns the flat metrics by variant: {"base": {...}, "k4": {...}}."""
     n = len(outputs) + 1
     sink.progress("evaluate", 0.0, "evaluating the base model")
     base = evaluate_cached(lm, espec, progress=False)
-    sink.metrics("base", flatten(base))
+    metrics = {"base": flatten(base)}
+    sink.metrics("base", metrics["base"])
     base_params = base["params"]["non_embedding_params"]
     for j, (k, path) in enumerate(outputs.items(), start=1):
         sink.progress("evaluate", j / n, f"evaluating k={k} from {path.name}")
         out = load_compressed(path)
-        sink.metrics(f"k{k}", flatten(evaluate_model(out, espec, base_non_embedding=base_params, progress=False)))
+        metrics[f"k{k}"] = flatten(evaluate_model(out, espec, base_non_embedding=base_params, progress=False))
+        sink.metrics(f"k{k}", metrics[f"k{k}"])
         del out
     sink.progress("evaluate", 1.0, "evaluated")
+    return metrics
 
 
 def flatten(result: dict) -> dict[str, float]:
@@ -149,16 +194,3 @@ def flatten(result: dict) -> dict[str, float]:
     for section in ("perplexity", "tasks", "speed", "params"):
         walk(section, result.get(section))
     return out
-
-
-def publish_local(out: Path, publish_dir: Path, spec: dict, job_id: str, k: int, several: bool) -> Path:
-    """Copy an output into NBL_PUBLISH_DIR/<name>[/k{K}] atomically; publishing twice is harmless."""
-    name = (spec.get("publish") or {}).get("local_dir") or job_id
-    dest = publish_dir / name / f"k{k}" if several else publish_dir / name
-    tmp = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(out, tmp)
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.rename(dest)
-    return dest

@@ -19,9 +19,13 @@ from service import store
 from service.celery_app import RUN_JOB, make_celery
 from service.db import make_engine, make_sessionmaker
 from service.paths import model_source, publish_dir
+from service.secrets import decrypt
 from service.settings import Settings
 
 from .pipeline import Cancelled, Paths, run
+from .publish.destination import Published
+from .publish.hub import HubRepo
+from .publish.local import LocalDir
 
 log = logging.getLogger(__name__)
 settings = Settings()
@@ -68,9 +72,10 @@ class DbSink:
         with sessions()() as s:
             store.save_layer_scores(s, self.job_id, scores, lease_token=self.token)
 
-    def output(self, k: int, layers: list[int], path: str) -> None:
+    def output(self, k: int, layers: list[int], published: Published) -> None:
         with sessions()() as s:
-            store.save_artifact(s, self.job_id, k, "local_dir", path, lease_token=self.token)
+            store.save_artifact(s, self.job_id, k, published.kind, published.uri, published.revision,
+                                published.commit_sha, lease_token=self.token)
 
 
 class Heartbeat(threading.Thread):
@@ -86,6 +91,24 @@ class Heartbeat(threading.Thread):
             with sessions()() as s:
                 if not store.heartbeat(s, self.job_id, self.token):
                     return
+
+
+def destination(spec, job_id: str):
+    """Where this job publishes: publish.repo_id -> the Hub, with the job's or its team's token, read
+    from the DB and decrypted here (never a task argument); else NBL_PUBLISH_DIR/<local_dir or job id>."""
+    pub = spec.publish
+    if getattr(pub, "repo_id", None):
+        with sessions()() as s:
+            ciphertext = store.hub_token_ciphertext(s, job_id)
+        if ciphertext is None:
+            raise ValueError(f"publishing to {pub.repo_id} needs a Hub write token: give publish.token, or set the "
+                             "team's with `nbl admin set-hub-token --team NAME`")
+        return HubRepo(pub.repo_id, decrypt(settings, ciphertext), job_id, private=pub.private,
+                       revision=pub.revision, create_pr=pub.create_pr, endpoint=settings.hf_endpoint,
+                       title=f"NBL {spec.compression.mode} compression of {spec.model.id}")
+    name = getattr(pub, "local_dir", None) or job_id
+    publish_dir(settings, name)  # re-checks the name's grammar: the spec is input, even from the DB
+    return LocalDir(settings.publish_dir, name)
 
 
 def classify(exc: BaseException) -> str:
@@ -108,19 +131,13 @@ def run_job(job_id: str) -> str:
     beat.start()
     status, err_type, err_msg = "succeeded", None, None
     try:
-        if getattr(spec.publish, "repo_id", None):
-            # Fail fast rather than publish somewhere the user did not ask for.
-            raise ValueError("publishing to the Hub (publish.repo_id) is not available on this server yet; "
-                             "use publish.local_dir")
+        recipe = spec.model_dump(mode="json")  # what the card quotes: as submitted (publish.token is never dumped)
         spec_dict = spec.model_dump(mode="json")
         spec_dict["model"]["id"] = model_source(settings, spec.model.id)  # local:NAME -> its directory
-        # Until Hub publishing lands, every job publishes to NBL_PUBLISH_DIR/<local_dir or job id>.
-        name = getattr(spec.publish, "local_dir", None) or job_id
-        publish_dir(settings, name)  # re-checks the name's grammar: the spec is input, even from the DB
-        spec_dict["publish"] = {"local_dir": name}
         paths = Paths(models_dir=settings.models_dir, work_dir=settings.home / "jobs" / job_id,
                       publish_dir=settings.publish_dir, stats_dir=settings.stats_dir)
-        result = run(spec_dict, DbSink(job_id, token), paths, job_id)
+        result = run(spec_dict, DbSink(job_id, token), paths, job_id, destination=destination(spec, job_id),
+                     recipe=recipe, check_timeout_s=settings.load_check_timeout_s)
         with sessions()() as s:
             store.set_selected_layers(
                 s, job_id, [{"k": k, "mode": spec.compression.mode, "layers": v} for k, v in result.selected.items()],

@@ -1,6 +1,7 @@
 """A job end to end through the real parts: the API commits and enqueues, a real `celery worker`
 process (worker.tasks) consumes from a real broker, claims the row, runs the engine on a tiny
-Llama stored as `local:tiny`, publishes to NBL_PUBLISH_DIR, and the API reports the result.
+Llama stored as `local:tiny`, publishes to NBL_PUBLISH_DIR (with the model card and its plot), and the
+API reports the result.
 
 Two deployments: the embedded default (SQLite + kombu's SQLAlchemy transport, no server) and the
 docker-compose one (Postgres + Redis)."""
@@ -80,7 +81,7 @@ def test_tiny_model_job_runs_end_to_end(deployment, request, settings_for, team_
         assert job["progress"] == 1 and job["attempt"] == 1 and job["error"] is None
         stages = [e["stage"] for e in c.get(f"/v1/jobs/{job_id}/events", headers=auth).json()["data"]
                   if e["kind"] == "stage"]
-        assert stages == ["load", "calibrate", "score", "compress", "evaluate", "publish"]
+        assert stages == ["load", "calibrate", "score", "compress", "check", "evaluate", "publish"]
         metrics = job["metrics"]
         assert set(metrics) >= {"base", "k1", "k2", "calibration"}
         for variant in ("base", "k1", "k2"):
@@ -96,10 +97,13 @@ def test_tiny_model_job_runs_end_to_end(deployment, request, settings_for, team_
             out = settings.publish_dir / "tiny-nbl" / f"k{k}"
             cfg = json.loads((out / "config.json").read_text())
             assert cfg["nbl"]["layers"] == selected[k] and (out / "model.safetensors").is_file()
+            assert (out / "nbl_scores.png").is_file() and "## Evaluation: base vs compressed" in (out / "README.md").read_text()
         assert {a["uri"] for a in job["artifacts"]} == {str(settings.publish_dir / "tiny-nbl" / f"k{k}") for k in (1, 2)}
 
-        # not yet able to push to the Hub: fails clearly instead of publishing elsewhere
-        assert hub_job["status"] == "failed" and "publish.repo_id" in hub_job["error"]["message"]
+        # a Hub target without a token (neither the job's nor the team's): fails clearly, publishes nowhere
+        # (pushing to a Hub: tests/publish/test_publish_job.py)
+        assert hub_job["status"] == "failed" and hub_job["error"]["type"] == "user"
+        assert "needs a Hub write token" in hub_job["error"]["message"]
         assert not (settings.publish_dir / hub).exists()
 
         assert failed["status"] == "failed"
