@@ -98,3 +98,20 @@ def test_plot_skips_layers_without_the_score(tmp_path, criterion):
     else:  # no loss_rise recorded: no plot, and no file
         assert series is None and score_plot(report, tmp_path / "p.png") is None
         assert not (tmp_path / "p.png").exists()
+
+
+def test_nbl_eval_card_rewrites_the_card_with_its_results(tmp_path, text_file, tiny_dir, capsys):
+    from worker.cli import main
+
+    out = tmp_path / "out"
+    main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), "--num-samples", "8", "--seq-len", "32",
+          "--k", "2", "--out", str(out), "--json"])
+    capsys.readouterr()
+    assert main(["eval", "--model", str(out), "--perplexity", "wikitext2", "--max-tokens", "256", "--card", "--json"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    card = ModelCard.load(out / "README.md")
+    values = {r.metric_name: r.metric_value for r in card.data.eval_results}
+    assert values == {"wikitext2 ppl (base model)": full["base"]["perplexity"]["wikitext2"]["ppl"],
+                      "wikitext2 ppl (tiny-llama-nbl-attn-k2)": full["perplexity"]["wikitext2"]["ppl"]}
+    assert "| wikitext2 perplexity ↓ |" in card.text and "Not evaluated here" not in card.text
+    assert main(["eval", "--model", str(tiny_dir), "--card"]) == 2  # not a compressed output: refused

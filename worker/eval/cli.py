@@ -63,6 +63,8 @@ def add_eval(sub) -> None:
     p.add_argument("--batch-tokens", type=_positive, default=2048, help="tokens per forward pass when scoring tasks")
     p.add_argument("--no-cache", action="store_true", help="re-evaluate the base even if its result is cached")
     p.add_argument("--out", type=Path, help="also write the full JSON report to this file")
+    p.add_argument("--card", action="store_true", help="rewrite the model card (README.md) of an `nbl compress` "
+                   "output given as --model with these results (model-index and the before/after table)")
     p.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     p.set_defaults(func=cmd_eval)
 
@@ -83,7 +85,7 @@ def _base_source(args) -> tuple[str | None, str | None]:
 
 
 def cmd_eval(args) -> int:
-    from .compressed import load_for_eval
+    from .compressed import is_compressed_dir, load_for_eval
     from .evaluate import EvalSpec, evaluate_cached, evaluate_model
     from .report import print_table, report
 
@@ -100,6 +102,8 @@ def cmd_eval(args) -> int:
     names = [*spec.tasks, *(Path(f).stem for f in spec.task_files)]
     if len(set(names)) != len(names):
         raise ValueError(f"two tasks would report under one name: {sorted(n for n in names if names.count(n) > 1)}")
+    if args.card and not is_compressed_dir(args.model):
+        raise ValueError("--card rewrites the card of an `nbl compress` output: give its directory as --model")
     progress = sys.stderr.isatty()
     if args.threads:
         import torch
@@ -119,6 +123,8 @@ def cmd_eval(args) -> int:
     result = evaluate_model(lm, spec, base_non_embedding=base_params, progress=progress)
 
     full = report(result, base_result)
+    if args.card:
+        _write_card(Path(args.model), result, base_result)
     if args.out:
         args.out.write_text(json.dumps(full, indent=2) + "\n")
     if args.json:
@@ -126,3 +132,13 @@ def cmd_eval(args) -> int:
     else:
         print_table(result, base_result)
     return 0
+
+
+def _write_card(path: Path, result: dict, base_result: dict | None) -> None:
+    """The output's card, rewritten with this evaluation (the same card a job publishes)."""
+    from ..engine.saving import SCORES_FILE
+    from ..pipeline import flatten
+    from ..publish.card import CardInfo, write_card
+
+    metrics = {"base": flatten(base_result) if base_result else {}, "compressed": flatten(result)}
+    write_card(path, CardInfo(report=json.loads((path / SCORES_FILE).read_text()), metrics=metrics))
