@@ -36,6 +36,7 @@ from .models import (
     JobEvent,
     JobStatus,
     LayerScore,
+    Team,
     new_job_id,
     utcnow,
 )
@@ -123,7 +124,11 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
 def check_team_caps(session: Session, principal: Principal, settings: Settings) -> None:
     """Per-team caps: active jobs (queued + running + cancelling; the team's own cap if set) and,
     when configured, queued jobs alone. Over a cap is a 429 with Retry-After: the same request
-    succeeds once some jobs finish. (Count then insert: two racing requests may pass one over.)"""
+    succeeds once some jobs finish.
+
+    The team's row is locked first (Postgres; SQLite's BEGIN IMMEDIATE serializes writers anyway)
+    and held until create_job commits, so concurrent requests count one after the other."""
+    session.execute(select(Team.id).where(Team.id == principal.team_id).with_for_update())
     counts = dict(session.execute(select(Job.status, func.count()).where(Job.team_id == principal.team_id,
                                                                          Job.status.in_(ACTIVE))
                                   .group_by(Job.status)).all())

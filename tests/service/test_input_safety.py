@@ -176,3 +176,30 @@ def test_team_caps_answer_429_with_retry_after(db_url, settings_for, team_key_fo
         assert first.status_code == 201
         assert c.post("/v1/jobs", json=body(k=7), headers=alpha | key).json()["id"] == first.json()["id"]
     assert job_count(settings) == 5
+
+
+@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+def test_the_cap_holds_under_concurrent_posts(backend, request, settings_for, live_server, team_key_for):
+    """12 simultaneous POSTs against a cap of 3 on a real server: exactly 3 jobs, 9 answers 429."""
+    import threading
+
+    import httpx
+
+    url = request.getfixturevalue("pg_url" if backend == "postgres" else "sqlite_clean_url")
+    settings = settings_for(url, max_active_jobs_per_team=3)
+    base = live_server(create_app(settings))
+    headers = team_key_for(settings, "racers")
+    n, barrier, codes = 12, threading.Barrier(12), []
+
+    def post() -> None:
+        with httpx.Client(base_url=base, timeout=60) as c:
+            barrier.wait()
+            codes.append(c.post("/v1/jobs", json=body(), headers=headers).status_code)
+
+    threads = [threading.Thread(target=post) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(codes) == [201] * 3 + [429] * 9
+    assert job_count(settings) == 3
