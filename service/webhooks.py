@@ -212,7 +212,7 @@ def _deliver_one(session: Session, settings: Settings, client: httpx.Client, del
                 error = f"HTTP {status_code}"
         except WebhookUrlError as e:
             error = f"refused: {e}"
-        except httpx.HTTPError as e:
+        except Exception as e:  # noqa: BLE001 - any failure is a recorded, retried attempt, never a lost row
             error = f"{type(e).__name__}: {e}"[:500]
     duration_ms = (time.monotonic() - t0) * 1000
     return _record(session, settings, row, now, started, duration_ms, status_code, error)
