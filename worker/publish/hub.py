@@ -38,7 +38,7 @@ class HubUnavailable(RuntimeError):
 def transport_errors() -> tuple[type[BaseException], ...]:
     """Connection-level failures of the client's HTTP library (httpx for huggingface_hub 1.x, httpx2
     for 2.x), whichever is installed."""
-    errors: list[type[BaseException]] = [OSError]
+    errors: list[type[BaseException]] = [ConnectionError, TimeoutError]  # not all OSErrors: a missing file is ours
     for name in ("httpx2", "httpx"):
         try:
             errors.append(importlib.import_module(name).TransportError)
