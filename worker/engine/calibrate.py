@@ -8,6 +8,8 @@ decoder stack.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import resource
 import time
 from dataclasses import dataclass
@@ -27,6 +29,24 @@ class Calibration:
     stats_bytes: int  # float64 sums held
     peak_rss_bytes: int  # process peak resident memory
     peak_device_bytes: int | None  # CUDA peak allocation, on GPU
+
+
+def _malloc_trim():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim if hasattr(libc, "malloc_trim") else None
+    except OSError:  # not glibc
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_free_memory() -> None:
+    """Hand freed heap pages back to the OS (glibc). Each batch frees its activations between the
+    long-lived sums; without this, peak RSS on SmolLM2 grew by ~0.5 GB of free-but-held pages."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 def holdout_count(num_blocks: int, fraction: float = 0.1) -> int:
@@ -74,6 +94,7 @@ def calibrate(
             a = attn_out.pop(i)
             flat = lambda t: t.reshape(-1, d)  # noqa: E731  (B*T, d)
             accs[i].add(flat(h), {"attn": flat(a), "block": flat(out - h)}, split["name"])
+            release_free_memory()
 
         return hook
 

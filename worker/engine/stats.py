@@ -113,6 +113,20 @@ class LayerStats:
         )
 
 
+_SCRATCH: dict[tuple, torch.Tensor] = {}
+
+
+def _scratch(d: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """One (d, d) buffer for the per-batch products, shared by all layers. Fresh d x d temporaries
+    (a float32 product, then its float64 copy) for 5 products x every layer x every batch fragment
+    glibc's heap: on SmolLM2 that cost ~0.7 GB of peak RSS on top of the 0.8 GB of sums."""
+    key = (d, dtype, str(device))
+    buf = _SCRATCH.get(key)
+    if buf is None:
+        buf = _SCRATCH[key] = torch.empty(d, d, dtype=dtype, device=device)
+    return buf
+
+
 class LayerAccumulator:
     """Adds one batch at a time into a LayerStats; holds nothing but the sums."""
 
@@ -121,14 +135,19 @@ class LayerAccumulator:
         self.device = device
         self.product_dtype = product_dtype
         self.stats: LayerStats | None = None
+        # Allocated now, before any forward pass: sums allocated at the first batch would sit in the
+        # heap between the batch's transient activations, whose freed space glibc then cannot
+        # give back (measured on SmolLM2: +0.9 GB peak RSS).
+        self._zeros = {s: SplitSums.zeros(d, device) for s in SPLITS}
 
     def _init(self, x: torch.Tensor, ys: dict[str, torch.Tensor]) -> None:
         # Shift = this first batch's mean, in float64: later batches are centred on it.
         self.stats = LayerStats(
             shift_x=x.double().mean(0),
             shift_y={b: y.double().mean(0) for b, y in ys.items()},
-            splits={s: SplitSums.zeros(self.d, self.device) for s in SPLITS},
+            splits=self._zeros,
         )
+        del self._zeros
 
     @torch.no_grad()
     def add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str) -> None:
@@ -138,15 +157,16 @@ class LayerAccumulator:
         st, dt = self.stats, self.product_dtype
         s = st.splits[split]
         x = h.to(dt) - st.shift_x.to(dt)  # (N, d)
+        prod = _scratch(self.d, dt, x.device)  # (d, d), reused by every layer and batch
         s.n += h.shape[0]
         s.x += x.sum(0, dtype=torch.float64)
-        s.xx += (x.T @ x).double()
+        s.xx += torch.mm(x.T, x, out=prod)
         for b, y_raw in ys.items():
             y = y_raw.to(dt) - st.shift_y[b].to(dt)  # (N, d)
             bs = s.branches[b]
             bs.y += y.sum(0, dtype=torch.float64)
-            bs.yy += (y.T @ y).double()
-            bs.yx += (y.T @ x).double()
+            bs.yy += torch.mm(y.T, y, out=prod)
+            bs.yx += torch.mm(y.T, x, out=prod)
             # DROP baseline: cosine between the stream before and after the branch is added.
             hf = h.float()
             bs.cos += torch.nn.functional.cosine_similarity(hf, hf + y_raw.float(), dim=-1).sum(dtype=torch.float64)
