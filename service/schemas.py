@@ -243,8 +243,9 @@ class JobCreate(Request):
     publish: Publish | None = None
     metadata: dict[MetaKey, MetaValue] = Field(default_factory=dict, max_length=16)
     webhook_url: WebhookUrl | None = Field(
-        default=None, description="POSTed job.running, job.succeeded, job.failed and job.cancelled events, signed per "
-        "Standard Webhooks with your team's secret; http(s) to a public address", examples=["https://ci.example.com/hooks/nbl"])
+        default=None, description="POSTed job.running, job.succeeded, job.failed and job.cancelled events, signed "
+        "per Standard Webhooks with your team's secret; http(s) to a public address",
+        examples=["https://ci.example.com/hooks/nbl"])
 
 
 def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:

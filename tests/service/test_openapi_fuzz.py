@@ -37,7 +37,8 @@ def queued_job(s, team_id: int) -> str:
     from service.schemas import JobCreate
     from service.settings import Settings
 
-    spec = JobCreate.model_validate({"model": {"id": "HuggingFaceTB/SmolLM2-135M-Instruct"}, "compression": {"k": [1, 2]},
+    spec = JobCreate.model_validate({"model": {"id": "HuggingFaceTB/SmolLM2-135M-Instruct"},
+                                     "compression": {"k": [1, 2]},
                                      "publish": {"local_dir": "out"}, "metadata": {"ci": "fuzz"}})
     return create_job(s, Principal(team_id, "fuzz", None), spec, None, Settings())[0].id
 
