@@ -151,6 +151,7 @@ class Job(Base):
         CheckConstraint("progress >= 0 AND progress <= 1", name="progress"),
         Index("ix_jobs_team_id_id", "team_id", "id"),
         Index("ix_jobs_status_created_at", "status", "created_at"),
+        Index("ix_jobs_status_lease_expires_at", "status", "lease_expires_at"),  # the reconciler's scan
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
@@ -175,6 +176,7 @@ class Job(Base):
     lease_token: Mapped[str | None] = mapped_column(String(64))
     lease_expires_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
+    lease_owner: Mapped[str | None] = mapped_column(String(255))  # host:pid of the latest claim, for operators
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     # A per-job Hub token (publish.token), Fernet ciphertext; set to NULL when the job ends.
     hub_token_encrypted: Mapped[str | None] = mapped_column(Text)

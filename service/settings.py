@@ -63,6 +63,18 @@ class Settings(BaseSettings):
     # --- leases --------------------------------------------------------------------------------
     lease_seconds: int = Field(default=120, ge=5, validation_alias=_env("NBL_LEASE_SECONDS", "lease_seconds"))
 
+    # --- recovery (service/reconciler.py) ------------------------------------------------------
+    max_attempts: int = Field(default=3, ge=1, validation_alias=_env("NBL_MAX_ATTEMPTS", "max_attempts"),
+                              description="a job whose worker is lost this many times fails instead of running again")
+    reconcile_interval_s: float = Field(default=30.0, gt=0,
+                                        validation_alias=_env("NBL_RECONCILE_INTERVAL", "reconcile_interval_s"))
+    redispatch_after_s: float = Field(default=600.0, gt=0,
+                                      validation_alias=_env("NBL_REDISPATCH_AFTER", "redispatch_after_s"),
+                                      description="re-send a queued job whose message went out this long ago (the "
+                                      "broker may have lost it); a duplicate is dropped at delivery")
+    db_retry_s: float = Field(default=60.0, ge=0, validation_alias=_env("NBL_DB_RETRY_SECONDS", "db_retry_s"),
+                              description="how long a worker rides out a database outage before giving up an attempt")
+
     # --- limits --------------------------------------------------------------------------------
     max_num_samples: int = Field(default=4096, ge=1, validation_alias=_env("NBL_MAX_NUM_SAMPLES", "max_num_samples"))
     max_seq_len: int = Field(default=32768, ge=1, validation_alias=_env("NBL_MAX_SEQ_LEN", "max_seq_len"))

@@ -103,22 +103,30 @@ def hub_token_ciphertext(session: Session, job_id: str) -> str | None:
 # --- ownership -----------------------------------------------------------------------------------
 
 
-def claim_job(session: Session, job_id: str, lease_seconds: int) -> str | None:
+def claim_job(session: Session, job_id: str, lease_seconds: int, *, max_attempts: int | None = None,
+              owner: str | None = None, dead_owner: str | None = None) -> str | None:
     """Compare-and-set queued -> running (or take over a running job whose lease expired).
 
     Returns the new lease token, or None when the job is not claimable: unknown, terminal, or
     running under a live lease. A cancelling job whose worker died is finished as cancelled here.
-    attempt += 1; started_at is set on the first claim.
+    attempt += 1; started_at is set on the first claim. `owner` (worker.ownership) is recorded;
+    `dead_owner` also takes over a live lease that this owner holds (the caller knows it died).
+    With `max_attempts`, a job that already had that many is not taken over: the reconciler fails
+    it, so a poison job cannot loop.
     """
     now = utcnow()
     token = secrets.token_hex(16)
     now_param = bindparam("claim_now", now, type_=UTCDateTime())
+    expired = Job.lease_expires_at < now
+    if dead_owner is not None:
+        expired = or_(expired, Job.lease_owner == dead_owner)
+    takeover = and_(Job.status == JobStatus.running.value, expired)
+    if max_attempts is not None:
+        takeover = and_(takeover, Job.attempt < max_attempts)
     res = session.execute(
         update(Job)
-        .where(Job.id == job_id,
-               or_(Job.status == JobStatus.queued.value,
-                   and_(Job.status == JobStatus.running.value, Job.lease_expires_at < now)))
-        .values(status=JobStatus.running.value, attempt=Job.attempt + 1, lease_token=token,
+        .where(Job.id == job_id, or_(Job.status == JobStatus.queued.value, takeover))
+        .values(status=JobStatus.running.value, attempt=Job.attempt + 1, lease_token=token, lease_owner=owner,
                 lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now, updated_at=now,
                 started_at=case((Job.started_at.is_(None), now_param), else_=Job.started_at))
         .execution_options(synchronize_session=False)
