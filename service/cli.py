@@ -7,6 +7,8 @@
     nbl admin gen-secret-key            a new NBL_SECRET_KEY
     nbl admin webhook-secret --team N   create or rotate the team's webhook signing secret (printed once)
     nbl admin deliver-webhooks          send the webhook deliveries that are due (one pass)
+    nbl reconcile [--once] [--interval S]  requeue jobs whose worker died, fail poison jobs, re-send
+                                        jobs the broker lost (service/reconciler.py)
     nbl serve [--host H --port P]       the HTTP API (uvicorn)
     nbl submit [FILE] [flags]           POST /v1/jobs; FILE is YAML or JSON, flags override it
     nbl wait JOB                        poll until the job ends: exit 0 succeeded, 1 failed,
@@ -59,6 +61,14 @@ def add_service_commands(sub) -> None:
     p.set_defaults(func=cmd_webhook_secret)
     p = asub.add_parser("deliver-webhooks", help="send the webhook deliveries that are due (one pass)")
     p.set_defaults(func=cmd_deliver_webhooks)
+
+    p = sub.add_parser("reconcile", help="run the reconciler: requeue jobs whose worker died, fail poison jobs, "
+                       "re-send jobs the broker lost",
+                       description="A pass every --interval seconds (default $NBL_RECONCILE_INTERVAL or 30); "
+                       "see service/reconciler.py.")
+    p.add_argument("--once", action="store_true", help="one pass, then exit (1 if it failed)")
+    p.add_argument("--interval", type=float, default=None, help="seconds between passes")
+    p.set_defaults(func=cmd_reconcile)
 
     p = sub.add_parser("serve", help="run the HTTP API")
     p.add_argument("--host", default="127.0.0.1")
@@ -261,6 +271,23 @@ def cmd_serve(args) -> int:
     ensure_schema(settings)
     uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def cmd_reconcile(args) -> int:
+    import logging
+
+    from . import reconciler
+    from .settings import Settings
+
+    settings = Settings()
+    logging.getLogger("service").setLevel(logging.INFO)  # its log lines are the point of the process
+    interval = args.interval if args.interval is not None else settings.reconcile_interval_s
+    if interval <= 0:
+        raise ValueError("--interval must be positive")
+    try:
+        return reconciler.run(settings, interval_s=interval, once=args.once)
+    except KeyboardInterrupt:
+        return 0
 
 
 def _safe_url(url: str) -> str:

@@ -78,6 +78,16 @@ class NotReady(ServiceError):
     status, slug, title = 503, "not-ready", "A dependency is unavailable"
 
 
+class DatabaseUnavailable(ServiceError):
+    """An outage, not a bug (service.dbretry.is_transient): the same request works once it is back."""
+
+    status, slug, title = 503, "database-unavailable", "The database is unavailable"
+    retry_after_s = 5
+
+    def __init__(self, detail: str = "the database is unavailable; retry after the Retry-After delay"):
+        super().__init__(detail, headers={"Retry-After": str(self.retry_after_s)})
+
+
 # Starlette's own HTTP errors (unknown route, wrong method, ...) by status.
 HTTP_SLUGS = {
     400: ("bad-request", "Bad request"),

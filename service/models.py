@@ -176,7 +176,7 @@ class Job(Base):
     lease_token: Mapped[str | None] = mapped_column(String(64))
     lease_expires_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
-    lease_owner: Mapped[str | None] = mapped_column(String(255))  # host:pid of the latest claim, for operators
+    lease_owner: Mapped[str | None] = mapped_column(String(255))  # latest claimant: host:pid@boot
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     # A per-job Hub token (publish.token), Fernet ciphertext; set to NULL when the job ends.
     hub_token_encrypted: Mapped[str | None] = mapped_column(Text)

@@ -2,7 +2,8 @@
 
 Domain exceptions (service.errors) carry their status and type; FastAPI's validation errors become
 422 validation-error with the per-field `errors`; Starlette's HTTP errors (unknown route, wrong
-method) keep their status; anything else is a 500 that says nothing about internals.
+method) keep their status; a database outage (lost or refused connection, service.dbretry) is a 503
+with Retry-After; anything else is a 500 that says nothing about internals.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import logging
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import HTTP_SLUGS, InvalidRequest, ServiceError, problem_type
+from ..dbretry import is_transient
+from ..errors import HTTP_SLUGS, DatabaseUnavailable, InvalidRequest, ServiceError, problem_type
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,10 @@ def _field_errors(exc: RequestValidationError) -> list[dict]:
 
 async def handle(request: Request, exc: Exception) -> JSONResponse:
     instance = request.url.path
+    if is_transient(exc):
+        log.warning("database unavailable on %s %s: %s: %s", request.method, instance, type(exc).__name__,
+                    str(exc).splitlines()[0] if str(exc) else "")
+        exc = DatabaseUnavailable()
     if isinstance(exc, ServiceError):
         return problem(exc.status, exc.slug, exc.title, exc.detail, instance=instance, errors=exc.errors,
                        headers=exc.headers)
@@ -58,5 +65,8 @@ async def handle(request: Request, exc: Exception) -> JSONResponse:
 
 
 def install(app) -> None:
-    for exc_class in (ServiceError, RequestValidationError, StarletteHTTPException, Exception):
+    # The database errors get their own entry: Starlette re-raises what the catch-all `Exception`
+    # handler answers (as a server error), while these are answered and done.
+    for exc_class in (ServiceError, RequestValidationError, StarletteHTTPException, sa_exc.DBAPIError,
+                      sa_exc.TimeoutError, Exception):
         app.add_exception_handler(exc_class, handle)
