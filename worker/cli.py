@@ -152,8 +152,12 @@ def add_worker(sub) -> None:
 def cmd_worker(args) -> int:
     from .tasks import celery, settings
 
-    celery.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "--loglevel", args.loglevel,
-                        "-Q", settings.queue_name])
+    # prefork, one child, a fresh child per job: the hard time limit can kill a stuck job; a child
+    # that dies (OOM, SIGKILL) leaves the parent alive to re-queue its message
+    # (task_reject_on_worker_lost) and take the next job; a job's memory (GPU included) goes back to
+    # the system when its child exits.
+    celery.worker_main(["worker", "--pool", "prefork", "--concurrency", "1", "--max-tasks-per-child", "1",
+                        "--loglevel", args.loglevel, "-Q", settings.queue_name])
     return 0
 
 

@@ -4,7 +4,11 @@ The task takes a job id, claims the row (the DB, not the broker, says who owns a
 pipeline with a sink that writes progress to the DB, and ends the job in exactly one terminal
 state with a classified error. Start a worker with
 
-    celery -A worker.tasks worker --pool solo --concurrency 1      (or: nbl worker)
+    nbl worker      (celery -A worker.tasks worker --pool prefork --concurrency 1 --max-tasks-per-child 1)
+
+A short database outage is ridden out: writes are retried (`db`), the heartbeat keeps trying, and an
+attempt that still cannot reach the database is abandoned without a verdict; its lease expires and
+the reconciler (service/reconciler.py) queues the job again. A job never stays `running`.
 """
 
 from __future__ import annotations
@@ -13,15 +17,18 @@ import logging
 import threading
 import time
 
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from service import store
 from service.celery_app import RUN_JOB, make_celery
 from service.db import make_engine, make_sessionmaker
+from service.dbretry import is_transient, retrying
 from service.paths import model_source, publish_dir
 from service.secrets import decrypt
+from service.reconciler import drop_reason
 from service.settings import Settings
 
+from . import ownership
 from .pipeline import Cancelled, Paths, run
 from .publish.destination import Published
 from .publish.hub import HubRepo
@@ -41,6 +48,17 @@ def sessions():
     return _sessions
 
 
+def db(fn, *args, **kwargs):
+    """fn(session, *args, **kwargs) in a fresh session, retried through a database outage of up to
+    settings.db_retry_s. The store's writes are safe to repeat (progress, scores, metrics, artifacts,
+    finish are fenced or idempotent)."""
+    def once():
+        with sessions()() as s:
+            return fn(s, *args, **kwargs)
+
+    return retrying(once, for_s=settings.db_retry_s, what=fn.__name__)
+
+
 class DbSink:
     """Writes the pipeline's progress to the job row; raises Cancelled when a cancel was requested."""
 
@@ -54,23 +72,19 @@ class DbSink:
         if fraction not in (0.0, 1.0) and now - self._last < 1.0:
             return  # at most one write a second, but every stage start and end
         self._last = now
-        with sessions()() as s:
-            if not store.set_progress(s, self.job_id, stage, fraction, message=message, lease_token=self.token):
-                raise Cancelled("lease lost: another worker owns this job now")
-            if store.cancel_requested(s, self.job_id):
-                raise Cancelled("cancelled by request")
+        if not db(store.set_progress, self.job_id, stage, fraction, message=message, lease_token=self.token):
+            raise Cancelled("lease lost: another worker owns this job now")
+        if db(store.cancel_requested, self.job_id):
+            raise Cancelled("cancelled by request")
 
     def metrics(self, variant: str, values: dict[str, float]) -> None:
-        with sessions()() as s:
-            store.save_metrics(s, self.job_id, variant, values, lease_token=self.token)
+        db(store.save_metrics, self.job_id, variant, values, lease_token=self.token)
 
     def warning(self, message: str) -> None:
-        with sessions()() as s:
-            store.add_event(s, self.job_id, "warning", message)
+        db(store.add_event, self.job_id, "warning", message)
 
     def layer_scores(self, scores: list[dict]) -> None:
-        with sessions()() as s:
-            store.save_layer_scores(s, self.job_id, scores, lease_token=self.token)
+        db(store.save_layer_scores, self.job_id, scores, lease_token=self.token)
 
     def output(self, k: int, layers: list[int], published: Published) -> None:
         with sessions()() as s:
@@ -88,9 +102,12 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.wait(self.every_s):
-            with sessions()() as s:
-                if not store.heartbeat(s, self.job_id, self.token):
-                    return
+            try:
+                with sessions()() as s:
+                    if not store.heartbeat(s, self.job_id, self.token):
+                        return  # the lease is gone: the next progress write stops the job
+            except Exception as e:  # noqa: BLE001 - a database blip must not end the heartbeat
+                log.warning("job %s: heartbeat failed (%s); retrying", self.job_id, type(e).__name__)
 
 
 def destination(spec, job_id: str):
@@ -111,6 +128,19 @@ def destination(spec, job_id: str):
     return LocalDir(settings.publish_dir, name)
 
 
+def claim(job_id: str) -> str | None:
+    """The job's lease, or None. A job still leased to a dead process of this host (our previous
+    pool child, killed; Celery re-queued its message) is taken over at once, not after the lease
+    expires (worker/ownership.py)."""
+    kw = dict(max_attempts=settings.max_attempts, owner=ownership.me())
+    token = db(store.claim_job, job_id, settings.lease_seconds, **kw)
+    if token is None and (dead := db(ownership.dead_local_owner, job_id)) is not None:
+        token = db(store.claim_job, job_id, settings.lease_seconds, dead_owner=dead, **kw)
+        if token is not None:
+            log.warning("job %s: taken over from %s, which died on this host", job_id, dead)
+    return token
+
+
 def classify(exc: BaseException) -> str:
     """user: the input cannot work (bad model, data, k); timeout; system: everything else."""
     if isinstance(exc, SoftTimeLimitExceeded):
@@ -122,11 +152,16 @@ def classify(exc: BaseException) -> str:
 
 @celery.task(name=RUN_JOB)
 def run_job(job_id: str) -> str:
-    with sessions()() as s:
-        token = store.claim_job(s, job_id, settings.lease_seconds)
-        spec = store.job_spec(s, job_id) if token else None
-    if token is None:
-        return "not claimed"  # done, cancelled, or running under another worker's lease
+    try:
+        token = claim(job_id)
+        spec = db(store.job_spec, job_id) if token else None
+    except Exception as e:
+        if is_transient(e):  # the database is still away: keep the message for later
+            raise Reject(f"database unavailable: {type(e).__name__}", requeue=True) from e
+        raise
+    if token is None:  # a duplicate or late delivery: acknowledged and dropped
+        log.info("job %s: delivery dropped: %s", job_id, db(drop_reason, job_id))
+        return "not claimed"
     beat = Heartbeat(job_id, token, max(1.0, settings.lease_seconds / 3))
     beat.start()
     status, err_type, err_msg = "succeeded", None, None
@@ -148,11 +183,13 @@ def run_job(job_id: str) -> str:
     except Cancelled as e:
         status, err_msg = "cancelled", str(e)
     except Exception as e:  # every failure ends the job: none stays in `running`
+        if is_transient(e):  # no verdict on the job: the reconciler queues it again once the lease expires
+            log.warning("job %s: database unavailable for over %g s; abandoning this attempt", job_id,
+                        settings.db_retry_s)
+            return "abandoned"
         status, err_type, err_msg = "failed", classify(e), f"{type(e).__name__}: {e}"
         log.exception("job %s failed", job_id)
     finally:
         beat.stop.set()
-    with sessions()() as s:
-        store.finish(s, job_id, token, status, error_type=err_type,
-                     error_message=err_msg if status == "failed" else None)
+    db(store.finish, job_id, token, status, error_type=err_type, error_message=err_msg if status == "failed" else None)
     return status
