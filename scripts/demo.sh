@@ -53,4 +53,10 @@ curl -s -H "Authorization: Bearer $NBL_API_KEY" "$NBL_API_URL/v1/jobs/$JOB" | .v
 step "stage events"
 curl -s -H "Authorization: Bearer $NBL_API_KEY" "$NBL_API_URL/v1/jobs/$JOB/events" \
   | .venv/bin/python -c 'import json,sys; [print(e["created_at"], e["kind"], e.get("stage") or "", e.get("message") or "") for e in json.load(sys.stdin)["data"] if e["kind"] in ("stage", "status")]'
+OUT="$NBL_HOME/published/smollm2-nbl-k4"
+if [ -d "$OUT" ]; then
+  step "published to $OUT: the model, its card (README.md) and the score plot (nbl_scores.png)"
+  ls -l "$OUT"
+  sed -n '/^## Evaluation/,/^## How to load/p' "$OUT/README.md"
+fi
 exit $code
