@@ -139,14 +139,19 @@ def run(settings: Settings, *, interval_s: float, once: bool = False, stop: thre
                 failures = 0
             except Exception as e:  # noqa: BLE001 - the database or the broker is down: next pass
                 failures += 1
-                log.warning("reconciler pass failed (%s: %s); retrying in %g s", type(e).__name__, e, interval_s)
+                log.warning("reconciler pass failed (%s: %s); retrying in %g s", type(e).__name__, _first_line(e),
+                            interval_s)
             try:
                 with sessions() as s:
                     deliver_due(s, settings)
             except Exception as e:  # noqa: BLE001 - webhooks never hold up recovery
-                log.warning("webhook delivery failed (%s: %s)", type(e).__name__, e)
+                log.warning("webhook delivery failed (%s: %s)", type(e).__name__, _first_line(e))
             if once or stop.wait(interval_s):
                 return 1 if failures else 0
     finally:
         celery.close()
         engine.dispose()
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [""])[0]

@@ -249,6 +249,7 @@ class Cluster:
             self.kill(name)
         if self._client is not None:
             self._client.__exit__(None, None, None)
+            self._client = None
 
     # the API
     @property
