@@ -26,10 +26,7 @@ def model_source(settings: Settings, model_id: str) -> str:
         if not path.is_dir():
             raise ValueError(f"model {model_id!r}: no directory {path.name!r} under NBL_MODELS_DIR")
         return str(path)
-    if os.path.lexists(model_id):  # the engine's loader would read it as a local path, not a Hub id
-        raise ValueError(f"model {model_id!r}: a path of that name exists in the worker's working directory; "
-                         "refusing to guess whether the Hub id or that path is meant")
-    return model_id
+    return model_id  # a Hub id that is also a local path is refused by the worker (worker/engine/hub_ids.py)
 
 
 def publish_dir(settings: Settings, name: str) -> Path:

@@ -22,6 +22,7 @@ from typing import Protocol
 from .engine import compress
 from .engine.compress import CompressConfig
 from .engine.data import DatasetSpec
+from .engine.hub_ids import refuse_path_shadowing
 from .engine.loading import load_model
 from .eval.compressed import load_compressed
 from .engine.saving import SCORES_FILE
@@ -59,8 +60,10 @@ class PipelineResult:
 
 
 def resolve_model(model_id: str, models_dir: Path) -> str:
-    """`local:NAME` names a checkpoint directory or .gguf file under models_dir; anything else is a Hub id."""
+    """`local:NAME` names a checkpoint directory or .gguf file under models_dir; anything else is a Hub id
+    (or a directory the task already resolved `local:NAME` to)."""
     if not model_id.startswith("local:"):
+        refuse_path_shadowing(model_id, "model")  # the loader would read that path, not the Hub
         return model_id
     name = model_id.removeprefix("local:")
     if not name or "/" in name or "\\" in name or name.startswith("."):

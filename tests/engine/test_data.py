@@ -72,3 +72,19 @@ def test_names_resolve_to_the_hub_without_a_data_dir(monkeypatch):
     assert kw == {"path": "Salesforce/wikitext", "name": "wikitext-2-raw-v1", "split": "train"}
     desc, kw = resolve(DatasetSpec("c4"))
     assert desc == "allenai/c4" and kw["data_files"]["train"].startswith("hf://datasets/allenai/c4/en/")
+
+
+def test_a_hub_dataset_id_that_is_also_a_local_path_is_refused(tmp_path, monkeypatch):
+    """datasets.load_dataset("owner/name") would read a directory of that name in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    assert resolve(DatasetSpec("owner/name"))[1]["path"] == "owner/name"  # nothing local: the Hub id
+    (tmp_path / "owner" / "name").mkdir(parents=True)
+    (tmp_path / "owner" / "name" / "data.jsonl").write_text(json.dumps({"text": "a local secret"}) + "\n")
+    with pytest.raises(DataError, match="working directory.*./owner/name"):
+        resolve(DatasetSpec("owner/name"))
+    with pytest.raises(DataError, match="working directory"):
+        list(load_texts(DatasetSpec("owner/name")))
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(DataError, match="working directory"):
+        resolve(DatasetSpec("plain"))
+    assert resolve(DatasetSpec("./owner/name"))[1]["path"] == "./owner/name"  # a path, spelt as one, still works

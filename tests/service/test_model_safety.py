@@ -141,11 +141,16 @@ def test_bad_limit_setting_and_user_error_class(monkeypatch):
 
 
 def test_a_hub_id_that_is_also_a_path_on_the_worker_is_refused(tmp_path, monkeypatch):
-    """The loader reads an existing relative path as a local checkpoint: a Hub id like `models/x`
+    """The loader reads an existing relative path as a local checkpoint: a job's Hub id like `models/x`
     must not pick up a directory that happens to sit in the worker's working directory."""
+    from worker.pipeline import resolve_model
+
     settings = Settings(home=tmp_path / "home")
     monkeypatch.chdir(tmp_path)
-    assert model_source(settings, "owner/name") == "owner/name"
+    assert resolve_model(model_source(settings, "owner/name"), settings.models_dir) == "owner/name"
     (tmp_path / "owner" / "name").mkdir(parents=True)
     with pytest.raises(ValueError, match="working directory"):
-        model_source(settings, "owner/name")
+        resolve_model(model_source(settings, "owner/name"), settings.models_dir)
+    local = settings.models_dir / "tiny"
+    local.mkdir(parents=True)
+    assert resolve_model(model_source(settings, "local:tiny"), settings.models_dir) == str(local)  # a resolved path

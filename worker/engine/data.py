@@ -19,6 +19,8 @@ from typing import Iterable, Iterator
 
 import torch
 
+from .hub_ids import refuse_path_shadowing
+
 LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".txt": "text", ".parquet": "parquet"}
 
 # name -> split -> file under NBL_DATA_DIR (the offline copies this project ships in shared/data)
@@ -81,6 +83,8 @@ def resolve(spec: DatasetSpec) -> tuple[str, dict]:
         if data_files:
             kw = {"path": "json", "data_files": {spec.split: f"hf://datasets/{path}/{data_files[spec.split]}"}, "split": spec.split}
         return path, kw
+    # datasets would read a directory of that name in the working directory instead of the Hub
+    refuse_path_shadowing(spec.path, "dataset", DataError)
     return spec.path, {"path": spec.path, "name": spec.config, "split": spec.split}
 
 
