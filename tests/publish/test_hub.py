@@ -120,3 +120,22 @@ def test_the_local_directory_gets_the_same_layout(tmp_path, fake_hub, staged):
     assert sorted(p.name for p in (tmp_path / "published").iterdir()) == ["tiny-nbl"]  # no .partial left
     several = LocalDir(tmp_path / "published", "multi")
     assert several.publish(staged, 4, several=True).uri == str(tmp_path / "published" / "multi" / "k4")
+
+
+def test_saved_and_published_files_get_the_umask_mode_not_0600(tmp_path):
+    """The safetensors writer saves through a 0600 temporary file; outputs and publish dirs are shared."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        compress_tiny(tmp_path, write_text_file(tmp_path / "calib.jsonl"), ks=(1,))
+        out = tmp_path / "out"
+        modes = {p: stat.S_IMODE((out / p).stat().st_mode) for p in tree(out)}
+        assert "model.safetensors" in modes and set(modes.values()) == {0o644}, modes
+        (out / "model.safetensors").chmod(0o600)  # a staged folder from elsewhere, private
+        pub = LocalDir(tmp_path / "published", "tiny-nbl").publish(out, 1, several=False)
+        published = {p: stat.S_IMODE((tmp_path / "published" / "tiny-nbl" / p).stat().st_mode) for p in tree(out)}
+        assert pub.uri.endswith("tiny-nbl") and set(published.values()) == {0o644}, published
+    finally:
+        os.umask(old)

@@ -15,6 +15,7 @@ a half-written output at `out`.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -51,7 +52,18 @@ def save_compressed(model, tokenizer, out: Path, family: str, report: dict) -> P
 
     write_card(tmp, CardInfo(report=report))
 
+    share_modes(tmp)
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
     return out
+
+
+def share_modes(directory: Path) -> None:
+    """Give every file the mode a plain open() would (0666 less the umask, e.g. 0644). The safetensors
+    writer saves through a private temporary file (0600), but outputs and publish dirs are shared."""
+    mask = os.umask(0)  # the only portable way to read the umask; restored at once
+    os.umask(mask)
+    for f in Path(directory).rglob("*"):
+        if f.is_file() and not f.is_symlink():
+            f.chmod(0o666 & ~mask)

@@ -28,7 +28,7 @@ class LocalDir:
         tmp = dest.with_name(dest.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(staged, tmp)
+        shutil.copytree(staged, tmp, copy_function=shutil.copyfile)  # new files, umask modes (not a 0600 source's)
         shutil.rmtree(dest, ignore_errors=True)
         tmp.rename(dest)
         return Published(kind="local_dir", uri=str(dest))
