@@ -87,9 +87,9 @@ class DbSink:
         db(store.save_layer_scores, self.job_id, scores, lease_token=self.token)
 
     def output(self, k: int, layers: list[int], published: Published) -> None:
-        with sessions()() as s:
-            store.save_artifact(s, self.job_id, k, published.kind, published.uri, published.revision,
-                                published.commit_sha, lease_token=self.token)
+        # Retried through a database blip: losing this write after a push would repeat the push.
+        db(store.save_artifact, self.job_id, k, published.kind, published.uri, published.revision,
+           published.commit_sha, lease_token=self.token)
 
 
 class Heartbeat(threading.Thread):
