@@ -92,7 +92,7 @@ class Settings(BaseSettings):
                                                  "only the active cap)")
     cap_retry_after_s: int = Field(default=30, ge=1, validation_alias=_env("NBL_CAP_RETRY_AFTER", "cap_retry_after_s"),
                                    description="Retry-After of a 429 from a per-team cap")
-    # Read by the worker's model loader (worker.engine.loading) from the same variable.
+    # The worker passes it to the model loader (worker.engine.loading.load_model's max_bytes).
     max_model_bytes: int | None = Field(default=None, ge=1,
                                         validation_alias=_env("NBL_MAX_MODEL_BYTES", "max_model_bytes"),
                                         description="refuse input models whose weights are larger (default: no limit)")

@@ -10,7 +10,10 @@ import argparse
 import json
 import logging
 import sys
+import time
 from pathlib import Path
+
+from .eval.cli import add_eval, add_eval_options  # argparse wiring only: torch loads inside commands
 
 
 def _ks(text: str) -> list[int]:
@@ -50,14 +53,31 @@ def add_compress(sub) -> None:
     p.add_argument("--batch-size", type=int, help="blocks per forward pass (default: about 4k tokens on CPU)")
     p.add_argument("--stats-precision", choices=["float32", "float64"], default="float32",
                    help="precision of per-batch products (sums are always float64)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the statistics cache")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the statistics cache (nor, with --eval, the base's evaluation cache)")
+    p.add_argument("--max-model-bytes", type=int, metavar="N",
+                   help="refuse input weights larger than N bytes, before any download (default: NBL_MAX_MODEL_BYTES)")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    ev = p.add_argument_group("evaluation (--eval: the options of `nbl eval`)")
+    ev.add_argument("--eval", action="store_true", help="after compressing, evaluate the base and every output "
+                    "reloaded from disk (wikitext2 perplexity unless asked otherwise), print base vs each k and "
+                    "rewrite each output's card with the results")
+    add_eval_options(ev)
     p.set_defaults(func=cmd_compress)
 
 
 def cmd_compress(args) -> int:
     from .engine.compress import CompressConfig, run
     from .engine.data import DatasetSpec
+    from .engine.loading import load_model, max_model_bytes
+    from .eval.cli import eval_spec
+    from .eval.report import print_table, report
+
+    if args.max_model_bytes is not None and args.max_model_bytes < 1:
+        raise ValueError(f"--max-model-bytes must be positive, got {args.max_model_bytes}")
+    if args.eval and args.out is None:
+        raise ValueError("--eval evaluates the saved outputs: give --out")
+    espec = eval_spec(args) if args.eval else None  # checked before the long part
 
     cfg = CompressConfig(
         model=args.model,
@@ -77,13 +97,41 @@ def cmd_compress(args) -> int:
         batch_size=args.batch_size,
         product_dtype=args.stats_precision,
         use_cache=not args.no_cache,
+        max_model_bytes=args.max_model_bytes if args.max_model_bytes is not None else max_model_bytes(),
     )
-    result = run(cfg, progress=sys.stderr.isatty() or not args.json)
+    progress = sys.stderr.isatty() or not args.json
+    lm, load_s = None, 0.0
+    if espec is not None:  # loaded here, so the base stays in memory for its own evaluation
+        start = time.perf_counter()
+        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes)
+        load_s = time.perf_counter() - start
+    result = run(cfg, progress=progress, lm=lm)
+    result.timings["load_s"] += load_s  # run() times only its checks when handed a loaded model
+    view = _json_view(result.as_dict())
+    base, results = None, {}
+    if espec is not None:
+        base, results = evaluate_compressed(lm, result.outputs, espec, not args.no_cache, sys.stderr.isatty())
+        view["evaluation"] = {f"k{k}": report(r, base) for k, r in results.items()}  # each as `nbl eval --json`
     if args.json:
-        print(json.dumps(_json_view(result.as_dict()), indent=2))
-    else:
-        print_compress_table(result.as_dict(), args.mode)
+        print(json.dumps(view, indent=2))
+        return 0
+    print_compress_table(result.as_dict(), args.mode)
+    for r in results.values():  # base vs each output, as `nbl eval` prints it
+        print_table(r, base)
     return 0
+
+
+def evaluate_compressed(lm, outputs: list[dict], espec, use_cache: bool, progress: bool) -> tuple[dict, dict]:
+    """The base and every saved output (worker/eval/compare.py); each output's card rewritten with its
+    results, as `nbl eval --card` does. Returns (base result, {k: result})."""
+    from .eval.cli import write_eval_card
+    from .eval.compare import evaluate_outputs
+
+    paths = {o["k"]: Path(o["path"]) for o in outputs}
+    base, results = evaluate_outputs(lm, paths, espec, use_cache=use_cache, progress=progress)
+    for k, path in paths.items():
+        write_eval_card(path, results[k], base)
+    return base, results
 
 
 def _json_view(r: dict) -> dict:
@@ -162,7 +210,6 @@ def cmd_worker(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .eval.cli import add_eval  # argparse wiring only: torch loads inside the command
 
     parser = argparse.ArgumentParser(prog="nbl", description="nbl-service: Neural Block Linearization for LLMs")
     parser.add_argument("-v", "--verbose", action="store_true")

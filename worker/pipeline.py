@@ -24,9 +24,9 @@ from .engine.compress import CompressConfig
 from .engine.data import DatasetSpec
 from .engine.hub_ids import refuse_path_shadowing
 from .engine.loading import load_model
-from .eval.compressed import load_compressed
+from .eval.compare import evaluate_outputs
 from .engine.saving import SCORES_FILE
-from .eval.evaluate import EvalSpec, evaluate_cached, evaluate_model
+from .eval.evaluate import EvalSpec
 from .publish import loadcheck
 from .publish.card import CardInfo, write_card
 from .publish.destination import Destination, Published
@@ -96,16 +96,17 @@ def compress_config(spec: dict, paths: Paths) -> CompressConfig:
 
 
 def run(spec: dict, sink: Sink, paths: Paths, job_id: str, destination: Destination | None = None,
-        recipe: dict | None = None, check_timeout_s: float = 900) -> PipelineResult:
+        recipe: dict | None = None, check_timeout_s: float = 900,
+        max_model_bytes: int | None = None) -> PipelineResult:
     """Compress into the job's work dir (engine stages report through `sink.progress`), check that each
     output reloads alone, evaluate the base and every output as saved, then publish each to
     `destination` (default: NBL_PUBLISH_DIR/<publish.local_dir or job id>) with its card. `recipe` is
-    the request the card quotes (default `spec`)."""
+    the request the card quotes (default `spec`); `max_model_bytes` the largest input model (None: no limit)."""
     cfg = compress_config(spec, paths)
-    cfg.out = paths.work_dir
+    cfg.out, cfg.max_model_bytes = paths.work_dir, max_model_bytes
     cfg.check()
     sink.progress("load", 0.0, f"loading {spec['model']['id']}")
-    lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device)
+    lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes)
     refs: dict[int, loadcheck.Reference] = {}  # k -> logits of the compressed model in memory
     compressed = compress.run(cfg, report=sink.progress, progress=False, lm=lm,
                               on_saved=lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model)))
@@ -163,21 +164,15 @@ def eval_spec(ev: dict) -> EvalSpec:
 
 
 def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink) -> dict[str, dict[str, float]]:
-    """Base (cached per model and spec) and each output reloaded from disk, as users will load it.
-    Returns the flat metrics by variant: {"base": {...}, "k4": {...}}."""
-    n = len(outputs) + 1
-    sink.progress("evaluate", 0.0, "evaluating the base model")
-    base = evaluate_cached(lm, espec, progress=False)
-    metrics = {"base": flatten(base)}
-    sink.metrics("base", metrics["base"])
-    base_params = base["params"]["non_embedding_params"]
-    for j, (k, path) in enumerate(outputs.items(), start=1):
-        sink.progress("evaluate", j / n, f"evaluating k={k} from {path.name}")
-        out = load_compressed(path)
-        metrics[f"k{k}"] = flatten(evaluate_model(out, espec, base_non_embedding=base_params, progress=False))
-        sink.metrics(f"k{k}", metrics[f"k{k}"])
-        del out
-    sink.progress("evaluate", 1.0, "evaluated")
+    """Base (cached per model and spec) and each output reloaded from disk (worker/eval/compare.py), each
+    stored as soon as measured. Returns the flat metrics by variant: {"base": {...}, "k4": {...}}."""
+    metrics: dict[str, dict[str, float]] = {}
+
+    def record(variant: str, result: dict) -> None:
+        metrics[variant] = flatten(result)
+        sink.metrics(variant, metrics[variant])
+
+    evaluate_outputs(lm, outputs, espec, report=sink.progress, on_result=record)
     return metrics
 
 

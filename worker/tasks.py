@@ -172,7 +172,8 @@ def run_job(job_id: str) -> str:
         paths = Paths(models_dir=settings.models_dir, work_dir=settings.home / "jobs" / job_id,
                       publish_dir=settings.publish_dir, stats_dir=settings.stats_dir)
         result = run(spec_dict, DbSink(job_id, token), paths, job_id, destination=destination(spec, job_id),
-                     recipe=recipe, check_timeout_s=settings.load_check_timeout_s)
+                     recipe=recipe, check_timeout_s=settings.load_check_timeout_s,
+                     max_model_bytes=settings.max_model_bytes)
         with sessions()() as s:
             store.set_selected_layers(
                 s, job_id, [{"k": k, "mode": spec.compression.mode, "layers": v} for k, v in result.selected.items()],

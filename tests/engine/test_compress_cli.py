@@ -113,3 +113,50 @@ def test_help_lists_options(capsys):
     out = capsys.readouterr().out
     for flag in ("--criterion", "--mode", "--method", "--num-samples", "--seq-len", "--json", "--shuffle"):
         assert flag in out
+
+
+def test_eval_after_compressing_reports_base_vs_each_k_and_rewrites_the_cards(tiny_dir, text_file, tmp_path, capsys):
+    from huggingface_hub import ModelCard
+
+    code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1,2", "--eval",
+                                              "--perplexity", "wikitext2", "--max-tokens", "256"))
+    assert code == 0, err
+    evaluation = json.loads(out)["evaluation"]
+    assert sorted(evaluation) == ["k1", "k2"]
+    for k in (1, 2):
+        rep = evaluation[f"k{k}"]  # the report of `nbl eval --json`: the output, its base, the deltas
+        ppl, base_ppl = rep["perplexity"]["wikitext2"]["ppl"], rep["base"]["perplexity"]["wikitext2"]["ppl"]
+        assert rep["model"]["source"] == str(tmp_path / "out" / f"k{k}")  # reloaded from disk
+        assert rep["perplexity"]["wikitext2"]["tokens"] <= 256 and rep["delta"]["perplexity"]["wikitext2"]["ppl"] == \
+            pytest.approx(ppl - base_ppl)
+        card = ModelCard.load(tmp_path / "out" / f"k{k}" / "README.md")
+        values = {r.metric_name: r.metric_value for r in card.data.eval_results}
+        assert values == {"wikitext2 ppl (base model)": base_ppl, f"wikitext2 ppl (tiny-llama-nbl-attn-k{k})": ppl}
+        assert "Not evaluated here" not in card.text
+    assert evaluation["k1"]["base"]["cached"] is False
+
+    # the base's evaluation is cached per model and spec; the printed report is base vs each k
+    code, out, err = _run(capsys, *[a for a in _base_args(tiny_dir, text_file, tmp_path, "--k", "2", "--eval",
+                                                          "--perplexity", "wikitext2", "--max-tokens", "256")
+                                    if a != "--json"])
+    assert code == 0, err
+    assert "(cached)" in out and "wikitext2 ppl" in out and "delta" in out and str(tmp_path / "out") in out
+
+
+def test_eval_options_are_checked_before_compressing(tiny_dir, text_file, tmp_path, capsys):
+    code, _, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1", "--eval",
+                                            "--task-file", tmp_path / "missing.jsonl"))
+    assert code == 2 and "task file not found" in err and not (tmp_path / "out").exists()
+    code, _, err = _run(capsys, "--model", tiny_dir, "--dataset", text_file, "--k", "1", "--eval")
+    assert code == 2 and "give --out" in err
+
+
+def test_the_model_size_limit_is_a_flag_defaulting_to_the_variable(tiny_dir, text_file, tmp_path, capsys, monkeypatch):
+    size = sum(f.stat().st_size for f in tiny_dir.glob("*.safetensors"))
+    code, _, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1", "--max-model-bytes", size - 1))
+    assert code == 2 and "over this server's limit" in err
+    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", str(size - 1))
+    code, _, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1"))
+    assert code == 2 and "over this server's limit" in err
+    code, _, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1", "--max-model-bytes", size))
+    assert code == 0, err  # the flag wins over the variable

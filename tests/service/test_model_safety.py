@@ -63,9 +63,8 @@ SHARDED_70B = {
 
 def test_an_oversized_hub_model_is_refused_before_any_download(monkeypatch, tmp_path):
     hub = FakeHub(monkeypatch, tmp_path, SHARDED_70B)
-    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", str(100 * GB))
     with pytest.raises(ModelError, match=r"141\.\d+ GB, over this server's limit of 100\.00 GB \(NBL_MAX_MODEL"):
-        load_model("meta-llama/Llama-3.1-70B", revision="main", device="cpu")
+        load_model("meta-llama/Llama-3.1-70B", revision="main", device="cpu", max_bytes=100 * GB)
     assert hub.calls == [("model_info", "meta-llama/Llama-3.1-70B", "main", True)]
     assert hub.downloads() == []  # not even config.json
 
@@ -73,9 +72,8 @@ def test_an_oversized_hub_model_is_refused_before_any_download(monkeypatch, tmp_
 def test_under_the_limit_the_measured_commit_is_fetched_and_custom_code_still_refused(monkeypatch, tmp_path):
     hub = FakeHub(monkeypatch, tmp_path, SHARDED_70B,
                   config={"model_type": "llama", "auto_map": {"AutoModelForCausalLM": "evil.Model"}})
-    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", str(200 * GB))
     with pytest.raises(ModelError, match="auto_map .*never loaded with trust_remote_code"):
-        load_model("someone/custom-code-model", device="cpu")
+        load_model("someone/custom-code-model", device="cpu", max_bytes=200 * GB)
     # Sized first, then only config.json, of exactly the commit that was sized; no weights.
     assert hub.calls == [("model_info", "someone/custom-code-model", None, True),
                          ("hf_hub_download", "someone/custom-code-model", "config.json", SHA)]
@@ -83,15 +81,14 @@ def test_under_the_limit_the_measured_commit_is_fetched_and_custom_code_still_re
 
 def test_unknown_file_sizes_are_refused_when_a_limit_is_set(monkeypatch, tmp_path):
     hub = FakeHub(monkeypatch, tmp_path, {"config.json": 900, "model.safetensors": None})
-    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", str(GB))
     with pytest.raises(ModelError, match="no size for model.safetensors"):
-        load_model("a/b", device="cpu")
+        load_model("a/b", device="cpu", max_bytes=GB)
     assert hub.downloads() == []
 
 
 def test_without_a_limit_no_metadata_call_is_made(monkeypatch, tmp_path):
     hub = FakeHub(monkeypatch, tmp_path, {}, config={"model_type": "llama", "auto_map": {"x": "y"}})
-    monkeypatch.delenv("NBL_MAX_MODEL_BYTES", raising=False)
+    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", "1")  # the engine reads no setting: only max_bytes limits
     with pytest.raises(ModelError, match="auto_map"):
         load_model("a/b", device="cpu")
     assert [c[0] for c in hub.calls] == ["hf_hub_download"]
@@ -100,9 +97,8 @@ def test_without_a_limit_no_metadata_call_is_made(monkeypatch, tmp_path):
 def test_local_models_are_sized_on_disk(monkeypatch, tmp_path):
     path = save_tiny_checkpoint(tmp_path / "tiny")
     size = sum(f.stat().st_size for f in path.glob("*.safetensors"))
-    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", str(size - 1))
     with pytest.raises(ModelError, match="NBL_MAX_MODEL_BYTES"):
-        load_model(str(path), device="cpu")
+        load_model(str(path), device="cpu", max_bytes=size - 1)
 
     # At the limit it loads, and never with remote code, always from safetensors.
     from transformers import AutoModelForCausalLM
@@ -115,8 +111,7 @@ def test_local_models_are_sized_on_disk(monkeypatch, tmp_path):
         return real(cls, *args, **kwargs)
 
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(spy))
-    monkeypatch.setenv("NBL_MAX_MODEL_BYTES", str(size))
-    assert load_model(str(path), device="cpu").family == "llama"
+    assert load_model(str(path), device="cpu", max_bytes=size).family == "llama"
     assert seen["trust_remote_code"] is False and seen["use_safetensors"] is True
 
 
@@ -154,3 +149,30 @@ def test_a_hub_id_that_is_also_a_path_on_the_worker_is_refused(tmp_path, monkeyp
     local = settings.models_dir / "tiny"
     local.mkdir(parents=True)
     assert resolve_model(model_source(settings, "local:tiny"), settings.models_dir) == str(local)  # a resolved path
+
+
+def test_the_worker_passes_settings_max_model_bytes_to_the_loader(sqlite_clean_url, settings_for, team_key_for,
+                                                                   monkeypatch):
+    """Settings(max_model_bytes=...) limits a job's model, with NBL_MAX_MODEL_BYTES unset: the task runs in
+    this process with those settings."""
+    from fastapi.testclient import TestClient
+
+    from service.api import create_app
+    from worker import tasks
+
+    monkeypatch.delenv("NBL_MAX_MODEL_BYTES", raising=False)
+    probe = settings_for(sqlite_clean_url)
+    probe.ensure_dirs()
+    tiny = save_tiny_checkpoint(probe.models_dir / "tiny")
+    size = sum(f.stat().st_size for f in tiny.glob("*.safetensors"))
+    settings = probe.model_copy(update={"max_model_bytes": size - 1})
+    monkeypatch.setattr(tasks, "settings", settings)
+    monkeypatch.setattr(tasks, "_sessions", None)  # built from the settings above on first use
+    auth = team_key_for(settings)
+    with TestClient(create_app(settings)) as client:
+        job = client.post("/v1/jobs", headers=auth, json={
+            "model": {"id": "local:tiny"}, "calibration": {"dataset": "c4", "num_samples": 8, "seq_len": 32},
+            "compression": {"k": 1}}).json()
+        assert tasks.run_job(job["id"]) == "failed"
+        job = client.get(f"/v1/jobs/{job['id']}", headers=auth).json()
+    assert job["error"]["type"] == "user" and "over this server's limit" in job["error"]["message"], job

@@ -51,6 +51,7 @@ class CompressConfig:
     product_dtype: str = "float32"
     stats_dir: Path | None = None
     use_cache: bool = True
+    max_model_bytes: int | None = None  # refuse larger input weights (None: no limit)
 
     def check(self) -> None:
         """Checks that need no model; k against the layer count is checked after loading."""
@@ -166,7 +167,7 @@ def run(cfg: CompressConfig, report: Report = _noop, progress: bool = True, lm: 
     t = time.perf_counter()
     if lm is None:  # the job pipeline loads (and reports) the model itself
         report("load", 0.0, f"loading {cfg.model}")
-        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device)
+        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes)
     n_layers = len(lm.model.model.layers)
     if max(cfg.ks) >= n_layers:
         raise ValueError(f"k must be below the number of layers ({n_layers}), got {max(cfg.ks)}")

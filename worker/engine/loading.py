@@ -4,8 +4,10 @@ Rules, checked on the config before any weight is read:
 - never trust_remote_code for an input model; a config with `auto_map` is refused;
 - only the families in modeling_nbl.FAMILIES (that the installed transformers has);
 - weights only from safetensors (GGUF files aside);
-- weights no larger than NBL_MAX_MODEL_BYTES when set: measured from the Hub's file metadata
-  before anything is downloaded (then exactly the measured commit is fetched), or on disk.
+- weights no larger than `max_bytes` when given: measured from the Hub's file metadata before
+  anything is downloaded (then exactly the measured commit is fetched), or on disk. The caller says
+  the limit (the worker: Settings.max_model_bytes; the CLI: --max-model-bytes, else the variable
+  NBL_MAX_MODEL_BYTES); the engine reads no setting of its own.
 
 Every loaded model carries a `fingerprint` naming exactly which weights were loaded (Hub commit sha,
 or the content hash of local files); the statistics cache is keyed on it.
@@ -88,7 +90,9 @@ def load_model(
     revision: str | None = None,
     dtype: str | torch.dtype | None = None,
     device: str | None = None,
+    max_bytes: int | None = None,
 ) -> LoadedModel:
+    """`max_bytes`: refuse weights larger than this, before reading (or downloading) them; None: no limit."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = resolve_device(device)
@@ -96,7 +100,7 @@ def load_model(
     path = Path(model).expanduser()
     resolved_rev = None
     if path.is_file() and path.suffix == ".gguf":
-        check_model_size(path.stat().st_size, max_model_bytes(), model)
+        check_model_size(path.stat().st_size, max_bytes, model)
         digest = file_digest(path)
         path = convert_gguf(path, models_dir() / f"gguf-{digest[:16]}")
         family = _family_of(path, model)
@@ -104,12 +108,12 @@ def load_model(
     elif path.is_dir():
         family = check_config(_read_json(path / "config.json", model), model)
         _require_safetensors(path, model)
-        check_model_size(sum(f.stat().st_size for f in path.glob("*.safetensors")), max_model_bytes(), model)
+        check_model_size(sum(f.stat().st_size for f in path.glob("*.safetensors")), max_bytes, model)
         fingerprint = "dir:" + dir_digest(path)
     elif path.exists() or model.startswith((".", "/", "~")) or "://" in model:
         raise ModelError(f"{model}: not a model directory, a .gguf file or a Hub repo id")
     else:
-        path, resolved_rev = _from_hub(model, revision)
+        path, resolved_rev = _from_hub(model, revision, max_bytes)
         family = _family_of(path, model)
         fingerprint = f"hub:{model}@{resolved_rev}"
 
@@ -168,7 +172,8 @@ def _family_of(path: Path, source: str) -> str:
 
 
 def max_model_bytes() -> int | None:
-    """NBL_MAX_MODEL_BYTES (the service's Settings.max_model_bytes reads the same variable); unset: no limit."""
+    """NBL_MAX_MODEL_BYTES, the CLI's default limit (the worker passes Settings.max_model_bytes, which reads
+    the same variable); unset: no limit."""
     raw = os.environ.get("NBL_MAX_MODEL_BYTES", "").strip()
     if not raw:
         return None
@@ -198,14 +203,13 @@ def hub_download_size(repo_id: str, revision: str | None) -> tuple[int, str | No
     return total, info.sha
 
 
-def _from_hub(repo_id: str, revision: str | None) -> tuple[Path, str]:
+def _from_hub(repo_id: str, revision: str | None, limit: int | None) -> tuple[Path, str]:
     """Check the size (when limited) and the config before any weight is downloaded, then fetch
     the snapshot."""
     from huggingface_hub import hf_hub_download, snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
     try:
-        limit = max_model_bytes()
         if limit is not None:
             total, commit = hub_download_size(repo_id, revision)
             check_model_size(total, limit, repo_id)

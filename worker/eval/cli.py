@@ -46,6 +46,21 @@ def add_eval(sub) -> None:
                    "if it is a local path); `none` for no comparison")
     p.add_argument("--base-revision", help="Hub revision of --base")
     p.add_argument("--base-params", type=_positive, help="non-embedding parameters of the base, for sparsity")
+    add_eval_options(p)
+    p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=_positive, help="CPU threads for torch (default: torch's choice; on a busy "
+                   "machine 1 can be much faster than several)")
+    p.add_argument("--no-cache", action="store_true", help="re-evaluate the base even if its result is cached")
+    p.add_argument("--out", type=Path, help="also write the full JSON report to this file")
+    p.add_argument("--card", action="store_true", help="rewrite the model card (README.md) of an `nbl compress` "
+                   "output given as --model with these results (model-index and the before/after table)")
+    p.add_argument("--json", action="store_true", help="print the JSON report on stdout")
+    p.set_defaults(func=cmd_eval)
+
+
+def add_eval_options(p) -> None:
+    """What to measure: shared by `nbl eval` and `nbl compress --eval`."""
     p.add_argument("--perplexity", type=_names, default=None, metavar="CORPORA",
                    help="comma-separated: wikitext2, c4, or text files (default wikitext2 when nothing else is asked)")
     p.add_argument("--max-tokens", type=_positive, help="score only the first N tokens of each perplexity corpus")
@@ -56,17 +71,28 @@ def add_eval(sub) -> None:
     p.add_argument("--limit", type=_positive, help="first N documents of each task (per subject for mmlu)")
     p.add_argument("--speed", action="store_true", help="prefill/decode tokens/s, KV-cache bytes, sparsity")
     p.add_argument("--repeats", type=_positive, default=3, help="timed repeats per speed figure (median; default 3)")
-    p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=_positive, help="CPU threads for torch (default: torch's choice; on a busy "
-                   "machine 1 can be much faster than several)")
     p.add_argument("--batch-tokens", type=_positive, default=2048, help="tokens per forward pass when scoring tasks")
-    p.add_argument("--no-cache", action="store_true", help="re-evaluate the base even if its result is cached")
-    p.add_argument("--out", type=Path, help="also write the full JSON report to this file")
-    p.add_argument("--card", action="store_true", help="rewrite the model card (README.md) of an `nbl compress` "
-                   "output given as --model with these results (model-index and the before/after table)")
-    p.add_argument("--json", action="store_true", help="print the JSON report on stdout")
-    p.set_defaults(func=cmd_eval)
+
+
+def eval_spec(args):
+    """The EvalSpec the options of add_eval_options ask for (wikitext2 perplexity when they ask nothing),
+    checked before any model is loaded."""
+    from .evaluate import EvalSpec
+
+    spec = EvalSpec(
+        perplexity=tuple(args.perplexity or ()), tasks=tuple(args.tasks), task_files=tuple(args.task_file),
+        limit=args.limit, max_tokens=args.max_tokens, speed=args.speed, repeats=args.repeats,
+        batch_tokens=args.batch_tokens,
+    )
+    if spec.empty():
+        spec = EvalSpec(perplexity=("wikitext2",), max_tokens=args.max_tokens, batch_tokens=args.batch_tokens)
+    for f in spec.task_files:
+        if not Path(f).expanduser().is_file():
+            raise ValueError(f"task file not found: {f}")
+    names = [*spec.tasks, *(Path(f).stem for f in spec.task_files)]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two tasks would report under one name: {sorted(n for n in names if names.count(n) > 1)}")
+    return spec
 
 
 def _base_source(args) -> tuple[str | None, str | None]:
@@ -85,23 +111,12 @@ def _base_source(args) -> tuple[str | None, str | None]:
 
 
 def cmd_eval(args) -> int:
+    from ..engine.loading import max_model_bytes
     from .compressed import is_compressed_dir, load_for_eval
-    from .evaluate import EvalSpec, evaluate_cached, evaluate_model
+    from .evaluate import evaluate_cached, evaluate_model
     from .report import print_table, report
 
-    spec = EvalSpec(
-        perplexity=tuple(args.perplexity or ()), tasks=tuple(args.tasks), task_files=tuple(args.task_file),
-        limit=args.limit, max_tokens=args.max_tokens, speed=args.speed, repeats=args.repeats,
-        batch_tokens=args.batch_tokens,
-    )
-    if spec.empty():
-        spec = EvalSpec(perplexity=("wikitext2",), max_tokens=args.max_tokens, batch_tokens=args.batch_tokens)
-    for f in spec.task_files:
-        if not Path(f).expanduser().is_file():
-            raise ValueError(f"task file not found: {f}")
-    names = [*spec.tasks, *(Path(f).stem for f in spec.task_files)]
-    if len(set(names)) != len(names):
-        raise ValueError(f"two tasks would report under one name: {sorted(n for n in names if names.count(n) > 1)}")
+    spec = eval_spec(args)
     if args.card and not is_compressed_dir(args.model):
         raise ValueError("--card rewrites the card of an `nbl compress` output: give its directory as --model")
     progress = sys.stderr.isatty()
@@ -113,18 +128,18 @@ def cmd_eval(args) -> int:
     base_result, base_params = None, args.base_params
     base_source, recorded_fingerprint = _base_source(args)
     if base_source is not None:
-        base = load_for_eval(base_source, args.base_revision, args.dtype, args.device)
+        base = load_for_eval(base_source, args.base_revision, args.dtype, args.device, max_model_bytes())
         if recorded_fingerprint and base.fingerprint != recorded_fingerprint:
             log.warning("base %s is not the checkpoint this model was compressed from (fingerprint differs)", base_source)
         base_result = evaluate_cached(base, spec, use_cache=not args.no_cache, progress=progress)
         base_params = base_params or base_result["params"]["non_embedding_params"]
         del base
-    lm = load_for_eval(args.model, args.revision, args.dtype, args.device)
+    lm = load_for_eval(args.model, args.revision, args.dtype, args.device, max_model_bytes())
     result = evaluate_model(lm, spec, base_non_embedding=base_params, progress=progress)
 
     full = report(result, base_result)
     if args.card:
-        _write_card(Path(args.model), result, base_result)
+        write_eval_card(Path(args.model), result, base_result)
     if args.out:
         args.out.write_text(json.dumps(full, indent=2) + "\n")
     if args.json:
@@ -134,7 +149,7 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def _write_card(path: Path, result: dict, base_result: dict | None) -> None:
+def write_eval_card(path: Path, result: dict, base_result: dict | None) -> None:
     """The output's card, rewritten with this evaluation (the same card a job publishes)."""
     from ..engine.saving import SCORES_FILE
     from ..pipeline import flatten

@@ -72,10 +72,11 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None) -> 
     )
 
 
-def load_for_eval(model: str, revision: str | None = None, dtype=None, device: str | None = None) -> LoadedModel:
+def load_for_eval(model: str, revision: str | None = None, dtype=None, device: str | None = None,
+                  max_bytes: int | None = None) -> LoadedModel:
     if is_compressed_dir(model):
         return load_compressed(model, dtype, device)
-    return load_model(model, revision=revision, dtype=dtype, device=device)
+    return load_model(model, revision=revision, dtype=dtype, device=device, max_bytes=max_bytes)
 
 
 def recorded_base(path: str | Path) -> tuple[str, str | None] | None:

@@ -1,0 +1,39 @@
+"""Base vs compressed: the base model evaluated once (cached per model and spec), then every output
+reloaded from disk, as users will load it, in the base's dtype and on its device.
+
+Shared by the job pipeline (which stores each result as it comes, through `on_result`) and by
+`nbl compress --eval` (which prints and returns them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from .compressed import load_compressed
+from .evaluate import EvalSpec, evaluate_cached, evaluate_model
+
+
+def _noop(*args) -> None:
+    pass
+
+
+def evaluate_outputs(lm, outputs: dict[int, Path], spec: EvalSpec, *, use_cache: bool = True,
+                     progress: bool = False, report: Callable[[str, float, str], None] = _noop,
+                     on_result: Callable[[str, dict], None] = _noop) -> tuple[dict, dict[int, dict]]:
+    """(base result, {k: output result}); `on_result(variant, result)` sees "base", then "k{K}" each."""
+    n = len(outputs) + 1
+    report("evaluate", 0.0, "evaluating the base model")
+    base = evaluate_cached(lm, spec, use_cache=use_cache, progress=progress)
+    on_result("base", base)
+    param = next(lm.model.parameters())
+    results: dict[int, dict] = {}
+    for j, (k, path) in enumerate(outputs.items(), start=1):
+        report("evaluate", j / n, f"evaluating k={k} from {Path(path).name}")
+        out = load_compressed(path, param.dtype, str(param.device))
+        results[k] = evaluate_model(out, spec, base_non_embedding=base["params"]["non_embedding_params"],
+                                    progress=progress)
+        del out  # one compressed copy in memory at a time
+        on_result(f"k{k}", results[k])
+    report("evaluate", 1.0, "evaluated")
+    return base, results
