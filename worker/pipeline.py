@@ -15,6 +15,7 @@ skips what is done and never leaves half a checkpoint.
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -31,6 +32,7 @@ from .publish import loadcheck
 from .publish.card import CardInfo, write_card
 from .publish.destination import Destination, Published
 from .publish.local import LocalDir
+from .publish.root_card import RootEntry, write_root_card
 
 class Cancelled(Exception):
     """Raised by a sink when the job's cancellation was requested."""
@@ -152,10 +154,21 @@ def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destinatio
         pub = destination.publish(path, k, several)
         sink.output(k, selected[k], pub)
         done[k] = pub
-        sink.progress("publish", j / len(outputs), f"k={k}: {'found already published' if pub.adopted else 'published'}"
-                      f" at {pub.uri}" + (f" ({pub.revision}@{pub.commit_sha[:12]})" if pub.commit_sha else ""))
+        sink.progress("publish", j / len(outputs), f"k={k}: {_published(pub)}")
+    if several:  # the Hub renders only the root README.md: a card over the k{K} folders
+        entries = [RootEntry(k, json.loads((path / SCORES_FILE).read_text()), metrics.get(f"k{k}") or {})
+                   for k, path in outputs.items()]
+        with tempfile.TemporaryDirectory() as staged:
+            write_root_card(Path(staged), entries, metrics.get("base") or {}, destination.location(entries[0].k, True),
+                            recipe)
+            sink.progress("publish", 1.0, f"root card: {_published(destination.publish_root(Path(staged)))}")
     sink.progress("publish", 1.0, "published")
     return done
+
+
+def _published(pub: Published) -> str:
+    return (f"{'found already published' if pub.adopted else 'published'} at {pub.uri}"
+            + (f" ({pub.revision}@{pub.commit_sha[:12]})" if pub.commit_sha else ""))
 
 
 def eval_spec(ev: dict) -> EvalSpec:

@@ -139,3 +139,77 @@ def test_saved_and_published_files_get_the_umask_mode_not_0600(tmp_path):
         assert pub.uri.endswith("tiny-nbl") and set(published.values()) == {0o644}, published
     finally:
         os.umask(old)
+
+
+class ListSink:
+    """The pipeline's sink, as plain lists."""
+
+    def __init__(self):
+        self.messages, self.outputs = [], []
+
+    def progress(self, stage, fraction, message):
+        self.messages.append(message)
+
+    def output(self, k, layers, published):
+        self.outputs.append((k, published))
+
+
+def test_several_k_on_the_hub_get_a_root_card_in_one_more_marked_commit(fake_hub, tmp_path):
+    """The Hub renders only the root README.md: the job adds one over the k{K}/ folders, adopted on retry."""
+    from worker.pipeline import publish
+
+    result, _ = compress_tiny(tmp_path, write_text_file(tmp_path / "calib.jsonl"), ks=(1, 2))
+    outputs = {o["k"]: tmp_path / "out" / f"k{o['k']}" for o in result.outputs}
+    selected = {o["k"]: o["replaced_layers"] for o in result.outputs}
+    metrics = {"base": {"perplexity/wikitext2/ppl": 20.25, "tasks/arc_easy/acc": 0.61},
+               "k1": {"perplexity/wikitext2/ppl": 21.5, "tasks/arc_easy/acc": 0.6},
+               "k2": {"perplexity/wikitext2/ppl": 23.75, "tasks/arc_easy/acc": 0.57}}
+    recipe = {"model": {"id": "HuggingFaceTB/SmolLM2-135M"}}
+    for k, path in outputs.items():  # as if the base had come from the Hub, with its licence
+        report = json.loads((path / "nbl_scores.json").read_text())
+        report.update(base_model="HuggingFaceTB/SmolLM2-135M", base_license="apache-2.0",
+                      base_fingerprint="hub:HuggingFaceTB/SmolLM2-135M@0123abc")
+        (path / "nbl_scores.json").write_text(json.dumps(report))
+    sink = ListSink()
+    publish(outputs, selected, hub_repo(fake_hub), metrics, recipe, sink)
+
+    commits = fake_hub.commits_of(REPO_ID)
+    assert [c.title.rsplit(" ", 2)[-1] for c in commits] == ["k=1]", "k=2]", "root]"]
+    root = commits[-1]
+    assert root.added == ["README.md"] and marker("job_0001", None) in root.title
+    files = fake_hub.files(REPO_ID)
+    assert {"README.md", "k1/README.md", "k2/README.md", "k2/model.safetensors"} <= set(files)
+    card = ModelCard(files["README.md"].decode())
+    assert card.data.base_model == "HuggingFaceTB/SmolLM2-135M" and card.data.license == "apache-2.0"
+    assert card.data.tags == ["nbl", "compression"] and card.data.library_name == "transformers"
+    text = card.text
+    assert "| output | k | replaced layers | wikitext2 ppl ↓ | arc_easy acc ↑ |" in text
+    assert "| base model | 0 | – | 20.2500 | 0.6100 |" in text
+    for k, layers in selected.items():
+        assert f"| [k{k}/](k{k}) | {k} | {', '.join(map(str, layers))} | " in text
+    assert "| 23.7500 | 0.5700 |" in text
+    assert f'from_pretrained("{REPO_ID}", subfolder="k1", trust_remote_code=True)' in text
+    assert any(m.startswith("root card: published at") for m in sink.messages)
+
+    # a retried job (its worker died after the pushes) adopts all three commits, pushes nothing
+    again = ListSink()
+    publish(outputs, selected, hub_repo(fake_hub), metrics, recipe, again)
+    assert [c.id for c in fake_hub.commits_of(REPO_ID)] == [c.id for c in commits]
+    assert any(m.startswith("root card: found already published") for m in again.messages)
+
+    # the local directory gets the same root card beside its k{K} folders
+    local = LocalDir(tmp_path / "published", "multi")
+    publish(outputs, selected, local, metrics, recipe, ListSink())
+    root_card = (tmp_path / "published" / "multi" / "README.md").read_text()
+    assert "| [k2/](k2) | 2 |" in root_card
+    assert sorted(p.name for p in (tmp_path / "published" / "multi").iterdir()) == ["README.md", "k1", "k2"]
+
+
+def test_a_single_output_gets_no_root_card(fake_hub, staged, tmp_path):
+    import shutil
+
+    from worker.pipeline import publish
+
+    out = shutil.copytree(staged, tmp_path / "out")  # publish rewrites the card: not the shared fixture's
+    publish({2: out}, {2: [1, 2]}, hub_repo(fake_hub), {}, {"model": {"id": "local:tiny"}}, ListSink())
+    assert len(fake_hub.commits_of(REPO_ID)) == 1

@@ -6,6 +6,8 @@
                                 `[nbl-job: <job id> k=<k>]` is this output already published: record it
     create_commit               else one commit (or a PR with create_pr) through the client's own upload
                                 path, which sends large files by LFS / Xet as the Hub asks
+    publish_root                several outputs (`k{K}/`): one more commit, marked `[nbl-job: <id> root]`,
+                                with the root README.md that the Hub renders (worker/publish/root_card.py)
 
 Why adopt: a worker can die after the Hub accepted the commit and before the job row recorded it; the
 retry then finds its own commit instead of pushing a duplicate. The marker is in the commit title
@@ -47,8 +49,9 @@ def transport_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def marker(job_id: str, k: int) -> str:
-    return f"[nbl-job: {job_id} k={k}]"
+def marker(job_id: str, k: int | None) -> str:
+    """The job marker of output k, or (k None) of the root card over several outputs."""
+    return f"[nbl-job: {job_id} {'root' if k is None else f'k={k}'}]"
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -79,12 +82,20 @@ class HubRepo:
         return self.repo_id, (f"k{k}" if several else None)
 
     def publish(self, staged: Path, k: int, several: bool) -> Published:
+        return self._commit_once(Path(staged), f"k{k}/" if several else "", marker(self.job_id, k),
+                                 f"{self.title} (k={k})")
+
+    def publish_root(self, staged: Path) -> Published:
+        """The folder holding the root README.md, committed at the repo's root (once, like an output)."""
+        return self._commit_once(Path(staged), "", marker(self.job_id, None), f"{self.title}: the outputs' card")
+
+    def _commit_once(self, staged: Path, prefix: str, mark: str, summary: str) -> Published:
         from huggingface_hub import HfApi
         from huggingface_hub.errors import HfHubHTTPError
 
         api = HfApi(endpoint=self.endpoint, token=self._token, library_name="nbl-service")
         try:
-            return self._publish(api, Path(staged), k, several)
+            return self._publish(api, staged, prefix, mark, summary)
         except HfHubHTTPError as e:
             status = e.response.status_code if e.response is not None else None
             detail = scrub(str(e).strip().splitlines()[0] if str(e).strip() else "", self._token)
@@ -104,18 +115,17 @@ class HubRepo:
     def _host(self) -> str:
         return self.endpoint or "the Hub"
 
-    def _publish(self, api, staged: Path, k: int, several: bool) -> Published:
-        mark = marker(self.job_id, k)
+    def _publish(self, api, staged: Path, prefix: str, mark: str, summary: str) -> Published:
         repo_url = str(api.create_repo(self.repo_id, private=self.private, exist_ok=True))
         if self.revision and self.revision != "main":
             api.create_branch(self.repo_id, branch=self.revision, exist_ok=True)
         found = self._find(api, mark, repo_url)
         if found is not None:
-            log.info("%s k=%d already published as %s@%s: adopted", self.repo_id, k, found.revision, found.commit_sha)
+            log.info("%s %s already published as %s@%s: adopted", self.repo_id, mark, found.revision, found.commit_sha)
             return found
         info = api.create_commit(
-            self.repo_id, operations=operations(staged, f"k{k}/" if several else ""),
-            commit_message=f"{self.title} (k={k}) {mark}",
+            self.repo_id, operations=operations(staged, prefix),
+            commit_message=f"{summary} {mark}",
             commit_description="Published by nbl-service: Neural Block Linearization (arXiv 2505.21077). "
                                "See README.md for the recipe and the evaluation.",
             revision=self.revision, create_pr=self.create_pr,

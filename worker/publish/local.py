@@ -1,5 +1,6 @@
 """The local directory destination: NBL_PUBLISH_DIR/<name>, or <name>/k{K} when a job asked for
-several k, holding exactly the staged folder (weights, modeling_nbl.py, tokenizer, card, plot).
+several k (with a root README.md over them), holding exactly the staged folder (weights,
+modeling_nbl.py, tokenizer, card, plot).
 
 Copied to a sibling `.partial` directory and renamed into place, so a reader never sees half an
 output and publishing twice leaves one copy.
@@ -31,4 +32,13 @@ class LocalDir:
         shutil.copytree(staged, tmp, copy_function=shutil.copyfile)  # new files, umask modes (not a 0600 source's)
         shutil.rmtree(dest, ignore_errors=True)
         tmp.rename(dest)
+        return Published(kind="local_dir", uri=str(dest))
+
+    def publish_root(self, staged: Path) -> Published:
+        """The root README.md over the k{K} folders, replaced atomically."""
+        dest = self.publish_dir / self.name
+        dest.mkdir(parents=True, exist_ok=True)
+        tmp = dest / "README.md.partial"
+        shutil.copyfile(Path(staged) / "README.md", tmp)
+        tmp.replace(dest / "README.md")
         return Published(kind="local_dir", uri=str(dest))
