@@ -5,7 +5,7 @@ DB, compresses a tiny Llama, load-checks, evaluates, and pushes to a fake Hub th
 - a push: the model files, the card (with model-index from the job's evaluation) and the plot;
 - a 401: the job fails with a clear user error;
 - canary tokens (a job's own and a team's) appear in no log line, Redis key or value, DB dump,
-  response, uploaded file or file under NBL_HOME (issue 6, test 11);
+  response, webhook body, uploaded file or file under NBL_HOME (issue 6, test 11);
 - a worker that dies after the Hub accepted the commit and before the job recorded it: the retry adopts
   that commit; the job succeeds with it, and there is no second commit (issue 6, test 5).
 """
@@ -22,6 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 from huggingface_hub import ModelCard
 from publish_helpers import JOB, REPO, start_worker, stop
+from webhook_receiver import Receiver
 
 from conftest import save_tiny_checkpoint
 from service.api import create_app
@@ -35,7 +36,8 @@ CANARIES = (JOB_TOKEN, TEAM_TOKEN)
 def deployment(request, settings_for, team_key_for):
     """Postgres + Redis settings with a tiny `local:tiny` model and an API key for team alpha."""
     redis_url, queue, redis = request.getfixturevalue("redis_queue")
-    settings = settings_for(request.getfixturevalue("pg_url"), broker_url=redis_url, queue_name=queue, lease_seconds=5)
+    settings = settings_for(request.getfixturevalue("pg_url"), broker_url=redis_url, queue_name=queue, lease_seconds=5,
+                            webhook_allowlist="127.0.0.1")  # the webhook receiver of the canary test
     settings.ensure_dirs()
     save_tiny_checkpoint(settings.models_dir / "tiny")
     return settings, team_key_for(settings), redis
@@ -98,9 +100,16 @@ def files_under(root: Path) -> bytes:
     return b"\n".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
 
 
-def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, tmp_path, caplog):
-    from service import secrets
-    from service.auth import set_team_hub_token
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, receiver, tmp_path, caplog):
+    from service import secrets, webhooks
+    from service.auth import get_or_create_team, set_team_hub_token
     from service.db import make_engine, make_sessionmaker
 
     settings, auth, redis = deployment
@@ -108,12 +117,15 @@ def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, tm
     engine = make_engine(settings)
     with make_sessionmaker(engine)() as s:
         set_team_hub_token(s, "alpha", secrets.encrypt(settings, TEAM_TOKEN))
+        webhooks.set_team_secret(s, settings, get_or_create_team(s, "alpha")[0].id)
     log = tmp_path / "worker.log"
+    hook = {"webhook_url": receiver.url}
     with TestClient(create_app(settings)) as client:
         api = Recorder(client, auth)
-        good = api("POST", "/v1/jobs", json={**JOB, "publish": {"repo_id": "alpha/tiny-nbl", "token": JOB_TOKEN}})
+        good = api("POST", "/v1/jobs", json={**JOB, **hook,
+                                             "publish": {"repo_id": "alpha/tiny-nbl", "token": JOB_TOKEN}})
         assert good.status_code == 201, good.text
-        bad = api("POST", "/v1/jobs", json={**JOB, "publish": {"repo_id": "alpha/other-nbl"}})  # the team's token
+        bad = api("POST", "/v1/jobs", json={**JOB, **hook, "publish": {"repo_id": "alpha/other-nbl"}})  # team's token
         worker = start_worker(settings, log, {"NBL_HF_ENDPOINT": hub.url}, loglevel="DEBUG")
         try:
             job, failed = wait_for(api, [good.json()["id"], bad.json()["id"]], worker, log)
@@ -146,6 +158,15 @@ def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, tm
     assert not hub.commits_of("alpha/other-nbl")
     assert any(r["authorization"] == f"Bearer {TEAM_TOKEN}" for r in hub.requests)  # it was the team's token
 
+    # the webhooks of both jobs, delivered as the reconciler delivers them
+    with make_sessionmaker(engine)() as s:
+        assert webhooks.deliver_due(s, settings) == {"delivered": 4}
+    hooks = [json.loads(body) for _, body in receiver.requests]
+    assert sorted((h["data"]["id"], h["type"]) for h in hooks) == sorted(
+        [(job["id"], "job.running"), (job["id"], "job.succeeded"), (failed["id"], "job.running"),
+         (failed["id"], "job.failed")])
+    webhook_text = "\n".join(json.dumps(headers) + body for headers, body in receiver.requests)
+
     # the canaries: sent to the Hub, and nowhere else
     assert any(r["authorization"] == f"Bearer {JOB_TOKEN}" for r in hub.requests)
     dump, rdump, home = db_dump(settings.database_url), redis_dump(redis), files_under(settings.home)
@@ -154,6 +175,7 @@ def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, tm
         assert canary not in log.read_text(), "worker log"
         assert canary not in caplog.text, "API log"
         assert not any(canary in b for b in api.bodies), "API response"
+        assert canary not in webhook_text, "webhook"
         assert canary not in dump, "database"
         assert canary.encode() not in rdump, "redis"
         assert canary.encode() not in home, "NBL_HOME"
