@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -49,6 +50,11 @@ def timed(cmd: list[str], env: dict) -> tuple[float, str]:
     return wall, p.stdout
 
 
+def fmt_task(t: dict) -> str:
+    norm = "-" if t.get("acc_norm") is None else f"{t['acc_norm']:.3f}"  # BoolQ has acc only
+    return f"{t['acc']:.3f} / {norm} (n={t['n']})"
+
+
 def load1() -> float:
     return os.getloadavg()[0]
 
@@ -60,6 +66,7 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--max-tokens", type=int, default=32768, help="WikiText-2 tokens scored (0: the whole test set)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of every command")
+    ap.add_argument("--jobs", type=int, default=2, help="evaluations run at once after the first")
     ap.add_argument("--reuse", action="store_true", help="keep --work-dir's compressed outputs from an earlier run")
     ap.add_argument("--work-dir", type=Path, default=Path("/tmp/nbl-eval-table"))
     ap.add_argument("--out", type=Path, default=HERE / "results" / "eval_table")
@@ -97,19 +104,25 @@ def main() -> None:
             runs.setdefault("layers", {})[f"Attn {method.upper()}-{o['k']}"] = o["replaced_layers"]
         print(f"compress attn {method}: {wall:.1f} s", flush=True)
 
-    results: dict[str, dict] = {}
-    for name, path in models.items():
+    # Each output is evaluated with its recorded base (`nbl eval --model OUT`): the first call
+    # evaluates the base too and caches it; the others read that cache, two at a time.
+    def evaluate(name: str) -> tuple[str, dict]:
         before = load1()
-        wall, stdout = timed([str(NBL), "eval", "--model", path, "--base", "none", "--perplexity", "wikitext2",
+        wall, stdout = timed([str(NBL), "eval", "--model", models[name], "--perplexity", "wikitext2",
                               *(["--max-tokens", str(args.max_tokens)] if args.max_tokens else []),
                               "--tasks", ",".join(TASKS), "--limit", str(args.limit), "--threads", str(args.threads),
                               "--json"], env)
         rep = json.loads(stdout)
-        results[name] = {"report": rep, "wall_s": round(wall, 1), "load1_before": before, "load1_after": load1()}
-        ppl = rep["perplexity"]["wikitext2"]
-        print(f"{name}: ppl {ppl['ppl']:.2f} " + " ".join(
-            f"{t} {rep['tasks'][t]['acc']:.3f}/{rep['tasks'][t]['acc_norm']:.3f}" for t in TASKS) + f" ({wall:.0f} s)",
-              flush=True)
+        print(f"{name}: {wall:.0f} s, base cached: {rep['base']['cached']}", flush=True)
+        return name, {"report": rep, "wall_s": round(wall, 1), "load1_before": before, "load1_after": load1()}
+
+    outputs = [n for n in models if n != "base"]
+    done = dict([evaluate(outputs[0])])
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        done.update(pool.map(evaluate, outputs[1:]))
+    first = done[outputs[0]]["report"]["base"]
+    results: dict[str, dict] = {"base": {"report": first, "wall_s": None, "load1_before": None}}
+    results.update((n, done[n]) for n in outputs)
 
     meta = {"generated": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
             "limit": args.limit, "max_tokens": args.max_tokens, "calibration": f"c4 {args.num_samples} x {args.seq_len}", "threads": args.threads,
@@ -121,18 +134,20 @@ def main() -> None:
              f"Calibration {meta['calibration']} tokens (c4); WikiText-2 raw test, first {args.max_tokens or 'all'} tokens, "
              "2048-token windows; "
              f"tasks zero-shot, first {args.limit} documents each, lm-eval prompts and metrics; "
-             f"{args.threads} torch thread(s) on a {meta['cpus']}-CPU machine shared with other work "
-             f"(1-min load average given). Generated {meta['generated']} by `python bench/{meta['command']}`.", "",
+             f"{args.threads} torch thread(s) per command, {args.jobs} commands at once after the first, on a "
+             f"{meta['cpus']}-CPU machine shared with other work. The first command also evaluated the base "
+             "(its command wall time includes it). Generated {meta['generated']} by `python bench/{meta['command']}`.", "",
              "| model | layers replaced | WikiText-2 ppl | tokens | " + " | ".join(f"{t} acc / acc_norm" for t in TASKS)
-             + " | eval wall s | load |", "|---" * (6 + len(TASKS)) + "|"]
+             + " | eval s (in-process) | command wall s |", "|---" * (6 + len(TASKS)) + "|"]
     for name, r in results.items():
         rep = r["report"]
         ppl = rep["perplexity"]["wikitext2"]
         layers = runs.get("layers", {}).get(name, [])
-        cells = [f"{rep['tasks'][t]['acc']:.3f} / {rep['tasks'][t]['acc_norm']:.3f} (n={rep['tasks'][t]['n']})"
-                 for t in TASKS]
+        cells = [fmt_task(rep["tasks"][t]) for t in TASKS]
+        secs = sum((rep.get("seconds") or {}).values())
+        wall = "-" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
         lines.append(f"| {name} | {layers or '-'} | {ppl['ppl']:.2f} | {ppl['tokens']} | " + " | ".join(cells)
-                     + f" | {r['wall_s']:.0f} | {r['load1_before']:.1f} |")
+                     + f" | {secs:.0f} | {wall} |")
     lines += ["", "Compression runs: " + "; ".join(f"{k}: {v['wall_s']} s (calibration cached: {v.get('calibration_cached')})"
                                                   for k, v in runs.items() if k != "layers"), ""]
     args.out.with_suffix(".md").write_text("\n".join(lines))

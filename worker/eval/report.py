@@ -35,7 +35,8 @@ def delta(model: dict, base: dict) -> dict:
 def report(model: dict, base: dict | None = None) -> dict:
     out = {**json_view(model), "model": model["model"], "params": model["params"], "seconds": model["seconds"]}
     if base is not None:
-        out["base"] = {**json_view(base), "model": base["model"], "params": base["params"], "cached": base.get("cached")}
+        out["base"] = {**json_view(base), "model": base["model"], "params": base["params"], "cached": base.get("cached"),
+                       "seconds": base.get("seconds")}
         out["delta"] = delta(model, base)
     return out
 
