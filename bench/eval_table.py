@@ -136,7 +136,7 @@ def main() -> None:
              f"tasks zero-shot, first {args.limit} documents each, lm-eval prompts and metrics; "
              f"{args.threads} torch thread(s) per command, {args.jobs} commands at once after the first, on a "
              f"{meta['cpus']}-CPU machine shared with other work. The first command also evaluated the base "
-             "(its command wall time includes it). Generated {meta['generated']} by `python bench/{meta['command']}`.", "",
+             f"(its command wall time includes it). Generated {meta['generated']} by `python bench/{meta['command']}`.", "",
              "| model | layers replaced | WikiText-2 ppl | tokens | " + " | ".join(f"{t} acc / acc_norm" for t in TASKS)
              + " | eval s (in-process) | command wall s |", "|---" * (6 + len(TASKS)) + "|"]
     for name, r in results.items():
