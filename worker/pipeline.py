@@ -48,7 +48,6 @@ class Sink(Protocol):
 
 @dataclass
 class Paths:
-    models_dir: Path  # `local:NAME` models
     work_dir: Path  # this job's scratch space (outputs before publishing)
     publish_dir: Path  # local publishing destination
     stats_dir: Path | None = None
@@ -61,26 +60,18 @@ class PipelineResult:
     calibration: dict = field(default_factory=dict)
 
 
-def resolve_model(model_id: str, models_dir: Path) -> str:
-    """`local:NAME` names a checkpoint directory or .gguf file under models_dir; anything else is a Hub id
-    (or a directory the task already resolved `local:NAME` to)."""
-    if not model_id.startswith("local:"):
-        refuse_path_shadowing(model_id, "model")  # the loader would read that path, not the Hub
-        return model_id
-    name = model_id.removeprefix("local:")
-    if not name or "/" in name or "\\" in name or name.startswith("."):
-        raise ValueError(f"invalid local model name {name!r}")
-    for candidate in (models_dir / name, models_dir / f"{name}.gguf"):
-        if candidate.exists():
-            return str(candidate)
-    raise ValueError(f"local model {name!r} not found in the models directory")
+def resolve_model(model_id: str) -> str:
+    """A Hub id, or the directory the task resolved `local:NAME` to (service.paths.model_source, the
+    one place that maps local names)."""
+    refuse_path_shadowing(model_id, "model")  # a Hub id that is also a local path: the loader would read the path
+    return model_id
 
 
 def compress_config(spec: dict, paths: Paths) -> CompressConfig:
     cal, comp = spec.get("calibration", {}), spec.get("compression", {})
     k = comp.get("k", 4)
     return CompressConfig(
-        model=resolve_model(spec["model"]["id"], paths.models_dir),
+        model=resolve_model(spec["model"]["id"]),
         revision=spec["model"].get("revision"),
         dataset=DatasetSpec(cal.get("dataset", "c4"), cal.get("config"), cal.get("split", "train"),
                             cal.get("text_field", "text")),

@@ -169,7 +169,7 @@ def run_job(job_id: str) -> str:
         recipe = spec.model_dump(mode="json")  # what the card quotes: as submitted (publish.token is never dumped)
         spec_dict = spec.model_dump(mode="json")
         spec_dict["model"]["id"] = model_source(settings, spec.model.id)  # local:NAME -> its directory
-        paths = Paths(models_dir=settings.models_dir, work_dir=settings.home / "jobs" / job_id,
+        paths = Paths(work_dir=settings.home / "jobs" / job_id,
                       publish_dir=settings.publish_dir, stats_dir=settings.stats_dir)
         result = run(spec_dict, DbSink(job_id, token), paths, job_id, destination=destination(spec, job_id),
                      recipe=recipe, check_timeout_s=settings.load_check_timeout_s,

@@ -142,13 +142,13 @@ def test_a_hub_id_that_is_also_a_path_on_the_worker_is_refused(tmp_path, monkeyp
 
     settings = Settings(home=tmp_path / "home")
     monkeypatch.chdir(tmp_path)
-    assert resolve_model(model_source(settings, "owner/name"), settings.models_dir) == "owner/name"
+    assert resolve_model(model_source(settings, "owner/name")) == "owner/name"
     (tmp_path / "owner" / "name").mkdir(parents=True)
     with pytest.raises(ValueError, match="working directory"):
-        resolve_model(model_source(settings, "owner/name"), settings.models_dir)
+        resolve_model(model_source(settings, "owner/name"))
     local = settings.models_dir / "tiny"
     local.mkdir(parents=True)
-    assert resolve_model(model_source(settings, "local:tiny"), settings.models_dir) == str(local)  # a resolved path
+    assert resolve_model(model_source(settings, "local:tiny")) == str(local)  # a resolved path
 
 
 def test_the_worker_passes_settings_max_model_bytes_to_the_loader(sqlite_clean_url, settings_for, team_key_for,
