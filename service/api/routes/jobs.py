@@ -22,6 +22,9 @@ from ..deps import CeleryDep, PrincipalDep, SessionDep, SettingsDep
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
 
+# Event ids are 64-bit on both databases: a larger cursor cannot be bound as a parameter (was a 500).
+MAX_EVENT_ID = 2**63 - 1
+
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM, 422: PROBLEM})
 
 
@@ -81,7 +84,7 @@ def cancel_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> Job
             summary="The job's event log, oldest first",
             description="Poll with `after=<last_id>` to get only newer events.")
 def list_events(job_id: str, session: SessionDep, principal: PrincipalDep,
-                after: Annotated[int | None, Query(ge=0)] = None,
+                after: Annotated[int | None, Query(ge=0, le=MAX_EVENT_ID)] = None,
                 limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> EventList:
     return jobs.list_events(session, principal.team_id, job_id, after=after, limit=limit)
 
