@@ -23,7 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export NBL_API_KEY="$(.venv/bin/nbl admin create-key --team load | tail -n 1)"
+export NBL_API_KEY="$(.venv/bin/nbl admin create-key --team load --create-team | tail -n 1)"
 .venv/bin/nbl serve --port "$PORT" --log-level warning >"$NBL_HOME/api.log" 2>&1 &
 API=$!
 for _ in $(seq 60); do curl -sf "$NBL_API_URL/readyz" >/dev/null && break; sleep 0.5; done

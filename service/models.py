@@ -139,7 +139,9 @@ class ApiKey(Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     name: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    revoked_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]  # set by `nbl admin revoke-key`: the key answers 401 from then on
+    # When the key last authenticated, to the minute (service/auth.py writes it at most once a minute).
+    last_used_at: Mapped[datetime | None]
 
 
 class Job(Base):

@@ -26,13 +26,13 @@ REPO = Path(__file__).resolve().parents[2]
 def create_key(home: Path, team: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "NBL_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("DATABASE_URL", None)
-    return subprocess.run([sys.executable, "-m", "service.cli", "admin", "create-key", "--team", team],
+    return subprocess.run([sys.executable, "-m", "service.cli", "admin", "create-key", "--team", team, "--create-team"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_create_key_on_a_fresh_home(tmp_path, monkeypatch, capsys):
     """As a user runs it: a new process, a fresh NBL_HOME (migrated on the way), the key alone on
-    the last line; a second key for the same team reuses the team."""
+    the last line; a second key for the same team reuses the team (no --create-team needed)."""
     home = tmp_path / "home"
     out = create_key(home, "ci")
     assert out.returncode == 0, out.stderr
@@ -56,7 +56,7 @@ def served(tmp_path, live_server, monkeypatch, capsys):
     monkeypatch.setenv("NBL_HOME", str(home))
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("BROKER_URL", raising=False)
-    assert main(["admin", "create-key", "--team", "ci"]) == 0
+    assert main(["admin", "create-key", "--team", "ci", "--create-team"]) == 0
     key = capsys.readouterr().out.strip().splitlines()[-1]
     settings = Settings()
     url = live_server(create_app(settings))

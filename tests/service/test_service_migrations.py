@@ -57,3 +57,21 @@ def test_ensure_schema_refuses_an_old_schema(tmp_path):
     engine.dispose()
     with pytest.raises(migrate.SchemaOutOfDate, match="nbl admin migrate"):
         migrate.ensure_schema(Settings(home=tmp_path / "home", database_url=url))
+
+
+def test_0005_adds_and_drops_last_used_at_keeping_the_keys(fresh_url):
+    """A key made before 0005 survives the upgrade (never used: NULL) and the downgrade."""
+    engine = create_engine(fresh_url, poolclass=pool.NullPool)
+    migrate.upgrade(fresh_url, "0004")
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO teams (id, name, created_at) VALUES (1, 'alpha', CURRENT_TIMESTAMP)")
+        conn.exec_driver_sql("INSERT INTO api_keys (id, team_id, prefix, key_hash, created_at) "
+                             "VALUES (1, 1, 'nbl_x', 'h', CURRENT_TIMESTAMP)")
+    migrate.upgrade(fresh_url)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT id, last_used_at FROM api_keys").all() == [(1, None)]
+    migrate.downgrade(fresh_url, "0004")
+    assert "last_used_at" not in {c["name"] for c in inspect(engine).get_columns("api_keys")}
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT id, prefix FROM api_keys").all() == [(1, "nbl_x")]
+    engine.dispose()
