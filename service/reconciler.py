@@ -13,23 +13,29 @@ Each pass (`reconcile_once`):
 
 A duplicate message is harmless: the worker claims with a compare-and-set (service.store.claim_job)
 and drops, with a log line, any delivery of a job that is no longer queued (`drop_reason`).
-Transitions are compare-and-sets on the lease token, so two reconcilers may run at once.
 
-Run it as a process: `nbl reconcile [--once] [--interval S]` (docker-compose runs one); each loop
-also delivers the webhooks that are due. A pass that fails (database or broker down) is retried at
-the next interval.
+Any number of copies may run: `nbl worker` and `nbl serve` run the loop in a thread
+(service/reconcile_loop.py), `nbl reconcile [--once] [--interval S]` as a process of its own
+(docker-compose runs one). Every transition is a compare-and-set (the lease token for a requeue or
+a finish, `dispatched_at` for a send: service.queue.dispatch_one), so two passes at once requeue and
+send each job once. On Postgres a pass also takes a transaction-scoped advisory lock first
+(`pass_lock`) and a copy that finds it held skips its turn; on SQLite every write already waits for
+the database's one write lock (BEGIN IMMEDIATE, service/db.py). Each loop also delivers the webhooks
+that are due. A pass that fails (database or broker down) is retried at the next interval.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from celery import Celery
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine, select, text, update
+from sqlalchemy.orm import Session, sessionmaker
 
 from . import store
 from .models import OWNED, EventKind, Job, JobEvent, JobStatus, utcnow
@@ -54,6 +60,35 @@ def reconcile_once(session: Session, celery: Celery, settings: Settings, *, now:
     result = recover_lost(session, settings, now=now)
     result.dispatched = dispatch_queued(session, celery, stale_after_s=settings.redispatch_after_s)
     return result
+
+
+# pg_try_advisory_xact_lock's key: one per database, shared by every copy of the loop ("nblr").
+LOCK_KEY = 0x6E626C72
+
+
+@contextmanager
+def pass_lock(engine: Engine) -> Iterator[bool]:
+    """Yields whether this copy may run a pass now. On Postgres: a transaction-scoped advisory lock
+    taken on a connection of its own (the pass's sessions commit many times, and a session-level
+    lock could be released on another pooled connection); it goes when that transaction ends, or
+    when the process dies and its connection closes. Other databases: always True."""
+    if engine.dialect.name != "postgresql":
+        yield True
+        return
+    with engine.connect() as conn:
+        try:
+            yield bool(conn.scalar(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": LOCK_KEY}))
+        finally:
+            conn.rollback()  # ends the transaction, and the lock with it
+
+
+def locked_pass(engine: Engine, sessions: sessionmaker[Session], celery: Celery, settings: Settings) -> Pass | None:
+    """One reconcile pass under `pass_lock`; None when another copy's pass holds it."""
+    with pass_lock(engine) as mine:
+        if not mine:
+            return None
+        with sessions() as s:
+            return reconcile_once(s, celery, settings)
 
 
 def recover_lost(session: Session, settings: Settings, *, now: datetime | None = None, limit: int = 1000) -> Pass:
@@ -131,9 +166,10 @@ def run(settings: Settings, *, interval_s: float, once: bool = False, stop: thre
     try:
         while True:
             try:
-                with sessions() as s:
-                    result = reconcile_once(s, celery, settings)
-                if result:
+                result = locked_pass(engine, sessions, celery, settings)
+                if result is None:
+                    log.debug("reconciler: another copy is running a pass; skipped")
+                elif result:
                     log.info("reconciler: requeued %s, failed %s, cancelled %s, dispatched %s", result.requeued,
                              result.failed, result.cancelled, result.dispatched)
                 failures = 0
