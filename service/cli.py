@@ -182,16 +182,9 @@ def cmd_deliver_webhooks(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    import uvicorn
+    from .serve import serve
 
-    from .api import create_app
-    from .migrate import ensure_schema
-    from .settings import Settings
-
-    settings = Settings()
-    ensure_schema(settings)
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
-    return 0
+    return serve(args.host, args.port, args.log_level)
 
 
 def cmd_reconcile(args) -> int:

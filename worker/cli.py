@@ -192,20 +192,29 @@ def cmd_import_gguf(args) -> int:
 
 
 def add_worker(sub) -> None:
-    p = sub.add_parser("worker", help="run a Celery worker for compression jobs (one job at a time)")
+    p = sub.add_parser("worker", help="run a Celery worker for compression jobs (one job at a time); it also "
+                       "runs the reconcile loop (requeues jobs whose worker died)")
     p.add_argument("--loglevel", default="INFO")
     p.set_defaults(func=cmd_worker)
 
 
 def cmd_worker(args) -> int:
+    from service import reconcile_loop
+
+    from .pool import install_solo_limits, pool_options
     from .tasks import celery, settings
 
-    # prefork, one child, a fresh child per job: the hard time limit can kill a stuck job; a child
-    # that dies (OOM, SIGKILL) leaves the parent alive to re-queue its message
-    # (task_reject_on_worker_lost) and take the next job; a job's memory (GPU included) goes back to
-    # the system when its child exits.
-    celery.worker_main(["worker", "--pool", "prefork", "--concurrency", "1", "--max-tasks-per-child", "1",
-                        "--loglevel", args.loglevel, "-Q", settings.queue_name])
+    # solo on SQLite (it must never fork while holding SQLite state), else prefork: worker/pool.py
+    pool = pool_options(settings)
+    if "solo" in pool:
+        install_solo_limits(settings)
+    # a pass now, then every NBL_RECONCILE_INTERVAL: a restarted worker alone recovers the job its
+    # predecessor lost (a thread of this process, not of the job's child)
+    loop = reconcile_loop.start(settings, "worker")
+    try:
+        celery.worker_main(["worker", *pool, "--loglevel", args.loglevel, "-Q", settings.queue_name])
+    finally:
+        loop.close()
     return 0
 
 

@@ -4,7 +4,8 @@ The task takes a job id, claims the row (the DB, not the broker, says who owns a
 pipeline with a sink that writes progress to the DB, and ends the job in exactly one terminal
 state with a classified error. Start a worker with
 
-    nbl worker      (celery -A worker.tasks worker --pool prefork --concurrency 1 --max-tasks-per-child 1)
+    nbl worker      (celery -A worker.tasks worker --pool prefork --concurrency 1 --max-tasks-per-child 1,
+                     or --pool solo on SQLite: worker/pool.py; plus the reconcile loop)
 
 A short database outage is ridden out: writes are retried (`db`), the heartbeat keeps trying, and an
 attempt that still cannot reach the database is abandoned without a verdict; its lease expires and

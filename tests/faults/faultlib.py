@@ -4,8 +4,9 @@
   may stop and start without touching the shared instances (Postgres runs as the `postgres` OS
   user, from the binaries under /usr/lib/postgresql/*/bin).
 - `Cluster`: one deployment of the service: the API in-process (TestClient), `nbl worker`
-  processes wrapped by fault_worker.py, an `nbl reconcile` process, all on one DATABASE_URL and
-  BROKER_URL, with short leases so a lost worker is noticed in seconds. Every process runs in its
+  processes wrapped by fault_worker.py (or plain), an `nbl reconcile` process, all on one
+  DATABASE_URL and BROKER_URL (EMBEDDED: both unset, the SQLite default under NBL_HOME), with short
+  leases so a lost worker is noticed in seconds. Every process runs in its
   own process group and is killed at teardown.
 - `deadline(s)`: a hard time limit for a test (SIGALRM), so a hang fails instead of blocking CI.
 
@@ -194,16 +195,23 @@ def private_postgres() -> Iterator[PostgresServer]:
 # --- the deployment under test -------------------------------------------------------------------
 
 
+EMBEDDED = None  # Cluster(database_url=EMBEDDED, broker_url=EMBEDDED): the default SQLite DB / SQLite broker
+
+
 class Cluster:
-    def __init__(self, tmp_path: Path, database_url: str, broker_url: str, tiny_model: Path, **env: str):
+    def __init__(self, tmp_path: Path, database_url: str | None, broker_url: str | None, tiny_model: Path, **env: str):
+        from service.migrate import ensure_schema
         from service.settings import Settings
 
         self.tmp = tmp_path
         self.fault_dir, self.logs = tmp_path / "faults", tmp_path / "logs"
         self.fault_dir.mkdir(parents=True)
         self.logs.mkdir()
+        # None: unset, so every process derives the embedded default from NBL_HOME, as a user's does
+        urls = {name: url for name, url in (("DATABASE_URL", database_url), ("BROKER_URL", broker_url)) if url}
+        self.unset = [name for name in ("DATABASE_URL", "BROKER_URL") if name not in urls]
         self.env = {
-            "NBL_HOME": str(tmp_path / "home"), "DATABASE_URL": database_url, "BROKER_URL": broker_url,
+            "NBL_HOME": str(tmp_path / "home"), **urls,
             "NBL_QUEUE": "nbl-faults", "NBL_DATA_DIR": str(DATA_DIR), "NBL_FAULT_DIR": str(self.fault_dir),
             "NBL_LEASE_SECONDS": "5", "NBL_MAX_ATTEMPTS": "3", "NBL_RECONCILE_INTERVAL": "0.5",
             "NBL_REDISPATCH_AFTER": "600", "NBL_DB_RETRY_SECONDS": "60", "NBL_PUBLISH_TIMEOUT": "1",
@@ -212,6 +220,8 @@ class Cluster:
         }
         self.settings = Settings(**self.env)
         self.settings.ensure_dirs()
+        if database_url is None:
+            ensure_schema(self.settings)  # what `nbl serve` does on the embedded default
         shutil.copytree(tiny_model, self.settings.models_dir / "tiny")
         self.procs: dict[str, subprocess.Popen] = {}
         self._client = None
@@ -219,6 +229,8 @@ class Cluster:
     # processes
     def _spawn(self, name: str, cmd: list[str], **env: str) -> subprocess.Popen:
         penv = {**os.environ, **self.env, **env, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+        for unset in self.unset:
+            penv.pop(unset, None)
         proc = subprocess.Popen(cmd, cwd=REPO, env=penv, stdout=open(self.logs / f"{name}.log", "a"),
                                 stderr=subprocess.STDOUT, start_new_session=True)
         self.procs[name] = proc
@@ -226,6 +238,10 @@ class Cluster:
 
     def start_worker(self, name: str = "worker", **env: str) -> subprocess.Popen:
         return self._spawn(name, [sys.executable, str(HERE / "fault_worker.py"), "--loglevel", "INFO"], **env)
+
+    def start_nbl_worker(self, name: str = "worker", **env: str) -> subprocess.Popen:
+        """The real `nbl worker`, with no fault hooks."""
+        return self._spawn(name, [sys.executable, "-m", "worker.cli", "worker", "--loglevel", "INFO"], **env)
 
     def start_reconciler(self, name: str = "reconciler", **env: str) -> subprocess.Popen:
         return self._spawn(name, [sys.executable, "-m", "service.cli", "reconcile"], **env)
@@ -330,7 +346,7 @@ def tiny_model(tmp_path_factory) -> Path:
 def cluster_factory(tmp_path, tiny_model):
     made: list[Cluster] = []
 
-    def make(database_url: str, broker_url: str, **env: str) -> Cluster:
+    def make(database_url: str | None, broker_url: str | None, **env: str) -> Cluster:
         c = Cluster(tmp_path / f"c{len(made)}", database_url, broker_url, tiny_model, **env)
         made.append(c)
         return c
