@@ -1,30 +1,47 @@
 """The client commands of `nbl`: submit a job to the API and wait for it.
 
     nbl submit [FILE] [flags]           POST /v1/jobs; FILE is YAML or JSON, flags override it
-    nbl wait JOB                        poll until the job ends: exit 0 succeeded, 1 failed,
-                                        2 cancelled, 3 timeout, 4 the API refused (unknown job, bad key)
+    nbl wait JOB                        poll until the job ends, exit by its state
 
 They read NBL_API_URL (default http://127.0.0.1:8000) and NBL_API_KEY; registered by
-service/cli.py's add_service_commands.
+service/cli.py's add_service_commands. Retries, Retry-After and the connect timeout live in
+service/http_client.py; the request body in service/job_request.py. EXIT_CODES is the one table
+of exit codes, shown in both commands' --help and in the README.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+
+from .http_client import Api, ApiError, Unavailable, check_api_url
+from .job_request import build_request
 
 DEFAULT_API_URL = "http://127.0.0.1:8000"
 EXIT = {"succeeded": 0, "failed": 1, "cancelled": 2}
-EXIT_TIMEOUT, EXIT_API = 3, 4
+EXIT_TIMEOUT, EXIT_API = 3, 4  # 2 is also a usage error: argparse, and ValueError in nbl's main
+EXIT_CODES = """exit codes (nbl submit, nbl wait):
+  0  submit: the job was accepted; wait: the job succeeded
+  1  wait: the job failed
+  2  wait: the job was cancelled; both: a usage error (bad flag, request file or API URL), one line on stderr
+  3  wait: the job did not end within --timeout; both: the API was unreachable for --connect-timeout
+     seconds in a row, or still busy (429, 502, 503, 504; Retry-After is honoured) at --timeout
+  4  the API refused the request (an invalid job, an unknown job, a bad key: any 4xx, or a 500),
+     or no API key was given"""
+
+
+class MissingKey(Exception):
+    pass
 
 
 def add_client_commands(sub) -> None:
-    p = sub.add_parser("submit", help="submit a compression job to the API",
+    p = sub.add_parser("submit", help="submit a compression job to the API", epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Submit a job: a YAML/JSON file with the request body, and/or flags "
                        "(flags override the file). Prints the job.")
     p.add_argument("file", nargs="?", type=Path, help="YAML or JSON job request")
@@ -53,14 +70,19 @@ def add_client_commands(sub) -> None:
     p.add_argument("--local-dir", help="publish under NBL_PUBLISH_DIR/NAME on the server")
     p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--idempotency-key", help="default: a fresh one, reused across this command's retries")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds to keep retrying while the API is busy (429/503...) (0: no limit; default 120)")
     _client_args(p)
     p.set_defaults(func=cmd_submit)
 
-    p = sub.add_parser("wait", help="wait for a job to end; exit 0 succeeded, 1 failed, 2 cancelled, 3 timeout")
+    p = sub.add_parser("wait", help="wait for a job to end; exit 0 succeeded, 1 failed, 2 cancelled, 3 timeout",
+                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Poll the job until it ends; progress and events on stderr, the job on stdout.")
     p.add_argument("job", help="job id")
-    p.add_argument("--timeout", type=float, default=0, help="seconds (0: no limit)")
+    p.add_argument("--timeout", type=float, default=0,
+                   help="seconds for the job to end, retries while the API is busy included (0: no limit)")
     p.add_argument("--interval", type=float, default=1.0, help="first polling interval; it backs off to 15 s")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr (retries and errors are still said)")
     _client_args(p)
     p.set_defaults(func=cmd_wait)
 
@@ -68,132 +90,36 @@ def add_client_commands(sub) -> None:
 def _client_args(p) -> None:
     p.add_argument("--api-url", default=None, help=f"default $NBL_API_URL or {DEFAULT_API_URL}")
     p.add_argument("--api-key", default=None, help="default $NBL_API_KEY")
+    p.add_argument("--connect-timeout", type=float, default=60.0,
+                   help="give up (exit 3) when the API is unreachable this many seconds in a row (default 60)")
     p.add_argument("--json", action="store_true", help="print the job as JSON")
 
 
-class ApiError(Exception):
-    def __init__(self, status: int, problem: dict):
-        self.status, self.problem = status, problem
-        super().__init__(format_problem(status, problem))
-
-
-def format_problem(status: int, problem: dict) -> str:
-    text = f"{problem.get('title', 'error')} ({status})"
-    if problem.get("detail"):
-        text += f": {problem['detail']}"
-    for e in (problem.get("errors") or [])[1:]:
-        text += f"\n  {'.'.join(str(x) for x in e.get('loc', []))}: {e.get('msg')}"
-    return text
-
-
-def _client(args):
-    import httpx
-
+def _api(args) -> Api:
+    # A bad URL is a usage error (ValueError: exit 2), told before a missing key (exit 4).
+    url = check_api_url(args.api_url or os.environ.get("NBL_API_URL") or DEFAULT_API_URL)
     key = args.api_key or os.environ.get("NBL_API_KEY")
     if not key:
-        raise ValueError("no API key: set NBL_API_KEY or pass --api-key (see `nbl admin create-key`)")
-    url = args.api_url or os.environ.get("NBL_API_URL") or DEFAULT_API_URL
-    return httpx.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        raise MissingKey("no API key: set NBL_API_KEY or pass --api-key (see `nbl admin create-key`)")
+    return Api(url, key, connect_timeout=args.connect_timeout)
 
 
-def _json_or_error(resp) -> dict:
-    try:
-        body = resp.json()
-    except ValueError:
-        body = {"title": resp.reason_phrase, "detail": resp.text[:500]}
-    if resp.status_code >= 400:
-        raise ApiError(resp.status_code, body)
-    return body
-
-
-def build_request(args) -> dict[str, Any]:
-    """The request body: the file (if any), then each flag given on top of it."""
-    body: dict[str, Any] = {}
-    if args.file:
-        import yaml
-
-        loaded = yaml.safe_load(args.file.read_text())
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{args.file}: expected a mapping (the job request body)")
-        body = loaded
-
-    def put(section: str, key: str, value) -> None:
-        if value is not None:
-            body.setdefault(section, {})
-            if not isinstance(body[section], dict):
-                raise ValueError(f"{section} must be a mapping")
-            body[section][key] = value
-
-    put("model", "id", args.model)
-    put("model", "revision", args.revision)
-    put("calibration", "dataset", args.dataset)
-    put("calibration", "config", args.dataset_config)
-    put("calibration", "split", args.split)
-    put("calibration", "text_field", args.text_field)
-    put("calibration", "num_samples", args.num_samples)
-    put("calibration", "seq_len", args.seq_len)
-    put("calibration", "seed", args.seed)
-    put("calibration", "shuffle", args.shuffle)
-    put("compression", "mode", args.mode)
-    put("compression", "method", args.method)
-    put("compression", "criterion", args.criterion)
-    if args.k is not None:
-        try:
-            ks = [int(x) for x in args.k.split(",") if x.strip()]
-        except ValueError:
-            raise ValueError(f"--k must be an integer or a comma-separated list, got {args.k!r}") from None
-        put("compression", "k", ks[0] if len(ks) == 1 else ks)
-    if args.perplexity is not None:
-        put("evaluation", "perplexity", [] if args.perplexity == "none" else _names(args.perplexity))
-    if args.tasks is not None:
-        put("evaluation", "tasks", _names(args.tasks))
-    put("evaluation", "limit", args.limit)
-    put("evaluation", "speed", args.speed)
-    if args.publish_repo and args.local_dir:
-        raise ValueError("give --publish-repo or --local-dir, not both")
-    if args.publish_repo:
-        body["publish"] = {"repo_id": args.publish_repo}
-        put("publish", "private", None if args.public is None else not args.public)
-        put("publish", "revision", args.publish_revision)
-        put("publish", "create_pr", args.create_pr)
-    elif args.local_dir:
-        body["publish"] = {"local_dir": args.local_dir}
-    for item in args.metadata:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--metadata takes KEY=VALUE, got {item!r}")
-        put("metadata", key, value)
-    if "model" not in body:
-        raise ValueError("give --model or a request file")
-    return body
-
-
-def _names(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
+def _fail(code: int, error: Exception) -> int:
+    print(f"nbl: {error}", file=sys.stderr)
+    return code
 
 
 def cmd_submit(args) -> int:
-    import httpx
-
-    body = build_request(args)
-    key = args.idempotency_key or f"nbl-cli-{uuid.uuid4().hex}"
-    with _client(args) as client:
-        for attempt in range(4):  # retries are safe: the same Idempotency-Key gives the same job
-            try:
-                resp = client.post("/v1/jobs", json=body, headers={"Idempotency-Key": key})
-            except httpx.TransportError as e:
-                if attempt == 3:
-                    print(f"nbl: cannot reach the API at {client.base_url}: {e}", file=sys.stderr)
-                    return 1
-            else:
-                if resp.status_code < 500 or attempt == 3:
-                    break
-            time.sleep(0.5 * 2**attempt)
-        try:
-            job = _json_or_error(resp)
-        except ApiError as e:
-            print(f"nbl: {e}", file=sys.stderr)
-            return 1
+    body = build_request(args)  # a bad file or flag: ValueError, exit 2, before any request
+    key = args.idempotency_key or f"nbl-cli-{uuid.uuid4().hex}"  # the same job across retries
+    deadline = time.monotonic() + args.timeout if args.timeout > 0 else None
+    try:
+        with _api(args) as api:
+            job = api.request("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key}, deadline=deadline)
+    except Unavailable as e:
+        return _fail(EXIT_TIMEOUT, e)
+    except (ApiError, MissingKey) as e:
+        return _fail(EXIT_API, e)
     if args.json:
         print(json.dumps(job, indent=2))
     else:
@@ -235,49 +161,41 @@ def _fmt_eta(seconds: float | None) -> str:
 
 
 def cmd_wait(args) -> int:
-    import httpx
-
     deadline = time.monotonic() + args.timeout if args.timeout > 0 else None
     interval, last_event = max(args.interval, 0.05), None
-    show, job = not args.quiet, None
+    show = not args.quiet
     try:
-        client = _client(args)
-    except ValueError as e:  # no key: not exit 2, which means "cancelled" here
-        print(f"nbl: error: {e}", file=sys.stderr)
-        return EXIT_API
-    with client:
+        api = _api(args)
+    except MissingKey as e:
+        return _fail(EXIT_API, e)
+    with api:
         while True:
             try:
-                job = _json_or_error(client.get(f"/v1/jobs/{args.job}"))
-                events = _json_or_error(client.get(f"/v1/jobs/{args.job}/events",
-                                                   params={} if last_event is None else {"after": last_event}))
+                job = api.request("GET", f"/v1/jobs/{args.job}", deadline=deadline)
+                events = api.request("GET", f"/v1/jobs/{args.job}/events", deadline=deadline,
+                                     params={} if last_event is None else {"after": last_event})
+            except Unavailable as e:
+                return _fail(EXIT_TIMEOUT, e)
             except ApiError as e:
-                print(f"nbl: {e}", file=sys.stderr)
-                return EXIT_API
-            except httpx.TransportError as e:
-                if show:
-                    print(f"nbl: API unreachable ({e}); retrying", file=sys.stderr)
-            else:
-                last_event = events.get("last_id", last_event)
-                if show:
-                    for ev in events["data"]:
-                        if ev["kind"] in ("stage", "warning", "status"):
-                            print(f"[{ev['created_at'][11:19]}] {ev['kind']}: {ev.get('message') or ev.get('stage')}",
-                                  file=sys.stderr)
-                    print(f"{job['status']:<10} {job.get('stage') or '':<10} {job['progress']:6.1%}"
-                          f"{_fmt_eta(job.get('eta_seconds'))}", file=sys.stderr)
-                if job["status"] in EXIT:
-                    if args.json:
-                        print(json.dumps(job, indent=2))
-                    else:
-                        print_job(job)
-                        print_metrics(job.get("metrics"))
-                    return EXIT[job["status"]]
+                return _fail(EXIT_API, e)
+            last_event = events.get("last_id", last_event)
+            if show:
+                for ev in events["data"]:
+                    if ev["kind"] in ("stage", "warning", "status"):
+                        print(f"[{ev['created_at'][11:19]}] {ev['kind']}: {ev.get('message') or ev.get('stage')}",
+                              file=sys.stderr)
+                print(f"{job['status']:<10} {job.get('stage') or '':<10} {job['progress']:6.1%}"
+                      f"{_fmt_eta(job.get('eta_seconds'))}", file=sys.stderr)
+            if job["status"] in EXIT:
+                if args.json:
+                    print(json.dumps(job, indent=2))
+                else:
+                    print_job(job)
+                    print_metrics(job.get("metrics"))
+                return EXIT[job["status"]]
             if deadline is not None and time.monotonic() >= deadline:
-                state = job["status"] if job else "unknown (API unreachable)"
-                print(f"nbl: timed out after {args.timeout:g} s; job {args.job} is {state}", file=sys.stderr)
+                print(f"nbl: timed out after {args.timeout:g} s; job {args.job} is {job['status']}", file=sys.stderr)
                 return EXIT_TIMEOUT
             sleep = interval if deadline is None else min(interval, max(deadline - time.monotonic(), 0))
             time.sleep(sleep)
             interval = min(interval * 1.5, 15.0)
-

@@ -120,7 +120,7 @@ def test_submit_and_wait(served, capsys, tmp_path):
 
 
 def test_client_errors(served, capsys, monkeypatch):
-    assert main(["submit", "--model", "../../etc", "--k", "4"]) == 1
+    assert main(["submit", "--model", "../../etc", "--k", "4"]) == 4  # the API refused it
     err = capsys.readouterr().err
     assert "not valid" in err and "model.id" in err
     assert main(["wait", "job_" + "0" * 32, "--quiet"]) == 4

@@ -1,0 +1,103 @@
+"""The body of `nbl submit`'s POST /v1/jobs: a request file (YAML or JSON), then the flags on top.
+
+Every problem with the file (missing, unreadable, not UTF-8, malformed, a YAML tag such as
+`!!python/object`, not a mapping) is a ValueError of one line, which `nbl` prints as
+`nbl: error: ...` with exit 2: never a traceback. YAML is read with safe_load, so a tag never
+constructs an object.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def load_request_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read it: {e.strerror or e}") from None
+    if path.suffix.lower() == ".json":
+        try:
+            loaded = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"{path}: not valid JSON: {e}") from None
+    else:
+        loaded = _load_yaml(path, text)
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path}: expected a mapping (the job request body), got {type(loaded).__name__}")
+    return loaded
+
+
+def _load_yaml(path: Path, text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ValueError(f"{path}: not valid YAML or JSON: {' '.join(problem.split())}{where}") from None
+
+
+def build_request(args) -> dict[str, Any]:
+    """The request body: the file (if any), then each flag given on top of it."""
+    body: dict[str, Any] = load_request_file(args.file) if args.file else {}
+
+    def put(section: str, key: str, value) -> None:
+        if value is not None:
+            body.setdefault(section, {})
+            if not isinstance(body[section], dict):
+                raise ValueError(f"{section} must be a mapping")
+            body[section][key] = value
+
+    put("model", "id", args.model)
+    put("model", "revision", args.revision)
+    put("calibration", "dataset", args.dataset)
+    put("calibration", "config", args.dataset_config)
+    put("calibration", "split", args.split)
+    put("calibration", "text_field", args.text_field)
+    put("calibration", "num_samples", args.num_samples)
+    put("calibration", "seq_len", args.seq_len)
+    put("calibration", "seed", args.seed)
+    put("calibration", "shuffle", args.shuffle)
+    put("compression", "mode", args.mode)
+    put("compression", "method", args.method)
+    put("compression", "criterion", args.criterion)
+    if args.k is not None:
+        try:
+            ks = [int(x) for x in args.k.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"--k must be an integer or a comma-separated list, got {args.k!r}") from None
+        put("compression", "k", ks[0] if len(ks) == 1 else ks)
+    if args.perplexity is not None:
+        put("evaluation", "perplexity", [] if args.perplexity == "none" else _names(args.perplexity))
+    if args.tasks is not None:
+        put("evaluation", "tasks", _names(args.tasks))
+    put("evaluation", "limit", args.limit)
+    put("evaluation", "speed", args.speed)
+    if args.publish_repo and args.local_dir:
+        raise ValueError("give --publish-repo or --local-dir, not both")
+    if args.publish_repo:
+        body["publish"] = {"repo_id": args.publish_repo}
+        put("publish", "private", None if args.public is None else not args.public)
+        put("publish", "revision", args.publish_revision)
+        put("publish", "create_pr", args.create_pr)
+    elif args.local_dir:
+        body["publish"] = {"local_dir": args.local_dir}
+    for item in args.metadata:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--metadata takes KEY=VALUE, got {item!r}")
+        put("metadata", key, value)
+    if "model" not in body:
+        raise ValueError("give --model or a request file")
+    return body
+
+
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
