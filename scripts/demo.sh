@@ -40,7 +40,7 @@ cat >"$NBL_HOME/job.json" <<JSON
  "calibration": {"dataset": "c4", "num_samples": 32, "seq_len": 512},
  "compression": {"mode": "attn", "method": "nbl", "criterion": "cca", "k": 4},
  "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 4096},
- "publish": {"local_dir": "smollm2-nbl-k4"}}
+ "publish": {"local_dir": "smollm2-nbl-k4", "overwrite": true}}
 JSON
 JOB=$($NBL submit "$NBL_HOME/job.json" --json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 echo "job $JOB"
@@ -56,7 +56,7 @@ curl -s -H "Authorization: Bearer $NBL_API_KEY" "$NBL_API_URL/v1/jobs/$JOB" | .v
 step "stage events"
 curl -s -H "Authorization: Bearer $NBL_API_KEY" "$NBL_API_URL/v1/jobs/$JOB/events" \
   | .venv/bin/python -c 'import json,sys; [print(e["created_at"], e["kind"], e.get("stage") or "", e.get("message") or "") for e in json.load(sys.stdin)["data"] if e["kind"] in ("stage", "status")]'
-OUT="$NBL_HOME/published/smollm2-nbl-k4"
+OUT="$NBL_HOME/published/demo/smollm2-nbl-k4"  # NBL_PUBLISH_DIR/<team>/<local_dir>
 if [ -d "$OUT" ]; then
   step "published to $OUT: the model, its card (README.md) and the score plot (nbl_scores.png)"
   ls -l "$OUT"

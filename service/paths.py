@@ -1,5 +1,12 @@
 """Where validated names land on disk, for the worker. Re-checks the grammar (a spec read back
-from the DB is still input) and that the result stays under its base directory."""
+from the DB is still input) and that the result stays under its base directory.
+
+Local outputs live by team: NBL_PUBLISH_DIR/<team>/<name>, each holding an owner marker
+(OWNER_FILE: the team and the job that created it) written with the output, so a job replaces only
+what a job of its team made. A job copies into its own NBL_PUBLISH_DIR/.nbl-staging/<job id> before
+renaming into place. Neither name can be a team's or an output's: simple names start with a letter
+or digit.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,15 @@ from pathlib import Path
 from .schemas import LOCAL_PREFIX, _simple_name
 from .settings import Settings
 
+STAGING_DIR = ".nbl-staging"
+OWNER_FILE = ".nbl-owner.json"
+
 
 def _under(base: Path, name: str) -> Path:
     _simple_name(name)
     path = base / name
     if os.path.commonpath([base, os.path.normpath(path)]) != str(base):  # belt and braces
-        raise ValueError(f"{name!r} escapes {base}")
+        raise ValueError(f"{name!r} escapes {base.name}")
     return path
 
 
@@ -29,6 +39,16 @@ def model_source(settings: Settings, model_id: str) -> str:
     return model_id  # a Hub id that is also a local path is refused by the worker (worker/engine/hub_ids.py)
 
 
-def publish_dir(settings: Settings, name: str) -> Path:
-    """The directory a `publish: {local_dir: NAME}` job writes to."""
-    return _under(settings.publish_dir, name)
+def publish_dir(settings: Settings, team: str, name: str) -> Path:
+    """The directory a `publish: {local_dir: NAME}` job of `team` writes to."""
+    return _under(_under(settings.publish_dir, team), name)
+
+
+def local_uri(team: str, name: str, k: int | None = None) -> str:
+    """What a job records for a local output: names, never a server path (the API may serve it)."""
+    return f"{LOCAL_PREFIX}{team}/{name}" + (f"/k{k}" if k is not None else "")
+
+
+def staging_root(settings: Settings) -> Path:
+    return settings.publish_dir / STAGING_DIR
+

@@ -207,7 +207,8 @@ class HubPublish(Request):
 
 
 class LocalPublish(Request):
-    local_dir: SimpleName = Field(description="a directory NAME under NBL_PUBLISH_DIR (not a path)")
+    local_dir: SimpleName = Field(description="a directory NAME under NBL_PUBLISH_DIR/<team> (not a path)")
+    overwrite: StrictBool = Field(default=False, description="replace NAME although another job of the team made it")
 
 
 def _publish_kind(value: Any) -> str | None:

@@ -31,7 +31,6 @@ from .eval.evaluate import EvalSpec
 from .publish import loadcheck
 from .publish.card import CardInfo, write_card
 from .publish.destination import Destination, Published
-from .publish.local import LocalDir
 from .publish.root_card import RootEntry, write_root_card
 
 class Cancelled(Exception):
@@ -93,8 +92,10 @@ def run(spec: dict, sink: Sink, paths: Paths, job_id: str, destination: Destinat
         max_model_bytes: int | None = None) -> PipelineResult:
     """Compress into the job's work dir (engine stages report through `sink.progress`), check that each
     output reloads alone, evaluate the base and every output as saved, then publish each to
-    `destination` (default: NBL_PUBLISH_DIR/<publish.local_dir or job id>) with its card. `recipe` is
+    `destination` (a local directory or the Hub, built by the task) with its card. `recipe` is
     the request the card quotes (default `spec`); `max_model_bytes` the largest input model (None: no limit)."""
+    if destination is None:
+        raise TypeError("run() needs a destination (the task builds it: worker/tasks.py destination)")
     cfg = compress_config(spec, paths)
     cfg.out, cfg.max_model_bytes = paths.work_dir, max_model_bytes
     cfg.check()
@@ -114,8 +115,6 @@ def run(spec: dict, sink: Sink, paths: Paths, job_id: str, destination: Destinat
     metrics = evaluate(lm, outputs, espec, sink) if not espec.empty() else {}
     del lm
 
-    if destination is None:
-        destination = LocalDir(paths.publish_dir, (spec.get("publish") or {}).get("local_dir") or job_id)
     result.outputs = publish(outputs, result.selected, destination, metrics, recipe or spec, sink)
     return result
 

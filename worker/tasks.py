@@ -19,11 +19,13 @@ import threading
 import time
 
 from celery.exceptions import Reject, SoftTimeLimitExceeded
+from sqlalchemy import select
 
 from service import store
 from service.celery_app import RUN_JOB, make_celery
 from service.db import make_engine, make_sessionmaker
 from service.dbretry import is_transient, retrying
+from service.models import Job, Team
 from service.paths import model_source, publish_dir
 from service.secrets import decrypt
 from service.reconciler import drop_reason
@@ -113,7 +115,8 @@ class Heartbeat(threading.Thread):
 
 def destination(spec, job_id: str):
     """Where this job publishes: publish.repo_id -> the Hub, with the job's or its team's token, read
-    from the DB and decrypted here (never a task argument); else NBL_PUBLISH_DIR/<local_dir or job id>."""
+    from the DB and decrypted here (never a task argument); else NBL_PUBLISH_DIR/<team>/<local_dir or job
+    id>, which only this job, or the team's jobs with publish.overwrite, may replace (publish/local.py)."""
     pub = spec.publish
     if getattr(pub, "repo_id", None):
         with sessions()() as s:
@@ -125,8 +128,10 @@ def destination(spec, job_id: str):
                        revision=pub.revision, create_pr=pub.create_pr, endpoint=settings.hf_endpoint,
                        title=f"NBL {spec.compression.mode} compression of {spec.model.id}")
     name = getattr(pub, "local_dir", None) or job_id
-    publish_dir(settings, name)  # re-checks the name's grammar: the spec is input, even from the DB
-    return LocalDir(settings.publish_dir, name)
+    with sessions()() as s:
+        team = s.scalar(select(Team.name).join(Job, Job.team_id == Team.id).where(Job.id == job_id))
+    publish_dir(settings, team, name)  # re-checks both names' grammar: the spec is input, even from the DB
+    return LocalDir(settings.publish_dir, team, name, job_id, overwrite=getattr(pub, "overwrite", False))
 
 
 def claim(job_id: str) -> str | None:

@@ -94,17 +94,17 @@ def test_tiny_model_job_runs_end_to_end(deployment, request, settings_for, team_
         selected = {s["k"]: s["layers"] for s in job["selected_layers"]}
         assert {k: len(v) for k, v in selected.items()} == {1: 1, 2: 2}
         for k in (1, 2):
-            out = settings.publish_dir / "tiny-nbl" / f"k{k}"
+            out = settings.publish_dir / "alpha" / "tiny-nbl" / f"k{k}"  # by team
             cfg = json.loads((out / "config.json").read_text())
             assert cfg["nbl"]["layers"] == selected[k] and (out / "model.safetensors").is_file()
             assert (out / "nbl_scores.png").is_file() and "## Evaluation: base vs compressed" in (out / "README.md").read_text()
-        assert {a["uri"] for a in job["artifacts"]} == {str(settings.publish_dir / "tiny-nbl" / f"k{k}") for k in (1, 2)}
+        assert {a["uri"] for a in job["artifacts"]} == {f"local:alpha/tiny-nbl/k{k}" for k in (1, 2)}  # no server path
 
         # a Hub target without a token (neither the job's nor the team's): fails clearly, publishes nowhere
         # (pushing to a Hub: tests/publish/test_publish_job.py)
         assert hub_job["status"] == "failed" and hub_job["error"]["type"] == "user"
         assert "needs a Hub write token" in hub_job["error"]["message"]
-        assert not (settings.publish_dir / hub).exists()
+        assert not (settings.publish_dir / "alpha" / hub).exists()
 
         assert failed["status"] == "failed"
         assert failed["error"]["type"] == "user" and "number of layers (4)" in failed["error"]["message"]

@@ -110,16 +110,18 @@ def test_an_unreachable_hub_is_a_system_error(staged):
 
 
 def test_the_local_directory_gets_the_same_layout(tmp_path, fake_hub, staged):
-    local = LocalDir(tmp_path / "published", "tiny-nbl")
+    local = LocalDir(tmp_path / "published", "alpha", "tiny-nbl", "job_0001")
     pub = local.publish(staged, 2, several=False)
     again = local.publish(staged, 2, several=False)
-    assert pub == again and pub.kind == "local_dir" and pub.uri == str(tmp_path / "published" / "tiny-nbl")
+    assert pub == again and pub.kind == "local_dir" and pub.uri == "local:alpha/tiny-nbl"  # a name, not a path
     hub_repo(fake_hub).publish(staged, 2, several=False)
     hub_files = {p: d for p, d in fake_hub.files(REPO_ID).items() if p != ".gitattributes"}
-    assert tree(tmp_path / "published" / "tiny-nbl") == hub_files  # the same staged folder, the same files
-    assert sorted(p.name for p in (tmp_path / "published").iterdir()) == ["tiny-nbl"]  # no .partial left
-    several = LocalDir(tmp_path / "published", "multi")
-    assert several.publish(staged, 4, several=True).uri == str(tmp_path / "published" / "multi" / "k4")
+    published = tree(tmp_path / "published" / "alpha" / "tiny-nbl")
+    owner = json.loads(published.pop(".nbl-owner.json"))
+    assert published == hub_files and owner == {"team": "alpha", "job_id": "job_0001"}  # the same files + marker
+    assert sorted(p.name for p in (tmp_path / "published" / "alpha").iterdir()) == ["tiny-nbl"]  # nothing left beside
+    several = LocalDir(tmp_path / "published", "alpha", "multi", "job_0001")
+    assert several.publish(staged, 4, several=True).uri == "local:alpha/multi/k4"
 
 
 def test_saved_and_published_files_get_the_umask_mode_not_0600(tmp_path):
@@ -134,8 +136,9 @@ def test_saved_and_published_files_get_the_umask_mode_not_0600(tmp_path):
         modes = {p: stat.S_IMODE((out / p).stat().st_mode) for p in tree(out)}
         assert "model.safetensors" in modes and set(modes.values()) == {0o644}, modes
         (out / "model.safetensors").chmod(0o600)  # a staged folder from elsewhere, private
-        pub = LocalDir(tmp_path / "published", "tiny-nbl").publish(out, 1, several=False)
-        published = {p: stat.S_IMODE((tmp_path / "published" / "tiny-nbl" / p).stat().st_mode) for p in tree(out)}
+        pub = LocalDir(tmp_path / "published", "alpha", "tiny-nbl", "job_0001").publish(out, 1, several=False)
+        published = {p: stat.S_IMODE((tmp_path / "published" / "alpha" / "tiny-nbl" / p).stat().st_mode)
+                     for p in tree(out)}
         assert pub.uri.endswith("tiny-nbl") and set(published.values()) == {0o644}, published
     finally:
         os.umask(old)
@@ -198,11 +201,13 @@ def test_several_k_on_the_hub_get_a_root_card_in_one_more_marked_commit(fake_hub
     assert any(m.startswith("root card: found already published") for m in again.messages)
 
     # the local directory gets the same root card beside its k{K} folders
-    local = LocalDir(tmp_path / "published", "multi")
+    local = LocalDir(tmp_path / "published", "alpha", "multi", "job_0001")
     publish(outputs, selected, local, metrics, recipe, ListSink())
-    root_card = (tmp_path / "published" / "multi" / "README.md").read_text()
-    assert "| [k2/](k2) | 2 |" in root_card
-    assert sorted(p.name for p in (tmp_path / "published" / "multi").iterdir()) == ["README.md", "k1", "k2"]
+    root_card = (tmp_path / "published" / "alpha" / "multi" / "README.md").read_text()
+    assert "| [k2/](k2) | 2 |" in root_card and str(tmp_path) not in root_card
+    assert 'from_pretrained("multi", subfolder="k1", trust_remote_code=True)' in root_card
+    assert sorted(p.name for p in (tmp_path / "published" / "alpha" / "multi").iterdir()) == [
+        ".nbl-owner.json", "README.md", "k1", "k2"]
 
 
 def test_a_single_output_gets_no_root_card(fake_hub, staged, tmp_path):

@@ -61,10 +61,12 @@ def test_local_names_resolve_under_their_directories(tmp_path):
     (s.models_dir / "smol").mkdir(parents=True)
     assert model_source(s, "local:smol") == str(s.models_dir / "smol")
     assert model_source(s, "acme/model") == "acme/model"
-    assert publish_dir(s, "smol-k4") == s.publish_dir / "smol-k4"
-    for bad in ("..", "../x", "a/b", "/etc", ""):
+    assert publish_dir(s, "alpha", "smol-k4") == s.publish_dir / "alpha" / "smol-k4"
+    for bad in ("..", "../x", "a/b", "/etc", "", ".nbl-staging"):
         with pytest.raises(ValueError):
-            publish_dir(s, bad)
+            publish_dir(s, "alpha", bad)
+        with pytest.raises(ValueError):
+            publish_dir(s, bad, "smol-k4")
     with pytest.raises(ValueError):
         model_source(s, "local:missing")
     with pytest.raises(ValueError):

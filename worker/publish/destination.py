@@ -1,7 +1,8 @@
 """Where a job's outputs go. Every destination takes the same staged folder (the saved output with its
 card and plot, load-checked) and returns what to record on the job; publishing again is harmless.
 
-    LocalDir (local.py)   NBL_PUBLISH_DIR/<name>[/k{K}], the embedded default
+    LocalDir (local.py)   NBL_PUBLISH_DIR/<team>/<name>[/k{K}], the embedded default; recorded as
+                          local:<team>/<name>[/k{K}], never a server path
     HubRepo  (hub.py)     a Hugging Face Hub repo: a branch commit or a pull request, once per output
 """
 
@@ -15,7 +16,7 @@ from typing import Protocol
 @dataclass(frozen=True)
 class Published:
     kind: str  # artifact kind: "local_dir" | "hub"
-    uri: str  # the directory, or the repo URL
+    uri: str  # local:<team>/<name>[/k{K}], or the repo URL
     revision: str | None = None  # Hub: the branch, or refs/pr/N
     commit_sha: str | None = None
     adopted: bool = False  # a previous attempt had already published it; nothing was written now

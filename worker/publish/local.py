@@ -1,44 +1,137 @@
-"""The local directory destination: NBL_PUBLISH_DIR/<name>, or <name>/k{K} when a job asked for
-several k (with a root README.md over them), holding exactly the staged folder (weights,
-modeling_nbl.py, tokenizer, card, plot).
+"""The local directory destination: NBL_PUBLISH_DIR/<team>/<name>, or <name>/k{K} when a job asked
+for several k (with a root README.md over them), holding exactly the staged folder (weights,
+modeling_nbl.py, tokenizer, card, plot) and the owner marker `.nbl-owner.json` ({team, job_id}).
 
-Copied to a sibling `.partial` directory and renamed into place, so a reader never sees half an
-output and publishing twice leaves one copy.
+Who may write there: the path holds the team, so another team never reaches it. Within a team,
+<name> belongs to the job whose marker it holds: that job may publish again (a retried attempt;
+publishing twice is harmless), another job of the team only with `"overwrite": true`, and a
+directory without a marker (not made by a job: an old flat-layout output moved by hand, an
+operator's folder) is never replaced nor deleted. A refusal is a `user` error (LocalConflict).
+
+How: under one lock (flock on NBL_PUBLISH_DIR/.nbl-publish.lock), the output is copied into this job's
+own staging directory NBL_PUBLISH_DIR/.nbl-staging/<job id> (the marker written inside it), the
+previous output moved aside into the same staging directory, the copy renamed into place, and what
+was moved aside deleted. A reader never sees half an output; nothing outside <name> is touched.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
 import shutil
 from pathlib import Path
 
+from service.paths import OWNER_FILE, STAGING_DIR, local_uri
+
 from .destination import Published
+
+LOCK_FILE = ".nbl-publish.lock"
+
+
+class LocalConflict(ValueError):
+    """<name> holds what this job may not replace: a `user` error (a ValueError) naming the conflict."""
 
 
 class LocalDir:
-    def __init__(self, publish_dir: Path, name: str):
-        self.publish_dir, self.name = Path(publish_dir), name
-
-    def target(self, k: int, several: bool) -> Path:
-        return self.publish_dir / self.name / f"k{k}" if several else self.publish_dir / self.name
+    def __init__(self, publish_dir: Path, team: str, name: str, job_id: str, overwrite: bool = False):
+        """`team` and `name` are validated simple names (service.paths.publish_dir checks them)."""
+        self.base, self.team, self.name, self.job_id = Path(publish_dir), team, name, job_id
+        self.overwrite = overwrite
+        self.root = self.base / team / name
+        self.staging = self.base / STAGING_DIR / job_id
 
     def location(self, k: int, several: bool) -> tuple[str, str | None]:
-        return str(self.target(k, several)), None
+        """For the card's loading snippet: the output's name, never a server path."""
+        return self.name, (f"k{k}" if several else None)
 
     def publish(self, staged: Path, k: int, several: bool) -> Published:
-        dest = self.target(k, several)
-        tmp = dest.with_name(dest.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(staged, tmp, copy_function=shutil.copyfile)  # new files, umask modes (not a 0600 source's)
-        shutil.rmtree(dest, ignore_errors=True)
-        tmp.rename(dest)
-        return Published(kind="local_dir", uri=str(dest))
+        with self._locked():
+            self._check_owner()
+            if several:
+                self._claim_root()
+            dest = self.root / f"k{k}" if several else self.root
+            tmp = self.staging / f"k{k}"
+            shutil.copytree(staged, tmp, copy_function=shutil.copyfile)  # new files, umask modes (not a 0600 source's)
+            if not several:
+                self._write_owner(tmp)
+            self._swap(tmp, dest)
+        return Published(kind="local_dir", uri=local_uri(self.team, self.name, k if several else None))
 
     def publish_root(self, staged: Path) -> Published:
         """The root README.md over the k{K} folders, replaced atomically."""
-        dest = self.publish_dir / self.name
-        dest.mkdir(parents=True, exist_ok=True)
-        tmp = dest / "README.md.partial"
-        shutil.copyfile(Path(staged) / "README.md", tmp)
-        tmp.replace(dest / "README.md")
-        return Published(kind="local_dir", uri=str(dest))
+        with self._locked():
+            self._check_owner()
+            self._claim_root()
+            tmp = self.staging / "README.md"
+            shutil.copyfile(Path(staged) / "README.md", tmp)
+            tmp.replace(self.root / "README.md")
+        return Published(kind="local_dir", uri=local_uri(self.team, self.name))
+
+    # --- ownership ------------------------------------------------------------------------------
+
+    def owner(self) -> dict | None:
+        """The marker of <name>: {} when absent, None when <name> exists without a readable marker."""
+        if not os.path.lexists(self.root):
+            return {}
+        if self.root.is_symlink() or not self.root.is_dir():
+            return None
+        try:
+            data = json.loads((self.root / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("job_id") else None
+
+    def _check_owner(self) -> None:
+        owner = self.owner()
+        where = f"local_dir {self.name!r}"
+        if owner is None:
+            raise LocalConflict(f"{where} already exists and was not created by a job; it is never replaced: "
+                                "choose another name")
+        if not owner or owner["job_id"] == self.job_id:
+            return  # new, or ours (a retried attempt replaces its own output)
+        if owner.get("team") != self.team:
+            raise LocalConflict(f"{where} belongs to another team; it is never replaced: choose another name")
+        if not self.overwrite:
+            raise LocalConflict(f"{where} already holds the output of job {owner['job_id']}; choose another name, "
+                                'or give "overwrite": true in publish to replace it')
+
+    def _claim_root(self) -> None:
+        """Several k: <name> is a folder of k{K} outputs marked with this job; another job's (overwrite,
+        checked) is replaced whole, so none of its k{K} folders stays under our marker."""
+        if self.owner().get("job_id") == self.job_id:
+            return
+        fresh = self.staging / "root"
+        fresh.mkdir()
+        self._write_owner(fresh)
+        self._swap(fresh, self.root)
+
+    def _write_owner(self, folder: Path) -> None:
+        (folder / OWNER_FILE).write_text(json.dumps({"team": self.team, "job_id": self.job_id}) + "\n")
+
+    # --- moves ----------------------------------------------------------------------------------
+
+    def _swap(self, new: Path, dest: Path) -> None:
+        """Rename `new` to `dest`; what `dest` held (already allowed to go) is moved aside, then deleted."""
+        old = self.staging / f"old-{dest.name}"
+        if os.path.lexists(dest):
+            dest.rename(old)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        new.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def _locked(self):
+        """One publisher at a time: the owner check and the renames are one step. The staging directory
+        is this job's alone; what a crashed attempt left there is removed first."""
+        self.base.mkdir(parents=True, exist_ok=True)
+        with open(self.base / LOCK_FILE, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                shutil.rmtree(self.staging, ignore_errors=True)
+                self.staging.mkdir(parents=True)
+                yield
+            finally:
+                shutil.rmtree(self.staging, ignore_errors=True)
+                fcntl.flock(lock, fcntl.LOCK_UN)
