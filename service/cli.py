@@ -7,6 +7,7 @@
     nbl admin gen-secret-key            a new NBL_SECRET_KEY
     nbl admin webhook-secret --team N   create or rotate the team's webhook signing secret (printed once)
     nbl admin deliver-webhooks          send the webhook deliveries that are due (one pass)
+    nbl admin gc [--dry-run] [--json]   free scratch of ended jobs, the stats cache over its cap (service/gc.py)
     nbl reconcile [--once] [--interval S]  requeue jobs whose worker died, fail poison jobs, re-send
                                         jobs the broker lost (service/reconciler.py)
     nbl serve [--host H --port P]       the HTTP API (uvicorn)
@@ -49,6 +50,9 @@ def add_service_commands(sub) -> None:
     p.set_defaults(func=cmd_webhook_secret)
     p = asub.add_parser("deliver-webhooks", help="send the webhook deliveries that are due (one pass)")
     p.set_defaults(func=cmd_deliver_webhooks)
+    from . import gc  # nbl admin gc: a module of its own
+
+    gc.add_command(asub)
 
     p = sub.add_parser("reconcile", help="run the reconciler: requeue jobs whose worker died, fail poison jobs, "
                        "re-send jobs the broker lost",

@@ -52,3 +52,7 @@ def local_uri(team: str, name: str, k: int | None = None) -> str:
 def staging_root(settings: Settings) -> Path:
     return settings.publish_dir / STAGING_DIR
 
+
+def scratch_dir(settings: Settings, job_id: str) -> Path:
+    """A job's scratch space (checkpoints before publishing), deleted when the job ends."""
+    return _under(settings.home / "jobs", job_id)

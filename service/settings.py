@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     publish_dir: Path | None = Field(default=None, validation_alias=_env("NBL_PUBLISH_DIR", "publish_dir"),
                                      description="where publish {local_dir: NAME} writes")
     stats_dir: Path | None = Field(default=None, validation_alias=_env("NBL_STATS_DIR", "stats_dir"))
+    stats_cache_max_bytes: int = Field(default=50 * 10**9, ge=0,
+                                       validation_alias=_env("NBL_STATS_CACHE_MAX_BYTES", "stats_cache_max_bytes"),
+                                       description="cap on the statistics cache, least recently used entries "
+                                       "evicted first (service/lru.py); 0: no cache")
 
     # --- queue ---------------------------------------------------------------------------------
     queue_name: str = Field(default="nbl", validation_alias=_env("NBL_QUEUE", "queue_name"),

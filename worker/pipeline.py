@@ -49,7 +49,7 @@ class Sink(Protocol):
 class Paths:
     work_dir: Path  # this job's scratch space (outputs before publishing)
     publish_dir: Path  # local publishing destination
-    stats_dir: Path | None = None
+    stats_dir: Path | None = None  # None: no statistics cache
 
 
 @dataclass
@@ -84,6 +84,7 @@ def compress_config(spec: dict, paths: Paths) -> CompressConfig:
         criterion=comp.get("criterion", "cca"),
         dtype=spec.get("dtype"),
         stats_dir=paths.stats_dir,
+        use_cache=paths.stats_dir is not None,  # NBL_STATS_CACHE_MAX_BYTES=0: no statistics cache
     )
 
 

@@ -26,12 +26,12 @@ from service.celery_app import RUN_JOB, make_celery
 from service.db import make_engine, make_sessionmaker
 from service.dbretry import is_transient, retrying
 from service.models import Job, Team
-from service.paths import model_source, publish_dir
+from service.paths import model_source, publish_dir, scratch_dir
 from service.secrets import decrypt
 from service.reconciler import drop_reason
 from service.settings import Settings
 
-from . import ownership
+from . import ownership, retention
 from .pipeline import Cancelled, Paths, run
 from .publish.destination import Published
 from .publish.hub import HubRepo
@@ -175,8 +175,8 @@ def run_job(job_id: str) -> str:
         recipe = spec.model_dump(mode="json")  # what the card quotes: as submitted (publish.token is never dumped)
         spec_dict = spec.model_dump(mode="json")
         spec_dict["model"]["id"] = model_source(settings, spec.model.id)  # local:NAME -> its directory
-        paths = Paths(work_dir=settings.home / "jobs" / job_id,
-                      publish_dir=settings.publish_dir, stats_dir=settings.stats_dir)
+        paths = Paths(work_dir=scratch_dir(settings, job_id), publish_dir=settings.publish_dir,
+                      stats_dir=settings.stats_dir if settings.stats_cache_max_bytes else None)
         result = run(spec_dict, DbSink(job_id, token), paths, job_id, destination=destination(spec, job_id),
                      recipe=recipe, check_timeout_s=settings.load_check_timeout_s,
                      max_model_bytes=settings.max_model_bytes)
@@ -198,5 +198,7 @@ def run_job(job_id: str) -> str:
         log.exception("job %s failed", job_id)
     finally:
         beat.stop.set()
-    db(store.finish, job_id, token, status, error_type=err_type, error_message=err_msg if status == "failed" else None)
+    ended = db(store.finish, job_id, token, status, error_type=err_type,
+               error_message=err_msg if status == "failed" else None)
+    retention.after_job(settings, job_id, ended)
     return status

@@ -32,6 +32,7 @@ def test_cancel_queued_running_and_succeeded(pg_url, redis_server, cluster_facto
     assert [e["data"]["status"] for e in c.events(auth, running) if e["kind"] == "status"] == [
         "queued", "running", "cancelling", "cancelled"]
     assert c.recorded("publish.log", running) == 0 and c.recorded("runs.log", running, "end") == 0
+    assert not (c.settings.home / "jobs" / running).exists()  # its scratch directory went with it
 
     wait_until(lambda: f"job {queued}: delivery dropped: already cancelled" in c.log("worker"), 30,
                "the cancelled job's delivery to be dropped")

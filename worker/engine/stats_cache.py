@@ -4,6 +4,9 @@ The key names everything the sums depend on: the exact weights (Hub commit or co
 dataset spec, num_samples, seq_len, seed, shuffle, dtype, the held-out split and the product
 precision. A run that differs only in k, mode, method or criterion hits the cache and skips
 calibration entirely (the held-out token blocks are stored too, for the loss probe).
+
+The directory is capped (NBL_STATS_CACHE_MAX_BYTES): the worker evicts the least recently used
+entries after each job (service/lru.py); a hit touches its file, so recency is use, not creation.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+
+from service import lru
 
 from .stats import LayerStats
 
@@ -47,8 +52,12 @@ def load(path: Path, device="cpu") -> tuple[list[LayerStats], torch.Tensor, dict
         return None
     from safetensors import safe_open
 
-    with safe_open(str(path), "pt") as f:
-        md = f.metadata()
-    flat = load_file(str(path), device=str(device))
+    try:
+        with safe_open(str(path), "pt") as f:
+            md = f.metadata()
+        flat = load_file(str(path), device=str(device))
+    except FileNotFoundError:  # evicted by another worker between the check and the read: a miss
+        return None
+    lru.touch(path)
     stats = [LayerStats.from_flat(flat, f"layer.{i}") for i in range(int(md["num_layers"]))]
     return stats, flat["held_blocks"], json.loads(md["meta"])
