@@ -8,6 +8,7 @@
     nbl admin webhook-secret --team N   create or rotate the team's webhook signing secret (printed once)
     nbl admin deliver-webhooks          send the webhook deliveries that are due (one pass)
     nbl admin gc [--dry-run] [--json]   free scratch of ended jobs, the stats cache over its cap (service/gc.py)
+    nbl admin migrate-outputs           move old flat-layout local outputs under their team (outputs_migration.py)
     nbl reconcile [--once] [--interval S]  requeue jobs whose worker died, fail poison jobs, re-send
                                         jobs the broker lost (service/reconciler.py)
     nbl serve [--host H --port P]       the HTTP API (uvicorn)
@@ -50,9 +51,10 @@ def add_service_commands(sub) -> None:
     p.set_defaults(func=cmd_webhook_secret)
     p = asub.add_parser("deliver-webhooks", help="send the webhook deliveries that are due (one pass)")
     p.set_defaults(func=cmd_deliver_webhooks)
-    from . import gc  # nbl admin gc: a module of its own
+    from . import gc, outputs_migration  # nbl admin gc, migrate-outputs: modules of their own
 
     gc.add_command(asub)
+    outputs_migration.add_command(asub)
 
     p = sub.add_parser("reconcile", help="run the reconciler: requeue jobs whose worker died, fail poison jobs, "
                        "re-send jobs the broker lost",
