@@ -214,9 +214,9 @@ def parse_statuses(values: Sequence[str]) -> list[str]:
 
 
 def list_jobs(session: Session, team_id: int, *, limit: int, after: str | None,
-              statuses: Sequence[str]) -> tuple[list[Job], bool, str | None]:
-    """Newest first; keyset pagination on the id (ids sort by creation time)."""
-    q = select(Job).where(Job.team_id == team_id)
+              statuses: Sequence[str], where: Sequence = ()) -> tuple[list[Job], bool, str | None]:
+    """Newest first; keyset pagination on the id (ids sort by creation time); `where`: more clauses."""
+    q = select(Job).where(Job.team_id == team_id, *where)
     if statuses:
         q = q.where(Job.status.in_(statuses))
     if after:

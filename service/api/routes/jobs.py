@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Depends, Header, Query, Response, status
 
 from ... import jobs
 from ...errors import InvalidRequest
@@ -18,6 +18,7 @@ from ...schemas import (
     Problem,
     check_limits,
 )
+from .. import job_filters
 from ..deps import CeleryDep, PrincipalDep, SessionDep, SettingsDep
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
@@ -56,14 +57,16 @@ def create_job(body: JobCreate, response: Response, session: SessionDep, princip
     return jobs.job_view(session, jobs.get_job(session, principal.team_id, job.id))
 
 
-@router.get("", response_model=JobList, summary="List jobs, newest first")
+@router.get("", response_model=JobList, summary="List jobs, newest first", description=job_filters.DESCRIPTION)
 def list_jobs(session: SessionDep, principal: PrincipalDep,
+              metadata: Annotated[list[tuple[str, str]], Depends(job_filters.metadata_filters)],
               limit: Annotated[int, Query(ge=1, le=100)] = 20,
               after: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
               status_: Annotated[list[str], Query(alias="status", description="filter; repeat or comma-separate")] = [],  # noqa: B006
               ) -> JobList:
     rows, has_more, cursor = jobs.list_jobs(session, principal.team_id, limit=limit, after=after,
-                                            statuses=jobs.parse_statuses(status_))
+                                            statuses=jobs.parse_statuses(status_),
+                                            where=job_filters.metadata_clauses(metadata))
     return JobList(data=jobs.job_views(session, rows), has_more=has_more, next_cursor=cursor)
 
 
