@@ -15,7 +15,7 @@ from ..celery_app import make_celery
 from ..db import make_engine, make_sessionmaker
 from ..metrics import make_registry
 from ..settings import Settings
-from . import problems
+from . import docs, problems
 from .limits import BodySizeLimit
 from .routes import health, jobs
 
@@ -47,9 +47,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             engine.dispose()
 
     app = FastAPI(title="nbl-service", version="1", description=DESCRIPTION, lifespan=lifespan,
-                  docs_url="/docs", openapi_url="/openapi.json", redoc_url=None)
+                  docs_url=None, openapi_url="/openapi.json", redoc_url=None)  # docs.install: offline
     app.add_middleware(BodySizeLimit)
     problems.install(app)
+    docs.install(app)
     app.include_router(jobs.router)
     app.include_router(health.router)
     return app
