@@ -12,7 +12,7 @@
     nbl reconcile [--once] [--interval S]  requeue jobs whose worker died, fail poison jobs, re-send
                                         jobs the broker lost (service/reconciler.py)
     nbl serve [--host H --port P]       the HTTP API (uvicorn)
-    nbl submit, nbl wait                the API's client (service/client_cli.py)
+    nbl submit, wait, jobs, cancel, logs  the API's client (service/client_cli.py, over nbl_client)
 
 Nothing heavy is imported at module level, so `nbl --help` stays instant.
 """

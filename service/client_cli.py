@@ -1,50 +1,56 @@
-"""The client commands of `nbl`: submit a job to the API and wait for it.
+"""The client commands of `nbl`, over the Python client nbl_client (clients/python):
 
-    nbl submit [FILE] [flags]           POST /v1/jobs; FILE is YAML or JSON, flags override it
-    nbl wait JOB                        poll until the job ends, exit by its state
+    nbl submit [FILE|-] [flags] [--wait]   POST /v1/jobs; FILE is YAML or JSON (- for stdin), flags override it
+    nbl wait JOB                           poll until the job ends, exit by its state
+    nbl jobs [--status S] [--metadata K=V] list the team's jobs, newest first
+    nbl cancel JOB                         cancel a queued or running job
+    nbl logs JOB [--follow]                the job's events
 
 They read NBL_API_URL (default http://127.0.0.1:8000) and NBL_API_KEY; registered by
 service/cli.py's add_service_commands. Retries, Retry-After and the connect timeout live in
-service/http_client.py; the request body in service/job_request.py. EXIT_CODES is the one table
-of exit codes, shown in both commands' --help and in the README.
+nbl_client.http; the request body in service/job_request.py. EXIT_CODES is the one table of exit
+codes, shown in every command's --help and in the README.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import time
 import uuid
 from pathlib import Path
 
-from .http_client import Api, ApiError, Unavailable, check_api_url
+from nbl_client import DEFAULT_URL, ApiError, Client, MissingKey, Unavailable
+
+from . import client_commands
+from .client_format import job_lines
+from .client_wait import EXIT_API, EXIT_TIMEOUT, wait_for
 from .job_request import build_request
 
-DEFAULT_API_URL = "http://127.0.0.1:8000"
-EXIT = {"succeeded": 0, "failed": 1, "cancelled": 2}
-EXIT_TIMEOUT, EXIT_API = 3, 4  # 2 is also a usage error: argparse, and ValueError in nbl's main
-EXIT_CODES = """exit codes (nbl submit, nbl wait):
-  0  submit: the job was accepted; wait: the job succeeded
-  1  wait: the job failed
-  2  wait: the job was cancelled; both: a usage error (bad flag, request file or API URL), one line on stderr
-  3  wait: the job did not end within --timeout; both: the API was unreachable for --connect-timeout
-     seconds in a row, or still busy (429, 502, 503, 504; Retry-After is honoured) at --timeout
-  4  the API refused the request (an invalid job, an unknown job, a bad key: any 4xx, or a 500),
-     or no API key was given"""
+DEFAULT_API_URL = DEFAULT_URL
+EXIT_CODES = """exit codes (nbl submit, wait, jobs, cancel, logs):
+  0  submit: the job was accepted (with --wait: it succeeded); wait: the job succeeded;
+     jobs, cancel, logs: done
+  1  wait, submit --wait: the job failed
+  2  wait, submit --wait: the job was cancelled; all: a usage error (bad flag, request file or API
+     URL), one line on stderr
+  3  wait, submit --wait: the job did not end within --timeout; all: the API was unreachable for
+     --connect-timeout seconds in a row, or still busy (429, 502, 503, 504; Retry-After is
+     honoured) at --timeout
+  4  the API refused the request (an invalid job or filter, an unknown job, a bad key, cancelling a
+     finished job: any 4xx, or a 500), or no API key was given"""
 
 
-class MissingKey(Exception):
-    pass
+def _parser(sub, name: str, help: str, description: str):
+    return sub.add_parser(name, help=help, description=description, epilog=EXIT_CODES,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def add_client_commands(sub) -> None:
-    p = sub.add_parser("submit", help="submit a compression job to the API", epilog=EXIT_CODES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Submit a job: a YAML/JSON file with the request body, and/or flags "
-                       "(flags override the file). Prints the job.")
-    p.add_argument("file", nargs="?", type=Path, help="YAML or JSON job request")
+    p = _parser(sub, "submit", "submit a compression job to the API",
+                "Submit a job: a YAML/JSON file with the request body (`-`: read it from stdin), and/or flags "
+                "(flags override the file). Prints the job; with --wait, waits for it as `nbl wait` does.")
+    p.add_argument("file", nargs="?", type=Path, help="YAML or JSON job request, or - for stdin")
     p.add_argument("--model", help="Hub repo id or local:NAME")
     p.add_argument("--revision")
     p.add_argument("--dataset")
@@ -60,6 +66,7 @@ def add_client_commands(sub) -> None:
     p.add_argument("--criterion", choices=["cca", "nmse", "cosine", "loss"])
     p.add_argument("--k", help="K or K1,K2,...")
     p.add_argument("--perplexity", help="comma-separated corpora: wikitext2, c4 (`none` for none)")
+    p.add_argument("--max-tokens", type=int, help="perplexity: score only the first N tokens of each corpus")
     p.add_argument("--tasks", help="comma-separated lm-eval tasks")
     p.add_argument("--limit", type=int, help="first N documents of each task")
     p.add_argument("--speed", action="store_true", default=None)
@@ -67,41 +74,70 @@ def add_client_commands(sub) -> None:
     p.add_argument("--public", action="store_true", default=None, help="publish publicly (default private)")
     p.add_argument("--publish-revision")
     p.add_argument("--create-pr", action="store_true", default=None)
-    p.add_argument("--local-dir", help="publish under NBL_PUBLISH_DIR/NAME on the server")
-    p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--local-dir", help="publish under NBL_PUBLISH_DIR/<team>/NAME on the server")
+    p.add_argument("--webhook-url", help="POST the job's events here (signed with the team's secret)")
+    p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", help="repeatable")
     p.add_argument("--idempotency-key", help="default: a fresh one, reused across this command's retries")
-    p.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds to keep retrying while the API is busy (429/503...) (0: no limit; default 120)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds to keep retrying while the API is busy (429/503...), default 120; with --wait, "
+                   "also for the job to end (default: no limit); 0: no limit")
+    p.add_argument("--wait", action="store_true", help="then wait for the job to end; exit by its state")
+    _wait_args(p)
     _client_args(p)
     p.set_defaults(func=cmd_submit)
 
-    p = sub.add_parser("wait", help="wait for a job to end; exit 0 succeeded, 1 failed, 2 cancelled, 3 timeout",
-                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Poll the job until it ends; progress and events on stderr, the job on stdout.")
+    p = _parser(sub, "wait", "wait for a job to end; exit 0 succeeded, 1 failed, 2 cancelled, 3 timeout",
+                "Poll the job until it ends: a line on stderr when something changes (and a heartbeat every "
+                "60 s), the job and its metrics on stdout.")
     p.add_argument("job", help="job id")
     p.add_argument("--timeout", type=float, default=0,
                    help="seconds for the job to end, retries while the API is busy included (0: no limit)")
-    p.add_argument("--interval", type=float, default=1.0, help="first polling interval; it backs off to 15 s")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr (retries and errors are still said)")
+    _wait_args(p)
     _client_args(p)
     p.set_defaults(func=cmd_wait)
 
+    p = _parser(sub, "jobs", "list the team's jobs, newest first", "List jobs, newest first (one page).")
+    p.add_argument("--status", action="append", default=[], help="queued, running, ... (repeatable or a,b)")
+    p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE",
+                   help="only jobs whose metadata has KEY=VALUE (repeatable: all must match)")
+    p.add_argument("--limit", type=int, default=20, help="at most this many (1 to 100, default 20)")
+    p.add_argument("--after", help="the cursor printed after a full page")
+    _client_args(p, timeout=True)
+    p.set_defaults(func=_run(client_commands.jobs))
 
-def _client_args(p) -> None:
+    p = _parser(sub, "cancel", "cancel a queued or running job", "Cancel a job; prints its new status.")
+    p.add_argument("job", help="job id")
+    _client_args(p, timeout=True)
+    p.set_defaults(func=_run(client_commands.cancel))
+
+    p = _parser(sub, "logs", "print a job's events", "Print the job's events, oldest first (--json: one "
+                "JSON object a line); --follow prints new ones until the job ends.")
+    p.add_argument("job", help="job id")
+    p.add_argument("--follow", "-f", action="store_true")
+    p.add_argument("--interval", type=float, default=1.0, help="first polling interval of --follow; backs off to 5 s")
+    _client_args(p, timeout=True)
+    p.set_defaults(func=_run(client_commands.logs))
+
+
+def _wait_args(p) -> None:
+    p.add_argument("--interval", type=float, default=1.0, help="first polling interval; it backs off to 15 s")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr (retries and errors are still said)")
+
+
+def _client_args(p, timeout: bool = False) -> None:
     p.add_argument("--api-url", default=None, help=f"default $NBL_API_URL or {DEFAULT_API_URL}")
     p.add_argument("--api-key", default=None, help="default $NBL_API_KEY")
     p.add_argument("--connect-timeout", type=float, default=60.0,
                    help="give up (exit 3) when the API is unreachable this many seconds in a row (default 60)")
-    p.add_argument("--json", action="store_true", help="print the job as JSON")
+    p.add_argument("--json", action="store_true", help="print the API's answer as JSON")
+    if timeout:
+        p.add_argument("--timeout", type=float, default=120.0,
+                       help="seconds to keep retrying while the API is busy (0: no limit; default 120)")
 
 
-def _api(args) -> Api:
+def _client(args) -> Client:
     # A bad URL is a usage error (ValueError: exit 2), told before a missing key (exit 4).
-    url = check_api_url(args.api_url or os.environ.get("NBL_API_URL") or DEFAULT_API_URL)
-    key = args.api_key or os.environ.get("NBL_API_KEY")
-    if not key:
-        raise MissingKey("no API key: set NBL_API_KEY or pass --api-key (see `nbl admin create-key`)")
-    return Api(url, key, connect_timeout=args.connect_timeout)
+    return Client(args.api_url, args.api_key, connect_timeout=args.connect_timeout)
 
 
 def _fail(code: int, error: Exception) -> int:
@@ -109,93 +145,47 @@ def _fail(code: int, error: Exception) -> int:
     return code
 
 
+def _run(command):
+    def run(args) -> int:
+        try:
+            client = _client(args)
+        except MissingKey as e:
+            return _fail(EXIT_API, e)
+        with client:
+            return command(client, args)
+    return run
+
+
 def cmd_submit(args) -> int:
     body = build_request(args)  # a bad file or flag: ValueError, exit 2, before any request
-    key = args.idempotency_key or f"nbl-cli-{uuid.uuid4().hex}"  # the same job across retries
-    deadline = time.monotonic() + args.timeout if args.timeout > 0 else None
+    timeout = 120.0 if args.timeout is None else args.timeout
     try:
-        with _api(args) as api:
-            job = api.request("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key}, deadline=deadline)
-    except Unavailable as e:
-        return _fail(EXIT_TIMEOUT, e)
-    except (ApiError, MissingKey) as e:
+        client = _client(args)
+    except MissingKey as e:
         return _fail(EXIT_API, e)
-    if args.json:
-        print(json.dumps(job, indent=2))
-    else:
-        print_job(job)
-    return 0
-
-
-def print_job(job: dict) -> None:
-    spec = job.get("spec", {})
-    comp = spec.get("compression", {})
-    print(f"{job['id']}  {job['status']}" + (f"  ({job['stage']} {job['progress']:.0%})" if job.get("stage") else ""))
-    print(f"  model {spec.get('model', {}).get('id')}  {comp.get('mode')}/{comp.get('method')}/{comp.get('criterion')} "
-          f"k={comp.get('k')}")
-    for sel in job.get("selected_layers") or []:
-        print(f"  k={sel.get('k')}: layers {sel.get('layers')}")
-    for a in job.get("artifacts") or []:
-        print(f"  {a['kind']} k={a['k']}: {a['uri']}" + (f" @ {a['commit_sha'][:12]}" if a.get("commit_sha") else ""))
-    if job.get("error"):
-        print(f"  error ({job['error']['type']}): {job['error']['message']}")
-
-
-def print_metrics(metrics: dict | None) -> None:
-    if not metrics:
-        return
-    variants = sorted(metrics, key=lambda v: (v != "base", v))
-    names = sorted({n for v in variants for n in metrics[v]})
-    width = max(len(n) for n in names)
-    print(f"\n{'metric':<{width}}  " + "  ".join(f"{v:>12}" for v in variants))
-    for n in names:
-        cells = [metrics[v].get(n) for v in variants]
-        print(f"{n:<{width}}  " + "  ".join(f"{'-' if c is None else format(c, '.4g'):>12}" for c in cells))
-
-
-def _fmt_eta(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    m, s = divmod(int(seconds), 60)
-    return f"  eta {m}m{s:02d}s" if m else f"  eta {s}s"
+    with client:
+        try:
+            key = args.idempotency_key or f"nbl-cli-{uuid.uuid4().hex}"  # the same job across retries
+            job = client.submit(body, idempotency_key=key, timeout=timeout or None)
+        except Unavailable as e:
+            return _fail(EXIT_TIMEOUT, e)
+        except ApiError as e:
+            return _fail(EXIT_API, e)
+        if not args.wait:
+            print(json.dumps(job.model_dump(mode="json"), indent=2) if args.json else "\n".join(job_lines(
+                job.model_dump(mode="json"))))
+            return 0
+        if not args.json:
+            print(f"submitted {job.id}", file=sys.stderr)
+        return wait_for(client, job.id, timeout=args.timeout or 0, interval=args.interval, quiet=args.quiet,
+                        as_json=args.json)
 
 
 def cmd_wait(args) -> int:
-    deadline = time.monotonic() + args.timeout if args.timeout > 0 else None
-    interval, last_event = max(args.interval, 0.05), None
-    show = not args.quiet
     try:
-        api = _api(args)
+        client = _client(args)
     except MissingKey as e:
         return _fail(EXIT_API, e)
-    with api:
-        while True:
-            try:
-                job = api.request("GET", f"/v1/jobs/{args.job}", deadline=deadline)
-                events = api.request("GET", f"/v1/jobs/{args.job}/events", deadline=deadline,
-                                     params={} if last_event is None else {"after": last_event})
-            except Unavailable as e:
-                return _fail(EXIT_TIMEOUT, e)
-            except ApiError as e:
-                return _fail(EXIT_API, e)
-            last_event = events.get("last_id", last_event)
-            if show:
-                for ev in events["data"]:
-                    if ev["kind"] in ("stage", "warning", "status"):
-                        print(f"[{ev['created_at'][11:19]}] {ev['kind']}: {ev.get('message') or ev.get('stage')}",
-                              file=sys.stderr)
-                print(f"{job['status']:<10} {job.get('stage') or '':<10} {job['progress']:6.1%}"
-                      f"{_fmt_eta(job.get('eta_seconds'))}", file=sys.stderr)
-            if job["status"] in EXIT:
-                if args.json:
-                    print(json.dumps(job, indent=2))
-                else:
-                    print_job(job)
-                    print_metrics(job.get("metrics"))
-                return EXIT[job["status"]]
-            if deadline is not None and time.monotonic() >= deadline:
-                print(f"nbl: timed out after {args.timeout:g} s; job {args.job} is {job['status']}", file=sys.stderr)
-                return EXIT_TIMEOUT
-            sleep = interval if deadline is None else min(interval, max(deadline - time.monotonic(), 0))
-            time.sleep(sleep)
-            interval = min(interval * 1.5, 15.0)
+    with client:
+        return wait_for(client, args.job, timeout=args.timeout, interval=args.interval, quiet=args.quiet,
+                        as_json=args.json)

@@ -1,4 +1,4 @@
-"""The body of `nbl submit`'s POST /v1/jobs: a request file (YAML or JSON), then the flags on top.
+"""The body of `nbl submit`'s POST /v1/jobs: a request file (YAML or JSON, `-` for stdin), then the flags on top.
 
 Every problem with the file (missing, unreadable, not UTF-8, malformed, a YAML tag such as
 `!!python/object`, not a mapping) is a ValueError of one line, which `nbl` prints as
@@ -9,13 +9,15 @@ constructs an object.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 
 def load_request_file(path: Path) -> dict[str, Any]:
+    """`-` is stdin, read as YAML (which JSON is a part of)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not UTF-8 text") from None
     except OSError as e:
@@ -79,6 +81,7 @@ def build_request(args) -> dict[str, Any]:
     if args.tasks is not None:
         put("evaluation", "tasks", _names(args.tasks))
     put("evaluation", "limit", args.limit)
+    put("evaluation", "max_tokens", args.max_tokens)
     put("evaluation", "speed", args.speed)
     if args.publish_repo and args.local_dir:
         raise ValueError("give --publish-repo or --local-dir, not both")
@@ -94,6 +97,8 @@ def build_request(args) -> dict[str, Any]:
         if not sep:
             raise ValueError(f"--metadata takes KEY=VALUE, got {item!r}")
         put("metadata", key, value)
+    if args.webhook_url is not None:
+        body["webhook_url"] = args.webhook_url
     if "model" not in body:
         raise ValueError("give --model or a request file")
     return body

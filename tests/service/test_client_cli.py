@@ -98,7 +98,7 @@ def test_wait_waits_out_503_with_retry_after_then_exits_by_the_job(api_server, c
 
 def test_retry_after_is_the_delay(api_server):
     """The delays slept are the server's Retry-After (seconds or an HTTP-date), not a guess."""
-    from service.http_client import Api, retry_after_s
+    from nbl_client.http import Api, retry_after_s
 
     api = api_server(busy=2, final=job("succeeded"), retry_after="7")
     slept: list[float] = []

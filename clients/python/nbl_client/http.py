@@ -1,4 +1,4 @@
-"""The API's HTTP client for `nbl submit` and `nbl wait`: what is worth a retry, and for how long.
+"""The HTTP layer of the client (and so of `nbl submit`, `nbl wait`, ...): what is worth a retry, and for how long.
 
 - 429, 502, 503, 504: the API (or its proxy) is busy or its database is down; wait as long as its
   Retry-After says (else back off), until the caller's deadline.

@@ -1,0 +1,118 @@
+"""`Client(url, key)`: submit, read, list, cancel, follow and wait for jobs of the nbl-service API.
+
+    from nbl_client import Client
+    with Client("https://nbl.example.com", "nbl_...") as c:
+        job = c.submit({"model": {"id": "HuggingFaceTB/SmolLM2-135M"}, "compression": {"k": 4}})
+        job = c.wait(job.id, timeout=3600)          # a Job; WaitTimeout if it has not ended
+
+Every call retries 429/502/503/504 after the answer's Retry-After and a refused connection for up
+to `connect_timeout` seconds (nbl_client.http). `timeout` bounds a call's retries while the API is
+busy (and, for `wait`, the job itself). There is no `download` yet: the API does not serve
+output files.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .http import Api, Unavailable
+from .models import EventList, Job, JobList
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+class MissingKey(ValueError):
+    """No API key was given, nor set in NBL_API_KEY."""
+
+
+class WaitTimeout(Unavailable):
+    """The job did not end within `wait`'s timeout; `.job` is its last state."""
+
+    def __init__(self, message: str, job: Job):
+        super().__init__(message)
+        self.job = job
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return time.monotonic() + timeout if timeout else None
+
+
+class Client:
+    def __init__(self, url: str | None = None, key: str | None = None, *, connect_timeout: float = 60.0,
+                 warn: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep):
+        url = url or os.environ.get("NBL_API_URL") or DEFAULT_URL
+        key = key or os.environ.get("NBL_API_KEY")
+        self._api = Api(url, key or "", connect_timeout=connect_timeout, warn=warn, sleep=sleep)
+        if not key:  # the URL is checked first: a bad URL is the caller's usage error, told first
+            self.close()
+            raise MissingKey("no API key: set NBL_API_KEY or pass --api-key (see `nbl admin create-key`)")
+        self.url, self._sleep = self._api.url, sleep
+
+    def close(self) -> None:
+        self._api.__exit__()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def submit(self, request: Mapping[str, Any], *, idempotency_key: str | None = None,
+               timeout: float | None = 120.0) -> Job:
+        """POST /v1/jobs. One Idempotency-Key for all retries (a fresh one by default), so a retried
+        request still makes one job."""
+        key = idempotency_key or f"nbl-client-{uuid.uuid4().hex}"
+        return Job.model_validate(self._api.request("POST", "/v1/jobs", json=dict(request), deadline=_deadline(timeout),
+                                                    headers={"Idempotency-Key": key}))
+
+    def job(self, job_id: str, *, timeout: float | None = None) -> Job:
+        return Job.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}", deadline=_deadline(timeout)))
+
+    def jobs(self, *, status: str | Sequence[str] | None = None, metadata: Mapping[str, str] | None = None,
+             limit: int = 20, after: str | None = None, timeout: float | None = None) -> JobList:
+        """One page of the team's jobs, newest first; `metadata` filters are ANDed; pass the page's
+        `next_cursor` as `after` for the next one."""
+        params: list[tuple[str, str | int]] = [("limit", limit)]
+        statuses = [status] if isinstance(status, str) else list(status or [])
+        params += [("status", s) for s in statuses]
+        params += [(f"metadata.{k}", v) for k, v in (metadata or {}).items()]
+        if after:
+            params.append(("after", after))
+        return JobList.model_validate(self._api.request("GET", "/v1/jobs", params=params, deadline=_deadline(timeout)))
+
+    def cancel(self, job_id: str, *, timeout: float | None = None) -> Job:
+        return Job.model_validate(self._api.request("POST", f"/v1/jobs/{job_id}/cancel", deadline=_deadline(timeout)))
+
+    def events(self, job_id: str, *, after: int | None = None, limit: int = 100,
+               timeout: float | None = None) -> EventList:
+        """Events newer than `after` (an event id; the page's `last_id` for the next poll), oldest first."""
+        return self._events(job_id, after, limit, _deadline(timeout))
+
+    def _events(self, job_id: str, after: int | None, limit: int, deadline: float | None) -> EventList:
+        params: dict[str, int] = {"limit": limit} | ({} if after is None else {"after": after})
+        return EventList.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}/events", params=params,
+                                                          deadline=deadline))
+
+    def wait(self, job_id: str, *, timeout: float | None = None, interval: float = 1.0, max_interval: float = 15.0,
+             on_poll: Callable[[Job, EventList], None] | None = None) -> Job:
+        """Poll until the job ends and return it. Each poll reads the job and its new events and
+        hands both to `on_poll`. The interval grows by half each poll up to `max_interval`.
+        Raises WaitTimeout after `timeout` seconds (None: no limit), Unavailable or ApiError."""
+        deadline, after = _deadline(timeout), None
+        interval = max(interval, 0.05)
+        while True:
+            job = Job.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}", deadline=deadline))
+            events = self._events(job_id, after, 1000, deadline) if on_poll else EventList(data=[], last_id=after)
+            after = events.last_id if events.last_id is not None else after
+            if on_poll:
+                on_poll(job, events)
+            if job.done:
+                return job
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"timed out after {timeout:g} s; job {job_id} is {job.status}", job)
+            self._sleep(interval if deadline is None else min(interval, max(deadline - time.monotonic(), 0)))
+            interval = min(interval * 1.5, max_interval)
