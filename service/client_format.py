@@ -74,7 +74,8 @@ def job_lines(job: dict) -> list[str]:
     for sel in job.get("selected_layers") or []:
         lines.append(f"  k={sel.get('k')}: layers {sel.get('layers')}")
     for a in job.get("artifacts") or []:
-        lines.append(f"  {a['kind']} k={a['k']}: {a['uri']}" + (f" @ {a['commit_sha'][:12]}" if a.get("commit_sha") else ""))
+        sha = f" @ {a['commit_sha'][:12]}" if a.get("commit_sha") else ""
+        lines.append(f"  {a['kind']} k={a['k']}: {a['uri']}{sha}")
     if job.get("error"):
         lines.append(f"  error ({job['error']['type']}): {job['error']['message']}")
     return lines
@@ -85,8 +86,9 @@ def job_row(job: dict) -> str:
     spec = job.get("spec") or {}
     where = f"{job.get('stage') or '':<9} {job.get('progress') or 0:>4.0%}" if job["status"] == "running" else " " * 14
     meta = " ".join(f"{k}={v}" for k, v in sorted((job.get("metadata") or {}).items()))
-    return (f"{job['id']}  {job['status']:<10} {where}  {(spec.get('model') or {}).get('id', '')!s:<40} "
-            f"k={(spec.get('compression') or {}).get('k')!s:<8} {str(job.get('created_at') or '')[:19]}  {meta}").rstrip()
+    model, k = (spec.get("model") or {}).get("id", ""), (spec.get("compression") or {}).get("k")
+    return (f"{job['id']}  {job['status']:<10} {where}  {model!s:<40} k={k!s:<8} "
+            f"{str(job.get('created_at') or '')[:19]}  {meta}").rstrip()
 
 
 def event_line(ev: dict) -> str:

@@ -1,0 +1,92 @@
+"""nbl_client.Client against the real API (a live uvicorn, SQLite and Postgres): submit (with an
+idempotent retry), read, list with metadata filters, events, cancel, wait; typed answers."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from service_testlib import body
+
+from nbl_client import ApiError, Client, Event, Job, MissingKey, WaitTimeout
+from service import store
+from service.api import create_app
+
+
+@pytest.fixture
+def api(settings, live_server, team_key):
+    url = live_server(create_app(settings))
+    with Client(url, team_key("alpha")["Authorization"].split()[1], connect_timeout=5) as c:
+        yield c
+
+
+def test_submit_list_filter_cancel_events(api):
+    a = api.submit(body(metadata={"ci": "7", "branch": "main"}, evaluation={"max_tokens": 64}),
+                   idempotency_key="ci-7")
+    assert isinstance(a, Job) and a.status == "queued" and a.metadata == {"ci": "7", "branch": "main"}
+    assert a.spec["evaluation"]["max_tokens"] == 64 and a.created_at is not None
+    assert api.submit(body(metadata={"ci": "7", "branch": "main"}, evaluation={"max_tokens": 64}),
+                      idempotency_key="ci-7").id == a.id
+    b = api.submit(body(metadata={"ci": "7", "branch": "dev"}))
+    api.submit(body(metadata={"ci": "8"}))
+
+    assert [j.id for j in api.jobs(metadata={"ci": "7"}).data] == [b.id, a.id]
+    assert [j.id for j in api.jobs(metadata={"ci": "7", "branch": "main"}).data] == [a.id]
+    page = api.jobs(metadata={"ci": "7"}, limit=1)
+    assert page.has_more
+    assert [j.id for j in api.jobs(metadata={"ci": "7"}, limit=1, after=page.next_cursor).data] == [a.id]
+    assert api.jobs(status=["failed", "cancelled"]).data == []
+
+    cancelled = api.cancel(a.id)
+    assert cancelled.status == "cancelled" and api.job(a.id).done
+    assert [j.id for j in api.jobs(status="cancelled").data] == [a.id]
+    events = api.events(a.id)
+    assert events.data and all(isinstance(e, Event) for e in events.data)
+    assert events.data[-1].kind == "status" and events.data[-1].message == "cancelled"
+    assert api.events(a.id, after=events.last_id).data == []
+
+    with pytest.raises(ApiError) as refused:
+        api.cancel(a.id)
+    assert refused.value.status == 409
+    with pytest.raises(ApiError) as unknown:
+        api.job("job_" + "0" * 32)
+    assert unknown.value.status == 404
+
+
+def test_wait_follows_a_job_to_its_end(api, sessions):
+    job = api.submit(body(k=[2, 4]))
+    with pytest.raises(WaitTimeout) as timed_out:
+        api.wait(job.id, timeout=0.3, interval=0.05)
+    assert timed_out.value.job.status == "queued"
+
+    polls: list[tuple[str, list[str]]] = []
+    started = threading.Event()
+
+    def on_poll(j, events):
+        polls.append((j.status, [e.kind for e in events.data]))
+        started.set()
+
+    def worker():  # as the worker would, once wait is polling
+        started.wait(10)
+        with sessions() as s:
+            token = store.claim_job(s, job.id, 60)
+            store.set_progress(s, job.id, "evaluate", 0.5, lease_token=token)
+            store.save_metrics(s, job.id, "base", {"perplexity/wikitext2/ppl": 20.25}, lease_token=token)
+            store.finish(s, job.id, token, "succeeded")
+
+    t = threading.Thread(target=worker)
+    t.start()
+    done = api.wait(job.id, interval=0.05, max_interval=0.1, on_poll=on_poll)
+    t.join()
+    assert done.status == "succeeded" and done.metrics == {"base": {"perplexity/wikitext2/ppl": 20.25}}
+    assert polls[-1][0] == "succeeded"
+    kinds = [k for _, ks in polls for k in ks]
+    assert "stage" in kinds and kinds.count("status") >= 2  # each event handed over once, in order
+
+
+def test_a_client_needs_a_key_and_a_url(monkeypatch):
+    monkeypatch.delenv("NBL_API_KEY", raising=False)
+    with pytest.raises(MissingKey):
+        Client("http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="must start with http"):
+        Client("127.0.0.1:8000", "nbl_x")
