@@ -86,12 +86,14 @@ def test_unknown_file_sizes_are_refused_when_a_limit_is_set(monkeypatch, tmp_pat
     assert hub.downloads() == []
 
 
-def test_without_a_limit_no_metadata_call_is_made(monkeypatch, tmp_path):
-    hub = FakeHub(monkeypatch, tmp_path, {}, config={"model_type": "llama", "auto_map": {"x": "y"}})
+def test_without_a_limit_the_file_list_is_read_without_sizes(monkeypatch, tmp_path):
+    hub = FakeHub(monkeypatch, tmp_path, {"config.json": None, "model.safetensors": None},
+                  config={"model_type": "llama", "auto_map": {"x": "y"}})
     monkeypatch.setenv("NBL_MAX_MODEL_BYTES", "1")  # the engine reads no setting: only max_bytes limits
     with pytest.raises(ModelError, match="auto_map"):
         load_model("a/b", device="cpu")
-    assert [c[0] for c in hub.calls] == ["hf_hub_download"]
+    # The file list (for code, custom_code.py) but no sizes; then only config.json, of the listed commit.
+    assert hub.calls == [("model_info", "a/b", None, False), ("hf_hub_download", "a/b", "config.json", SHA)]
 
 
 def test_local_models_are_sized_on_disk(monkeypatch, tmp_path):

@@ -1,7 +1,8 @@
 """Load an input model safely: a Hub repo id (+ revision), a local checkpoint directory, or a GGUF file.
 
 Rules, checked on the config before any weight is read:
-- never trust_remote_code for an input model; a config with `auto_map` is refused;
+- never trust_remote_code for an input model; custom code anywhere (an `auto_map` in any config,
+  a `.py` file) is refused before anything is loaded (custom_code.py);
 - only the families in modeling_nbl.FAMILIES (that the installed transformers has);
 - weights only from safetensors (GGUF files aside);
 - weights no larger than `max_bytes` when given: measured from the Hub's file metadata before
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from . import custom_code
 from .modeling_nbl import FAMILIES
 
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.jinja"]
@@ -100,14 +102,15 @@ def load_model(
     path = Path(model).expanduser()
     resolved_rev = None
     if path.is_file() and path.suffix == ".gguf":
+        # transformers reads the tokenizer config beside a GGUF file too
+        _no_custom_code(custom_code.check_local_dir, path.parent, model, recursive=False)
         check_model_size(path.stat().st_size, max_bytes, model)
         digest = file_digest(path)
         path = convert_gguf(path, models_dir() / f"gguf-{digest[:16]}")
         family = _family_of(path, model)
         fingerprint = "gguf:" + digest
     elif path.is_dir():
-        family = check_config(_read_json(path / "config.json", model), model)
-        _require_safetensors(path, model)
+        family = _family_of(path, model)
         check_model_size(sum(f.stat().st_size for f in path.glob("*.safetensors")), max_bytes, model)
         fingerprint = "dir:" + dir_digest(path)
     elif path.exists() or model.startswith((".", "/", "~")) or "://" in model:
@@ -117,7 +120,7 @@ def load_model(
         family = _family_of(path, model)
         fingerprint = f"hub:{model}@{resolved_rev}"
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)  # False: never ask, never run code
     net = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=False, use_safetensors=True)
     net.to(device).eval()
     return LoadedModel(
@@ -148,7 +151,7 @@ def convert_gguf(gguf: Path, out: Path) -> Path:
     if (out / "config.json").is_file():
         return out
     check_config(AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name).to_dict(), str(gguf))
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, trust_remote_code=False)
     net = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # The weights are plain float tensors now; drop the GGUF quantizer marks so they can be saved.
     net.hf_quantizer = None
@@ -166,6 +169,7 @@ def convert_gguf(gguf: Path, out: Path) -> Path:
 
 
 def _family_of(path: Path, source: str) -> str:
+    _no_custom_code(custom_code.check_local_dir, path, source)
     family = check_config(_read_json(path / "config.json", source), source)
     _require_safetensors(path, source)
     return family
@@ -188,12 +192,19 @@ def check_model_size(total: int, limit: int | None, source: str) -> None:
                          f"{limit / 1e9:.2f} GB (NBL_MAX_MODEL_BYTES); nothing was loaded or downloaded")
 
 
-def hub_download_size(repo_id: str, revision: str | None) -> tuple[int, str | None]:
+def _no_custom_code(check, *args, **kwargs) -> None:
+    try:
+        check(*args, **kwargs)
+    except custom_code.CustomCodeError as e:
+        raise ModelError(str(e)) from e
+
+
+def hub_download_size(repo_id: str, revision: str | None, info=None) -> tuple[int, str | None]:
     """(bytes, commit) of the files snapshot_download(allow_patterns=HUB_PATTERNS) would fetch, from
-    the Hub's file metadata: nothing is downloaded."""
+    the Hub's file metadata (`info`, fetched when not given): nothing is downloaded."""
     from huggingface_hub import HfApi
 
-    info = HfApi().model_info(repo_id, revision=revision, files_metadata=True)
+    info = info or HfApi().model_info(repo_id, revision=revision, files_metadata=True)
     total = 0
     for f in info.siblings or []:
         if any(fnmatch(f.rfilename, p) for p in HUB_PATTERNS):
@@ -204,18 +215,25 @@ def hub_download_size(repo_id: str, revision: str | None) -> tuple[int, str | No
 
 
 def _from_hub(repo_id: str, revision: str | None, limit: int | None) -> tuple[Path, str]:
-    """Check the size (when limited) and the config before any weight is downloaded, then fetch
-    the snapshot."""
-    from huggingface_hub import hf_hub_download, snapshot_download
+    """Check the size (when limited), the file list (no code) and the small config files (no auto_map,
+    a supported family) before any weight is downloaded, then fetch the snapshot."""
+    from huggingface_hub import HfApi, hf_hub_download, snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
     try:
+        info = HfApi().model_info(repo_id, revision=revision, files_metadata=limit is not None)
         if limit is not None:
-            total, commit = hub_download_size(repo_id, revision)
-            check_model_size(total, limit, repo_id)
-            revision = commit or revision  # fetch the commit that was measured, not a newer one
-        cfg_path = hf_hub_download(repo_id, "config.json", revision=revision)
-        check_config(_read_json(Path(cfg_path), repo_id), repo_id)
+            check_model_size(hub_download_size(repo_id, revision, info)[0], limit, repo_id)
+        revision = info.sha or revision  # fetch the commit that was listed (and measured), not a newer one
+        names = [f.rfilename for f in info.siblings or []]
+        _no_custom_code(custom_code.check_file_list, names, repo_id)
+        if "config.json" not in names:
+            raise ModelError(f"{repo_id}: no config.json in the repository")
+        for name in custom_code.config_files([n for n in names if any(fnmatch(n, p) for p in HUB_PATTERNS)]):
+            local = Path(hf_hub_download(repo_id, name, revision=revision))
+            _no_custom_code(custom_code.check_config_file, local, name, repo_id)
+            if name == "config.json":
+                check_config(_read_json(local, repo_id), repo_id)
         snap = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_PATTERNS))
     except (RepositoryNotFoundError, RevisionNotFoundError) as e:
         raise ModelError(f"{repo_id}@{revision or 'main'}: not found on the Hub ({e.__class__.__name__})") from e

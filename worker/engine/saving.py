@@ -7,7 +7,11 @@
     nbl_scores.json      every layer's scores and the selection
     README.md            the model card (worker/publish/card.py), nbl_scores.png its score plot
 
-It loads anywhere with `AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=True)`.
+It loads anywhere with `AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=True)`. The only
+code it names is ours: config.json's auto_map, to modeling_nbl.py. Nothing the tokenizer writes may
+name any (an auto_map copied from an input's tokenizer_config.json would run that code for whoever
+loads the tokenizer with trust_remote_code), and tokenizer_config.json names its class, so
+`AutoTokenizer.from_pretrained(dir, trust_remote_code=False)` needs no code of ours either.
 Files are written to a temporary sibling directory and renamed into place, so a crash never leaves
 a half-written output at `out`.
 """
@@ -20,6 +24,7 @@ import shutil
 from pathlib import Path
 
 from . import modeling_nbl
+from .custom_code import CODE_KEYS, DATA_JSON
 
 SCORES_FILE = "nbl_scores.json"
 
@@ -33,6 +38,7 @@ def save_compressed(model, tokenizer, out: Path, family: str, report: dict) -> P
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
+    strip_code_refs(tmp, type(tokenizer).__name__)
     shutil.copyfile(modeling_nbl.__file__, tmp / "modeling_nbl.py")
 
     cfg_path = tmp / "config.json"
@@ -57,6 +63,24 @@ def save_compressed(model, tokenizer, out: Path, family: str, report: dict) -> P
         shutil.rmtree(out)
     tmp.rename(out)
     return out
+
+
+def strip_code_refs(directory: Path, tokenizer_class: str) -> None:
+    """Drop every Python file and every top-level auto_map / custom_pipelines from the JSON files saved so
+    far (config.json gets ours afterwards), and name the tokenizer's class in tokenizer_config.json."""
+    for f in directory.glob("*.py"):
+        f.unlink()
+    for f in directory.glob("*.json"):
+        if f.name in DATA_JSON:
+            continue
+        data = json.loads(f.read_text())
+        if not isinstance(data, dict):
+            continue
+        clean = {k: v for k, v in data.items() if k not in CODE_KEYS}
+        if f.name == "tokenizer_config.json":
+            clean.setdefault("tokenizer_class", tokenizer_class)
+        if clean != data:
+            f.write_text(json.dumps(clean, indent=2, ensure_ascii=False) + "\n")
 
 
 def share_modes(directory: Path) -> None:

@@ -52,10 +52,11 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None) -> 
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     ours = Path(modeling_nbl.__file__).read_bytes() == (path / MODELING_FILE).read_bytes()
-    # The tokenizer reads config.json too: say explicitly whether its auto_map may run, or transformers
-    # asks on stdin. Its custom-code notices go to stderr: stdout must stay clean for --json.
+    # The tokenizer needs no code, ours or any other (an auto_map in tokenizer_config.json would run):
+    # say False, or transformers asks on stdin since config.json names our code. Its notices go to
+    # stderr: stdout must stay clean for --json.
     with contextlib.redirect_stdout(sys.stderr):
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=ours)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     if ours:
         with contextlib.redirect_stdout(sys.stderr):
             model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=True,

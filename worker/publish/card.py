@@ -261,9 +261,10 @@ def usage_section(repo_id: str | None, subfolder: str | None) -> str:
     return (
         "```python\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
         f'model = AutoModelForCausalLM.from_pretrained("{where}"{sub}, trust_remote_code=True)\n'
-        f'tokenizer = AutoTokenizer.from_pretrained("{where}"{sub})\n```\n\n'
+        f'tokenizer = AutoTokenizer.from_pretrained("{where}"{sub}, trust_remote_code=False)\n```\n\n'
         "`trust_remote_code=True` runs `modeling_nbl.py`, shipped beside the weights: one file, torch and "
-        "transformers only, holding the linear layers that replace the original blocks.\n"
+        "transformers only, holding the linear layers that replace the original blocks. The tokenizer needs "
+        "no code (`trust_remote_code=False` keeps transformers from asking).\n"
     )
 
 
