@@ -28,6 +28,7 @@ from pydantic import (
     Tag,
 )
 
+from .dataset_names import refuse_local_reader
 from .settings import Settings
 from .webhook_urls import MAX_URL_LENGTH, check_syntax
 
@@ -45,7 +46,6 @@ DATASET_ALIASES = ("c4", "wikitext2")
 PERPLEXITY_CORPORA = ("wikitext2", "c4")
 EVAL_TASKS = ("arc_easy", "arc_challenge", "hellaswag", "boolq", "openbookqa", "lambada_openai", "mmlu")
 LOCAL_PREFIX = "local:"
-LOCAL_DATA_SUFFIXES = (".json", ".jsonl", ".txt", ".parquet")  # worker.engine.data.LOCAL_SUFFIXES
 K_HARD_MAX = 4096  # no model has more layers; Settings.max_k is the deployment's own cap
 
 
@@ -77,8 +77,7 @@ def model_id(value: str) -> str:
 
 
 def dataset_name(value: str) -> str:
-    if value.lower().endswith(LOCAL_DATA_SUFFIXES):  # the worker's loader reads these as local files
-        raise ValueError(f"{value!r} names a file; calibration data is a Hub dataset id, c4 or wikitext2")
+    refuse_local_reader(value)  # a file name, or one of datasets' built-in loaders of local files
     return value if value in DATASET_ALIASES else _hub_id(value)
 
 

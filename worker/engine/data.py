@@ -7,17 +7,27 @@ documents in a seeded random order first).
 A spec is a `datasets` path (+ config, split, text field), a local .json/.jsonl/.txt/.parquet
 file, or a short name (`c4`, `wikitext2`) that resolves to the local copies under NBL_DATA_DIR
 when it is set, else to the Hub.
+
+`datasets` resolves some names against the working directory: its packaged builders (`csv`, `json`,
+`text`, ... with no data_files read every matching file there) and a local directory named like a Hub
+id. Builder names are refused, and `load_dataset` runs in an empty directory made for the call, never
+in the worker's own, so a name that slipped through still reads nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import tempfile
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import torch
+
+from service.dataset_names import refuse_packaged_builder
 
 from .hub_ids import refuse_path_shadowing
 
@@ -62,7 +72,7 @@ def resolve(spec: DatasetSpec) -> tuple[str, dict]:
     name = spec.path.lower().replace("-", "")
     local = Path(spec.path).expanduser()
     if local.suffix in LOCAL_SUFFIXES and local.is_file():
-        return str(local), _file_kwargs(local, spec.split)
+        return str(local), _file_kwargs(local.resolve(), spec.split)
     if local.suffix in LOCAL_SUFFIXES:
         raise DataError(f"calibration file not found: {spec.path}")
     data_dir = os.environ.get("NBL_DATA_DIR")
@@ -73,7 +83,7 @@ def resolve(spec: DatasetSpec) -> tuple[str, dict]:
                 f"dataset {spec.path!r}: the local copy under NBL_DATA_DIR has splits {sorted(files)}, "
                 f"not {spec.split!r}"
             )
-        path = Path(data_dir) / files[spec.split]
+        path = (Path(data_dir) / files[spec.split]).resolve()
         if not path.is_file():
             raise DataError(f"dataset {spec.path!r}: {path} is missing (NBL_DATA_DIR={data_dir})")
         return str(path), _file_kwargs(path, spec.split)
@@ -83,6 +93,7 @@ def resolve(spec: DatasetSpec) -> tuple[str, dict]:
         if data_files:
             kw = {"path": "json", "data_files": {spec.split: f"hf://datasets/{path}/{data_files[spec.split]}"}, "split": spec.split}
         return path, kw
+    refuse_packaged_builder(spec.path, DataError)  # a loader of local files, not a dataset
     # datasets would read a directory of that name in the working directory instead of the Hub
     refuse_path_shadowing(spec.path, "dataset", DataError)
     return spec.path, {"path": spec.path, "name": spec.config, "split": spec.split}
@@ -101,7 +112,8 @@ def load_texts(spec: DatasetSpec) -> Iterator[str]:
     desc, kw = resolve(spec)
     local = kw["path"] in ("json", "text", "parquet") and "hf://" not in str(kw.get("data_files"))
     try:
-        ds = datasets.load_dataset(**kw, streaming=not local)
+        with scratch_cwd():  # names are resolved here; the rows stream from what was resolved
+            ds = datasets.load_dataset(**kw, streaming=not local)
     except (FileNotFoundError, ValueError) as e:
         raise DataError(f"cannot load dataset {desc!r}: {e}") from e
     features = getattr(ds, "column_names", None) or []
@@ -113,6 +125,23 @@ def load_texts(spec: DatasetSpec) -> Iterator[str]:
         text = row[spec.text_field]
         if text and text.strip():
             yield text
+
+
+_CWD_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def scratch_cwd():
+    """Make an empty private directory the working directory for the block, then remove it. The working
+    directory belongs to the process: the lock keeps two loads from interleaving (the worker's own paths
+    are absolute, so nothing else depends on it)."""
+    with _CWD_LOCK, tempfile.TemporaryDirectory(prefix="nbl-data-") as scratch:
+        before = os.getcwd()
+        os.chdir(scratch)
+        try:
+            yield Path(scratch)
+        finally:
+            os.chdir(before)
 
 
 def make_blocks(
