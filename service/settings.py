@@ -78,6 +78,11 @@ class Settings(BaseSettings):
                                       "broker may have lost it); a duplicate is dropped at delivery")
     db_retry_s: float = Field(default=60.0, ge=0, validation_alias=_env("NBL_DB_RETRY_SECONDS", "db_retry_s"),
                               description="how long a worker rides out a database outage before giving up an attempt")
+    hub_attempts: int = Field(default=4, ge=1, le=20, validation_alias=_env("NBL_HUB_ATTEMPTS", "hub_attempts"),
+                              description="tries of a Hub step (model config, download, dataset, publish) that fails "
+                              "with a 5xx, a timeout or a lost connection (worker/errors.py)")
+    hub_backoff_s: float = Field(default=5.0, ge=0, validation_alias=_env("NBL_HUB_BACKOFF", "hub_backoff_s"),
+                                 description="the wait before the second try; it doubles after each")
 
     # --- limits --------------------------------------------------------------------------------
     max_num_samples: int = Field(default=4096, ge=1, validation_alias=_env("NBL_MAX_NUM_SAMPLES", "max_num_samples"))

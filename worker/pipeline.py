@@ -27,6 +27,8 @@ from .engine.hub_ids import refuse_path_shadowing
 from .engine.loading import load_model
 from .eval.compare import evaluate_outputs
 from .engine.saving import SCORES_FILE
+from . import preflight
+from .errors import RetryPolicy
 from .eval.evaluate import EvalSpec
 from .publish import loadcheck
 from .publish.card import CardInfo, write_card
@@ -90,21 +92,28 @@ def compress_config(spec: dict, paths: Paths) -> CompressConfig:
 
 def run(spec: dict, sink: Sink, paths: Paths, job_id: str, destination: Destination | None = None,
         recipe: dict | None = None, check_timeout_s: float = 900,
-        max_model_bytes: int | None = None) -> PipelineResult:
+        max_model_bytes: int | None = None, retry: RetryPolicy = RetryPolicy()) -> PipelineResult:
     """Compress into the job's work dir (engine stages report through `sink.progress`), check that each
     output reloads alone, evaluate the base and every output as saved, then publish each to
     `destination` (a local directory or the Hub, built by the task) with its card. `recipe` is
-    the request the card quotes (default `spec`); `max_model_bytes` the largest input model (None: no limit)."""
+    the request the card quotes (default `spec`); `max_model_bytes` the largest input model (None: no limit).
+    The steps that reach the Hub (load, compress's dataset, publish) are retried by `retry` while their
+    failure is transient (worker/errors.py); they are idempotent (cached downloads, atomic outputs, adopted commits)."""
     if destination is None:
         raise TypeError("run() needs a destination (the task builds it: worker/tasks.py destination)")
     cfg = compress_config(spec, paths)
     cfg.out, cfg.max_model_bytes = paths.work_dir, max_model_bytes
     cfg.check()
-    sink.progress("load", 0.0, f"loading {spec['model']['id']}")
-    lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes)
+    name = (recipe or spec)["model"]["id"]  # as the job names it (local:NAME), never a server path
+    sink.progress("load", 0.0, f"loading {name}")
+    retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len), "reading the model's config")
+    lm = retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes),
+                   "loading the model")
+    lm.source = name  # what nbl_scores.json and the card call the base model
     refs: dict[int, loadcheck.Reference] = {}  # k -> logits of the compressed model in memory
-    compressed = compress.run(cfg, report=sink.progress, progress=False, lm=lm,
-                              on_saved=lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model)))
+    compressed = retry.run(lambda: compress.run(
+        cfg, report=sink.progress, progress=False, lm=lm,
+        on_saved=lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model))), "calibrating")
     sink.layer_scores(compressed.scores)
     result = PipelineResult(calibration=compressed.calibration)
     outputs = {o["k"]: Path(o["path"]) for o in compressed.outputs}
@@ -116,7 +125,7 @@ def run(spec: dict, sink: Sink, paths: Paths, job_id: str, destination: Destinat
     metrics = evaluate(lm, outputs, espec, sink) if not espec.empty() else {}
     del lm
 
-    result.outputs = publish(outputs, result.selected, destination, metrics, recipe or spec, sink)
+    result.outputs = publish(outputs, result.selected, destination, metrics, recipe or spec, sink, retry)
     return result
 
 
@@ -131,7 +140,7 @@ def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float) ->
 
 
 def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destination: Destination,
-            metrics: dict[str, dict], recipe: dict, sink: Sink) -> dict[int, Published]:
+            metrics: dict[str, dict], recipe: dict, sink: Sink, retry: RetryPolicy = RetryPolicy()) -> dict[int, Published]:
     """Rewrite each output's card with the evaluation and the recipe, then hand the folder to the
     destination; record each as soon as it is published."""
     several = len(outputs) > 1
@@ -142,7 +151,7 @@ def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destinatio
         card_metrics = {"base": metrics.get("base") or {}, "compressed": metrics.get(f"k{k}") or {}}
         write_card(path, CardInfo(report=json.loads((path / SCORES_FILE).read_text()), metrics=card_metrics,
                                   recipe=recipe, repo_id=where, subfolder=subfolder))
-        pub = destination.publish(path, k, several)
+        pub = retry.run(lambda: destination.publish(path, k, several), f"publishing k={k}")
         sink.output(k, selected[k], pub)
         done[k] = pub
         sink.progress("publish", j / len(outputs), f"k={k}: {_published(pub)}")
@@ -152,7 +161,8 @@ def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destinatio
         with tempfile.TemporaryDirectory() as staged:
             write_root_card(Path(staged), entries, metrics.get("base") or {}, destination.location(entries[0].k, True),
                             recipe)
-            sink.progress("publish", 1.0, f"root card: {_published(destination.publish_root(Path(staged)))}")
+            root = retry.run(lambda: destination.publish_root(Path(staged)), "publishing the root card")
+            sink.progress("publish", 1.0, f"root card: {_published(root)}")
     sink.progress("publish", 1.0, "published")
     return done
 

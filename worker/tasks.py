@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 
-from celery.exceptions import Reject, SoftTimeLimitExceeded
+from celery.exceptions import Reject
 from sqlalchemy import select
 
 from service import store
@@ -32,6 +32,7 @@ from service.reconciler import drop_reason
 from service.settings import Settings
 
 from . import ownership, retention
+from .errors import RetryPolicy, classify
 from .pipeline import Cancelled, Paths, run
 from .publish.destination import Published
 from .publish.hub import HubRepo
@@ -147,15 +148,6 @@ def claim(job_id: str) -> str | None:
     return token
 
 
-def classify(exc: BaseException) -> str:
-    """user: the input cannot work (bad model, data, k); timeout; system: everything else."""
-    if isinstance(exc, SoftTimeLimitExceeded):
-        return "timeout"
-    if isinstance(exc, (ValueError, KeyError)):
-        return "user"
-    return "system"
-
-
 @celery.task(name=RUN_JOB)
 def run_job(job_id: str) -> str:
     try:
@@ -179,7 +171,8 @@ def run_job(job_id: str) -> str:
                       stats_dir=settings.stats_dir if settings.stats_cache_max_bytes else None)
         result = run(spec_dict, DbSink(job_id, token), paths, job_id, destination=destination(spec, job_id),
                      recipe=recipe, check_timeout_s=settings.load_check_timeout_s,
-                     max_model_bytes=settings.max_model_bytes)
+                     max_model_bytes=settings.max_model_bytes,
+                     retry=RetryPolicy(settings.hub_attempts, settings.hub_backoff_s))
         with sessions()() as s:
             store.set_selected_layers(
                 s, job_id, [{"k": k, "mode": spec.compression.mode, "layers": v} for k, v in result.selected.items()],
@@ -194,8 +187,12 @@ def run_job(job_id: str) -> str:
             log.warning("job %s: database unavailable for over %g s; abandoning this attempt", job_id,
                         settings.db_retry_s)
             return "abandoned"
-        status, err_type, err_msg = "failed", classify(e), f"{type(e).__name__}: {e}"
-        log.exception("job %s failed", job_id)
+        failure = classify(e)  # worker/errors.py: the one table of causes
+        status, err_type, err_msg = "failed", failure.type, failure.message
+        if failure.traceback:
+            log.exception("job %s failed (%s)", job_id, failure.type)
+        else:
+            log.warning("job %s failed (%s): %s", job_id, failure.type, failure.message)
     finally:
         beat.stop.set()
     ended = db(store.finish, job_id, token, status, error_type=err_type,

@@ -10,10 +10,11 @@ calls when we publish (checked against the installed client's hf_api.py / _commi
     POST /api/models/{repo}/commit/{rev}           the ndjson commit; ?create_pr=1 opens a PR
     GET  /api/models/{repo}/commits/{rev}          list_repo_commits, newest first
     GET  /api/models/{repo}/discussions            get_repo_discussions (pull requests)
+    HEAD/GET /{repo}/resolve/{rev}/{path}          hf_hub_download of `models`' files; `gated`: 403 GatedRepo
 
 It keeps every commit with its full file tree, so a test checks exactly what was uploaded. A request
-whose bearer token is not in `tokens` gets the Hub's own 401. `fail` injects errors: {"commit": 500}
-answers the next commit with a 500.
+whose bearer token is not in `tokens` gets the Hub's own 401 (downloads need none). `fail` injects errors:
+{"commit": 500} answers the next commit with a 500; {"commit": [500, 503]} the next two.
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ ROUTES = [
     ("POST", re.compile(rf"^/api/models/{REPO}/branch/(?P<rev>[^/]+)$"), "create_branch"),
     ("GET", re.compile(rf"^/api/models/{REPO}/discussions$"), "discussions"),
     ("GET", re.compile(rf"^/api/models/{REPO}(?:/revision/(?P<rev>[^/]+))?$"), "repo_info"),
+    ("GET", re.compile(rf"^/{REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)$"), "resolve"),
+    ("HEAD", re.compile(rf"^/{REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)$"), "resolve"),
 ]
+ANONYMOUS = {"resolve"}
 
 
 @dataclass
@@ -67,7 +71,9 @@ class FakeHub:
         self.repos: dict[str, Repo] = {}
         self.commits: dict[str, Commit] = {}
         self.requests: list[dict] = []  # every request: method, path, query, authorization, body (text, capped)
-        self.fail: dict[str, int] = {}  # route name -> status to answer once
+        self.fail: dict[str, int | list[int]] = {}  # route name -> status(es) to answer, once each
+        self.models: dict[str, dict[str, bytes]] = {}  # repo -> files that hf_hub_download may fetch
+        self.gated: set[str] = set()  # repos that answer 403 GatedRepo to every download
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -125,7 +131,8 @@ class FakeHub:
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(raw)
+                if self.command != "HEAD":
+                    self.wfile.write(raw)
 
             def _dispatch(self, method: str) -> None:
                 parts = urlsplit(self.path)
@@ -141,15 +148,21 @@ class FakeHub:
                 else:
                     return self._send(404, {"error": f"fake hub: no route {method} {parts.path}"})
                 token = auth.removeprefix("Bearer ").strip() if auth else None
-                if token not in hub.tokens:
+                if token not in hub.tokens and name not in ANONYMOUS:
                     return self._send(401, {"error": "Invalid credentials in Authorization header"},
                                       {"X-Error-Message": "Invalid credentials in Authorization header"})
                 if name in hub.fail:
-                    status = hub.fail.pop(name)
+                    status = hub._injected(name)
                     return self._send(status, {"error": f"fake hub: injected {status}"})
                 args = {k: unquote(v) for k, v in match.groupdict().items() if v is not None}
                 with hub.lock:
                     status, out, headers = getattr(hub, f"_{name}")(body, parse_qs(parts.query), **args)
+                if isinstance(out, bytes):  # a file: raw bytes, no body for HEAD
+                    self.send_response(status)
+                    for k, v in {**headers, "Content-Length": str(len(out))}.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    return None if method == "HEAD" else self.wfile.write(out)
                 self._send(status, out, headers)
 
             def do_GET(self):
@@ -157,6 +170,9 @@ class FakeHub:
 
             def do_POST(self):
                 self._dispatch("POST")
+
+            def do_HEAD(self):
+                self._dispatch("HEAD")
 
         return Handler
 
@@ -175,6 +191,13 @@ class FakeHub:
         self.commits[c.id] = c
         repo.refs.setdefault(ref, []).append(c.id)
         return c
+
+    def _injected(self, name: str) -> int:
+        queued = self.fail.pop(name)
+        queued = queued if isinstance(queued, list) else [queued]
+        if len(queued) > 1:
+            self.fail[name] = queued[1:]
+        return queued[0]
 
     def _repo(self, repo: str) -> Repo | None:
         return self.repos.get(repo)
@@ -196,6 +219,18 @@ class FakeHub:
         if r is None or rev not in r.refs:
             return 404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"}
         return 200, {"id": repo, "modelId": repo, "sha": r.refs[rev][-1], "private": r.private, "siblings": []}, None
+
+    def _resolve(self, body: bytes, query: dict, repo: str, rev: str, path: str):
+        if repo in self.gated:
+            return 403, {"error": f"Access to model {repo} is restricted and you are not in the authorized list."}, {
+                "X-Error-Code": "GatedRepo", "X-Error-Message": f"Access to model {repo} is restricted."}
+        files = self.models.get(repo)
+        if files is None:
+            return 404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"}
+        if path not in files:
+            return 404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"}
+        return 200, files[path], {"X-Repo-Commit": hashlib.sha1(repo.encode()).hexdigest(),
+                                  "ETag": f'"{hashlib.sha1(files[path]).hexdigest()}"'}
 
     def _create_branch(self, body: bytes, query: dict, repo: str, rev: str):
         r = self._repo(repo)

@@ -1,0 +1,152 @@
+"""Why a job failed, by cause: the one table that classes a failure `user`, `system` or `timeout`, says
+whether it is worth another try, and words what the job row says.
+
+    the job ran out of time (SoftTimeLimitExceeded)            timeout
+    publishing: the Hub refused the token (HubRefused)         user     (its own message names the token)
+    publishing: the Hub failed (HubUnavailable)                system   retried
+    anywhere in the cause chain, the first HTTP answer or transport failure decides:
+        401, 403, a gated repo                                 user     "gated or private: set a token with access"
+        404, repo / revision / file not found                  user
+        429, 5xx                                               system   retried
+        timeouts, refused or dropped connections               system   retried
+    a programming error (KeyError, TypeError, AttributeError)  system   its traceback is logged
+    the input cannot work (ValueError: ModelError, DataError)  user
+    anything else                                              system
+
+Libraries wrap the Hub's answer: `datasets` turns a Hub 500 into a FileNotFoundError (raised `from
+None`, so only __context__ keeps it) and our loaders turn it into a ModelError or DataError. So the chain
+(__cause__, else __context__) is walked for the answer that decides, instead of trusting the outer
+exception's type: a Hub 500 while fetching a dataset is `system`, a gated model is not "not found".
+
+`retrying` runs a Hub-facing step again, with exponential backoff, while its failure is retryable.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+GATED = "gated or private: set a token with access"
+PROGRAMMING_ERRORS = (KeyError, TypeError, AttributeError, NameError, IndexError, AssertionError,
+                      ZeroDivisionError, NotImplementedError, RecursionError, UnboundLocalError)
+
+
+@dataclass(frozen=True)
+class Failure:
+    type: str  # user | system | timeout
+    message: str
+    retry: bool = False
+    traceback: bool = False  # a bug: log where it happened
+
+
+def _classes(spec: list[tuple[str, str]]) -> tuple[type[BaseException], ...]:
+    """The named exception classes of whichever HTTP libraries are installed (httpx for huggingface_hub 1.x,
+    httpx2 for 2.x, requests and aiohttp under datasets / fsspec)."""
+    found: list[type[BaseException]] = []
+    for module, name in spec:
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(found)
+
+
+TRANSPORT = (ConnectionError, TimeoutError) + _classes([
+    ("httpx", "TransportError"), ("httpx2", "TransportError"), ("requests", "ConnectionError"),
+    ("requests", "Timeout"), ("aiohttp", "ClientConnectionError"), ("urllib3.exceptions", "HTTPError")])
+GATED_ERRORS = _classes([("huggingface_hub.errors", "GatedRepoError")])
+NOT_FOUND = _classes([("huggingface_hub.errors", "RepositoryNotFoundError"),
+                      ("huggingface_hub.errors", "RevisionNotFoundError"),
+                      ("huggingface_hub.errors", "RemoteEntryNotFoundError")])
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries: `.response.status_code` (httpx, httpx2, requests,
+    huggingface_hub), or `.status` (aiohttp)."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None) if response is not None else None
+    if status is None and type(exc).__module__.startswith("aiohttp"):
+        status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def chain(exc: BaseException) -> list[BaseException]:
+    """exc, then what caused it (__cause__, else __context__), innermost last; each exception once."""
+    out: list[BaseException] = []
+    while exc is not None and exc not in out:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
+def _http(exc: BaseException, outer: str) -> Failure | None:
+    """What an HTTP answer or transport failure says, or None when `exc` is neither."""
+    status = status_of(exc)
+    if isinstance(exc, GATED_ERRORS) or status in (401, 403):
+        repo = getattr(exc, "repo_id", None)
+        return Failure("user", GATED + (f" ({repo})" if repo else ""))
+    if isinstance(exc, NOT_FOUND) or status == 404:
+        return Failure("user", outer)
+    if status is not None and (status == 429 or status >= 500):
+        return Failure("system", outer, retry=True)
+    if isinstance(exc, TRANSPORT):
+        return Failure("system", outer, retry=True)
+    return None
+
+
+def classify(exc: BaseException) -> Failure:
+    """The row of the table above that `exc` falls in."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from .publish.hub import HubRefused, HubUnavailable
+
+    message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SoftTimeLimitExceeded):
+        return Failure("timeout", message)
+    if isinstance(exc, HubRefused):
+        return Failure("user", message)
+    if isinstance(exc, HubUnavailable):
+        return Failure("system", message, retry=True)
+    for cause in chain(exc):
+        found = _http(cause, message)
+        if found is not None:
+            return found
+    if isinstance(exc, PROGRAMMING_ERRORS):
+        return Failure("system", message, traceback=True)
+    if isinstance(exc, ValueError):
+        return Failure("user", message)
+    return Failure("system", message, traceback=True)
+
+
+def retrying(fn: Callable[[], T], what: str, *, attempts: int = 3, backoff_s: float = 5.0,
+             sleep: Callable[[float], None] = time.sleep) -> T:
+    """fn(), tried up to `attempts` times while it fails retryably (Hub 5xx, timeouts, lost connections),
+    waiting backoff_s, 2 backoff_s, ... between tries; the last failure is raised as it came."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as e:
+            if attempt == attempts or not classify(e).retry:
+                raise
+            wait = backoff_s * 2 ** (attempt - 1)
+            log.warning("%s failed (%s, attempt %d of %d); retrying in %.3g s", what, type(e).__name__, attempt,
+                        attempts, wait)
+            sleep(wait)
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How the pipeline retries its Hub-facing steps (the worker's: NBL_HUB_ATTEMPTS, NBL_HUB_BACKOFF)."""
+
+    attempts: int = 4
+    backoff_s: float = 5.0
+
+    def run(self, fn: Callable[[], T], what: str) -> T:
+        return retrying(fn, what, attempts=self.attempts, backoff_s=self.backoff_s)
