@@ -28,11 +28,16 @@ def _under(base: Path, name: str) -> Path:
     return path
 
 
+def local_model_dir(settings: Settings, model_id: str) -> Path:
+    """The directory under NBL_MODELS_DIR that `local:NAME` names (it may not exist)."""
+    return _under(settings.models_dir, model_id[len(LOCAL_PREFIX):])
+
+
 def model_source(settings: Settings, model_id: str) -> str:
     """What to hand the engine's loader: the directory under NBL_MODELS_DIR for `local:NAME`, else
     the Hub id unchanged."""
     if model_id.startswith(LOCAL_PREFIX):
-        path = _under(settings.models_dir, model_id[len(LOCAL_PREFIX):])
+        path = local_model_dir(settings, model_id)
         if not path.is_dir():
             raise ValueError(f"model {model_id!r}: no directory {path.name!r} under NBL_MODELS_DIR")
         return str(path)

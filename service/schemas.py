@@ -166,7 +166,7 @@ class CalibrationSpec(Request):
     text_field: Annotated[str, Field(json_schema_extra=_doc_pattern(_FIELD.pattern)),
                           AfterValidator(_pattern(_FIELD, "text field"))] = "text"
     num_samples: StrictInt = Field(default=256, ge=1, description="calibration blocks")
-    seq_len: StrictInt = Field(default=2048, ge=1, description="tokens per block")
+    seq_len: StrictInt = Field(default=2048, ge=2, description="tokens per block (2 at least: a next token to predict)")
     seed: StrictInt = Field(default=0, ge=0, le=2**32 - 1)
     shuffle: StrictBool = False
 

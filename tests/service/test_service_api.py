@@ -46,7 +46,9 @@ def test_create_job_defaults_and_enqueue_after_commit(client, auth, settings, se
     assert got.json()["created_at"].endswith("Z") or "+00:00" in got.json()["created_at"]
 
 
-def test_full_request_round_trips(client, auth):
+def test_full_request_round_trips(client, auth, settings):
+    (settings.models_dir / "my-model").mkdir(parents=True)  # local models are checked at submit (config.json)
+    (settings.models_dir / "my-model" / "config.json").write_text('{"num_hidden_layers": 4}')
     req = body(k=2, model="local:my-model",
                calibration={"dataset": "wikitext2", "num_samples": 8, "seq_len": 128, "seed": 3, "shuffle": True},
                evaluation={"perplexity": ["wikitext2", "c4"], "tasks": ["arc_easy"], "limit": 10, "speed": True},

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Response, status
 
-from ... import jobs
+from ... import jobs, model_checks
 from ...errors import InvalidRequest
 from ...queue import enqueue_job
 from ...schemas import (
@@ -44,7 +44,7 @@ def create_job(body: JobCreate, response: Response, session: SessionDep, princip
                    alias="Idempotency-Key", description="1 to 255 visible ASCII characters, scoped to your team",
                    json_schema_extra={"pattern": r"^[\x21-\x7e]{1,255}$"})] = None) -> JobOut:
     key = jobs.check_idempotency_key(idempotency_key)
-    errors = check_limits(body, settings)
+    errors = check_limits(body, settings) or model_checks.submit_problems(body, settings)
     if errors:
         raise InvalidRequest(errors[0]["msg"], errors=errors)
     jobs.check_webhook_url(body, settings)  # resolves the host: before any transaction starts
