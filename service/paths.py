@@ -24,7 +24,7 @@ def _under(base: Path, name: str) -> Path:
     _simple_name(name)
     path = base / name
     if os.path.commonpath([base, os.path.normpath(path)]) != str(base):  # belt and braces
-        raise ValueError(f"{name!r} escapes {base.name}")
+        raise ValueError(f"{name!r} escapes {base.name}")  # the directory's name, never its path
     return path
 
 

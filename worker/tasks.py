@@ -33,6 +33,7 @@ from service.settings import Settings
 
 from . import ownership, retention
 from .errors import RetryPolicy, classify
+from .redact import Redactor
 from .pipeline import Cancelled, Paths, run
 from .publish.destination import Published
 from .publish.hub import HubRepo
@@ -68,6 +69,7 @@ class DbSink:
 
     def __init__(self, job_id: str, token: str):
         self.job_id, self.token = job_id, token
+        self.redact = Redactor.for_settings(settings)  # events never carry a server path (worker/redact.py)
         self.started = time.monotonic()
         self._last = 0.0
 
@@ -76,7 +78,8 @@ class DbSink:
         if fraction not in (0.0, 1.0) and now - self._last < 1.0:
             return  # at most one write a second, but every stage start and end
         self._last = now
-        if not db(store.set_progress, self.job_id, stage, fraction, message=message, lease_token=self.token):
+        if not db(store.set_progress, self.job_id, stage, fraction, message=self.redact(message),
+                  lease_token=self.token):
             raise Cancelled("lease lost: another worker owns this job now")
         if db(store.cancel_requested, self.job_id):
             raise Cancelled("cancelled by request")
@@ -85,7 +88,7 @@ class DbSink:
         db(store.save_metrics, self.job_id, variant, values, lease_token=self.token)
 
     def warning(self, message: str) -> None:
-        db(store.add_event, self.job_id, "warning", message)
+        db(store.add_event, self.job_id, "warning", self.redact(message))
 
     def layer_scores(self, scores: list[dict]) -> None:
         db(store.save_layer_scores, self.job_id, scores, lease_token=self.token)
@@ -195,7 +198,7 @@ def run_job(job_id: str) -> str:
             log.warning("job %s failed (%s): %s", job_id, failure.type, failure.message)
     finally:
         beat.stop.set()
-    ended = db(store.finish, job_id, token, status, error_type=err_type,
-               error_message=err_msg if status == "failed" else None)
+    err_msg = Redactor.for_settings(settings)(err_msg) if status == "failed" else None  # no server path
+    ended = db(store.finish, job_id, token, status, error_type=err_type, error_message=err_msg)
     retention.after_job(settings, job_id, ended)
     return status
