@@ -21,7 +21,7 @@ import re
 import tempfile
 from pathlib import Path
 
-_END = r"(?![\w.-])"  # a root ends where a path component ends
+_END = r"(?![\w-]|\.[\w.-])"  # a root ends where a path component ends (a full stop may follow)
 
 
 def _variants(path) -> set[str]:
