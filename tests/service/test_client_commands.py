@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -131,3 +132,27 @@ def test_help_documents_every_exit_code(capsys):
             main([command, "--help"])
         text = capsys.readouterr().out
         assert all(f"\n  {code}  " in text for code in range(5)), command
+
+
+def test_logs_follow_prints_every_event_until_the_job_ends(served, capsys):
+    from service.db import make_engine, make_sessionmaker
+
+    code, out, _ = run(capsys, "submit", "--model", "acme/m", "--k", "4", "--json")
+    job_id = json.loads(out)["id"]
+    engine = make_engine(served)
+
+    def worker():  # whenever it runs, --follow must print all of it and stop at the end
+        with make_sessionmaker(engine)() as s:
+            token = store.claim_job(s, job_id, 60)
+            store.set_progress(s, job_id, "score", 0.5, lease_token=token)
+            store.add_event(s, job_id, "warning", "a warning of the job")
+            store.finish(s, job_id, token, "succeeded")
+
+    t = threading.Thread(target=worker)
+    t.start()
+    code, out, _ = run(capsys, "logs", job_id, "--follow", "--interval", "0.05")
+    t.join()
+    engine.dispose()
+    assert code == 0
+    assert "stage: score" in out and "warning: a warning of the job" in out
+    assert out.strip().splitlines()[-1].endswith("status: succeeded")
