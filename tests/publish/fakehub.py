@@ -10,7 +10,7 @@ calls when we publish (checked against the installed client's hf_api.py / _commi
     POST /api/models/{repo}/commit/{rev}           the ndjson commit; ?create_pr=1 opens a PR
     GET  /api/models/{repo}/commits/{rev}          list_repo_commits, newest first
     GET  /api/models/{repo}/discussions            get_repo_discussions (pull requests)
-    HEAD/GET /{repo}/resolve/{rev}/{path}          hf_hub_download of `models`' files; `gated`: 403 GatedRepo
+    HEAD/GET /{repo}/resolve/{rev}/{path}          hf_hub_download of `models`' files; `gated`: GatedRepo
 
 It keeps every commit with its full file tree, so a test checks exactly what was uploaded. A request
 whose bearer token is not in `tokens` gets the Hub's own 401 (downloads need none). `fail` injects errors:
@@ -73,7 +73,7 @@ class FakeHub:
         self.requests: list[dict] = []  # every request: method, path, query, authorization, body (text, capped)
         self.fail: dict[str, int | list[int]] = {}  # route name -> status(es) to answer, once each
         self.models: dict[str, dict[str, bytes]] = {}  # repo -> files that hf_hub_download may fetch
-        self.gated: set[str] = set()  # repos that answer 403 GatedRepo to every download
+        self.gated: dict[str, int] = {}  # repo -> 401 (as to no token) or 403 (no access), the Hub's GatedRepo
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -222,7 +222,7 @@ class FakeHub:
 
     def _resolve(self, body: bytes, query: dict, repo: str, rev: str, path: str):
         if repo in self.gated:
-            return 403, {"error": f"Access to model {repo} is restricted and you are not in the authorized list."}, {
+            return self.gated[repo], {"error": f"Access to model {repo} is restricted."}, {
                 "X-Error-Code": "GatedRepo", "X-Error-Message": f"Access to model {repo} is restricted."}
         files = self.models.get(repo)
         if files is None:

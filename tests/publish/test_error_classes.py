@@ -59,11 +59,12 @@ def closed_port() -> int:
 
 def test_hub_answers_are_classed_by_cause(hub):
     hub.models["org/ok"] = {"config.json": b"{}"}
-    hub.gated.add("org/gated")
+    hub.gated.update({"org/gated": 403, "org/private": 401})
     assert json.loads(open(download("org/ok")).read()) == {}
 
-    gated = classify(raised(lambda: download("org/gated"), ModelError))  # was "not found", then user/system by luck
-    assert (gated.type, gated.retry) == ("user", False) and gated.message.startswith(GATED), gated
+    for repo in ("org/gated", "org/private"):  # our loader said "not found on the Hub" for both
+        gated = classify(raised(lambda: download(repo), ModelError))
+        assert (gated.type, gated.retry) == ("user", False) and gated.message.startswith(GATED), gated
     missing = classify(raised(lambda: download("org/missing"), ModelError))
     assert (missing.type, missing.retry) == ("user", False) and "not found" in missing.message.lower(), missing
 

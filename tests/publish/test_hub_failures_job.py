@@ -67,7 +67,7 @@ def test_a_hub_500_on_publish_is_retried_and_the_job_succeeds(env):
 
 def test_a_gated_hub_model_is_a_user_error_that_says_so(env):
     settings, auth, hub = env
-    hub.gated.add("org/gated-llama")
+    hub.gated["org/gated-llama"] = 401  # what the Hub answers a download without a token
     job = run(settings, auth, {**JOB, "model": {"id": "org/gated-llama"}})
     assert job["status"] == "failed" and job["error"]["type"] == "user", job["error"]
     assert job["error"]["message"].startswith(GATED), job["error"]  # was: "not found on the Hub"
