@@ -61,3 +61,35 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+PEOPLE = [("Sarah", "Maria"), ("the trophy", "the suitcase"), ("Jim", "Kevin"), ("the cat", "the dog"),
+          ("Anna", "Beth"), ("the river", "the lake"), ("Tom", "Carl"), ("the pen", "the pencil")]
+ENDINGS = [" always got the harder cases.", " was too small.", " won the energy prize.", " from the Sun is warm.",
+           " could not answer the question.", "'s water froze first.", " is more than it seems.", " rolled away."]
+
+
+def winogrande_rows(n: int = 8) -> list[dict]:
+    """WinoGrande-schema records (sentence with a blank, two options, answer "1"/"2"), made up here."""
+    return [{"sentence": f"{a} was faster than {b}, so _{ENDINGS[i % len(ENDINGS)]}", "option1": a, "option2": b,
+             "answer": str(1 + i % 2)} for i, (a, b) in enumerate(PEOPLE[:n])]
+
+
+def hf_cache_with_winogrande(root, rows: list[dict]) -> None:
+    """`rows` as the Hugging Face cache holds allenai/winogrande (winogrande_xl) after a download, so
+    `datasets` reads it offline through its own cached-dataset path."""
+    from datasets import DatasetInfo, Features, SplitDict, SplitInfo, Value
+    from datasets.arrow_writer import ArrowWriter
+
+    features = Features({k: Value("string") for k in rows[0]})
+    folder = root / "allenai___winogrande" / "winogrande_xl" / "0.0.0" / "0123abcd"
+    folder.mkdir(parents=True)
+    splits = SplitDict()
+    for split in ("train", "validation"):
+        with ArrowWriter(features=features, path=str(folder / f"winogrande-{split}.arrow")) as w:
+            for r in rows:
+                w.write(r)
+            n, nbytes = w.finalize()
+        splits.add(SplitInfo(name=split, num_bytes=nbytes, num_examples=n, dataset_name="winogrande"))
+    DatasetInfo(features=features, config_name="winogrande_xl", dataset_name="winogrande",
+                splits=splits).write_to_directory(str(folder))

@@ -7,7 +7,7 @@ lm-eval's own task configs are pointed at the local data (worker/eval/lmeval_par
 
 import pytest
 import torch
-from eval_helpers import bpe_tokenizer, one_thread  # noqa: F401 (fixture)
+from eval_helpers import bpe_tokenizer, hf_cache_with_winogrande, one_thread, winogrande_rows  # noqa: F401
 
 from worker.eval.lmeval_parity import compare_prompts, compare_scores  # lm_eval is imported lazily
 from worker.eval.tasks import load_task
@@ -72,3 +72,51 @@ def test_unknown_names_and_offline_datasets_are_user_errors(monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", "/nonexistent/hf-datasets-cache")
     with pytest.raises(ValueError, match="NBL_DATA_DIR"):
         load_task("openbookqa", limit=2)
+
+
+# --- multiple inputs (WinoGrande): one continuation after each of several contexts ---------------
+def test_winogrande_by_name_from_the_hf_cache_scores_as_lm_eval(tiny_bpe_llama, tmp_path, monkeypatch):
+    import datasets.config
+
+    from worker.eval.lmeval_parity import compare_lmeval_task_scores
+
+    rows = winogrande_rows()
+    hf_cache_with_winogrande(tmp_path, rows)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path))
+    task = load_task("winogrande")  # not a shipped file: lm-eval's own task, offline, from the cache
+    assert task.metrics == ("acc",) and len(task.docs) == len(rows)
+    for d, r in zip(task.docs, rows):  # lm-eval's WinoGrande: the option fills the blank in the context
+        head, tail = r["sentence"].split("_")
+        assert d.pairs() == [(head + r["option1"], " " + tail.strip()), (head + r["option2"], " " + tail.strip())]
+        assert d.label == int(r["answer"]) - 1
+
+    model, tok = tiny_bpe_llama
+    got = compare_lmeval_task_scores(model, tok, "winogrande", batch_size=4)
+    assert got["requests"] == 2 * len(rows) and got["documents"] == len(rows)
+    assert got["lm_eval"] == got["ours"] and got["ours"]["acc_norm"] is None, got
+    assert got["max_abs_ll_diff"] is not None and got["max_abs_ll_diff"] < 1e-4, got
+
+
+@pytest.mark.parametrize("form", ["contexts", "choices"])
+def test_task_files_score_as_lm_eval(tiny_bpe_llama, tmp_path, form):
+    import json
+
+    from worker.eval.lmeval_parity import compare_task_file_scores
+
+    records = []
+    for r in winogrande_rows():
+        head, tail = r["sentence"].split("_")
+        if form == "contexts":  # the continuation as given, leading space included
+            records.append({"contexts": [head + r["option1"], head + r["option2"]], "continuation": tail,
+                            "label": int(r["answer"]) - 1})
+        else:
+            records.append({"context": head.rstrip(), "choices": [" " + r["option1"], " " + r["option2"]],
+                            "label": int(r["answer"]) - 1})
+    path = tmp_path / f"my_{form}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    model, tok = tiny_bpe_llama
+    got = compare_task_file_scores(model, tok, path, batch_size=4)
+    assert got["task"] == f"my_{form}" and got["requests"] == 2 * len(records)
+    assert got["lm_eval"] == got["ours"], got
+    assert (got["ours"]["acc_norm"] is None) == (form == "contexts")
+    assert got["max_abs_ll_diff"] is not None and got["max_abs_ll_diff"] < 1e-4, got

@@ -76,3 +76,49 @@ def test_missing_or_empty_file(tmp_path):
     (tmp_path / "junk.jsonl").write_text("{not json\n")
     with pytest.raises(ValueError, match="junk.jsonl:1: not JSON"):
         load_task_file(tmp_path / "junk.jsonl")
+
+
+def test_contexts_form_scores_the_continuation_after_each_context_by_hand(tmp_path):
+    records = [
+        {"contexts": ["Sarah beat Maria, so Sarah", "Sarah beat Maria, so Maria"], "continuation": " won.", "label": 0},
+        {"contexts": ["The pen or the cup: the cup", "The pen or the cup: the pen", "x"], "continuation": " leaks",
+         "label": 2},
+        {"contexts": ["", "a b"], "continuation": " c", "label": 1},
+    ]
+    task = load_task_file(write(tmp_path / "wino_like.jsonl", records))
+    assert task.name == "wino_like" and task.metrics == ("acc",)
+    assert task.docs[0].pairs() == [(c, " won.") for c in records[0]["contexts"]]  # continuation as given
+
+    torch.manual_seed(2)
+    model, tok = BigramLM(torch.randn(128, 128) * 3), tiny_tokenizer()
+    result = run_task(model, tok, task)
+    acc = []
+    for r in records:  # by hand: Σ log p of the one continuation after each context, argmax over contexts
+        lls = []
+        for c in r["contexts"]:
+            ctx, cont = encode_pair(tok, c, r["continuation"])
+            lls.append(model.ll(ctx + cont, len(ctx)))
+        acc.append(float(max(range(len(lls)), key=lambda i: lls[i]) == r["label"]))
+    assert result["n"] == 3 and result["acc"] == pytest.approx(sum(acc) / 3) and result["acc_norm"] is None
+
+
+def test_one_file_holds_one_form(tmp_path):
+    path = write(tmp_path / "mixed.jsonl", [{"context": "q", "choices": ["a", "b"], "label": 0},
+                                            {"contexts": ["q a", "q b"], "continuation": " c", "label": 0}])
+    with pytest.raises(ValueError, match=r"mixed.jsonl:2: .*one file holds one form"):
+        load_task_file(path)
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"contexts": ["a", "b"], "label": 0}, "expected an object with contexts, continuation, label"),
+    ({"contexts": ["a"], "continuation": " c", "label": 0}, "at least two"),
+    ({"contexts": ["a", 3], "continuation": " c", "label": 0}, "at least two strings"),
+    ({"contexts": ["a", "b"], "continuation": "  ", "label": 0}, "non-blank"),
+    ({"contexts": ["a", "b"], "continuation": " c", "label": 2}, "label"),
+    ({"contexts": ["a", "b"], "choices": ["x", "y"], "continuation": " c", "label": 0}, "expected an object"),
+])
+def test_bad_contexts_records_are_refused_with_their_line(tmp_path, record, message):
+    path = write(tmp_path / "bad.jsonl", [{"contexts": ["ok", "fine"], "continuation": " yes", "label": 0}, record])
+    with pytest.raises(ValueError, match=message) as e:
+        load_task_file(path)
+    assert "bad.jsonl:2" in str(e.value)

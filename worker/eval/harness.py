@@ -9,12 +9,12 @@ from .task import LOGLIKELIHOOD, Task
 
 def run_task(model, tokenizer, task: Task, batch_tokens: int = 2048, progress: bool = False) -> dict:
     """{"acc", "acc_norm", "n", ...} of `task`; LAMBADA-style tasks add "ppl"."""
-    pairs = [(d.context, c) for d in task.docs for c in d.continuations]
+    pairs = [pair for d in task.docs for pair in d.pairs()]
     results = loglikelihoods(model, tokenizer, pairs, batch_tokens, progress)
     per_doc, lls_target, at = [], [], 0
     for d in task.docs:
-        res = results[at : at + len(d.continuations)]
-        at += len(d.continuations)
+        n = len(d.pairs())
+        res, at = results[at : at + n], at + n
         if task.kind == LOGLIKELIHOOD:
             ll, greedy = res[d.label]
             per_doc.append({"acc": float(greedy)})

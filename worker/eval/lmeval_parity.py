@@ -4,7 +4,10 @@ lm-eval's own task configs are pointed at the local data (its `dataset_path: jso
 `dataset_kwargs.data_files` mechanism) after mapping each file to the Hub schema, then
 - `compare_prompts`: every (context, continuation, label, choice length) lm-eval builds must equal ours;
 - `compare_scores`: lm-eval's own evaluation (HFLM, simple_evaluate) and ours must give the same
-  acc / acc_norm, and per-request log-likelihoods equal to float tolerance.
+  acc / acc_norm, and per-request log-likelihoods equal to float tolerance;
+- `compare_lmeval_task_scores`, `compare_task_file_scores`: the same for one of lm-eval's own tasks
+  read from the Hugging Face cache (WinoGrande's multiple inputs) and for a user's task file, which
+  lm-eval reads through a config built here (task_file_config).
 
     python -m worker.eval.lmeval_parity --model MODEL --task arc_easy --limit 50
 """
@@ -19,6 +22,8 @@ from . import local_data
 from .harness import run_task
 from .lmeval_tasks import NUM_FEWSHOT, leaf_config, lmeval_task, offline, task_manager
 from .loglikelihood import loglikelihoods
+from .task import Task
+from .task_file import CHOICES, CONTEXTS, METRICS, load_task_file
 from .tasks import SHIPPED, local_task
 
 SPLIT = {"hellaswag": "validation", "boolq": "validation"}  # lm-eval evaluates these on validation
@@ -62,40 +67,78 @@ def compare_prompts(name: str, limit: int | None = None, root: Path | None = Non
     return diffs
 
 
-def compare_scores(model, tokenizer, name: str, limit: int, root: Path | None = None, batch_size: int = 8) -> dict:
-    """lm-eval's end-to-end numbers next to ours on the first `limit` documents of a shipped task
-    (of each subject, for mmlu, 5-shot)."""
+def lmeval_results(model, tokenizer, tasks: list, leaves: list[str], limit: int | None,
+                   num_fewshot: int | None = None, batch_size: int = 8) -> tuple[dict, list[float]]:
+    """lm-eval's own evaluation (HFLM, simple_evaluate) of `tasks` (names or configs): acc / acc_norm
+    over the documents of `leaves` (None where lm-eval does not report it), and the log-likelihood of
+    every request, subtasks by name, documents by index, requests in option order (our order)."""
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
 
-    if name not in SHIPPED:
-        raise ValueError(f"compare_scores takes a shipped task: {', '.join(SHIPPED)}")
-    root = root or local_data.data_dir()
-    with tempfile.TemporaryDirectory() as tmp:
-        overrides = lmeval_overrides(name, root, Path(tmp))
-        with offline():
-            res = simple_evaluate(
-                model=HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size),
-                tasks=[{**leaf_config(leaf), **cfg} for leaf, cfg in overrides.items()], limit=limit,
-                num_fewshot=NUM_FEWSHOT.get(name), task_manager=task_manager(), bootstrap_iters=0, log_samples=True,
-            )
-    # per-document samples in our order: subtasks by name, documents by index
-    samples = [s for leaf in sorted(overrides) for s in sorted(res["samples"][leaf], key=lambda s: s["doc_id"])]
-    their_lls = [r[0][0] for s in samples for r in s["resps"]]
-    theirs = {m: (sum(s[m] for s in samples) / len(samples) if m in samples[0] else None) for m in ("acc", "acc_norm")}
+    with offline():
+        res = simple_evaluate(
+            model=HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size), tasks=tasks, limit=limit,
+            num_fewshot=num_fewshot, task_manager=task_manager(), bootstrap_iters=0, log_samples=True,
+        )
+    samples = [s for leaf in sorted(leaves) for s in sorted(res["samples"][leaf], key=lambda s: s["doc_id"])]
+    lls = [r[0][0] for s in samples for r in s["resps"]]
+    metrics = {m: (sum(s[m] for s in samples) / len(samples) if m in samples[0] else None) for m in ("acc", "acc_norm")}
+    return metrics, lls
 
-    task = local_task(name, root, limit)
+
+def side_by_side(model, tokenizer, task: Task, theirs: dict, their_lls: list[float]) -> dict:
+    """Our numbers on `task` next to lm-eval's."""
     ours = run_task(model, tokenizer, task)
-    pairs = [(d.context, c) for d in task.docs for c in d.continuations]
-    our_lls = [ll for ll, _ in loglikelihoods(model, tokenizer, pairs)]
+    our_lls = [ll for ll, _ in loglikelihoods(model, tokenizer, [p for d in task.docs for p in d.pairs()])]
     same = len(our_lls) == len(their_lls)
     return {
-        "task": name, "limit": limit,
+        "task": task.name, "documents": len(task.docs),
         "lm_eval": theirs,
         "ours": {m: ours[m] for m in ("acc", "acc_norm")},
         "requests": len(our_lls),
         "max_abs_ll_diff": max(abs(a - b) for a, b in zip(our_lls, their_lls)) if same else None,
     }
+
+
+def compare_scores(model, tokenizer, name: str, limit: int, root: Path | None = None, batch_size: int = 8) -> dict:
+    """lm-eval's end-to-end numbers next to ours on the first `limit` documents of a shipped task
+    (of each subject, for mmlu, 5-shot)."""
+    if name not in SHIPPED:
+        raise ValueError(f"compare_scores takes a shipped task: {', '.join(SHIPPED)}")
+    root = root or local_data.data_dir()
+    with tempfile.TemporaryDirectory() as tmp:
+        overrides = lmeval_overrides(name, root, Path(tmp))
+        configs = [{**leaf_config(leaf), **cfg} for leaf, cfg in overrides.items()]
+        theirs, lls = lmeval_results(model, tokenizer, configs, list(overrides), limit, NUM_FEWSHOT.get(name), batch_size)
+    return {**side_by_side(model, tokenizer, local_task(name, root, limit), theirs, lls), "limit": limit}
+
+
+def compare_lmeval_task_scores(model, tokenizer, name: str, limit: int | None = None, batch_size: int = 8) -> dict:
+    """lm-eval's numbers next to ours on lm-eval's own task `name` (one leaf, e.g. winogrande), read
+    from the local Hugging Face cache."""
+    task = lmeval_task(name, limit)
+    theirs, lls = lmeval_results(model, tokenizer, [name], [name], limit, NUM_FEWSHOT.get(name), batch_size)
+    return side_by_side(model, tokenizer, task, theirs, lls)
+
+
+def task_file_config(path: Path, form: str) -> dict:
+    """An lm-eval task config that reads a task file as lm-eval would score its records: a choices
+    file as multiple_choice with the choices as continuations, a contexts file as multiple_input
+    (doc_to_text an index, doc_to_choice the contexts); no delimiter, the file's strings as given."""
+    fields = ({"doc_to_text": "context", "doc_to_choice": "choices", "doc_to_target": "label"} if form == CHOICES
+              else {"doc_to_text": "label", "doc_to_choice": "contexts", "doc_to_target": "continuation"})
+    return {"task": path.stem, "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(path)}},
+            "test_split": "test", "output_type": "multiple_choice", "target_delimiter": "", **fields,
+            "metric_list": [{"metric": m, "aggregation": "mean", "higher_is_better": True} for m in METRICS[form]]}
+
+
+def compare_task_file_scores(model, tokenizer, path: str | Path, batch_size: int = 8) -> dict:
+    """lm-eval's numbers next to ours on a task file (either form), every record."""
+    path = Path(path)
+    task = load_task_file(path)
+    form = CONTEXTS if task.docs[0].contexts else CHOICES
+    theirs, lls = lmeval_results(model, tokenizer, [task_file_config(path, form)], [path.stem], None, 0, batch_size)
+    return side_by_side(model, tokenizer, task, theirs, lls)
 
 
 def main(argv: list[str] | None = None) -> int:

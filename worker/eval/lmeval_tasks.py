@@ -7,6 +7,10 @@ already be in the Hugging Face cache.
 
 A group (mmlu) becomes one task over all its subtasks' documents: the mean over documents is
 lm-eval's size-weighted group score. `limit` applies per subtask, as in lm-eval.
+
+Multiple-input tasks (WinoGrande: one context per option, one shared continuation) keep lm-eval's
+requests as they are: the gold option is lm-eval's doc_to_text (an index) and acc_norm, where a
+task asks for it, divides by the options' lengths, as lm-eval's process_results does.
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ from collections import defaultdict
 from contextlib import contextmanager
 from functools import lru_cache
 
-from .task import LOGLIKELIHOOD, MULTIPLE_CHOICE, Doc, Task
+from .task import LOGLIKELIHOOD, MULTIPLE_CHOICE, Doc, Task, multiple_input_doc
 
 NUM_FEWSHOT = {"mmlu": 5}
 FEWSHOT_SEED = 1234  # lm-eval's default fewshot_random_seed
+
+
+class DataUnavailable(ValueError):
+    """An lm-eval task whose dataset is not in the local Hugging Face cache (the Hub is never asked)."""
 
 
 @contextmanager
@@ -83,7 +91,7 @@ def lmeval_task(
         try:
             leaves = manager.load(spec)["tasks"]
         except (ConnectionError, OSError) as e:
-            raise ValueError(f"{name}: lm-eval's dataset is not in the local Hugging Face cache and the Hub is "
+            raise DataUnavailable(f"{name}: lm-eval's dataset is not in the local Hugging Face cache and the Hub is "
                              f"not contacted during evaluation; set NBL_DATA_DIR to the shipped files ({e})") from e
         kinds, metrics, docs = set(), set(), []
         for leaf_name in sorted(leaves):
@@ -98,9 +106,9 @@ def lmeval_task(
 
 def _leaf_docs(task, limit: int | None, num_fewshot: int | None) -> tuple[str, tuple[str, ...], list[Doc]]:
     kind = task.OUTPUT_TYPE
-    if kind not in (MULTIPLE_CHOICE, LOGLIKELIHOOD) or getattr(task, "multiple_input", False):
+    if kind not in (MULTIPLE_CHOICE, LOGLIKELIHOOD):
         raise ValueError(f"{task.config.task}: lm-eval output type {kind!r} is not scored here "
-                         "(multiple_choice with the choices as continuations, or loglikelihood)")
+                         "(multiple_choice, or loglikelihood)")
     if num_fewshot is not None:
         task.set_config(key="num_fewshot", value=num_fewshot)
     task.set_fewshot_seed(seed=FEWSHOT_SEED)
@@ -117,6 +125,12 @@ def _leaf_docs(task, limit: int | None, num_fewshot: int | None) -> tuple[str, t
             docs.append(Doc(context, (target,), 0, (len(target),)))
             continue
         choices = task.doc_to_choice(insts[0].doc)
+        if task.multiple_input:  # options in the contexts, one continuation; gold = doc_to_text
+            gold, cont = task.doc_to_text(insts[0].doc), insts[0].args[1]
+            if any(i.args[1] != cont for i in insts) or not isinstance(gold, int):
+                raise ValueError(f"{task.config.task}: a multiple-input document needs one continuation and a gold index")
+            docs.append(multiple_input_doc([i.args[0] for i in insts], cont, gold, [len(c) for c in choices]))
+            continue
         gold = task.doc_to_target(insts[0].doc)
         if isinstance(gold, str):
             gold = choices.index(gold)

@@ -18,10 +18,9 @@ import numpy as np
 
 def choice_metrics(lls: list[float], lengths: list[int], label: int) -> dict[str, float]:
     lls_a = np.asarray(lls, dtype=np.float64)
-    return {
-        "acc": float(np.argmax(lls_a) == label),
-        "acc_norm": float(np.argmax(lls_a / np.asarray(lengths, dtype=np.float64)) == label),
-    }
+    with np.errstate(divide="ignore", invalid="ignore"):  # an empty context of a multiple-input doc: acc only
+        norm = lls_a / np.asarray(lengths, dtype=np.float64)
+    return {"acc": float(np.argmax(lls_a) == label), "acc_norm": float(np.argmax(norm) == label)}
 
 
 def mean_stderr(values: list[float]) -> tuple[float, float | None]:
