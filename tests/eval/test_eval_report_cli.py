@@ -105,6 +105,7 @@ def test_cache_key_tracks_what_changes_the_numbers(tmp_path):
     assert key != cache_key("dir:abc", replace(spec, limit=6), "float32", "cpu")
     assert key != cache_key("dir:abc", replace(spec, tasks=("arc_easy", "boolq")), "float32", "cpu")
     assert key != cache_key("dir:abc", replace(spec, speed=True), "float32", "cpu")
+    assert key != cache_key("dir:abc", replace(spec, suite="paper"), "float32", "cpu")
     assert key != cache_key("dir:abc", spec, "bfloat16", "cpu")
     f.write_text('{"context": "a", "choices": ["b", "c"], "label": 1}\n')
     assert key != cache_key("dir:abc", spec, "float32", "cpu")

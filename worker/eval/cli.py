@@ -12,6 +12,8 @@ import logging
 import sys
 from pathlib import Path
 
+from .suite import SUITES
+
 log = logging.getLogger(__name__)
 
 
@@ -37,7 +39,8 @@ def add_eval(sub) -> None:
         "eval",
         help="evaluate a model (perplexity, lm-eval tasks, speed), beside its base",
         description="Evaluate a model or a compressed output: perplexity, lm-eval multiple-choice tasks "
-        "(offline, from NBL_DATA_DIR), your own JSONL task, and inference speed; with a base model, "
+        "(offline, from NBL_DATA_DIR or the local Hugging Face cache), the paper's task suite, your own "
+        "JSONL task, and inference speed; with a base model, "
         "one side-by-side report with deltas.",
     )
     p.add_argument("--model", required=True, help="Hub repo id, checkpoint directory, .gguf file, or `nbl compress` output")
@@ -65,9 +68,13 @@ def add_eval_options(p) -> None:
                    help="comma-separated: wikitext2, c4, or text files (default wikitext2 when nothing else is asked)")
     p.add_argument("--max-tokens", type=_positive, help="score only the first N tokens of each perplexity corpus")
     p.add_argument("--tasks", type=_names, default=[], metavar="TASKS",
-                   help="comma-separated: arc_easy, arc_challenge, hellaswag, boolq, openbookqa, lambada_openai, mmlu")
+                   help="comma-separated: arc_easy, arc_challenge, hellaswag, boolq, openbookqa, lambada_openai, mmlu, "
+                   "or any lm-eval task whose data is in the local Hugging Face cache (e.g. winogrande)")
     p.add_argument("--task-file", nargs="+", action="extend", default=[], metavar="FILE",
-                   help='JSONL of {"context", "choices", "label"}; reported under the file stem')
+                   help='JSONL of {"context", "choices", "label"} or of {"contexts", "continuation", "label"} '
+                   "(one form per file); reported under the file stem")
+    p.add_argument("--suite", choices=sorted(SUITES), help="the tasks a paper averages (paper: the NBL paper's "
+                   "eight), those whose data is here; reports their average and names the tasks skipped")
     p.add_argument("--limit", type=_positive, help="first N documents of each task (per subject for mmlu)")
     p.add_argument("--speed", action="store_true", help="prefill/decode tokens/s, KV-cache bytes, sparsity")
     p.add_argument("--repeats", type=_positive, default=3, help="timed repeats per speed figure (median; default 3)")
@@ -81,7 +88,7 @@ def eval_spec(args):
 
     spec = EvalSpec(
         perplexity=tuple(args.perplexity or ()), tasks=tuple(args.tasks), task_files=tuple(args.task_file),
-        limit=args.limit, max_tokens=args.max_tokens, speed=args.speed, repeats=args.repeats,
+        limit=args.limit, max_tokens=args.max_tokens, suite=args.suite, speed=args.speed, repeats=args.repeats,
         batch_tokens=args.batch_tokens,
     )
     if spec.empty():
@@ -89,7 +96,7 @@ def eval_spec(args):
     for f in spec.task_files:
         if not Path(f).expanduser().is_file():
             raise ValueError(f"task file not found: {f}")
-    names = [*spec.tasks, *(Path(f).stem for f in spec.task_files)]
+    names = [*spec.tasks, *spec.suite_only(), *(Path(f).stem for f in spec.task_files)]
     if len(set(names)) != len(names):
         raise ValueError(f"two tasks would report under one name: {sorted(n for n in names if names.count(n) > 1)}")
     return spec

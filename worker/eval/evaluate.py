@@ -1,10 +1,11 @@
 """Evaluate one model: perplexity, tasks, speed; and the cache that spares re-evaluating a base.
 
-A result is {"model", "params", "perplexity", "tasks", "speed", "seconds"}. The base model of a
-comparison is evaluated once per (fingerprint, evaluation spec, hardware): its result is kept as JSON
-under $NBL_HOME/evals/<key>.json; the key hashes the model fingerprint, everything that changes the
-numbers (corpora, token cap, tasks, task-file contents, limit, speed settings, dtype) and, when speed
-is measured, the device and thread count.
+A result is {"model", "params", "perplexity", "tasks", "speed", "seconds"}, and "suite" when a
+suite was asked for (suite.py: its average, and the tasks skipped because their data is absent).
+The base model of a comparison is evaluated once per (fingerprint, evaluation spec, hardware): its
+result is kept as JSON under $NBL_HOME/evals/<key>.json; the key hashes the model fingerprint,
+everything that changes the numbers (corpora, token cap, tasks, suite, task-file contents, limit,
+speed settings, dtype) and, when speed is measured, the device and thread count.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from pathlib import Path
 import torch
 
 from .harness import run_task
+from .lmeval_tasks import DataUnavailable
 from .perplexity import corpus_text, perplexity
 from .speed import count_parameters, measure_speed
+from .suite import ABSENT, suite_tasks, summary
 from .task_file import load_task_file
 from .tasks import load_task
 
@@ -36,6 +39,7 @@ class EvalSpec:
     task_files: tuple[str, ...] = ()
     limit: int | None = None
     max_tokens: int | None = None
+    suite: str | None = None  # a task suite (suite.py): its tasks whose data is here, and their average
     speed: bool = False
     speed_lengths: tuple[int, ...] = (512, 2048)
     new_tokens: int = 128
@@ -43,7 +47,11 @@ class EvalSpec:
     batch_tokens: int = field(default=2048, compare=False)  # changes batching, not the numbers
 
     def empty(self) -> bool:
-        return not (self.perplexity or self.tasks or self.task_files or self.speed)
+        return not (self.perplexity or self.tasks or self.task_files or self.suite or self.speed)
+
+    def suite_only(self) -> tuple[str, ...]:
+        """The suite's tasks not also asked for by name: skipped, not refused, when their data is absent."""
+        return tuple(t for t in suite_tasks(self.suite) if t not in self.tasks) if self.suite else ()
 
 
 def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, progress: bool = True) -> dict:
@@ -60,15 +68,26 @@ def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, pr
         text = corpus_text(name)
         result["perplexity"][name] = perplexity(model, tok, text, max_tokens=spec.max_tokens, progress=progress)
         result["seconds"][f"perplexity/{name}"] = time.perf_counter() - start
-    tasks = [lambda n=n: load_task(n, spec.limit) for n in spec.tasks]
-    tasks += [lambda f=f: load_task_file(f, spec.limit) for f in spec.task_files]
-    for build in tasks:
+    tasks = [(None, lambda n=n: load_task(n, spec.limit)) for n in spec.tasks]
+    tasks += [(n, lambda n=n: load_task(n, spec.limit)) for n in spec.suite_only()]
+    tasks += [(None, lambda f=f: load_task_file(f, spec.limit)) for f in spec.task_files]
+    skipped: dict[str, str] = {}
+    for optional, build in tasks:
         start = time.perf_counter()
-        task = build()
+        try:
+            task = build()
+        except DataUnavailable:
+            if optional is None:
+                raise
+            log.warning("suite %s: %s skipped (%s)", spec.suite, optional, ABSENT)
+            skipped[optional] = ABSENT
+            continue
         if task.name in result["tasks"]:
             raise ValueError(f"two tasks report under the name {task.name!r}")
         result["tasks"][task.name] = run_task(model, tok, task, spec.batch_tokens, progress)
         result["seconds"][f"task/{task.name}"] = time.perf_counter() - start
+    if spec.suite:
+        result["suite"] = summary(spec.suite, result["tasks"], skipped)
     if spec.speed:
         start = time.perf_counter()
         result["speed"] = measure_speed(model, spec.speed_lengths, spec.new_tokens, repeats=spec.repeats,

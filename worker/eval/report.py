@@ -1,6 +1,7 @@
 """One report, base vs compressed: the JSON view and the printed table, side by side with deltas.
 
-Deltas are model - base; for throughputs the table also shows the ratio (the speed-up).
+Deltas are model - base; for throughputs the table also shows the ratio (the speed-up). A suite
+(suite.py) adds its average, the one number its paper reports, and names the tasks it skipped.
 """
 
 from __future__ import annotations
@@ -10,12 +11,16 @@ TASK_KEYS = ("acc", "acc_norm", "n")
 
 
 def json_view(result: dict) -> dict:
-    """{"perplexity": {name: {ppl, bits_per_byte, tokens}}, "tasks": {name: {acc, acc_norm, n}}, "speed"}."""
-    return {
+    """{"perplexity": {name: {ppl, bits_per_byte, tokens}}, "tasks": {name: {acc, acc_norm, n}}, "speed"},
+    and "suite" ({"name", "average", "tasks_run", "tasks_total", "scores", "skipped"}) when one was run."""
+    out = {
         "perplexity": {k: {m: v[m] for m in PPL_KEYS} for k, v in result["perplexity"].items()},
         "tasks": {k: {m: v[m] for m in TASK_KEYS} for k, v in result["tasks"].items()},
         "speed": result["speed"],
     }
+    if result.get("suite") is not None:
+        out["suite"] = result["suite"]
+    return out
 
 
 def _sub(a, b):
@@ -68,6 +73,11 @@ def rows(model: dict, base: dict | None) -> list[tuple[str, str, str, str]]:
         for m in ("acc", "acc_norm"):
             if r.get(m) is not None:
                 add(f"{name} {m} (n={r['n']})", r[m], b.get(m))
+    suite = model.get("suite")
+    if suite is not None:
+        bsuite = base.get("suite") or {}
+        add(f"{suite['name']} average ({suite['tasks_run']}/{suite['tasks_total']} tasks)", suite["average"],
+            bsuite.get("average"))
     s, bs = model["speed"], base["speed"] or {}
     if s:
         for t, v in s["prefill_tokens_per_s"].items():
@@ -96,3 +106,9 @@ def print_table(model: dict, base: dict | None = None) -> None:
         print(f"\n{'metric':<{w}} {'value':>12}")
         for label, _, m, _ in lines:
             print(f"{label:<{w}} {m:>12}")
+    suite = model.get("suite")
+    if suite is not None:
+        metrics = ", ".join(f"{t} {s['metric']}" for t, s in suite["scores"].items())
+        print(f"\n{suite['name']} average: mean of {metrics or 'no task'}")
+        if suite["skipped"]:
+            print(f"skipped (data absent): {', '.join(suite['skipped'])}")
