@@ -62,7 +62,7 @@ def test_full_request_round_trips(client, auth, settings):
     assert job["spec"]["publish"] == {"repo_id": "acme/smol-nbl", "private": False, "revision": None, "create_pr": True}
     assert job["spec"]["compression"] == {"mode": "block", "method": "drop", "criterion": "cosine", "k": 2}
     r = client.post("/v1/jobs", json=body(publish={"local_dir": "smol-k4"}), headers=auth)
-    assert r.status_code == 201 and r.json()["spec"]["publish"] == {"local_dir": "smol-k4"}
+    assert r.status_code == 201 and r.json()["spec"]["publish"] == {"local_dir": "smol-k4", "overwrite": False}
 
 
 # --- auth and isolation --------------------------------------------------------------------------
