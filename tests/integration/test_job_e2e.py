@@ -42,7 +42,7 @@ def _start_worker(settings, log_path: Path) -> subprocess.Popen:
         cwd=REPO, env=env, stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
 
 
-def _wait(c, auth, ids, worker, log_path, timeout=120):
+def _wait(c, auth, ids, worker, log_path, timeout=600):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         jobs = [c.get(f"/v1/jobs/{i}", headers=auth).json() for i in ids]
