@@ -42,23 +42,29 @@ def pool_options(settings: Settings) -> list[str]:
     return ["--pool", "prefork", "--concurrency", "1", "--max-tasks-per-child", "1"]
 
 
-def install_solo_limits(settings: Settings) -> None:
-    """A soft time limit for tasks run inline by the solo pool (in the main thread, where SIGALRM's
-    handler runs)."""
-    limit_s = settings.task_soft_time_limit_s
+class SoloTimeLimit:
+    """The soft time limit of a task run inline by the solo pool: armed before the task, in the main
+    thread that runs it (where SIGALRM's handler runs), disarmed after."""
 
-    def expired(signum, frame):
-        raise SoftTimeLimitExceeded(f"soft time limit ({limit_s} s) exceeded")
+    def __init__(self, limit_s: float):
+        self.limit_s = limit_s
 
-    @signals.task_prerun.connect(weak=False)
-    def arm(**_):
-        signal.signal(signal.SIGALRM, expired)
-        signal.setitimer(signal.ITIMER_REAL, limit_s)
+    def _expired(self, signum, frame):
+        raise SoftTimeLimitExceeded(f"soft time limit ({self.limit_s:g} s) exceeded")
 
-    @signals.task_postrun.connect(weak=False)
-    def disarm(**_):
+    def arm(self, **_) -> None:
+        signal.signal(signal.SIGALRM, self._expired)
+        signal.setitimer(signal.ITIMER_REAL, self.limit_s)
+
+    def disarm(self, **_) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        _empty_cuda_cache()  # no gc.collect(): it costs ~1 s with torch loaded, and refcounting frees a job's tensors
+        _empty_cuda_cache()  # no gc.collect(): it costs ~1 s with torch loaded; refcounting frees a job's tensors
+
+
+def install_solo_limits(settings: Settings) -> None:
+    limit = SoloTimeLimit(settings.task_soft_time_limit_s)
+    signals.task_prerun.connect(limit.arm, weak=False)
+    signals.task_postrun.connect(limit.disarm, weak=False)
 
 
 def _empty_cuda_cache() -> None:
