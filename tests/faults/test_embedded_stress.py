@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 pytestmark = pytest.mark.slow
 
 JOBS, FULL_EVERY = 300, 60
-FAST = {"model": {"id": "local:tiny"}, "compression": {"k": 1}, "publish": {"repo_id": "stress/no-token"}}
+FAST = {**JOB, "publish": {"repo_id": "stress/no-token"}}
 
 
 @deadline(300)
