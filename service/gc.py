@@ -6,7 +6,7 @@ leaves its scratch directory, and a worker killed mid-publish its staging direct
 
     scratch   NBL_HOME/jobs/<id>                  of a job that is terminal, or unknown to the database
     staging   NBL_PUBLISH_DIR/.nbl-staging/<id>   likewise (a running job's is in use)
-    stats     NBL_STATS_DIR/*.safetensors         least recently used first, down to NBL_STATS_CACHE_MAX_BYTES;
+    stats     NBL_STATS_DIR/*.stats               least recently used first, down to NBL_STATS_CACHE_MAX_BYTES;
               NBL_STATS_DIR/*.tmp                 older than a day (a writer that died)
 
 Queued, running and cancelling jobs keep theirs: a requeued job resumes from its scratch directory.
@@ -102,7 +102,7 @@ def collect(settings: Settings, dry_run: bool = False) -> dict:
     for item in items:
         if not dry_run:
             try:
-                shutil.rmtree(item.path) if item.kind != "stats" else os.unlink(item.path)
+                shutil.rmtree(item.path) if item.kind != "stats" else lru.remove(Path(item.path))
             except FileNotFoundError:
                 continue  # gone meanwhile (a worker's own cleanup, another gc)
         freed.append(item)

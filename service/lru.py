@@ -1,4 +1,4 @@
-"""A size cap on a directory of cache files, least recently used first out.
+"""A size cap on a directory of cache entries (files, or directories of files), least recently used first out.
 
 Recency is the file's mtime: a reader touches the entry it uses (`touch`), a writer creates it, so the
 oldest mtime is the entry unused the longest (atime is not trusted: relatime and noatime mounts).
@@ -8,10 +8,11 @@ Plain files and os calls only, so the API's `nbl admin gc` and the worker share 
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-SUFFIX = ".safetensors"  # the statistics cache's entries (worker/engine/stats_cache.py)
+SUFFIX = ".stats"  # the statistics cache's entries: one directory of per-layer shards (worker/engine/stats_cache.py)
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,28 @@ def entries(directory: Path, suffix: str = SUFFIX) -> list[Entry]:
             st = os.stat(directory / name, follow_symlinks=False)
         except FileNotFoundError:
             continue  # evicted by another process meanwhile
-        found.append(Entry(Path(directory) / name, st.st_size, st.st_mtime))
+        path = Path(directory) / name
+        found.append(Entry(path, _size(path) if os.path.isdir(path) else st.st_size, st.st_mtime))
     return sorted(found, key=lambda e: (e.used, e.path.name))
+
+
+def _size(directory: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(directory):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(root, f), follow_symlinks=False).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def remove(path: Path) -> None:
+    """Delete one entry, a file or a directory; FileNotFoundError if it is gone already."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
 
 
 def over_cap(directory: Path, max_bytes: int, suffix: str = SUFFIX) -> list[Entry]:
@@ -65,7 +86,7 @@ def evict(directory: Path, max_bytes: int, suffix: str = SUFFIX) -> list[Entry]:
     gone = []
     for e in over_cap(directory, max_bytes, suffix):
         try:
-            e.path.unlink()
+            remove(e.path)
         except FileNotFoundError:
             continue
         gone.append(e)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import logging
 import sys
 import time
@@ -57,6 +58,9 @@ def add_compress(sub) -> None:
                    help="neither read nor write the statistics cache (nor, with --eval, the base's evaluation cache)")
     p.add_argument("--max-model-bytes", type=int, metavar="N",
                    help="refuse input weights larger than N bytes, before any download (default: NBL_MAX_MODEL_BYTES)")
+    p.add_argument("--host-cache-bytes", type=int, metavar="N",
+                   help="keep at most N bytes of hidden states between layers in memory, the rest on disk under "
+                   "NBL_HOME/spill (default: NBL_HOST_CACHE_BYTES, else no limit)")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     ev = p.add_argument_group("evaluation (--eval: the options of `nbl eval`)")
     ev.add_argument("--eval", action="store_true", help="after compressing, evaluate the base and every output "
@@ -98,6 +102,7 @@ def cmd_compress(args) -> int:
         product_dtype=args.stats_precision,
         use_cache=not args.no_cache,
         max_model_bytes=args.max_model_bytes if args.max_model_bytes is not None else max_model_bytes(),
+        host_cache_bytes=_host_cache_bytes(args.host_cache_bytes),
     )
     progress = sys.stderr.isatty() or not args.json
     lm, load_s = None, 0.0
@@ -121,6 +126,15 @@ def cmd_compress(args) -> int:
     return 0
 
 
+def _host_cache_bytes(flag: int | None) -> int | None:
+    raw = str(flag) if flag is not None else os.environ.get("NBL_HOST_CACHE_BYTES", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise ValueError(f"the host cache budget must be a number of bytes, got {raw!r}")
+    return int(raw)
+
+
 def evaluate_compressed(lm, outputs: list[dict], espec, use_cache: bool, progress: bool) -> tuple[dict, dict]:
     """The base and every saved output (worker/eval/compare.py); each output's card rewritten with its
     results, as `nbl eval --card` does. Returns (base result, {k: result})."""
@@ -139,7 +153,7 @@ def _json_view(r: dict) -> dict:
     return {
         "calibration": r["calibration"],
         "scores": [
-            {"layer": s["layer"], **{b: {k: s[b][k] for k in keep if k in s[b]} for b in ("attn", "block")}}
+            {"layer": s["layer"], **{b: {k: s[b][k] for k in keep if k in s[b]} for b in ("attn", "block") if b in s}}
             for s in r["scores"]
         ],
         "outputs": r["outputs"],

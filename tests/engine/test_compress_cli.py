@@ -28,7 +28,8 @@ def test_several_k_json_and_cache_hit(tiny_dir, text_file, tmp_path, capsys, mon
     assert r["calibration"]["cached"] is False
     assert r["calibration"]["tokens"] == 12 * 64 and r["calibration"]["num_samples"] == 12
     assert [s["layer"] for s in r["scores"]] == [0, 1, 2, 3]
-    assert set(r["scores"][0]["attn"]) >= {"cca_bound", "nmse", "cosine"} and "block" in r["scores"][0]
+    # sums (and so scores) only for the mode asked for
+    assert set(r["scores"][0]["attn"]) >= {"cca_bound", "nmse", "cosine"} and "block" not in r["scores"][0]
     assert [(o["k"], len(o["replaced_layers"])) for o in r["outputs"]] == [(1, 1), (2, 2)]
     for o in r["outputs"]:
         assert o["path"].endswith(f"k{o['k']}")
@@ -38,19 +39,28 @@ def test_several_k_json_and_cache_hit(tiny_dir, text_file, tmp_path, capsys, mon
     nmse = [s["attn"]["nmse"] for s in r["scores"]]
     assert r["outputs"][0]["replaced_layers"] == [min(range(4), key=nmse.__getitem__)]
 
-    # a run that differs only in k / mode / method / criterion must not calibrate at all
+    # a run that differs only in k / method / criterion must not calibrate at all
     def boom(*a, **k):
         raise AssertionError("calibration ran despite a cached calibration")
 
-    monkeypatch.setattr(compress_mod, "calibrate", boom)
-    code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "3", "--mode", "block",
-                                              "--method", "drop", "--criterion", "loss"))
-    assert code == 0, err
-    r2 = json.loads(out)
-    assert r2["calibration"]["cached"] is True and r2["calibration"]["cache_key"] == r["calibration"]["cache_key"]
-    assert all("loss_rise" in s["block"] for s in r2["scores"])
-    assert len(r2["outputs"][0]["replaced_layers"]) == 3
+    with monkeypatch.context() as mp:
+        mp.setattr(compress_mod, "calibrate", boom)
+        code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "3", "--method", "drop",
+                                                  "--criterion", "loss"))
+        assert code == 0, err
+        r2 = json.loads(out)
+        assert r2["calibration"]["cached"] is True and r2["calibration"]["cache_key"] == r["calibration"]["cache_key"]
+        assert [s["attn"]["cca_bound"] for s in r2["scores"]] == [s["attn"]["cca_bound"] for s in r["scores"]]
+        assert all("loss_rise" in s["attn"] for s in r2["scores"])
+        assert len(r2["outputs"][0]["replaced_layers"]) == 3
     assert calibrate_mod.calibrate is not boom  # the engine's own function is untouched
+
+    # the entry holds the attn sums only: the other mode calibrates again, under the same key
+    code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1", "--mode", "block"))
+    assert code == 0, err
+    r3 = json.loads(out)
+    assert r3["calibration"]["cached"] is False and r3["calibration"]["cache_key"] == r["calibration"]["cache_key"]
+    assert "attn" not in r3["scores"][0] and "block" in r3["scores"][0]
 
 
 def test_changed_calibration_misses_the_cache(tiny_dir, text_file, tmp_path, capsys):

@@ -104,7 +104,7 @@ def test_teams_publish_side_by_side_a_second_job_never_replaces_the_first(here):
     for job in (a, b, again, forced):
         assert seen[job["id"]] == ["model.safetensors"], seen
         assert not scratch_dir(settings, job["id"]).exists(), job["status"]
-    assert len(list(settings.stats_dir.glob("*.safetensors"))) == 1  # one calibration, cached
+    assert len(list(settings.stats_dir.glob("*.stats"))) == 1  # one calibration, cached
 
 
 def test_a_cancelled_job_leaves_no_scratch_and_no_cache_when_the_cap_is_zero(here):

@@ -27,15 +27,15 @@ def entry(directory: Path, name: str, size: int, used: float) -> Path:
 def test_eviction_takes_the_least_recently_used_first(tmp_path):
     now = time.time()
     for i, name in enumerate("abcd"):  # written in order a, b, c, d: 100 bytes each
-        entry(tmp_path, f"{name}.safetensors", 100, now - 1000 + i)
+        entry(tmp_path, f"{name}.stats", 100, now - 1000 + i)
     entry(tmp_path, "e.1234.tmp", 500, now - 2000)  # a write in progress: not an entry
-    lru.touch(tmp_path / "a.safetensors")  # a was read just now: the most recently used
-    assert [e.path.name for e in lru.over_cap(tmp_path, 250)] == ["b.safetensors", "c.safetensors"]
+    lru.touch(tmp_path / "a.stats")  # a was read just now: the most recently used
+    assert [e.path.name for e in lru.over_cap(tmp_path, 250)] == ["b.stats", "c.stats"]
     assert lru.over_cap(tmp_path, 400) == []
     gone = lru.evict(tmp_path, 250)
-    assert [e.path.name for e in gone] == ["b.safetensors", "c.safetensors"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.safetensors", "d.safetensors", "e.1234.tmp"]
-    assert [e.path.name for e in lru.evict(tmp_path, 0)] == ["d.safetensors", "a.safetensors"]  # 0: no cache
+    assert [e.path.name for e in gone] == ["b.stats", "c.stats"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.stats", "d.stats", "e.1234.tmp"]
+    assert [e.path.name for e in lru.evict(tmp_path, 0)] == ["d.stats", "a.stats"]  # 0: no cache
     assert lru.evict(tmp_path / "missing", 0) == []
 
 
@@ -61,7 +61,7 @@ def test_gc_dry_run_reports_and_gc_frees(sqlite_clean_url, settings_for, monkeyp
         entry(settings.publish_dir / ".nbl-staging" / job_id / "k1", "model.safetensors", 10, time.time())
     now = time.time()
     for i, name in enumerate("abc"):
-        entry(settings.stats_dir, f"{name}.safetensors", 100, now - 100 + i)
+        entry(settings.stats_dir, f"{name}.stats", 100, now - 100 + i)
     entry(settings.stats_dir, "old.99.tmp", 7, now - 2 * 86400)
     entry(settings.stats_dir, "new.98.tmp", 7, now)
     entry(settings.publish_dir / "alpha" / "smol", "model.safetensors", 5, now)  # published: never touched
@@ -74,7 +74,7 @@ def test_gc_dry_run_reports_and_gc_frees(sqlite_clean_url, settings_for, monkeyp
         ("scratch", f"jobs/{ids['succeeded']}"), ("scratch", f"jobs/{ids['failed']}"),
         ("scratch", f"jobs/{ids['cancelled']}"), ("scratch", f"jobs/{unknown}"),
         ("staging", f"published/.nbl-staging/{ids['failed']}"),
-        ("stats", "stats/a.safetensors"), ("stats", "stats/old.99.tmp"),
+        ("stats", "stats/a.stats"), ("stats", "stats/old.99.tmp"),
     }
 
     def gc(*flags) -> dict:
@@ -92,5 +92,5 @@ def test_gc_dry_run_reports_and_gc_frees(sqlite_clean_url, settings_for, monkeyp
     assert left == {f for f in before if not any(f.startswith(p + "/") or f == p for _, p in expected)}
     assert {f"jobs/{ids['queued']}/k1/model.safetensors", f"jobs/{ids['running']}/k1/model.safetensors",
             f"published/.nbl-staging/{ids['running']}/k1/model.safetensors", "published/alpha/smol/model.safetensors",
-            "stats/b.safetensors", "stats/c.safetensors", "stats/new.98.tmp"} <= left
+            "stats/b.stats", "stats/c.stats", "stats/new.98.tmp"} <= left
     assert main(["admin", "gc"]) == 0 and "freed 0 bytes in 0 item(s)" in capsys.readouterr().out  # nothing left

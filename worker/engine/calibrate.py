@@ -1,9 +1,18 @@
-"""One streaming pass over the calibration blocks that fills every layer's sums (stats.py).
+"""Calibration, layer by layer: each decoder layer's sums (stats.py) from one pass of every batch.
 
-Forward hooks see, per decoder layer and batch, the layer input h, the attention branch a and the
-layer output h''. They add them into the float64 sums at once and drop them, so at most one batch
-of one layer's activations is alive at a time. The LM head is never run: calibration needs only the
-decoder stack.
+    embeddings(blocks) -> hidden cache -> layer 0 -> hidden cache -> layer 1 -> ... -> last layer
+
+A first pass runs the decoder with every layer replaced by a catcher: it records the inputs of
+layer 0 (the embeddings) and the other arguments each layer is called with (attention mask, rotary
+tables), without running a layer. Then, for each layer in turn, its weights are brought to the device
+(layer_source.py), every cached batch goes through it with the statistics hook, its outputs replace
+its inputs in the host cache (activations.py), and its sums are handed to `on_layer` (scored and
+written out by the caller) and dropped. Device memory at any moment: one layer's weights, one layer's
+sums, one batch of activations; host memory: the hidden states of all blocks (spilt to disk past a
+budget), never the whole model. The LM head is never run: calibration needs only the decoder stack.
+
+The layers see exactly the inputs of a full forward pass, so the sums equal those of the former
+one-pass calibration (tests/engine/test_sequential.py).
 """
 
 from __future__ import annotations
@@ -13,20 +22,23 @@ import ctypes.util
 import resource
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
 
-from .stats import LayerAccumulator, LayerStats
+from .activations import HiddenCache
+from .layer_source import as_source
+from .stats import BRANCHES, LayerAccumulator, LayerStats
 
 
 @dataclass
 class Calibration:
-    stats: list[LayerStats]  # one per decoder layer
+    stats: list[LayerStats]  # one per decoder layer; empty when they went to `on_layer`
     tokens: int
     seconds: float
-    stats_bytes: int  # float64 sums held
+    stats_bytes: int  # float64 sums held at once: one layer's
     peak_rss_bytes: int  # process peak resident memory
     peak_device_bytes: int | None  # CUDA peak allocation, on GPU
 
@@ -56,8 +68,43 @@ def holdout_count(num_blocks: int, fraction: float = 0.1) -> int:
     return max(1, int(num_blocks * fraction))
 
 
-def decoder_layers(model) -> torch.nn.ModuleList:
-    return model.model.layers
+class _Catcher(torch.nn.Module):
+    """Stands in for decoder layer i during the first pass: records its call, passes h through."""
+
+    def __init__(self, i: int, calls: dict):
+        super().__init__()
+        self.i, self.calls = i, calls
+
+    def forward(self, hidden_states, *args, **kwargs):
+        if args:
+            raise TypeError("decoder layers are expected to take their arguments after h by keyword")
+        self.calls[self.i] = (hidden_states, kwargs)
+        return hidden_states
+
+
+@torch.no_grad()
+def _first_pass(source, blocks, batches, device, cache: HiddenCache) -> list[list[dict]]:
+    """Put each batch's layer-0 inputs in `cache`; return each batch's per-layer keyword arguments.
+
+    A layer's arguments other than h (mask, rotary tables, positions) are the same objects for
+    every layer of a family that does not vary them per layer, so they are stored once."""
+    decoder = source.stem(device)
+    layers = decoder.layers
+    saved = list(layers)
+    calls: dict[int, tuple] = {}
+    per_batch = []
+    try:
+        for i in range(len(layers)):
+            layers[i] = _Catcher(i, calls)
+        for b, (lo, hi, _) in enumerate(batches):
+            calls.clear()
+            decoder(input_ids=blocks[lo:hi].to(device), use_cache=False)
+            cache.put(b, calls[0][0])
+            per_batch.append([calls[i][1] for i in range(len(layers))])
+    finally:
+        for i, layer in enumerate(saved):
+            layers[i] = layer
+    return per_batch
 
 
 @torch.no_grad()
@@ -69,66 +116,78 @@ def calibrate(
     product_dtype: torch.dtype = torch.float32,
     on_batch: Callable[[int, int], None] | None = None,
     progress: bool = True,
+    *,
+    modes=BRANCHES,
+    device=None,
+    host_bytes: int | None = None,
+    spill_dir: Path | None = None,
+    on_layer: Callable[[int, LayerStats], None] | None = None,
 ) -> Calibration:
-    """Run `blocks` (num_blocks, seq_len) through the model; the last `holdout` blocks go to 'held'.
+    """Run `blocks` (num_blocks, seq_len) through `model` (a model in memory or a layer_source), layer
+    by layer; the last `holdout` blocks go to 'held'. Sums are kept for `modes` only.
 
-    `on_batch(blocks_done, blocks_total)` is called after every batch; it may raise to cancel.
+    `on_layer(i, stats)` receives each layer's sums as soon as they are complete; with it the sums are
+    not kept (Calibration.stats is empty), without it they are all returned. `on_batch(done, total)`
+    is called after every batch of every layer (total = layers x batches); it may raise to cancel.
+    `host_bytes`: hidden states beyond this many bytes go to files under `spill_dir` (None: no limit).
     """
-    device = next(model.parameters()).device
-    layers = decoder_layers(model)
-    d = model.config.hidden_size
-    accs = [LayerAccumulator(d, device, product_dtype) for _ in layers]
-    attn_out: dict[int, torch.Tensor] = {}
-    split = {"name": "fit"}
-
-    def attn_hook(i):
-        def hook(module, args, output):
-            attn_out[i] = output[0] if isinstance(output, tuple) else output
-
-        return hook
-
-    def layer_hook(i):
-        def hook(module, args, kwargs, output):
-            h = args[0] if args else kwargs["hidden_states"]  # (B, T, d)
-            out = output[0] if isinstance(output, tuple) else output  # (B, T, d)
-            a = attn_out.pop(i)
-            flat = lambda t: t.reshape(-1, d)  # noqa: E731  (B*T, d)
-            accs[i].add(flat(h), {"attn": flat(a), "block": flat(out - h)}, split["name"])
-            release_free_memory()
-
-        return hook
-
-    handles = []
-    for i, layer in enumerate(layers):
-        handles.append(layer.self_attn.register_forward_hook(attn_hook(i)))
-        handles.append(layer.register_forward_hook(layer_hook(i), with_kwargs=True))
-
+    source = as_source(model)
+    device = torch.device(device) if device is not None else source.device
+    n_layers, d = source.config.num_hidden_layers, source.config.hidden_size
     n = blocks.shape[0]
     n_fit = n - holdout
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
+    # Fit blocks first, then held-out blocks; a batch never straddles the two.
+    batches = [(start, min(start + batch_size, hi), name)
+               for lo, hi, name in [(0, n_fit, "fit"), (n_fit, n, "held")] for start in range(lo, hi, batch_size)]
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    kept: list[LayerStats] = []
+    stats_bytes = 0
     t0 = time.perf_counter()
-    try:
-        bar = tqdm(total=n, desc="calibrate", unit="block", disable=not progress)
-        # Fit blocks first, then held-out blocks; a batch never straddles the two.
-        for lo, hi, name in [(0, n_fit, "fit"), (n_fit, n, "held")]:
-            split["name"] = name
-            for start in range(lo, hi, batch_size):
-                batch = blocks[start : min(start + batch_size, hi)].to(device)
-                model.model(input_ids=batch, use_cache=False)
-                bar.update(batch.shape[0])
-                if on_batch is not None:
-                    on_batch(min(start + batch_size, hi), n)
-        bar.close()
-    finally:
-        for hnd in handles:
-            hnd.remove()
+    total = n_layers * len(batches)
+    bar = tqdm(total=total, desc="calibrate", unit="batch", disable=not progress)
+    with HiddenCache(host_bytes, spill_dir) as cache:
+        kwargs = _first_pass(source, blocks, batches, device, cache)
+        for i in range(n_layers):
+            layer = source.layer(i, device)
+            acc = LayerAccumulator(d, device, product_dtype, modes)
+            stats_bytes = acc.nbytes()
+            attn: list[torch.Tensor] = []
+            hook = None
+            if "attn" in modes:
+                hook = layer.self_attn.register_forward_hook(
+                    lambda m, a, o: attn.append(o[0] if isinstance(o, tuple) else o))
+            try:
+                for b, (_, _, split) in enumerate(batches):
+                    h = cache.get(b).to(device)  # (B, T, d)
+                    out = layer(h, **kwargs[b][i])
+                    out = out[0] if isinstance(out, tuple) else out  # (B, T, d)
+                    ys = {"attn": lambda: attn.pop(), "block": lambda: out - h}  # noqa: E731
+                    acc.add(h.reshape(-1, d), {m: ys[m]().reshape(-1, d) for m in modes}, split)
+                    if i + 1 < n_layers:
+                        cache.put(b, out)  # the next layer's input replaces this one's
+                    del h, out
+                    release_free_memory()
+                    bar.update(1)
+                    if on_batch is not None:
+                        on_batch(i * len(batches) + b + 1, total)
+            finally:
+                if hook is not None:
+                    hook.remove()
+                source.release(i)
+            if on_layer is not None:
+                on_layer(i, acc.stats)
+            else:
+                kept.append(acc.stats)
+            del acc
+            release_free_memory()
+    bar.close()
     seconds = time.perf_counter() - t0
     return Calibration(
-        stats=[a.stats for a in accs],
+        stats=kept,
         tokens=int(blocks.numel()),
         seconds=seconds,
-        stats_bytes=sum(a.nbytes() for a in accs),
+        stats_bytes=stats_bytes,
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        peak_device_bytes=torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None,
+        peak_device_bytes=torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
     )

@@ -2,11 +2,18 @@
 
 Used by `nbl compress` and by the worker's job task alike. `report(stage, fraction, message)`
 receives progress; it may raise to cancel between batches.
+
+Calibration runs layer by layer (calibrate.py); each layer is scored as soon as its sums are complete
+and its sums go to their own shard of the statistics cache (stats_cache.py), so no stage holds every
+layer's sums. Given no loaded model, `run` reads the weights one layer at a time from the checkpoint
+(layer_source.py) and loads the whole model only to save outputs or for the `loss` probe.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,11 +25,13 @@ from tqdm.auto import tqdm
 from . import stats_cache
 from .calibrate import calibrate, holdout_count
 from .data import DatasetSpec, load_texts, make_blocks
-from .loading import LoadedModel, load_model
+from .layer_source import CheckpointLayers, ModelLayers
+from .loading import LoadedModel, load_model, load_weights
 from .saving import save_compressed
 from .scores import DEFAULT_RIDGE, LinearMap, layer_moments, lmmse, score_layer
 from .selection import CRITERIA, choose, loss_rise
 from .stats import BRANCHES, LayerStats
+from .stats_cache import Shards
 from .surgery import Plan, replaced
 
 log = logging.getLogger(__name__)
@@ -52,6 +61,8 @@ class CompressConfig:
     stats_dir: Path | None = None
     use_cache: bool = True
     max_model_bytes: int | None = None  # refuse larger input weights (None: no limit)
+    host_cache_bytes: int | None = None  # hidden states past this go to disk (None: no limit)
+    spill_dir: Path | None = None  # where they go (None: 'spill' beside the statistics directory)
 
     def check(self) -> None:
         """Checks that need no model; k against the layer count is checked after loading."""
@@ -71,11 +82,17 @@ class CompressConfig:
 
 @dataclass
 class CalibrationResult:
-    stats: list[LayerStats]
+    stats: Shards  # each layer's sums, read from its shard on demand
     held_blocks: torch.Tensor
     meta: dict
     cached: bool
     cache_key: str
+    scores: list[dict] | None = None  # scored during calibration (None on a cache hit)
+    temporary: bool = False  # written for this run only (--no-cache): remove when done
+
+    def cleanup(self) -> None:
+        if self.temporary:
+            shutil.rmtree(self.stats.path.parent, ignore_errors=True)
 
 
 @dataclass
@@ -99,8 +116,17 @@ def default_batch_size(seq_len: int, device: str) -> int:
     return max(1, tokens // seq_len)
 
 
-def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = _noop, progress=True) -> CalibrationResult:
-    """Sums for every layer, from the cache when the same calibration ran before."""
+def layer_source(lm: LoadedModel):
+    """The loaded model, or its checkpoint read layer by layer when only its skeleton was loaded."""
+    if lm.model is not None:
+        return ModelLayers(lm.model)
+    return CheckpointLayers(lm.path, lm.dtype, lm.device)
+
+
+def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = _noop, progress=True,
+                      source=None) -> CalibrationResult:
+    """Sums for every layer, from the cache when the same calibration ran before for this mode."""
+    source = source or layer_source(lm)
     key = stats_cache.cache_key(
         model=lm.fingerprint,
         dataset=cfg.dataset.key(),
@@ -108,31 +134,53 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = _no
         seq_len=cfg.seq_len,
         seed=cfg.seed,
         shuffle=cfg.shuffle,
-        dtype=str(next(lm.model.parameters()).dtype),
+        dtype=str(source.dtype),
         holdout_fraction=cfg.holdout_fraction,
         product_dtype=cfg.product_dtype,
     )
-    path = Path(cfg.stats_dir or stats_cache.default_dir()) / f"{key}.safetensors"
-    device = next(lm.model.parameters()).device
+    stats_dir = Path(cfg.stats_dir or stats_cache.default_dir())
     if cfg.use_cache:
-        hit = stats_cache.load(path, device)
-        if hit is not None:
+        hit = stats_cache.open_entry(stats_cache.entry_path(stats_dir, key))
+        if hit is not None and cfg.mode in hit.modes:
             report("calibrate", 1.0, f"statistics cache hit {key}")
-            return CalibrationResult(hit[0], hit[1], hit[2], True, key)
+            return CalibrationResult(hit, hit.held_blocks(), hit.meta, True, key)
+        path = stats_cache.entry_path(stats_dir, key)
+    else:  # the shards still go to disk, for the chosen layers' maps, and are removed after the run
+        stats_dir.mkdir(parents=True, exist_ok=True)
+        path = stats_cache.entry_path(tempfile.mkdtemp(prefix="nocache-", suffix=".tmp", dir=stats_dir), key)
 
     report("calibrate", 0.0, "tokenizing calibration data")
     blocks = make_blocks(load_texts(cfg.dataset), lm.tokenizer, cfg.num_samples, cfg.seq_len, cfg.shuffle, cfg.seed)
     holdout = holdout_count(len(blocks), cfg.holdout_fraction)
-    bs = cfg.batch_size or default_batch_size(cfg.seq_len, str(device))
-    cal = calibrate(
-        lm.model,
-        blocks,
-        batch_size=bs,
-        holdout=holdout,
-        product_dtype=getattr(torch, cfg.product_dtype),
-        on_batch=lambda done, total: report("calibrate", done / total, f"{done}/{total} blocks"),
-        progress=progress,
-    )
+    bs = cfg.batch_size or default_batch_size(cfg.seq_len, str(source.device))
+    n_layers = source.config.num_hidden_layers
+    writer = stats_cache.ShardWriter(path)
+    scores: list[dict] = []
+
+    def on_layer(i: int, stats: LayerStats) -> None:  # score at once, write the shard, drop the sums
+        writer.layer(i, stats)
+        scores.append(layer_scores(i, stats, cfg.ridge))
+
+    try:
+        cal = calibrate(
+            source,
+            blocks,
+            batch_size=bs,
+            holdout=holdout,
+            product_dtype=getattr(torch, cfg.product_dtype),
+            on_batch=lambda done, total: report("calibrate", done / total,
+                                                f"layer {(done - 1) * n_layers // total + 1}/{n_layers}"),
+            progress=progress,
+            modes=(cfg.mode,),
+            host_bytes=cfg.host_cache_bytes,
+            spill_dir=cfg.spill_dir or stats_dir.parent / "spill",
+            on_layer=on_layer,
+        )
+    except BaseException:
+        writer.abort()
+        if not cfg.use_cache:
+            shutil.rmtree(path.parent, ignore_errors=True)
+        raise
     meta = {
         "tokens": cal.tokens,
         "seconds": round(cal.seconds, 3),
@@ -141,48 +189,76 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = _no
         "peak_device_bytes": cal.peak_device_bytes,
         "holdout_blocks": holdout,
         "batch_size": bs,
+        "modes": [cfg.mode],
+        "num_layers": n_layers,
     }
     held = blocks[len(blocks) - holdout :].clone()
-    if cfg.use_cache:
-        stats_cache.save(path, cal.stats, held, meta)
-    return CalibrationResult(cal.stats, held, meta, False, key)
+    shards = writer.finish(held, meta)
+    return CalibrationResult(shards, held, meta, False, key, scores=scores, temporary=not cfg.use_cache)
 
 
-def score_stage(stats: list[LayerStats], ridge: float = DEFAULT_RIDGE, progress: bool = False) -> list[dict]:
-    """Every layer's scores for both modes, as plain dicts (the report's and the JSON's shape)."""
-    bar = tqdm(stats, desc="score", unit="layer", disable=not progress)
-    return [{"layer": i, **{b: sc.as_dict() for b, sc in score_layer(s, ridge).items()}} for i, s in enumerate(bar)]
+def layer_scores(i: int, stats: LayerStats, ridge: float = DEFAULT_RIDGE) -> dict:
+    """One layer's scores for the modes its sums hold, as a plain dict (the report's and the JSON's shape)."""
+    return {"layer": i, **{b: sc.as_dict() for b, sc in score_layer(stats, ridge).items()}}
 
 
-def fit_maps(stats: list[LayerStats], mode: str, layers, ridge: float = DEFAULT_RIDGE, split=None) -> dict[int, LinearMap]:
-    return {i: lmmse(layer_moments(stats[i], mode, split), ridge) for i in layers}
+def _layers(stats: list[LayerStats] | Shards):
+    """(count, get) over a list of sums in memory or a cache entry read one shard at a time."""
+    if isinstance(stats, Shards):
+        return stats.num_layers, stats.layer
+    return len(stats), stats.__getitem__
+
+
+def score_stage(stats: list[LayerStats] | Shards, ridge: float = DEFAULT_RIDGE, progress: bool = False) -> list[dict]:
+    """Every layer's scores, reading one layer's sums at a time."""
+    n, get = _layers(stats)
+    return [layer_scores(i, get(i), ridge) for i in tqdm(range(n), desc="score", unit="layer", disable=not progress)]
+
+
+def fit_maps(stats: list[LayerStats] | Shards, mode: str, layers, ridge: float = DEFAULT_RIDGE,
+             split=None) -> dict[int, LinearMap]:
+    """LMMSE maps of the given layers only: a cache entry reads only their shards."""
+    _, get = _layers(stats)
+    return {i: lmmse(layer_moments(get(i), mode, split), ridge) for i in layers}
 
 
 def run(cfg: CompressConfig, report: Report = _noop, progress: bool = True, lm: LoadedModel | None = None,
         on_saved: Callable[[dict, torch.nn.Module], None] | None = None) -> CompressResult:
     """`on_saved(output, model)` runs after each output is saved, while `model` is still the compressed
-    one in memory (the job's load check takes its reference logits there)."""
+    one in memory (the job's load check takes its reference logits there). Without `lm`, the model is
+    loaded without weights and calibrated layer by layer from its checkpoint."""
     cfg.check()
     timings = {}
     t = time.perf_counter()
     if lm is None:  # the job pipeline loads (and reports) the model itself
         report("load", 0.0, f"loading {cfg.model}")
-        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes)
-    n_layers = len(lm.model.model.layers)
+        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes, weights=False)
+    source = layer_source(lm)
+    n_layers = source.config.num_hidden_layers
     if max(cfg.ks) >= n_layers:
         raise ValueError(f"k must be below the number of layers ({n_layers}), got {max(cfg.ks)}")
     timings["load_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    cal = calibration_stage(cfg, lm, report, progress)
+    cal = calibration_stage(cfg, lm, report, progress, source)
+    del source
     timings["calibrate_s"] = time.perf_counter() - t
+    try:
+        return _score_and_compress(cfg, lm, cal, timings, report, progress, on_saved)
+    finally:
+        cal.cleanup()
 
+
+def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult, timings: dict,
+                        report: Report, progress: bool, on_saved) -> CompressResult:
+    n_layers = cal.stats.num_layers
     t = time.perf_counter()
     report("score", 0.0, "scoring layers")
-    scores = score_stage(cal.stats, cfg.ridge, progress)
+    scores = cal.scores if cal.scores is not None else score_stage(cal.stats, cfg.ridge, progress)
     if cfg.criterion == "loss":
         if len(cal.held_blocks) == 0:
             raise ValueError("criterion 'loss' needs held-out blocks: use num_samples >= 2 and holdout_fraction > 0")
+        load_weights(lm)
         probe_maps = fit_maps(cal.stats, cfg.mode, range(n_layers), cfg.ridge, split="fit") if cfg.method == "nbl" else {}
         rises = loss_rise(
             lm.model, cal.held_blocks, cfg.mode, cfg.method, probe_maps,
@@ -219,6 +295,7 @@ def run(cfg: CompressConfig, report: Report = _noop, progress: bool = True, lm: 
                   "replaced_layers": layers, "path": str(out) if out else None}
         if out is not None:
             report("compress", j / len(cfg.ks), f"k={k}: layers {layers} -> {out}")
+            load_weights(lm)  # saving still writes from the whole model in memory
             with replaced(lm.model, plan, maps):
                 save_compressed(lm.model, lm.tokenizer, out, lm.family, _scores_report(cfg, lm, result, plan))
                 if on_saved is not None:

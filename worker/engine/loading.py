@@ -38,7 +38,7 @@ class ModelError(ValueError):
 
 @dataclass
 class LoadedModel:
-    model: torch.nn.Module
+    model: torch.nn.Module | None  # None until load_weights: calibration reads the checkpoint layer by layer
     tokenizer: object
     source: str  # what the user gave
     revision: str | None  # resolved Hub commit, if from the Hub
@@ -46,6 +46,8 @@ class LoadedModel:
     family: str
     path: Path  # local directory holding config (and tokenizer files)
     license: str | None = None
+    dtype: torch.dtype | None = None  # the dtype and device the weights are (or will be) loaded as
+    device: str = "cpu"
 
 
 def supported_families() -> list[str]:
@@ -93,9 +95,11 @@ def load_model(
     dtype: str | torch.dtype | None = None,
     device: str | None = None,
     max_bytes: int | None = None,
+    weights: bool = True,
 ) -> LoadedModel:
-    """`max_bytes`: refuse weights larger than this, before reading (or downloading) them; None: no limit."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """`max_bytes`: refuse weights larger than this, before reading (or downloading) them; None: no limit.
+    `weights=False`: locate and check the checkpoint and load the tokenizer, but no weight (load_weights)."""
+    from transformers import AutoTokenizer
 
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
@@ -121,10 +125,8 @@ def load_model(
         fingerprint = f"hub:{model}@{resolved_rev}"
 
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)  # False: never ask, never run code
-    net = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=False, use_safetensors=True)
-    net.to(device).eval()
-    return LoadedModel(
-        model=net,
+    lm = LoadedModel(
+        model=None,
         tokenizer=tokenizer,
         source=model,
         revision=resolved_rev,
@@ -132,7 +134,21 @@ def load_model(
         family=family,
         path=path,
         license=_license_of(path),
+        dtype=torch_dtype,
+        device=device,
     )
+    return load_weights(lm) if weights else lm
+
+
+def load_weights(lm: LoadedModel) -> LoadedModel:
+    """Load the whole model onto its device, once (saving and the loss probe still need it whole)."""
+    from transformers import AutoModelForCausalLM
+
+    if lm.model is None:
+        net = AutoModelForCausalLM.from_pretrained(lm.path, dtype=lm.dtype, trust_remote_code=False,
+                                                   use_safetensors=True)
+        lm.model = net.to(lm.device).eval()
+    return lm
 
 
 def models_dir() -> Path:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .stats import BRANCHES, LayerStats, SplitSums
+from .stats import LayerStats, SplitSums
 
 DEFAULT_RIDGE = 1e-6  # relative to the mean eigenvalue tr(C_xx)/d
 EIG_FLOOR = 1e-10  # relative to the largest eigenvalue, for inverse square roots
@@ -179,10 +179,10 @@ class BranchScores:
 
 
 def score_layer(stats: LayerStats, ridge: float = DEFAULT_RIDGE) -> dict[str, BranchScores]:
-    """Scores of both branches of one layer. Both share x = h, so C_xx is decomposed once."""
+    """Scores of the branches (modes) the sums hold. They share x = h, so C_xx is decomposed once."""
     total = stats.total()
-    ms = {b: layer_moments(stats, b) for b in BRANCHES}
-    cxx = ms[BRANCHES[0]].cxx
+    ms = {b: layer_moments(stats, b) for b in stats.branches}
+    cxx = next(iter(ms.values())).cxx
     cond = condition_number(torch.linalg.eigvalsh(cxx))
     lx = _cholesky(cxx)
     has_held = float(stats.splits["held"].n) >= 2 and float(stats.splits["fit"].n) >= 2

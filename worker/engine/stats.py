@@ -50,13 +50,13 @@ class SplitSums:
     branches: dict[str, BranchSums] = field(default_factory=dict)
 
     @classmethod
-    def zeros(cls, d: int, device) -> SplitSums:
+    def zeros(cls, d: int, device, branches=BRANCHES) -> SplitSums:
         z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
         return cls(
             n=z(()),
             x=z(d),
             xx=z(d, d),
-            branches={b: BranchSums(y=z(d), yy=z(d, d), yx=z(d, d), cos=z(())) for b in BRANCHES},
+            branches={b: BranchSums(y=z(d), yy=z(d, d), yx=z(d, d), cos=z(())) for b in branches},
         )
 
     def __add__(self, other: SplitSums) -> SplitSums:
@@ -79,6 +79,11 @@ class LayerStats:
     shift_y: dict[str, torch.Tensor]  # branch -> (d,)
     splits: dict[str, SplitSums]
 
+    @property
+    def branches(self) -> tuple[str, ...]:
+        """The modes these sums cover: only those calibration was asked for."""
+        return tuple(b for b in BRANCHES if b in self.shift_y)
+
     def total(self) -> SplitSums:
         return self.splits["fit"] + self.splits["held"]
 
@@ -95,6 +100,7 @@ class LayerStats:
 
     @classmethod
     def from_flat(cls, flat: dict[str, torch.Tensor], prefix: str) -> LayerStats:
+        branches = [b for b in BRANCHES if f"{prefix}.shift_{b}" in flat]
         splits = {}
         for split in SPLITS:
             p = f"{prefix}.{split}"
@@ -103,12 +109,12 @@ class LayerStats:
                 x=flat[f"{p}.x"],
                 xx=flat[f"{p}.xx"],
                 branches={
-                    b: BranchSums(*(flat[f"{p}.{b}.{f}"] for f in ("y", "yy", "yx", "cos"))) for b in BRANCHES
+                    b: BranchSums(*(flat[f"{p}.{b}.{f}"] for f in ("y", "yy", "yx", "cos"))) for b in branches
                 },
             )
         return cls(
             shift_x=flat[f"{prefix}.shift_x"],
-            shift_y={b: flat[f"{prefix}.shift_{b}"] for b in BRANCHES},
+            shift_y={b: flat[f"{prefix}.shift_{b}"] for b in branches},
             splits=splits,
         )
 
@@ -128,17 +134,19 @@ def _scratch(d: int, dtype: torch.dtype, device) -> torch.Tensor:
 
 
 class LayerAccumulator:
-    """Adds one batch at a time into a LayerStats; holds nothing but the sums."""
+    """Adds one batch at a time into a LayerStats; holds nothing but the sums, and only those of the
+    `branches` (modes) asked for: x's sums are shared, each branch adds Σy, Σyyᵀ, Σyxᵀ and Σcos."""
 
-    def __init__(self, d: int, device, product_dtype: torch.dtype = torch.float32):
+    def __init__(self, d: int, device, product_dtype: torch.dtype = torch.float32, branches=BRANCHES):
         self.d = d
         self.device = device
         self.product_dtype = product_dtype
+        self.branches = tuple(branches)
         self.stats: LayerStats | None = None
         # Allocated now, before any forward pass: sums allocated at the first batch would sit in the
         # heap between the batch's transient activations, whose freed space glibc then cannot
         # give back (measured on SmolLM2: +0.9 GB peak RSS).
-        self._zeros = {s: SplitSums.zeros(d, device) for s in SPLITS}
+        self._zeros = {s: SplitSums.zeros(d, device, self.branches) for s in SPLITS}
 
     def _init(self, x: torch.Tensor, ys: dict[str, torch.Tensor]) -> None:
         # Shift = this first batch's mean, in float64: later batches are centred on it.
@@ -152,6 +160,7 @@ class LayerAccumulator:
     @torch.no_grad()
     def add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str) -> None:
         """h: (N, d) layer inputs; ys: branch -> (N, d) branch outputs; split: 'fit' or 'held'."""
+        ys = {b: ys[b] for b in self.branches}
         if self.stats is None:
             self._init(h, ys)
         st, dt = self.stats, self.product_dtype
@@ -173,6 +182,6 @@ class LayerAccumulator:
 
     def nbytes(self) -> int:
         """Bytes of float64 sums this layer holds (the same whether or not a batch has arrived)."""
-        d, nb = self.d, len(BRANCHES)
+        d, nb = self.d, len(self.branches)
         per_split = 1 + d + d * d + nb * (d + 2 * d * d + 1)
         return 8 * (len(SPLITS) * per_split + (1 + nb) * d)

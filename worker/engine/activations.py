@@ -1,0 +1,83 @@
+"""The hidden states between two layers, one entry per calibration batch, on the host.
+
+Layer i reads entry b, runs it, and writes its output back into entry b: the outputs replace the
+inputs, so the cache holds one set of hidden states (num_blocks x seq_len x d in the model's dtype),
+never two. Entries stay in memory up to `budget_bytes`; past it they are written to files under
+`spill_dir` (safetensors, one per entry) and read back when their turn comes. The files go when the
+cache is closed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+
+class HiddenCache:
+    def __init__(self, budget_bytes: int | None = None, spill_dir: Path | None = None):
+        self.budget = budget_bytes  # None: never spill
+        self.spill_root = Path(spill_dir) if spill_dir is not None else None
+        self._dir: Path | None = None
+        self._mem: dict[int, torch.Tensor] = {}
+        self._files: dict[int, tuple[Path, int]] = {}  # entry -> (file, bytes)
+        self.mem_bytes = 0
+        self.spilt_bytes = 0  # bytes on disk now
+        self.peak_spilt_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._mem) + len(self._files)
+
+    def put(self, b: int, h: torch.Tensor) -> None:
+        """Store (replacing) entry b; `h` is copied to the host if it is on a device."""
+        self._drop(b)
+        h = h.detach().to("cpu").contiguous()
+        size = h.numel() * h.element_size()
+        if self.budget is None or self.mem_bytes + size <= self.budget:
+            self._mem[b] = h
+            self.mem_bytes += size
+            return
+        path = self._spill_dir() / f"{b}.safetensors"
+        save_file({"h": h}, str(path))
+        self._files[b] = (path, size)
+        self.spilt_bytes += size
+        self.peak_spilt_bytes = max(self.peak_spilt_bytes, self.spilt_bytes)
+
+    def get(self, b: int) -> torch.Tensor:
+        if b in self._mem:
+            return self._mem[b]
+        return load_file(str(self._files[b][0]))["h"]
+
+    def _drop(self, b: int) -> None:
+        if b in self._mem:
+            h = self._mem.pop(b)
+            self.mem_bytes -= h.numel() * h.element_size()
+        elif b in self._files:
+            path, size = self._files.pop(b)
+            self.spilt_bytes -= size
+            path.unlink(missing_ok=True)
+
+    def _spill_dir(self) -> Path:
+        if self._dir is None:
+            if self.spill_root is None:
+                raise RuntimeError("hidden states exceed the host budget and no spill directory was given")
+            self.spill_root.mkdir(parents=True, exist_ok=True)
+            self._dir = Path(tempfile.mkdtemp(prefix="hidden-", dir=self.spill_root))
+        return self._dir
+
+    def close(self) -> None:
+        self._mem.clear()
+        self._files.clear()
+        self.mem_bytes = self.spilt_bytes = 0
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def __enter__(self) -> HiddenCache:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
