@@ -25,7 +25,8 @@ from engine_cpu import smollm2_gguf  # noqa: E402
 from worker.engine.compress import CompressConfig, calibration_stage, fit_maps, score_stage  # noqa: E402
 from worker.engine.data import DatasetSpec  # noqa: E402
 from worker.engine.loading import load_model  # noqa: E402
-from worker.engine.selection import choose, loss_rise  # noqa: E402
+from worker.engine.loss_probe import loss_rise  # noqa: E402
+from worker.engine.selection import choose  # noqa: E402
 from worker.engine.surgery import Plan, replaced  # noqa: E402
 from worker.eval.perplexity import corpus_text, perplexity  # noqa: E402
 

@@ -5,10 +5,11 @@ layer at a time), with or without the hidden states spilt to disk."""
 import pytest
 import torch
 
-from conftest import FAMILY_CONFIGS, save_tiny_checkpoint, tiny_model
+from conftest import FAMILY_CONFIGS, save_tiny_checkpoint, smollm2_gguf, tiny_model
 from one_pass_reference import one_pass_sums
 from worker.engine.calibrate import calibrate, holdout_count
 from worker.engine.layer_source import CheckpointLayers
+from worker.engine.loading import load_model
 
 FIELDS = ("y", "yy", "yx", "cos")
 
@@ -56,6 +57,7 @@ def test_checkpoint_read_layer_by_layer_matches_the_one_pass_sums(family, tmp_pa
     assert_same_sums(cal.stats, ref)
     assert len(seen) == 3 * 4 and {len(s) for s in seen} == {1}  # 3 layers x 4 batches, one layer held
     assert _materialized_layers(source.model) == [] and source.model.lm_head.weight.is_meta
+    assert source.model.model.embed_tokens.weight.is_meta  # read for the first pass only
 
 
 def test_hidden_states_spilt_to_disk_give_the_same_sums(tmp_path):
@@ -81,3 +83,17 @@ def test_sums_only_for_the_modes_asked_for():
         assert_same_sums(cal.stats, ref, modes=(mode,))
         d = model.config.hidden_size
         assert both.stats_bytes - cal.stats_bytes == 8 * (2 * (d + 2 * d * d + 1) + d)  # one branch less
+
+
+@pytest.mark.slow
+def test_smollm2_checkpoint_layer_by_layer_matches_the_one_pass_sums(smollm2_home, monkeypatch):
+    """The real SmolLM2-135M (30 layers, d=576): its checkpoint read layer by layer gives the sums of
+    the one-pass reference on the whole model in memory."""
+    monkeypatch.setenv("NBL_HOME", str(smollm2_home))  # the GGUF is converted once per session
+    lm = load_model(str(smollm2_gguf()))
+    blocks = torch.randint(0, lm.model.config.vocab_size, (4, 32), generator=torch.Generator().manual_seed(0))
+    ref = one_pass_sums(lm.model, blocks, batch_size=2, holdout=1)
+    cal = calibrate(CheckpointLayers(lm.path, torch.float32), blocks, batch_size=2, holdout=1,
+                    progress=False)
+    assert len(cal.stats) == 30
+    assert_same_sums(cal.stats, ref)

@@ -1,6 +1,6 @@
 """The hidden states between two layers, one entry per calibration batch, on the host.
 
-Layer i reads entry b, runs it, and writes its output back into entry b: the outputs replace the
+Layer i reads entry b (a batch, or a (stream, batch) pair), runs it, and writes its output back into entry b: the outputs replace the
 inputs, so the cache holds one set of hidden states (num_blocks x seq_len x d in the model's dtype),
 never two. Entries stay in memory up to `budget_bytes`; past it they are written to files under
 `spill_dir` (safetensors, one per entry) and read back when their turn comes. The files go when the
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Hashable
 from pathlib import Path
 
 import torch
@@ -22,8 +23,9 @@ class HiddenCache:
         self.budget = budget_bytes  # None: never spill
         self.spill_root = Path(spill_dir) if spill_dir is not None else None
         self._dir: Path | None = None
-        self._mem: dict[int, torch.Tensor] = {}
-        self._files: dict[int, tuple[Path, int]] = {}  # entry -> (file, bytes)
+        self._mem: dict[Hashable, torch.Tensor] = {}
+        self._files: dict[Hashable, tuple[Path, int]] = {}  # entry -> (file, bytes)
+        self._written = 0  # files written, for unique names
         self.mem_bytes = 0
         self.spilt_bytes = 0  # bytes on disk now
         self.peak_spilt_bytes = 0
@@ -31,7 +33,7 @@ class HiddenCache:
     def __len__(self) -> int:
         return len(self._mem) + len(self._files)
 
-    def put(self, b: int, h: torch.Tensor) -> None:
+    def put(self, b: Hashable, h: torch.Tensor) -> None:
         """Store (replacing) entry b; `h` is copied to the host if it is on a device."""
         self._drop(b)
         h = h.detach().to("cpu").contiguous()
@@ -40,18 +42,24 @@ class HiddenCache:
             self._mem[b] = h
             self.mem_bytes += size
             return
-        path = self._spill_dir() / f"{b}.safetensors"
+        self._written += 1
+        path = self._spill_dir() / f"{self._written}.safetensors"
         save_file({"h": h}, str(path))
         self._files[b] = (path, size)
         self.spilt_bytes += size
         self.peak_spilt_bytes = max(self.peak_spilt_bytes, self.spilt_bytes)
 
-    def get(self, b: int) -> torch.Tensor:
+    def get(self, b: Hashable) -> torch.Tensor:
         if b in self._mem:
             return self._mem[b]
         return load_file(str(self._files[b][0]))["h"]
 
-    def _drop(self, b: int) -> None:
+    def pop(self, b: Hashable) -> torch.Tensor:
+        h = self.get(b)
+        self._drop(b)
+        return h
+
+    def _drop(self, b: Hashable) -> None:
         if b in self._mem:
             h = self._mem.pop(b)
             self.mem_bytes -= h.numel() * h.element_size()

@@ -83,7 +83,7 @@ class _Catcher(torch.nn.Module):
 
 
 @torch.no_grad()
-def _first_pass(source, blocks, batches, device, cache: HiddenCache) -> list[list[dict]]:
+def first_pass(source, blocks, batches, device, cache: HiddenCache) -> list[list[dict]]:
     """Put each batch's layer-0 inputs in `cache`; return each batch's per-layer keyword arguments.
 
     A layer's arguments other than h (mask, rotary tables, positions) are the same objects for
@@ -147,7 +147,8 @@ def calibrate(
     total = n_layers * len(batches)
     bar = tqdm(total=total, desc="calibrate", unit="batch", disable=not progress)
     with HiddenCache(host_bytes, spill_dir) as cache:
-        kwargs = _first_pass(source, blocks, batches, device, cache)
+        kwargs = first_pass(source, blocks, batches, device, cache)
+        source.release_stem()
         for i in range(n_layers):
             layer = source.layer(i, device)
             acc = LayerAccumulator(d, device, product_dtype, modes)

@@ -29,7 +29,8 @@ from .layer_source import CheckpointLayers, ModelLayers
 from .loading import LoadedModel, load_model, load_weights
 from .saving import save_compressed
 from .scores import DEFAULT_RIDGE, LinearMap, layer_moments, lmmse, score_layer
-from .selection import CRITERIA, choose, loss_rise
+from .loss_probe import loss_rise
+from .selection import CRITERIA, choose
 from .stats import BRANCHES, LayerStats
 from .stats_cache import Shards
 from .surgery import Plan, replaced
@@ -173,7 +174,7 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = _no
             progress=progress,
             modes=(cfg.mode,),
             host_bytes=cfg.host_cache_bytes,
-            spill_dir=cfg.spill_dir or stats_dir.parent / "spill",
+            spill_dir=_spill_dir(cfg),
             on_layer=on_layer,
         )
     except BaseException:
@@ -195,6 +196,10 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = _no
     held = blocks[len(blocks) - holdout :].clone()
     shards = writer.finish(held, meta)
     return CalibrationResult(shards, held, meta, False, key, scores=scores, temporary=not cfg.use_cache)
+
+
+def _spill_dir(cfg: CompressConfig) -> Path:
+    return Path(cfg.spill_dir or Path(cfg.stats_dir or stats_cache.default_dir()).parent / "spill")
 
 
 def layer_scores(i: int, stats: LayerStats, ridge: float = DEFAULT_RIDGE) -> dict:
@@ -258,12 +263,13 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
     if cfg.criterion == "loss":
         if len(cal.held_blocks) == 0:
             raise ValueError("criterion 'loss' needs held-out blocks: use num_samples >= 2 and holdout_fraction > 0")
-        load_weights(lm)
-        probe_maps = fit_maps(cal.stats, cfg.mode, range(n_layers), cfg.ridge, split="fit") if cfg.method == "nbl" else {}
+        # Maps fitted on the other blocks, one layer's shard at a time, as the probe reaches it.
         rises = loss_rise(
-            lm.model, cal.held_blocks, cfg.mode, cfg.method, probe_maps,
+            layer_source(lm), cal.held_blocks, cfg.mode, cfg.method,
+            lambda i: fit_maps(cal.stats, cfg.mode, [i], cfg.ridge, split="fit")[i],
             batch_size=cal.meta.get("batch_size", 1), progress=progress,
             on_layer=lambda i, n: report("score", i / n, f"loss probe {i}/{n}"),
+            host_bytes=cfg.host_cache_bytes, spill_dir=_spill_dir(cfg),
         )
         for s, r in zip(scores, rises):
             s[cfg.mode]["loss_rise"] = r

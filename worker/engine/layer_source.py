@@ -37,6 +37,15 @@ class ModelLayers:
     def stem(self, device) -> torch.nn.Module:
         return self.model.model
 
+    def release_stem(self) -> None:
+        pass
+
+    def head(self, device) -> tuple[torch.nn.Module, torch.nn.Module]:
+        return self.model.model.norm, self.model.lm_head
+
+    def release_head(self) -> None:
+        pass
+
     def layer(self, i: int, device) -> torch.nn.Module:
         return self.model.model.layers[i]
 
@@ -89,6 +98,27 @@ class CheckpointLayers:
                 child.load_state_dict(self._read(f"model.{name}.", device), strict=True, assign=True)
             self._stem_ready = True
         return decoder
+
+    def release_stem(self) -> None:
+        """Drop the embeddings and the final norm once the first pass has produced layer 0's inputs."""
+        for name, child in self.model.model.named_children():
+            if name not in ("layers", "rotary_emb"):
+                child.to("meta")
+        self._stem_ready = False
+
+    def head(self, device) -> tuple[torch.nn.Module, torch.nn.Module]:
+        """The final norm and the LM head on `device` (the loss probe's last step)."""
+        norm, lm_head = self.model.model.norm, self.model.lm_head
+        norm.load_state_dict(self._read("model.norm.", device), strict=True, assign=True)
+        tied = "lm_head.weight" not in self.files  # tie_word_embeddings: the head is the embedding matrix
+        lm_head.load_state_dict(self._read("model.embed_tokens." if tied else "lm_head.", device), strict=True,
+                                assign=True)
+        return norm, lm_head
+
+    def release_head(self) -> None:
+        self.model.model.norm.to("meta")
+        self.model.lm_head.to("meta")
+        self._stem_ready = False
 
     def layer(self, i: int, device) -> torch.nn.Module:
         layer = self.model.model.layers[i]

@@ -4,7 +4,8 @@
     nmse    lowest NMSE of the fitted map first
     cosine  highest mean cos(h, h + y) first (the DROP baselines)
     loss    lowest measured rise in next-token loss when that layer alone is replaced, on the
-            held-out calibration blocks, with maps fitted on the other blocks (not in the paper)
+            held-out calibration blocks, with maps fitted on the other blocks (not in the paper;
+            measured by loss_probe.py)
 
 No refit after earlier choices: the k best by the criterion, as in the paper.
 """
@@ -12,14 +13,6 @@ No refit after earlier choices: the k best by the criterion, as in the paper.
 from __future__ import annotations
 
 import math
-from typing import Callable
-
-import torch
-from tqdm.auto import tqdm
-
-from .likelihood import nll_sum
-from .scores import LinearMap
-from .surgery import Plan, replaced
 
 CRITERIA = ("cca", "nmse", "cosine", "loss")
 _KEY = {"cca": "cca_bound", "nmse": "nmse", "cosine": "cosine", "loss": "loss_rise"}
@@ -43,36 +36,3 @@ def choose(layer_scores: list[dict], mode: str, criterion: str, k: int) -> list[
     if not 0 < k < n:
         raise ValueError(f"k must be between 1 and {n - 1} for a model with {n} layers, got {k}")
     return sorted(ranking(layer_scores, mode, criterion)[:k])
-
-
-@torch.no_grad()
-def mean_loss(model, blocks: torch.Tensor, batch_size: int = 1) -> float:
-    """Mean next-token cross-entropy over all positions of the blocks."""
-    device = next(model.parameters()).device
-    total, count = 0.0, 0
-    for start in range(0, blocks.shape[0], batch_size):
-        s, c = nll_sum(model, blocks[start : start + batch_size].to(device))
-        total, count = total + s, count + c
-    return total / count
-
-
-def loss_rise(
-    model,
-    blocks: torch.Tensor,
-    mode: str,
-    method: str,
-    maps: dict[int, LinearMap],
-    batch_size: int = 1,
-    progress: bool = True,
-    on_layer: Callable[[int, int], None] | None = None,
-) -> list[float]:
-    """For each layer alone: loss with it replaced minus the base loss, on `blocks`."""
-    base = mean_loss(model, blocks, batch_size)
-    n = len(model.model.layers)
-    rises = []
-    for i in tqdm(range(n), desc="loss probe", unit="layer", disable=not progress):
-        with replaced(model, Plan(mode, method, (i,)), maps):
-            rises.append(mean_loss(model, blocks, batch_size) - base)
-        if on_layer is not None:
-            on_layer(i + 1, n)
-    return rises
