@@ -20,6 +20,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 from functools import lru_cache
 
+from . import local_data
 from .task import LOGLIKELIHOOD, MULTIPLE_CHOICE, Doc, Task, multiple_input_doc
 
 NUM_FEWSHOT = {"mmlu": 5}
@@ -92,7 +93,8 @@ def lmeval_task(
             leaves = manager.load(spec)["tasks"]
         except (ConnectionError, OSError) as e:
             raise DataUnavailable(f"{name}: lm-eval's dataset is not in the local Hugging Face cache and the Hub is "
-                             f"not contacted during evaluation; set NBL_DATA_DIR to the shipped files ({e})") from e
+                                  "not contacted during evaluation; the shipped files under NBL_DATA_DIR cover "
+                                  f"{', '.join(local_data.FILES)} ({e})") from e
         kinds, metrics, docs = set(), set(), []
         for leaf_name in sorted(leaves):
             kind, leaf_metrics, leaf_docs = _leaf_docs(leaves[leaf_name], limit, num_fewshot)
