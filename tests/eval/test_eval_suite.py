@@ -63,3 +63,17 @@ def test_a_task_file_may_not_shadow_a_suite_task(tmp_path):
     args = parser.parse_args(["eval", "--model", "x", "--suite", "paper", "--task-file", str(f)])
     with pytest.raises(ValueError, match="boolq"):
         args.func(args)
+
+
+def test_a_suite_with_no_data_here_is_an_error_not_an_empty_average(tmp_path, monkeypatch):
+    import datasets.config
+
+    monkeypatch.delenv("NBL_DATA_DIR")  # every name goes to lm-eval, whose cache is empty
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "empty-hf-cache"))
+    monkeypatch.setenv("NBL_HOME", str(tmp_path / "home"))
+    parser = argparse.ArgumentParser(prog="nbl")
+    add_eval(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["eval", "--model", str(save_tiny_checkpoint(tmp_path / "m")), "--base", "none",
+                              "--suite", "paper"])
+    with pytest.raises(ValueError, match="no task has its data here.*NBL_DATA_DIR"):
+        args.func(args)

@@ -88,6 +88,9 @@ def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, pr
         result["seconds"][f"task/{task.name}"] = time.perf_counter() - start
     if spec.suite:
         result["suite"] = summary(spec.suite, result["tasks"], skipped)
+        if not result["suite"]["tasks_run"]:  # an average of nothing is no answer: say what is missing
+            raise ValueError(f"suite {spec.suite}: no task has its data here ({', '.join(skipped)}); set "
+                             "NBL_DATA_DIR to the shipped files or fill the Hugging Face cache")
     if spec.speed:
         start = time.perf_counter()
         result["speed"] = measure_speed(model, spec.speed_lengths, spec.new_tokens, repeats=spec.repeats,
