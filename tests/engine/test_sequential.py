@@ -11,17 +11,20 @@ from worker.engine.calibrate import calibrate, holdout_count
 from worker.engine.layer_source import CheckpointLayers
 from worker.engine.loading import load_model
 
-FIELDS = ("y", "yy", "yx", "cos")
+FIELDS = ("y", "yx", "cos")
 
 
 def assert_same_sums(stats, ref, modes=("attn", "block"), rel=1e-10):
     assert len(stats) == len(ref)
     for st, r in zip(stats, ref):
         pairs = [(st.shift_x, r["shift_x"])] + [(st.shift_y[b], r[f"shift_{b}"]) for b in modes]
+        # Σyyᵀ is kept once over all blocks, each split keeping only its trace
+        pairs += [(st.yy[b], r["fit"][f"{b}.yy"] + r["held"][f"{b}.yy"]) for b in modes]
         for split in ("fit", "held"):
             s, rs = st.splits[split], r[split]
             pairs += [(s.n, rs["n"]), (s.x, rs["x"]), (s.xx, rs["xx"])]
             pairs += [(getattr(s.branches[b], f), rs[f"{b}.{f}"]) for b in modes for f in FIELDS]
+            pairs += [(s.branches[b].yy_tr, torch.trace(rs[f"{b}.yy"])) for b in modes]
         for got, want in pairs:
             assert got.dtype == torch.float64
             scale = want.abs().max().clamp_min(1e-300)
@@ -82,7 +85,7 @@ def test_sums_only_for_the_modes_asked_for():
         assert all(st.branches == (mode,) for st in cal.stats)
         assert_same_sums(cal.stats, ref, modes=(mode,))
         d = model.config.hidden_size
-        assert both.stats_bytes - cal.stats_bytes == 8 * (2 * (d + 2 * d * d + 1) + d)  # one branch less
+        assert both.stats_bytes - cal.stats_bytes == 8 * (2 * (d + 1 + d * d + 1) + d * d + d)  # one branch less
 
 
 @pytest.mark.slow
@@ -97,3 +100,26 @@ def test_smollm2_checkpoint_layer_by_layer_matches_the_one_pass_sums(smollm2_hom
                     progress=False)
     assert len(cal.stats) == 30
     assert_same_sums(cal.stats, ref)
+
+
+def test_a_layer_keeps_five_matrices_per_mode_not_six():
+    """Per mode: Σxxᵀ and Σyxᵀ for each split, Σyyᵀ once over all blocks. The held-out NMSE needs only
+    tr Σyyᵀ of its split: it equals the NMSE computed with the held-out split's full C_yy."""
+    import dataclasses
+
+    from worker.engine import scores
+
+    model = tiny_model("llama", layers=2)
+    d = model.config.hidden_size
+    cal = calibrate(model, _blocks(), batch_size=3, holdout=3, progress=False, modes=("attn",))
+    matrices = [t for t in cal.stats[1].to_flat("l").values() if t.dim() == 2]
+    assert len(matrices) == 5 and all(t.shape == (d, d) for t in matrices)
+
+    st, h = cal.stats[1], one_pass_sums(model, _blocks(), batch_size=3, holdout=3)[1]["held"]
+    held = scores.layer_moments(st, "attn", "held")
+    my = h["attn.y"] / h["n"]
+    cyy = h["attn.yy"] / h["n"] - torch.outer(my, my)  # the held-out C_yy the one-pass path kept
+    full = dataclasses.replace(held, cyy=cyy, tr_cyy=float(torch.trace(cyy)))
+    fit = scores.lmmse(scores.layer_moments(st, "attn", "fit"))
+    assert held.cyy is None and held.tr_cyy == pytest.approx(full.tr_cyy, rel=1e-10)
+    assert scores.score_layer(st)["attn"].heldout_nmse == pytest.approx(scores.nmse(full, fit), rel=1e-10)

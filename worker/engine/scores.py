@@ -30,8 +30,9 @@ class Moments:
     mu_x: torch.Tensor  # (d_x,)
     mu_y: torch.Tensor  # (d_y,)
     cxx: torch.Tensor  # (d_x, d_x)
-    cyy: torch.Tensor  # (d_y, d_y)
+    cyy: torch.Tensor | None  # (d_y, d_y); None for one split, whose sums keep only its trace
     cyx: torch.Tensor  # (d_y, d_x)
+    tr_cyy: float  # tr C_yy, all that scoring a map on the moments needs of C_yy
 
 
 @dataclass(frozen=True)
@@ -41,38 +42,45 @@ class LinearMap:
     ridge: float  # the absolute λ added to C_xx's diagonal
 
 
-def moments(s: SplitSums, branch: str, shift_x: torch.Tensor, shift_y: torch.Tensor) -> Moments:
-    """Means and covariances of (x, y_branch) from sums taken about (shift_x, shift_y)."""
+def moments(s: SplitSums, branch: str, shift_x: torch.Tensor, shift_y: torch.Tensor,
+            yy: torch.Tensor | None = None) -> Moments:
+    """Means and covariances of (x, y_branch) from sums taken about (shift_x, shift_y); C_yy only
+    when the matrix Σyyᵀ of the same blocks is given, else just its trace (from Σ‖y‖²)."""
     n = float(s.n)
     if n < 2:
         raise ValueError(f"need at least 2 tokens for covariances, have {n:g}")
     b = s.branches[branch]
     mx, my = s.x / n, b.y / n  # means of the shifted variables
+    cyy = None if yy is None else _sym(yy / n - torch.outer(my, my))
     return Moments(
         n=n,
         mu_x=shift_x.double() + mx,
         mu_y=shift_y.double() + my,
         cxx=_sym(s.xx / n - torch.outer(mx, mx)),
-        cyy=_sym(b.yy / n - torch.outer(my, my)),
+        cyy=cyy,
         cyx=b.yx / n - torch.outer(my, mx),
+        tr_cyy=float(torch.trace(cyy)) if cyy is not None else float(b.yy_tr / n - my @ my),
     )
 
 
 def layer_moments(stats: LayerStats, branch: str, split: str | None = None) -> Moments:
-    """Moments of one branch over one split ('fit', 'held') or, with split=None, all blocks."""
-    s = stats.total() if split is None else stats.splits[split]
-    return moments(s, branch, stats.shift_x, stats.shift_y[branch])
+    """Moments of one branch over one split ('fit', 'held': no C_yy) or, with split=None, all blocks."""
+    if split is None:
+        return moments(stats.total(), branch, stats.shift_x, stats.shift_y[branch], stats.yy[branch])
+    return moments(stats.splits[split], branch, stats.shift_x, stats.shift_y[branch])
 
 
 def with_residual(m: Moments) -> Moments:
     """Moments of (x, x + y) from those of (x, y): the post-residual stream the paper ranks on."""
+    cyy = _sym(m.cyy + m.cyx + m.cyx.T + m.cxx)
     return Moments(
         n=m.n,
         mu_x=m.mu_x,
         mu_y=m.mu_y + m.mu_x,
         cxx=m.cxx,
-        cyy=_sym(m.cyy + m.cyx + m.cyx.T + m.cxx),
+        cyy=cyy,
         cyx=m.cyx + m.cxx,
+        tr_cyy=float(torch.trace(cyy)),
     )
 
 
@@ -100,13 +108,13 @@ def residual_mse(m: Moments, f: LinearMap) -> float:
     """E||y - W x - b||² under the moments m (which need not be those f was fitted on)."""
     w = f.weight
     offset = m.mu_y - w @ m.mu_x - f.bias
-    cov = torch.trace(m.cyy) - 2 * torch.sum(w * m.cyx) + torch.sum((w @ m.cxx) * w)
+    cov = m.tr_cyy - 2 * torch.sum(w * m.cyx) + torch.sum((w @ m.cxx) * w)
     return float(cov + offset @ offset)
 
 
 def nmse(m: Moments, f: LinearMap) -> float:
     """Residual error of the map, normalised by the variance of y."""
-    return residual_mse(m, f) / float(torch.trace(m.cyy))
+    return residual_mse(m, f) / m.tr_cyy
 
 
 def inv_sqrt(c: torch.Tensor, floor: float = EIG_FLOOR) -> torch.Tensor:

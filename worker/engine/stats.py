@@ -9,6 +9,7 @@ block output h'', calibration needs, for both NBL modes at once:
 
 and keeps n, Σx, Σxxᵀ, and per branch Σy, Σyyᵀ, Σyxᵀ, plus Σ cos(h, h + y) for the DROP baselines.
 These sums are all LMMSE, CCA and NMSE need (scores.py); activations are never stored.
+Calibration keeps only the branches (modes) it was asked for.
 
 Numerics: every sum is kept in float64. Each batch's products are formed in `product_dtype`
 (float32 by default, float64 on request) about a fixed shift, the first batch's mean, then added
@@ -17,7 +18,10 @@ activations) before the float32 products, so the covariance E[xxᵀ] - μμᵀ s
 tests check these sums against a float64 reference.
 
 The last `holdout` blocks go to a second set of sums, so a map fitted on the rest can be scored on
-data it has not seen. Totals are the two sets added.
+data it has not seen. Totals are the two sets added. Σyyᵀ is the one matrix neither split needs on
+its own: fitting a map needs Σx, Σxxᵀ, Σy, Σyxᵀ, and scoring it on held-out data needs only tr Σyyᵀ
+(scores.residual_mse). So each split keeps Σ‖y‖² = tr Σyyᵀ, and the matrix Σyyᵀ is kept once, over
+all blocks, for the scores of the whole calibration: five d x d matrices per layer and mode, not six.
 """
 
 from __future__ import annotations
@@ -28,14 +32,15 @@ import torch
 
 BRANCHES = ("attn", "block")
 SPLITS = ("fit", "held")
+FIELDS = ("y", "yy_tr", "yx", "cos")  # of BranchSums
 
 
 @dataclass
 class BranchSums:
-    """Σy, Σyyᵀ, Σyxᵀ and Σcos(x, x+y) of one branch of one layer, for one split."""
+    """Σy, tr Σyyᵀ, Σyxᵀ and Σcos(x, x+y) of one branch of one layer, for one split."""
 
     y: torch.Tensor  # (d,)
-    yy: torch.Tensor  # (d, d)
+    yy_tr: torch.Tensor  # () Σ‖y‖², the trace of Σyyᵀ
     yx: torch.Tensor  # (d, d)
     cos: torch.Tensor  # ()
 
@@ -56,7 +61,7 @@ class SplitSums:
             n=z(()),
             x=z(d),
             xx=z(d, d),
-            branches={b: BranchSums(y=z(d), yy=z(d, d), yx=z(d, d), cos=z(())) for b in branches},
+            branches={b: BranchSums(y=z(d), yy_tr=z(()), yx=z(d, d), cos=z(())) for b in branches},
         )
 
     def __add__(self, other: SplitSums) -> SplitSums:
@@ -65,7 +70,7 @@ class SplitSums:
             x=self.x + other.x,
             xx=self.xx + other.xx,
             branches={
-                b: BranchSums(*(getattr(s, f) + getattr(other.branches[b], f) for f in ("y", "yy", "yx", "cos")))
+                b: BranchSums(*(getattr(s, f) + getattr(other.branches[b], f) for f in FIELDS))
                 for b, s in self.branches.items()
             },
         )
@@ -73,11 +78,12 @@ class SplitSums:
 
 @dataclass
 class LayerStats:
-    """All sums of one decoder layer: a shift per variable and one SplitSums per split."""
+    """All sums of one decoder layer: a shift per variable, one SplitSums per split, and Σyyᵀ over all blocks."""
 
     shift_x: torch.Tensor  # (d,) the origin the sums are taken about
     shift_y: dict[str, torch.Tensor]  # branch -> (d,)
     splits: dict[str, SplitSums]
+    yy: dict[str, torch.Tensor]  # branch -> (d, d) Σyyᵀ over both splits
 
     @property
     def branches(self) -> tuple[str, ...]:
@@ -91,11 +97,12 @@ class LayerStats:
     def to_flat(self, prefix: str) -> dict[str, torch.Tensor]:
         out = {f"{prefix}.shift_x": self.shift_x}
         out.update({f"{prefix}.shift_{b}": t for b, t in self.shift_y.items()})
+        out.update({f"{prefix}.yy_{b}": t for b, t in self.yy.items()})
         for split, s in self.splits.items():
             p = f"{prefix}.{split}"
             out.update({f"{p}.n": s.n, f"{p}.x": s.x, f"{p}.xx": s.xx})
             for b, bs in s.branches.items():
-                out.update({f"{p}.{b}.{f}": getattr(bs, f) for f in ("y", "yy", "yx", "cos")})
+                out.update({f"{p}.{b}.{f}": getattr(bs, f) for f in FIELDS})
         return {k: v.detach().cpu().contiguous() for k, v in out.items()}
 
     @classmethod
@@ -109,13 +116,14 @@ class LayerStats:
                 x=flat[f"{p}.x"],
                 xx=flat[f"{p}.xx"],
                 branches={
-                    b: BranchSums(*(flat[f"{p}.{b}.{f}"] for f in ("y", "yy", "yx", "cos"))) for b in branches
+                    b: BranchSums(*(flat[f"{p}.{b}.{f}"] for f in FIELDS)) for b in branches
                 },
             )
         return cls(
             shift_x=flat[f"{prefix}.shift_x"],
             shift_y={b: flat[f"{prefix}.shift_{b}"] for b in branches},
             splits=splits,
+            yy={b: flat[f"{prefix}.yy_{b}"] for b in branches},
         )
 
 
@@ -147,6 +155,7 @@ class LayerAccumulator:
         # heap between the batch's transient activations, whose freed space glibc then cannot
         # give back (measured on SmolLM2: +0.9 GB peak RSS).
         self._zeros = {s: SplitSums.zeros(d, device, self.branches) for s in SPLITS}
+        self._yy = {b: torch.zeros(d, d, dtype=torch.float64, device=device) for b in self.branches}
 
     def _init(self, x: torch.Tensor, ys: dict[str, torch.Tensor]) -> None:
         # Shift = this first batch's mean, in float64: later batches are centred on it.
@@ -154,8 +163,9 @@ class LayerAccumulator:
             shift_x=x.double().mean(0),
             shift_y={b: y.double().mean(0) for b, y in ys.items()},
             splits=self._zeros,
+            yy=self._yy,
         )
-        del self._zeros
+        del self._zeros, self._yy
 
     @torch.no_grad()
     def add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str) -> None:
@@ -174,7 +184,9 @@ class LayerAccumulator:
             y = y_raw.to(dt) - st.shift_y[b].to(dt)  # (N, d)
             bs = s.branches[b]
             bs.y += y.sum(0, dtype=torch.float64)
-            bs.yy += torch.mm(y.T, y, out=prod)
+            torch.mm(y.T, y, out=prod)
+            st.yy[b] += prod
+            bs.yy_tr += torch.diagonal(prod).sum(dtype=torch.float64)
             bs.yx += torch.mm(y.T, x, out=prod)
             # DROP baseline: cosine between the stream before and after the branch is added.
             hf = h.float()
@@ -183,5 +195,5 @@ class LayerAccumulator:
     def nbytes(self) -> int:
         """Bytes of float64 sums this layer holds (the same whether or not a batch has arrived)."""
         d, nb = self.d, len(self.branches)
-        per_split = 1 + d + d * d + nb * (d + 2 * d * d + 1)
-        return 8 * (len(SPLITS) * per_split + (1 + nb) * d)
+        per_split = 1 + d + d * d + nb * (d + 1 + d * d + 1)
+        return 8 * (len(SPLITS) * per_split + nb * d * d + (1 + nb) * d)

@@ -34,7 +34,7 @@ from service import lru
 
 from .stats import LayerStats
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 def cache_key(**parts) -> str:
