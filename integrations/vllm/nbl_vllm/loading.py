@@ -1,0 +1,37 @@
+"""The load check: every checkpoint tensor went into a parameter, and no parameter was left as built.
+
+vLLM's loader returns the names of the parameters it filled; checkpoint names differ from them only
+where vLLM stacks projections (q/k/v -> qkv_proj, gate/up -> gate_up_proj). Tied parameters (the
+LM head of a model with tied embeddings) are one tensor under two names: loading either fills both.
+"""
+
+from __future__ import annotations
+
+import re
+
+from torch import nn
+
+_STACKED = re.compile(r"\.(q_proj|k_proj|v_proj|gate_proj|up_proj)\.")
+_STACK_OF = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
+             "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"}
+
+
+def vllm_name(checkpoint_name: str) -> str:
+    return _STACKED.sub(lambda m: f".{_STACK_OF[m.group(1)]}.", checkpoint_name)
+
+
+def load_problems(model: nn.Module, checkpoint_names: list[str], loaded: set[str]) -> list[str]:
+    """Names of checkpoint tensors with no parameter, and of parameters nothing was loaded into."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    filled = {id(params[n]) for n in loaded if n in params}
+    unused = sorted(n for n in checkpoint_names if vllm_name(n) not in params)
+    unloaded = sorted(n for n, p in params.items() if id(p) not in filled)
+    return [f"checkpoint tensor without a parameter: {n}" for n in unused] + [
+        f"parameter not loaded from the checkpoint: {n}" for n in unloaded
+    ]
+
+
+def check_loaded(model: nn.Module, checkpoint_names: list[str], loaded: set[str]) -> None:
+    problems = load_problems(model, checkpoint_names, loaded)
+    if problems:
+        raise RuntimeError("NBL checkpoint does not match the model:\n  " + "\n  ".join(problems))
