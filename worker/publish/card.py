@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .vllm_usage import vllm_usage
+
 README = "README.md"
 PLOT = "nbl_scores.png"
 PAPER = "https://arxiv.org/abs/2505.21077"
@@ -265,7 +267,7 @@ def usage_section(repo_id: str | None, subfolder: str | None) -> str:
         "`trust_remote_code=True` runs `modeling_nbl.py`, shipped beside the weights: one file, torch and "
         "transformers only, holding the linear layers that replace the original blocks. The tokenizer needs "
         "no code (`trust_remote_code=False` keeps transformers from asking).\n"
-    )
+    ) + vllm_usage(repo_id, subfolder)
 
 
 def card_text(info: CardInfo) -> str:
