@@ -1,0 +1,32 @@
+"""The plugin's load check (nbl_vllm.loading): vLLM's own loader skips an unexpected `.bias` silently,
+so a checkpoint tensor without a parameter, or a parameter never loaded, must be reported."""
+
+from torch import nn
+
+from nbl_vllm.loading import load_problems, vllm_name
+
+
+class _Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(8, 4)
+        self.lm_head = nn.Linear(4, 8, bias=False)
+        self.lm_head.weight = self.embed.weight  # tied: one tensor, two names
+        self.map = nn.Linear(4, 4)
+
+
+def test_stacked_names_map_to_vllm_parameters():
+    assert vllm_name("model.layers.3.self_attn.k_proj.weight") == "model.layers.3.self_attn.qkv_proj.weight"
+    assert vllm_name("model.layers.3.mlp.up_proj.weight") == "model.layers.3.mlp.gate_up_proj.weight"
+    assert vllm_name("model.layers.3.self_attn.linear.bias") == "model.layers.3.self_attn.linear.bias"
+
+
+def test_complete_load_has_no_problems():
+    names = ["embed.weight", "map.weight", "map.bias"]
+    assert load_problems(_Tiny(), names, set(names)) == []
+
+
+def test_an_unused_tensor_and_an_unloaded_parameter_are_reported():
+    problems = load_problems(_Tiny(), ["embed.weight", "map.weight", "maps.bias"], {"embed.weight", "map.weight"})
+    assert problems == ["checkpoint tensor without a parameter: maps.bias",
+                        "parameter not loaded from the checkpoint: map.bias"]
