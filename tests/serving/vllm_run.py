@@ -12,12 +12,14 @@ plain forward pass), and the log-probability of each chosen token (raw logits, a
 from __future__ import annotations
 
 import gc
+import os
 import traceback
 
 from plan import NEW_TOKENS
 
 
 def run_one(path: str, prompts: list[list[int]]) -> dict:
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
