@@ -105,6 +105,11 @@ class Settings(BaseSettings):
     max_model_bytes: int | None = Field(default=None, ge=1,
                                         validation_alias=_env("NBL_MAX_MODEL_BYTES", "max_model_bytes"),
                                         description="refuse input models whose weights are larger (default: no limit)")
+    # The worker passes it to calibration (CompressConfig.host_cache_bytes): the engine reads no setting.
+    host_cache_bytes: int | None = Field(default=None, ge=0,
+                                         validation_alias=_env("NBL_HOST_CACHE_BYTES", "host_cache_bytes"),
+                                         description="hidden states kept in memory between calibration layers; the "
+                                         "rest is spilt to NBL_HOME/spill (default: no limit)")
 
     # --- webhooks ------------------------------------------------------------------------------
     webhook_allowlist: str = Field(default="", validation_alias=_env("NBL_WEBHOOK_ALLOWLIST", "webhook_allowlist"),

@@ -92,17 +92,19 @@ def compress_config(spec: dict, paths: Paths) -> CompressConfig:
 
 def run(spec: dict, sink: Sink, paths: Paths, job_id: str, destination: Destination | None = None,
         recipe: dict | None = None, check_timeout_s: float = 900,
-        max_model_bytes: int | None = None, retry: RetryPolicy = RetryPolicy()) -> PipelineResult:
+        max_model_bytes: int | None = None, retry: RetryPolicy = RetryPolicy(),
+        host_cache_bytes: int | None = None) -> PipelineResult:
     """Compress into the job's work dir (engine stages report through `sink.progress`), check that each
     output reloads alone, evaluate the base and every output as saved, then publish each to
     `destination` (a local directory or the Hub, built by the task) with its card. `recipe` is
-    the request the card quotes (default `spec`); `max_model_bytes` the largest input model (None: no limit).
+    the request the card quotes (default `spec`); `max_model_bytes` the largest input model (None: no limit);
+    `host_cache_bytes` the calibration's in-memory hidden states (None: no limit, else spilt to disk).
     The steps that reach the Hub (load, compress's dataset, publish) are retried by `retry` while their
     failure is transient (worker/errors.py); they are idempotent (cached downloads, atomic outputs, adopted commits)."""
     if destination is None:
         raise TypeError("run() needs a destination (the task builds it: worker/tasks.py destination)")
     cfg = compress_config(spec, paths)
-    cfg.out, cfg.max_model_bytes = paths.work_dir, max_model_bytes
+    cfg.out, cfg.max_model_bytes, cfg.host_cache_bytes = paths.work_dir, max_model_bytes, host_cache_bytes
     cfg.check()
     name = (recipe or spec)["model"]["id"]  # as the job names it (local:NAME), never a server path
     sink.progress("load", 0.0, f"loading {name}")

@@ -174,7 +174,7 @@ def run_job(job_id: str) -> str:
                       stats_dir=settings.stats_dir if settings.stats_cache_max_bytes else None)
         result = run(spec_dict, DbSink(job_id, token), paths, job_id, destination=destination(spec, job_id),
                      recipe=recipe, check_timeout_s=settings.load_check_timeout_s,
-                     max_model_bytes=settings.max_model_bytes,
+                     max_model_bytes=settings.max_model_bytes, host_cache_bytes=settings.host_cache_bytes,
                      retry=RetryPolicy(settings.hub_attempts, settings.hub_backoff_s))
         with sessions()() as s:
             store.set_selected_layers(

@@ -170,3 +170,23 @@ def test_the_model_size_limit_is_a_flag_defaulting_to_the_variable(tiny_dir, tex
     assert code == 2 and "over this server's limit" in err
     code, _, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1", "--max-model-bytes", size))
     assert code == 0, err  # the flag wins over the variable
+
+
+def test_host_cache_budget_spills_hidden_states_with_the_same_scores(tiny_dir, text_file, tmp_path, capsys, monkeypatch):
+    spill = tmp_path / "spill"  # beside the statistics directory (tmp_path/stats here)
+    args = ["--model", tiny_dir, "--dataset", text_file, "--num-samples", 12, "--seq-len", 64, "--k", "1",
+            "--json", "--no-cache"]
+    monkeypatch.setenv("NBL_STATS_DIR", str(tmp_path / "stats"))
+    code, out, err = _run(capsys, *args)
+    assert code == 0, err
+    assert not spill.exists()
+    in_memory = json.loads(out)["scores"]
+    monkeypatch.setenv("NBL_HOST_CACHE_BYTES", "0")  # everything to disk
+    code, out, err = _run(capsys, *args)
+    assert code == 0, err
+    spilt = json.loads(out)["scores"]  # equal up to the last bits (the float32 products' alignment may differ)
+    for got, want in zip(spilt, in_memory):
+        assert got["attn"] == pytest.approx(want["attn"], rel=1e-12)
+    assert spill.is_dir() and not list(spill.iterdir())  # spilt there, and removed after the run
+    code, _, err = _run(capsys, *args, "--host-cache-bytes", "-1")
+    assert code == 2 and "number of bytes" in err
