@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--intermediate", type=int, default=2304)
     ap.add_argument("--num-samples", type=int, default=32)
     ap.add_argument("--seq-len", type=int, default=512)
+    ap.add_argument("--batch-size", type=int, help="blocks per batch (default: nbl compress's, 4096 tokens on CPU)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "memory_cpu.json")
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed)")
     args = ap.parse_args()
@@ -97,6 +98,8 @@ def main() -> None:
         cmd = [str(Path(py).parent / "nbl"), "compress", "--model", str(model_dir), "--dataset", "c4",
                "--num-samples", str(args.num_samples), "--seq-len", str(args.seq_len), "--mode", "attn",
                "--k", "4", "--no-cache", "--json"]
+        if args.batch_size:
+            cmd += ["--batch-size", str(args.batch_size)]
         load_before = os.getloadavg()
         peak, seconds, out = peak_rss(cmd, {**env, "NBL_HOME": str(work / "home")})
         report = json.loads(out)
