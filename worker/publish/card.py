@@ -8,8 +8,7 @@ what it cost.
 Inputs are the output's own nbl_scores.json (`report`, written by the engine), the flat evaluation
 metrics of the job ({"base": {...}, "compressed": {...}}, names as worker.pipeline.flatten gives
 them, e.g. "perplexity/wikitext2/ppl") and the job's request (the recipe), so the card says nothing
-the output directory and the job row do not already hold. `card_text` is pure; `write_card` is the one
-function here that touches the disk.
+the output directory and the job row do not already hold. `card_text` is pure; only `write_card` writes.
 """
 
 from __future__ import annotations
