@@ -155,7 +155,6 @@ def claim(job_id: str) -> str | None:
 def run_job(job_id: str) -> str:
     try:
         token = claim(job_id)
-        spec = db(store.job_spec, job_id) if token else None
     except Exception as e:
         if is_transient(e):  # the database is still away: keep the message for later
             raise Reject(f"database unavailable: {type(e).__name__}", requeue=True) from e
@@ -167,6 +166,9 @@ def run_job(job_id: str) -> str:
     beat.start()
     status, err_type, err_msg = "succeeded", None, None
     try:
+        # Read inside the try: a request stored before a rule tightened (e.g. a dataset name refused
+        # since) fails the job as `user` rather than leaving it `running` until its lease expires.
+        spec = db(store.job_spec, job_id)
         recipe = spec.model_dump(mode="json")  # what the card quotes: as submitted (publish.token is never dumped)
         spec_dict = spec.model_dump(mode="json")
         spec_dict["model"]["id"] = model_source(settings, spec.model.id)  # local:NAME -> its directory
