@@ -14,10 +14,26 @@ from pathlib import Path
 from typing import Any
 
 
+MAX_FILE_BYTES = 1 << 20  # a job request is a few hundred bytes; this bounds `/dev/zero` or a wrong file
+
+
+def _read(path: Path) -> str:
+    """At most MAX_FILE_BYTES of the file (or stdin), as UTF-8 text; more is an error, not a hang."""
+    if str(path) == "-":
+        stream = getattr(sys.stdin, "buffer", None)
+        data = stream.read(MAX_FILE_BYTES + 1) if stream else sys.stdin.read(MAX_FILE_BYTES + 1).encode()
+    else:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"{path}: over {MAX_FILE_BYTES} bytes; a job request is a small YAML or JSON mapping")
+    return data.decode("utf-8")
+
+
 def load_request_file(path: Path) -> dict[str, Any]:
     """`-` is stdin, read as YAML (which JSON is a part of)."""
     try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+        text = _read(path)
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not UTF-8 text") from None
     except OSError as e:

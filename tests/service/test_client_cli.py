@@ -158,6 +158,7 @@ BAD_FILES = {
     "empty.yaml": "",
     "latin1.yaml": "model: caf\xe9\n".encode("latin-1"),
     "dir.yaml": "DIR",
+    "huge.yaml": b"a: 1\n" * 300_000,  # 1.5 MB: read up to the bound, then refused
 }
 
 
@@ -175,3 +176,10 @@ def test_submit_turns_a_bad_file_into_one_line(tmp_path, capsys, name):
     out = capsys.readouterr()
     assert out.out == "" and out.err.startswith(f"nbl: error: {path}: ") and out.err.count("\n") == 1
     assert not (tmp_path / "pwned").exists()  # safe_load: a tag never runs
+
+
+def test_submit_reads_a_bounded_amount_of_an_endless_file(capsys):
+    """`nbl submit /dev/zero` used to read forever: now the bound ends it with one line and exit 2."""
+    assert main(["submit", "/dev/zero", "--api-url", "http://127.0.0.1:9", "--api-key", "nbl_x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nbl: error: /dev/zero: over ") and err.count("\n") == 1
