@@ -45,17 +45,6 @@ def _subdirs(directory: Path) -> list[os.DirEntry]:
         return []
 
 
-def _size(path: str) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name), follow_symlinks=False).st_size
-            except OSError:
-                pass
-    return total
-
-
 def _statuses(session, ids: list[str]) -> dict[str, str]:
     from sqlalchemy import select
 
@@ -78,7 +67,7 @@ def plan(settings: Settings, session, now: float | None = None) -> list[Item]:
         for e in found:
             status = statuses.get(e.name)
             if status is None or status in TERMINAL:
-                items.append(Item(kind, e.path, _size(e.path), f"job {status}" if status else "no such job"))
+                items.append(Item(kind, e.path, lru.tree_size(e.path), f"job {status}" if status else "no such job"))
     for e in lru.over_cap(settings.stats_dir, settings.stats_cache_max_bytes):
         items.append(Item("stats", str(e.path), e.size, "least recently used, over NBL_STATS_CACHE_MAX_BYTES"))
     now = time.time() if now is None else now

@@ -45,17 +45,18 @@ def entries(directory: Path, suffix: str = SUFFIX) -> list[Entry]:
         except FileNotFoundError:
             continue  # evicted by another process meanwhile
         path = Path(directory) / name
-        found.append(Entry(path, _size(path) if os.path.isdir(path) else st.st_size, st.st_mtime))
+        found.append(Entry(path, tree_size(path) if os.path.isdir(path) else st.st_size, st.st_mtime))
     return sorted(found, key=lambda e: (e.used, e.path.name))
 
 
-def _size(directory: Path) -> int:
+def tree_size(directory) -> int:
+    """Bytes of the files under `directory` (links not followed; files vanishing meanwhile skipped)."""
     total = 0
     for root, _, files in os.walk(directory):
         for f in files:
             try:
                 total += os.stat(os.path.join(root, f), follow_symlinks=False).st_size
-            except FileNotFoundError:
+            except OSError:
                 pass
     return total
 
