@@ -15,14 +15,16 @@ from __future__ import annotations
 import math
 
 CRITERIA = ("cca", "nmse", "cosine", "loss")
-_KEY = {"cca": "cca_bound", "nmse": "nmse", "cosine": "cosine", "loss": "loss_rise"}
+# criterion -> the score field it ranks by (lower = more linear = replaced first; cosine: higher).
+# The one copy: the model card and its plot read it from here.
+CRITERION_FIELD = {"cca": "cca_bound", "nmse": "nmse", "cosine": "cosine", "loss": "loss_rise"}
 
 
 def ranking(layer_scores: list[dict], mode: str, criterion: str) -> list[int]:
     """Layer indices, most replaceable first. `layer_scores[i][mode][metric]` as in the report."""
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
-    key = _KEY[criterion]
+    key = CRITERION_FIELD[criterion]
     values = [s[mode].get(key) for s in layer_scores]
     if any(v is None for v in values):
         raise ValueError(f"criterion {criterion!r} needs {key!r} for every layer in mode {mode!r}")

@@ -24,8 +24,6 @@ PLOT = "nbl_scores.png"
 PAPER = "https://arxiv.org/abs/2505.21077"
 TAGS = ["nbl", "compression"]
 
-# criterion -> the score field it ranks by (lower = more linear = replaced first; cosine: higher)
-CRITERION_FIELD = {"cca": "cca_bound", "nmse": "nmse", "cosine": "cosine", "loss": "loss_rise"}
 SCORE_COLUMNS = [("cca_bound", "CCA bound"), ("nmse", "NMSE"), ("heldout_nmse", "held-out NMSE"), ("cosine", "cosine")]
 
 # model-index: (Hub dataset id, pretty name, config, split) of what worker.eval measures

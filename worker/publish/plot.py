@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .card import CRITERION_FIELD
+from ..engine.selection import CRITERION_FIELD
 
 LABELS = {"cca_bound": "CCA bound Σ(1 − ρ²)  (lower = more linear)", "nmse": "NMSE of the linear fit",
           "cosine": "cosine(h, h + y)  (higher = more skippable)", "loss_rise": "loss rise when replaced"}
