@@ -22,7 +22,9 @@ sys.path.insert(0, str(HERE.parent))
 
 from engine_cpu import smollm2_gguf  # noqa: E402
 
-from worker.engine.compress import CompressConfig, calibration_stage, fit_maps, score_stage  # noqa: E402
+from worker.engine.calibration_stage import calibration_stage  # noqa: E402
+from worker.engine.config import CompressConfig  # noqa: E402
+from worker.engine.score_stage import fit_maps, score_stage  # noqa: E402
 from worker.engine.data import DatasetSpec  # noqa: E402
 from worker.engine.loading import load_model  # noqa: E402
 from worker.engine.loss_probe import loss_rise  # noqa: E402

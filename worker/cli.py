@@ -71,7 +71,8 @@ def add_compress(sub) -> None:
 
 
 def cmd_compress(args) -> int:
-    from .engine.compress import CompressConfig, run
+    from .engine.compress import run
+    from .engine.config import CompressConfig
     from .engine.data import DatasetSpec
     from .engine.loading import load_model, max_model_bytes
     from .eval.cli import eval_spec
@@ -194,7 +195,8 @@ def add_import_gguf(sub) -> None:
 
 
 def cmd_import_gguf(args) -> int:
-    from .engine.loading import convert_gguf, models_dir
+    from .engine.gguf import convert_gguf
+    from .engine.loading import models_dir
 
     if not args.path.is_file() or args.path.suffix != ".gguf":
         raise ValueError(f"not a .gguf file: {args.path}")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .engine import compress
-from .engine.compress import CompressConfig
+from .engine.config import CompressConfig
 from .engine.data import DatasetSpec
 from .engine.hub_ids import refuse_path_shadowing
 from .engine.loading import load_model

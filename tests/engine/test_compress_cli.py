@@ -7,7 +7,7 @@ import pytest
 from conftest import save_tiny_checkpoint
 from worker import cli
 from worker.engine import calibrate as calibrate_mod
-from worker.engine import compress as compress_mod
+from worker.engine import calibration_stage
 
 
 def _run(capsys, *args):
@@ -44,7 +44,7 @@ def test_several_k_json_and_cache_hit(tiny_dir, text_file, tmp_path, capsys, mon
         raise AssertionError("calibration ran despite a cached calibration")
 
     with monkeypatch.context() as mp:
-        mp.setattr(compress_mod, "calibrate", boom)
+        mp.setattr(calibration_stage, "calibrate", boom)
         code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "3", "--method", "drop",
                                                   "--criterion", "loss"))
         assert code == 0, err

@@ -7,7 +7,7 @@ import torch
 from conftest import save_tiny_checkpoint, tiny_model
 from worker.engine import surgery
 from worker.engine.calibrate import calibrate
-from worker.engine.compress import fit_maps
+from worker.engine.score_stage import fit_maps
 from worker.engine.layer_source import CheckpointLayers
 from worker.engine.likelihood import nll_sum
 from worker.engine.loss_probe import loss_rise

@@ -6,7 +6,9 @@ import math
 import pytest
 
 from conftest import smollm2_gguf
-from worker.engine.compress import CompressConfig, calibration_stage, fit_maps, score_stage
+from worker.engine.calibration_stage import calibration_stage
+from worker.engine.config import CompressConfig
+from worker.engine.score_stage import fit_maps, score_stage
 from worker.engine.data import DatasetSpec
 from worker.engine.loading import load_model
 from worker.engine.selection import choose

@@ -12,7 +12,7 @@ from safetensors import safe_open
 from conftest import tiny_model, tiny_tokenizer
 from worker.engine import surgery
 from worker.engine.calibrate import calibrate
-from worker.engine.compress import fit_maps
+from worker.engine.score_stage import fit_maps
 from worker.engine.saving import save_compressed
 
 FAMILIES = ["llama", "mistral", "qwen2", "qwen3"]

@@ -24,7 +24,8 @@ def compress_tiny(tmp: Path, text_file: Path, ks=(2,), family: str = "llama"):
     """`nbl compress` (the engine's stages) on a tiny random checkpoint: the outputs as the CLI writes them.
     Returns (CompressResult, the live LoadedModel)."""
     from conftest import save_tiny_checkpoint
-    from worker.engine.compress import CompressConfig, run
+    from worker.engine.compress import run
+    from worker.engine.config import CompressConfig
     from worker.engine.data import DatasetSpec
     from worker.engine.loading import load_model
 

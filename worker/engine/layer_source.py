@@ -62,7 +62,7 @@ class CheckpointLayers:
         self.path = Path(path)
         self.dtype = dtype
         self.device = torch.device(device)
-        self.config = AutoConfig.from_pretrained(self.path, trust_remote_code=False)  # checked by loading.py
+        self.config = AutoConfig.from_pretrained(self.path, trust_remote_code=False)  # checked by model_rules.py
         with torch.device("meta"):
             self.model = AutoModelForCausalLM.from_config(self.config, dtype=dtype).eval()
         self.config = self.model.config

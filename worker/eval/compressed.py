@@ -17,14 +17,8 @@ import sys
 from pathlib import Path
 
 from ..engine import modeling_nbl
-from ..engine.loading import (
-    LoadedModel,
-    ModelError,
-    dir_digest,
-    load_model,
-    resolve_device,
-    resolve_dtype,
-)
+from ..engine.fingerprint import dir_digest
+from ..engine.loading import LoadedModel, ModelError, load_model, resolve_device, resolve_dtype
 
 log = logging.getLogger(__name__)
 MODELING_FILE = "modeling_nbl.py"

@@ -1,0 +1,135 @@
+"""The calibration stage: every layer's sums, from the statistics cache when the same calibration ran
+before for this mode, else computed layer by layer (calibrate.py) with each layer scored as soon as
+its sums are complete and written to its own shard (stats_cache.py)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from . import stats_cache
+from .calibrate import calibrate, holdout_count
+from .config import CompressConfig
+from .data import load_texts, make_blocks
+from .layer_source import CheckpointLayers, ModelLayers
+from .loading import LoadedModel
+from .score_stage import layer_scores
+from .stats import LayerStats
+from .stats_cache import Shards
+
+Report = Callable[[str, float, str], None]
+
+
+@dataclass
+class CalibrationResult:
+    stats: Shards  # each layer's sums, read from its shard on demand
+    held_blocks: torch.Tensor
+    meta: dict
+    cached: bool
+    cache_key: str
+    scores: list[dict] | None = None  # scored during calibration (None on a cache hit)
+    temporary: bool = False  # written for this run only (--no-cache): remove when done
+
+    def cleanup(self) -> None:
+        if self.temporary:
+            shutil.rmtree(self.stats.path.parent, ignore_errors=True)
+
+
+def no_report(stage: str, fraction: float, message: str) -> None:
+    pass
+
+
+def default_batch_size(seq_len: int, device: str) -> int:
+    # Larger batches make the per-batch stats products efficient; keep activations modest.
+    tokens = 16384 if device.startswith("cuda") else 4096
+    return max(1, tokens // seq_len)
+
+
+def layer_source(lm: LoadedModel):
+    """The loaded model, or its checkpoint read layer by layer when only its skeleton was loaded."""
+    if lm.model is not None:
+        return ModelLayers(lm.model)
+    return CheckpointLayers(lm.path, lm.dtype, lm.device)
+
+
+def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_report, progress=True,
+                      source=None) -> CalibrationResult:
+    """Sums for every layer, from the cache when the same calibration ran before for this mode."""
+    source = source or layer_source(lm)
+    key = stats_cache.cache_key(
+        model=lm.fingerprint,
+        dataset=cfg.dataset.key(),
+        num_samples=cfg.num_samples,
+        seq_len=cfg.seq_len,
+        seed=cfg.seed,
+        shuffle=cfg.shuffle,
+        dtype=str(source.dtype),
+        holdout_fraction=cfg.holdout_fraction,
+        product_dtype=cfg.product_dtype,
+    )
+    stats_dir = Path(cfg.stats_dir or stats_cache.default_dir())
+    if cfg.use_cache:
+        hit = stats_cache.open_entry(stats_cache.entry_path(stats_dir, key))
+        if hit is not None and cfg.mode in hit.modes:
+            report("calibrate", 1.0, f"statistics cache hit {key}")
+            return CalibrationResult(hit, hit.held_blocks(), hit.meta, True, key)
+        path = stats_cache.entry_path(stats_dir, key)
+    else:  # the shards still go to disk, for the chosen layers' maps, and are removed after the run
+        stats_dir.mkdir(parents=True, exist_ok=True)
+        path = stats_cache.entry_path(tempfile.mkdtemp(prefix="nocache-", suffix=".tmp", dir=stats_dir), key)
+
+    report("calibrate", 0.0, "tokenizing calibration data")
+    blocks = make_blocks(load_texts(cfg.dataset), lm.tokenizer, cfg.num_samples, cfg.seq_len, cfg.shuffle, cfg.seed)
+    holdout = holdout_count(len(blocks), cfg.holdout_fraction)
+    bs = cfg.batch_size or default_batch_size(cfg.seq_len, str(source.device))
+    n_layers = source.config.num_hidden_layers
+    writer = stats_cache.ShardWriter(path)
+    scores: list[dict] = []
+
+    def on_layer(i: int, stats: LayerStats) -> None:  # score at once, write the shard, drop the sums
+        writer.layer(i, stats)
+        scores.append(layer_scores(i, stats, cfg.ridge))
+
+    try:
+        cal = calibrate(
+            source,
+            blocks,
+            batch_size=bs,
+            holdout=holdout,
+            product_dtype=getattr(torch, cfg.product_dtype),
+            on_batch=lambda done, total: report("calibrate", done / total,
+                                                f"layer {(done - 1) * n_layers // total + 1}/{n_layers}"),
+            progress=progress,
+            modes=(cfg.mode,),
+            host_bytes=cfg.host_cache_bytes,
+            spill_dir=spill_dir(cfg),
+            on_layer=on_layer,
+        )
+    except BaseException:
+        writer.abort()
+        if not cfg.use_cache:
+            shutil.rmtree(path.parent, ignore_errors=True)
+        raise
+    meta = {
+        "tokens": cal.tokens,
+        "seconds": round(cal.seconds, 3),
+        "stats_bytes": cal.stats_bytes,
+        "peak_rss_bytes": cal.peak_rss_bytes,
+        "peak_device_bytes": cal.peak_device_bytes,
+        "holdout_blocks": holdout,
+        "batch_size": bs,
+        "modes": [cfg.mode],
+        "num_layers": n_layers,
+    }
+    held = blocks[len(blocks) - holdout :].clone()
+    shards = writer.finish(held, meta)
+    return CalibrationResult(shards, held, meta, False, key, scores=scores, temporary=not cfg.use_cache)
+
+
+def spill_dir(cfg: CompressConfig) -> Path:
+    return Path(cfg.spill_dir or Path(cfg.stats_dir or stats_cache.default_dir()).parent / "spill")

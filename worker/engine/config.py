@@ -1,0 +1,53 @@
+"""What one compression run is asked to do: the model, the calibration data, the k values, the method."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .data import DatasetSpec
+from .scores import DEFAULT_RIDGE
+from .selection import CRITERIA
+from .stats import BRANCHES
+
+
+@dataclass
+class CompressConfig:
+    model: str
+    dataset: DatasetSpec
+    ks: list[int]
+    out: Path | None = None
+    revision: str | None = None
+    num_samples: int = 256
+    seq_len: int = 2048
+    seed: int = 0
+    shuffle: bool = False
+    mode: str = "attn"
+    method: str = "nbl"
+    criterion: str = "cca"
+    dtype: str | None = None
+    device: str | None = None
+    batch_size: int | None = None
+    holdout_fraction: float = 0.1
+    ridge: float = DEFAULT_RIDGE
+    product_dtype: str = "float32"
+    stats_dir: Path | None = None
+    use_cache: bool = True
+    max_model_bytes: int | None = None  # refuse larger input weights (None: no limit)
+    host_cache_bytes: int | None = None  # hidden states past this go to disk (None: no limit)
+    spill_dir: Path | None = None  # where they go (None: 'spill' beside the statistics directory)
+
+    def check(self) -> None:
+        """Checks that need no model; k against the layer count is checked after loading."""
+        if self.mode not in BRANCHES:
+            raise ValueError(f"mode must be one of {BRANCHES}, got {self.mode!r}")
+        if self.method not in ("nbl", "drop"):
+            raise ValueError(f"method must be 'nbl' or 'drop', got {self.method!r}")
+        if self.criterion not in CRITERIA:
+            raise ValueError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
+        if not self.ks:
+            raise ValueError("give at least one k")
+        if any(k <= 0 for k in self.ks):
+            raise ValueError(f"k must be positive, got {self.ks}")
+        if self.product_dtype not in ("float32", "float64"):
+            raise ValueError("product_dtype must be float32 or float64")

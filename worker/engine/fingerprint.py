@@ -1,0 +1,38 @@
+"""Content fingerprints of local weights (the statistics cache is keyed on them), memoised by
+(path, size, mtime) so a large file is hashed once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+
+def file_digest(path: Path) -> str:
+    st = path.stat()
+    memo_path = Path(os.environ.get("NBL_HOME", "~/.nbl")).expanduser() / "cache" / "digests.json"
+    key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        memo = {}
+    if key not in memo:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 24), b""):
+                h.update(chunk)
+        memo[key] = h.hexdigest()
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(memo))
+        tmp.replace(memo_path)
+    return memo[key]
+
+
+def dir_digest(path: Path) -> str:
+    """Hash of config.json and every weight file, by content."""
+    h = hashlib.sha256()
+    for f in sorted([path / "config.json", *path.glob("*.safetensors")]):
+        h.update(f.name.encode() + b"\0" + file_digest(f).encode())
+    return h.hexdigest()

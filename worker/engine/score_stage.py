@@ -1,0 +1,35 @@
+"""Scores and LMMSE maps from each layer's sums, held in memory or read one shard at a time from a
+statistics cache entry, so no step holds every layer's sums."""
+
+from __future__ import annotations
+
+from tqdm.auto import tqdm
+
+from .scores import DEFAULT_RIDGE, LinearMap, layer_moments, lmmse, score_layer
+from .stats import LayerStats
+from .stats_cache import Shards
+
+
+def layer_scores(i: int, stats: LayerStats, ridge: float = DEFAULT_RIDGE) -> dict:
+    """One layer's scores for the modes its sums hold, as a plain dict (the report's and the JSON's shape)."""
+    return {"layer": i, **{b: sc.as_dict() for b, sc in score_layer(stats, ridge).items()}}
+
+
+def _layers(stats: list[LayerStats] | Shards):
+    """(count, get) over a list of sums in memory or a cache entry read one shard at a time."""
+    if isinstance(stats, Shards):
+        return stats.num_layers, stats.layer
+    return len(stats), stats.__getitem__
+
+
+def score_stage(stats: list[LayerStats] | Shards, ridge: float = DEFAULT_RIDGE, progress: bool = False) -> list[dict]:
+    """Every layer's scores, reading one layer's sums at a time."""
+    n, get = _layers(stats)
+    return [layer_scores(i, get(i), ridge) for i in tqdm(range(n), desc="score", unit="layer", disable=not progress)]
+
+
+def fit_maps(stats: list[LayerStats] | Shards, mode: str, layers, ridge: float = DEFAULT_RIDGE,
+             split=None) -> dict[int, LinearMap]:
+    """LMMSE maps of the given layers only: a cache entry reads only their shards."""
+    _, get = _layers(stats)
+    return {i: lmmse(layer_moments(get(i), mode, split), ridge) for i in layers}
