@@ -10,7 +10,7 @@ import torch
 from eval_helpers import bpe_tokenizer, hf_cache_with_winogrande, one_thread, winogrande_rows  # noqa: F401
 
 from worker.eval.lmeval_parity import compare_prompts, compare_scores  # lm_eval is imported lazily
-from worker.eval.tasks import load_task
+from worker.eval.benchmarks.registry import load_task
 from worker.eval.token_split import encode_pair
 
 pytest.importorskip("lm_eval")

@@ -8,7 +8,7 @@ from conftest import save_tiny_checkpoint
 from eval_helpers import hf_cache_with_winogrande, one_thread, winogrande_rows  # noqa: F401 (fixture)
 
 from worker.eval.cli import add_eval
-from worker.eval.suite import SUITES, summary
+from worker.eval.benchmarks.suite import SUITES, summary
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 OFFLINE = {"mmlu", "arc_easy", "arc_challenge", "boolq", "hellaswag", "openbookqa"}  # shipped under NBL_DATA_DIR

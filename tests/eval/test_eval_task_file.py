@@ -8,7 +8,7 @@ from conftest import tiny_tokenizer
 from eval_helpers import BigramLM
 
 from worker.eval.harness import run_task
-from worker.eval.task_file import load_task_file
+from worker.eval.benchmarks.task_file import load_task_file
 from worker.eval.token_split import encode_pair
 
 

@@ -5,9 +5,9 @@ import json
 import pytest
 from eval_helpers import DATA_DIR
 
-from worker.eval import local_data
-from worker.eval.task import LOGLIKELIHOOD, MULTIPLE_CHOICE
-from worker.eval.tasks import load_task
+from worker.eval.benchmarks import local_data
+from worker.eval.benchmarks.task import LOGLIKELIHOOD, MULTIPLE_CHOICE
+from worker.eval.benchmarks.registry import load_task
 
 COUNTS = {"arc_easy": 2376, "arc_challenge": 1172, "hellaswag": 10042, "boolq": 3270, "openbookqa": 500,
           "lambada_openai": 5153, "mmlu": 14042}

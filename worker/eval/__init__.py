@@ -1,1 +1,1 @@
-"""Evaluation of base and compressed models: perplexity, lm-eval tasks, speed."""
+"""Evaluation of base and compressed models: perplexity, tasks (benchmarks/), speed."""

@@ -12,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from .suite import SUITES
+from .benchmarks.suite import SUITES
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Evaluate one model: perplexity, tasks, speed; and the cache that spares re-evaluating a base.
 
 A result is {"model", "params", "perplexity", "tasks", "speed", "seconds"}, and "suite" when a
-suite was asked for (suite.py: its average, and the tasks skipped because their data is absent).
+suite was asked for (benchmarks/suite.py: its average, and the tasks skipped because their data is absent).
 The base model of a comparison is evaluated once per (fingerprint, evaluation spec, hardware): its
 result is kept as JSON under $NBL_HOME/evals/<key>.json; the key hashes the model fingerprint,
 everything that changes the numbers (corpora, token cap, tasks, suite, task-file contents, limit,
@@ -21,12 +21,12 @@ from pathlib import Path
 import torch
 
 from .harness import run_task
-from .lmeval_tasks import DataUnavailable
+from .benchmarks.lmeval import DataUnavailable
 from .perplexity import corpus_text, perplexity
 from .speed import count_parameters, measure_speed
-from .suite import ABSENT, suite_tasks, summary
-from .task_file import load_task_file
-from .tasks import load_task
+from .benchmarks.suite import ABSENT, suite_tasks, summary
+from .benchmarks.task_file import load_task_file
+from .benchmarks.registry import load_task
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1  # bump when a change of this package changes the numbers
@@ -39,7 +39,7 @@ class EvalSpec:
     task_files: tuple[str, ...] = ()
     limit: int | None = None
     max_tokens: int | None = None
-    suite: str | None = None  # a task suite (suite.py): its tasks whose data is here, and their average
+    suite: str | None = None  # a task suite (benchmarks/suite.py): its tasks whose data is here, and their average
     speed: bool = False
     speed_lengths: tuple[int, ...] = (512, 2048)
     new_tokens: int = 128

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .loglikelihood import loglikelihoods
 from .metrics import aggregate, choice_metrics, perplexity_of
-from .task import LOGLIKELIHOOD, Task
+from .benchmarks.task import LOGLIKELIHOOD, Task
 
 
 def run_task(model, tokenizer, task: Task, batch_tokens: int = 2048, progress: bool = False) -> dict:

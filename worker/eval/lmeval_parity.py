@@ -18,13 +18,13 @@ import json
 import tempfile
 from pathlib import Path
 
-from . import local_data
+from .benchmarks import local_data
 from .harness import run_task
-from .lmeval_tasks import NUM_FEWSHOT, leaf_config, lmeval_task, offline, task_manager
+from .benchmarks.lmeval import NUM_FEWSHOT, leaf_config, lmeval_task, offline, task_manager
 from .loglikelihood import loglikelihoods
-from .task import Task
-from .task_file import CHOICES, CONTEXTS, METRICS, load_task_file
-from .tasks import SHIPPED, local_task
+from .benchmarks.task import Task
+from .benchmarks.task_file import CHOICES, CONTEXTS, METRICS, load_task_file
+from .benchmarks.registry import SHIPPED, local_task
 
 SPLIT = {"hellaswag": "validation", "boolq": "validation"}  # lm-eval evaluates these on validation
 

@@ -1,7 +1,7 @@
 """One report, base vs compressed: the JSON view and the printed table, side by side with deltas.
 
 Deltas are model - base; for throughputs the table also shows the ratio (the speed-up). A suite
-(suite.py) adds its average, the one number its paper reports, and names the tasks it skipped.
+(benchmarks/suite.py) adds its average, the one number its paper reports, and names the tasks it skipped.
 """
 
 from __future__ import annotations

@@ -77,7 +77,8 @@ def model_name(report: dict, recipe: dict | None) -> str:
     return f"{base}-nbl-{r.get('mode', 'attn')}-k{r.get('k', len(report.get('replaced_layers') or []))}"
 
 
-def _num(v, digits: int = 4) -> str:
+def format_number(v, digits: int = 4) -> str:
+    """A card's number: thousands separated, small values in significant digits, None as a dash."""
     if v is None:
         return "–"
     if isinstance(v, float) and v.is_integer() and abs(v) >= 1000:
@@ -202,7 +203,7 @@ def layers_section(report: dict, plot: str | None) -> str:
     text += "|---:|:---:|" + "---:|" * len(cols) + "\n"
     for s in rows:
         mark = "✔" if s["layer"] in chosen else ""
-        text += f"| {s['layer']} | {mark} | " + " | ".join(_num(s[mode].get(f)) for f, _ in cols) + " |\n"
+        text += f"| {s['layer']} | {mark} | " + " | ".join(format_number(s[mode].get(f)) for f, _ in cols) + " |\n"
     if plot:
         text += f"\n![per-layer scores, replaced layers marked]({plot})\n"
     return text
@@ -222,7 +223,7 @@ def eval_rows(base: dict, comp: dict) -> list[tuple[str, str, str, str]]:
             change = f"×{c / b:.2f}" if b else "–"
         else:
             change = f"{c - b:+.{digits}f}" + (f" ({(c - b) / b:+.1%})" if b else "")
-        rows.append((label, _num(b, digits), _num(c, digits), change))
+        rows.append((label, format_number(b, digits), format_number(c, digits), change))
 
     keys = sorted(set(base) | set(comp))
     for k in keys:
@@ -273,8 +274,8 @@ def card_text(info: CardInfo) -> str:
     cal = report.get("calibration") or {}
     recipe = recipe_section(report, info.recipe)
     if cal.get("tokens"):
-        recipe += (f"\nCalibration: {_num(cal.get('num_samples'))} × {_num(cal.get('seq_len'))} = "
-                   f"{_num(cal['tokens'])} tokens.\n")
+        recipe += (f"\nCalibration: {format_number(cal.get('num_samples'))} × {format_number(cal.get('seq_len'))} = "
+                   f"{format_number(cal['tokens'])} tokens.\n")
     sections = [
         (f"# {model_name(report, info.recipe)}", method_section(report, base)),
         ("## Recipe", recipe),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .card import PAPER, README, TAGS, _num, base_label, hub_base, usage_section
+from .card import PAPER, README, TAGS, format_number, base_label, hub_base, usage_section
 
 
 @dataclass
@@ -48,11 +48,11 @@ def root_card_text(entries: list[RootEntry], base_metrics: dict[str, float], loc
     head = "| output | k | replaced layers | " + "".join(f"{_label(k)} | " for k in keys)
     rows = [head.rstrip(), "|---|---:|---|" + "---:|" * len(keys)]
     if base_metrics:
-        rows.append("| base model | 0 | – | " + "".join(f"{_num(base_metrics.get(k))} | " for k in keys).rstrip())
+        rows.append("| base model | 0 | – | " + "".join(f"{format_number(base_metrics.get(k))} | " for k in keys).rstrip())
     for e in entries:
         layers = ", ".join(map(str, e.report.get("replaced_layers") or []))
         rows.append(f"| [k{e.k}/](k{e.k}) | {e.k} | {layers} | "
-                    + "".join(f"{_num(e.metrics.get(k))} | " for k in keys).rstrip())
+                    + "".join(f"{format_number(e.metrics.get(k))} | " for k in keys).rstrip())
     body = (
         f"# {base_label(first, recipe).split('/')[-1].removeprefix('local:')}: NBL-compressed ({mode} mode)\n\n"
         f"**{base_label(first, recipe)}** compressed with Neural Block Linearization ([arXiv 2505.21077]({PAPER})) "

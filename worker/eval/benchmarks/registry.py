@@ -32,7 +32,7 @@ def load_task(name: str, limit: int | None = None) -> Task:
     root = local_data.data_dir()
     if root is not None and name in SHIPPED:
         return local_task(name, root, limit)
-    from .lmeval_tasks import lmeval_task
+    from .lmeval import lmeval_task
 
     return lmeval_task(name, limit)
 
