@@ -1,4 +1,4 @@
-"""Alembic environment: the URL is the caller's (service.migrate passes it) or Settings().
+"""Alembic environment: the URL is the caller's (service.core.migrate passes it) or Settings().
 
 Runs on SQLite (batch mode, so ALTERs work) and Postgres. Migrations are run in the tests, up and
 down, on both.
@@ -11,7 +11,7 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from service.models import Base
+from service.core.models import Base
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -24,7 +24,7 @@ def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from service.settings import Settings
+    from service.core.settings import Settings
 
     settings = Settings()
     if settings.database_is_sqlite:
@@ -51,7 +51,7 @@ def run_offline() -> None:
 
 def run_online() -> None:
     connection = config.attributes.get("connection")
-    if connection is not None:  # handed over by service.migrate or a test
+    if connection is not None:  # handed over by service.core.migrate or a test
         _configure(connection=connection)
         with context.begin_transaction():
             context.run_migrations()

@@ -22,7 +22,7 @@ $NBL import-gguf "$GGUF" --name smollm2
 
 step "starting the API on :$PORT and one worker (logs in $NBL_HOME/logs)"
 # Both run the reconcile loop (requeue jobs whose worker died, re-send what the broker lost):
-# the embedded default needs no third process (service/reconcile_loop.py).
+# the embedded default needs no third process (service/jobs/reconcile_loop.py).
 $NBL serve --port "$PORT" >"$NBL_HOME/logs/api.log" 2>&1 &
 API=$!
 $NBL worker >"$NBL_HOME/logs/worker.log" 2>&1 &

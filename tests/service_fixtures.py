@@ -58,7 +58,7 @@ def pg_factory():
 
 @pytest.fixture(scope="session")
 def postgres_url(pg_factory) -> str:
-    from service.migrate import upgrade
+    from service.core.migrate import upgrade
 
     url = pg_factory()
     upgrade(url)
@@ -67,7 +67,7 @@ def postgres_url(pg_factory) -> str:
 
 @pytest.fixture(scope="session")
 def sqlite_url(tmp_path_factory) -> str:
-    from service.migrate import upgrade
+    from service.core.migrate import upgrade
 
     url = f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'nbl.db'}"
     upgrade(url)
@@ -120,7 +120,7 @@ def _truncate(url: str, engines: dict) -> None:
 @pytest.fixture
 def settings_for(tmp_path):
     """settings_for(db_url, **overrides): Settings with a fresh NBL_HOME and embedded broker."""
-    from service.settings import Settings
+    from service.core.settings import Settings
 
     def make(url: str, **overrides):
         home = tmp_path / f"home-{uuid.uuid4().hex[:6]}"
@@ -148,7 +148,7 @@ def client(settings):
 
 @pytest.fixture
 def sessions(settings):
-    from service.db import make_engine, make_sessionmaker
+    from service.core.db import make_engine, make_sessionmaker
 
     engine = make_engine(settings)
     yield make_sessionmaker(engine)
@@ -158,7 +158,7 @@ def sessions(settings):
 @pytest.fixture
 def team_key(sessions):
     """team_key(name) -> headers with a fresh key for that team."""
-    from service.auth import create_key, get_or_create_team
+    from service.keys.auth import create_key, get_or_create_team
 
     def make(name: str = "alpha") -> dict[str, str]:
         with sessions() as s:
@@ -177,8 +177,8 @@ def auth(team_key) -> dict[str, str]:
 @pytest.fixture
 def team_key_for():
     """team_key_for(settings, team) -> headers with a fresh key, in that settings' database."""
-    from service.auth import create_key, get_or_create_team
-    from service.db import make_engine, make_sessionmaker
+    from service.keys.auth import create_key, get_or_create_team
+    from service.core.db import make_engine, make_sessionmaker
 
     def make(settings, team: str = "alpha") -> dict[str, str]:
         engine = make_engine(settings)

@@ -20,7 +20,7 @@ from functools import lru_cache
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.models import OWNED, Job
+from service.core.models import OWNED, Job
 
 
 @lru_cache(maxsize=1)

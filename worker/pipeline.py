@@ -62,7 +62,7 @@ class PipelineResult:
 
 
 def resolve_model(model_id: str) -> str:
-    """A Hub id, or the directory the task resolved `local:NAME` to (service.paths.model_source, the
+    """A Hub id, or the directory the task resolved `local:NAME` to (service.core.paths.model_source, the
     one place that maps local names)."""
     refuse_path_shadowing(model_id, "model")  # a Hub id that is also a local path: the loader would read the path
     return model_id

@@ -14,7 +14,7 @@ do the same with a SQLite database.) A fork-safe SQLite connection does not exis
 SQLite's own, process-wide. What solo gives up, and what stands in:
 
 - a killed job kills the worker: the restarted `nbl worker` runs a reconcile pass at start and on
-  its interval (service/reconcile_loop.py), which queues the job again once its lease expires;
+  its interval (service/jobs/reconcile_loop.py), which queues the job again once its lease expires;
 - time limits: Celery enforces none in solo; `install_solo_limits` raises SoftTimeLimitExceeded in
   the task with SIGALRM at NBL_TASK_SOFT_TIME_LIMIT (the job fails as `timeout`). There is no hard
   limit: code that never returns to Python keeps the worker until it is killed;
@@ -29,7 +29,7 @@ import signal
 from celery import signals
 from celery.exceptions import SoftTimeLimitExceeded
 
-from service.settings import Settings
+from service.core.settings import Settings
 
 
 def uses_sqlite(settings: Settings) -> bool:

@@ -1,6 +1,6 @@
 """The request's checks against the model's config.json, before any weight is read or downloaded.
 
-The API checks a `local:NAME` model at submit (service/model_checks.py); a Hub model can only be checked
+The API checks a `local:NAME` model at submit (service/jobs/model_checks.py); a Hub model can only be checked
 here, by fetching its config.json alone: k below the layer count, seq_len within the context length, an
 existing repo and revision. A failure is a ModelError (`user`, worker/errors.py), a Hub outage is retried
 by the caller. A local directory is checked again: it may have changed since the job was submitted.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from service.model_checks import CONFIG, config_problems, read_config
+from service.jobs.model_checks import CONFIG, config_problems, read_config
 
 from .engine.loading import ModelError
 

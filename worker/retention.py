@@ -3,7 +3,7 @@
 - its scratch directory (NBL_HOME/jobs/<id>: full checkpoints before publishing) is deleted when
   the job ended under this attempt's lease (succeeded, failed, cancelled). An attempt that lost its
   lease leaves it: another worker may own the job now, on this host, in the same directory. Jobs
-  ended elsewhere (the reconciler, a cancel after the worker died) are `nbl admin gc`'s (service/gc.py);
+  ended elsewhere (the reconciler, a cancel after the worker died) are `nbl admin gc`'s (service/outputs/gc.py);
 - the statistics cache is cut back to NBL_STATS_CACHE_MAX_BYTES, least recently used first.
 
 Never fails the job: tidying is best effort, and gc catches what is left.
@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 import shutil
 
-from service import lru
-from service.paths import scratch_dir
-from service.settings import Settings
+from service.outputs import lru
+from service.core.paths import scratch_dir
+from service.core.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ state with a classified error. Start a worker with
 
 A short database outage is ridden out: writes are retried (`db`), the heartbeat keeps trying, and an
 attempt that still cannot reach the database is abandoned without a verdict; its lease expires and
-the reconciler (service/reconciler.py) queues the job again. A job never stays `running`.
+the reconciler (service/jobs/reconciler.py) queues the job again. A job never stays `running`.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ import time
 from celery.exceptions import Reject
 from sqlalchemy import select
 
-from service import store
-from service.celery_app import RUN_JOB, make_celery
-from service.db import make_engine, make_sessionmaker
-from service.dbretry import is_transient, retrying
-from service.models import Job, Team
-from service.paths import model_source, publish_dir, scratch_dir
-from service.secrets import decrypt
-from service.reconciler import drop_reason
-from service.settings import Settings
+from service.jobs import store
+from service.core.celery_app import RUN_JOB, make_celery
+from service.core.db import make_engine, make_sessionmaker
+from service.core.dbretry import is_transient, retrying
+from service.core.models import Job, Team
+from service.core.paths import model_source, publish_dir, scratch_dir
+from service.core.secrets import decrypt
+from service.jobs.reconciler import drop_reason
+from service.core.settings import Settings
 
 from . import ownership, retention
 from .errors import RetryPolicy, classify

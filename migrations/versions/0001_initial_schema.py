@@ -4,7 +4,7 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-11-30
 
-Frozen on purpose: plain SQLAlchemy types, nothing imported from service.models (the UTC
+Frozen on purpose: plain SQLAlchemy types, nothing imported from service.core.models (the UTC
 TypeDecorator there stores DateTime(timezone=True)).
 """
 

@@ -5,7 +5,7 @@ Revises: 0001
 Create Date: 2026-11-30
 
 A team's Hub token (`nbl admin set-hub-token`) and a job's own (`publish.token`, cleared when the job
-ends), both Fernet ciphertext (service/secrets.py), never plaintext. The publish records themselves
+ends), both Fernet ciphertext (service/core/secrets.py), never plaintext. The publish records themselves
 are rows of `artifacts` (kind "hub": repo URL, revision, commit sha), which 0001 already has.
 batch_alter_table so that SQLite, which cannot ALTER much, copies the table; Postgres alters in place.
 """

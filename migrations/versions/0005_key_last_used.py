@@ -4,7 +4,7 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-12-01
 
-Set on authentication at most once a minute per key (service/auth.py), so a busy key costs one
+Set on authentication at most once a minute per key (service/keys/auth.py), so a busy key costs one
 write a minute, not one per request. Nullable: a key never used since (or created before) this
 revision has none. batch_alter_table so that SQLite, which cannot drop a column in place, copies
 the table; Postgres alters in place. Frozen: plain SQLAlchemy types.

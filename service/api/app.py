@@ -11,13 +11,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from ..celery_app import make_celery
-from ..db import make_engine, make_sessionmaker
-from ..metrics import make_registry
-from ..settings import Settings
+from service.core.celery_app import make_celery
+from service.core.db import make_engine, make_sessionmaker
+from service.core.metrics import make_registry
+from service.core.settings import Settings
 from . import docs, problems
 from .limits import BodySizeLimit
-from .routes import health, jobs
+from service.api import health
+from service.jobs import endpoints as jobs
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def _schema_head() -> str | None:
     """The Alembic head this code expects, for /readyz; None when migrations/ is not shipped."""
     try:
-        from ..migrate import head_revision
+        from service.core.migrate import head_revision
 
         return head_revision()
     except Exception as e:  # noqa: BLE001

@@ -11,8 +11,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from ..auth import Principal, authenticate
-from ..settings import Settings
+from service.keys.auth import Principal, authenticate
+from service.core.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `nbl admin create-key --team NAME`")
 
@@ -22,7 +22,7 @@ def get_settings(request: Request) -> Settings:
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    """One session per request. Writes commit explicitly where they happen (service.jobs);
+    """One session per request. Writes commit explicitly where they happen (service.jobs.service);
     whatever is left open is rolled back when the session closes."""
     session = request.app.state.sessions()
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..errors import PayloadTooLarge, problem_type
+from service.core.errors import PayloadTooLarge, problem_type
 
 
 class BodySizeLimit:

@@ -1,8 +1,8 @@
 """The one exception handler: every error leaves as RFC 9457 application/problem+json.
 
-Domain exceptions (service.errors) carry their status and type; FastAPI's validation errors become
+Domain exceptions (service.core.errors) carry their status and type; FastAPI's validation errors become
 422 validation-error with the per-field `errors`; Starlette's HTTP errors (unknown route, wrong
-method) keep their status; a database outage (lost or refused connection, service.dbretry) is a 503
+method) keep their status; a database outage (lost or refused connection, service.core.dbretry) is a 503
 with Retry-After; anything else is a 500 that says nothing about internals.
 """
 
@@ -16,8 +16,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..dbretry import is_transient
-from ..errors import HTTP_SLUGS, DatabaseUnavailable, InvalidRequest, ServiceError, problem_type
+from service.core.dbretry import is_transient
+from service.core.errors import HTTP_SLUGS, DatabaseUnavailable, InvalidRequest, ServiceError, problem_type
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import save_tiny_checkpoint
-from worker import cli
+from cli import main as cli
 from worker.engine import calibrate as calibrate_mod
 from worker.engine import calibration_stage
 

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from conftest import REPO, save_tiny_checkpoint, tiny_model, tiny_tokenizer
-from worker import cli
+from cli import main as cli
 from worker.engine import surgery
 from worker.engine.custom_code import check_local_dir
 from worker.engine.loading import ModelError, load_model

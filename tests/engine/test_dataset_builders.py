@@ -12,8 +12,8 @@ import os
 import pytest
 
 from conftest import save_tiny_checkpoint
-from service import dataset_names
-from worker import cli
+from service.jobs import dataset_names
+from cli import main as cli
 from worker.engine.data import DataError, DatasetSpec, load_texts
 
 SECRET = "SECRET-CANARY-7f3a"

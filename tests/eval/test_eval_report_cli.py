@@ -12,7 +12,7 @@ from worker.engine import surgery
 from worker.engine.loading import load_model
 from worker.engine.saving import save_compressed
 from worker.eval import evaluate as evaluate_mod
-from worker.eval.cli import add_eval
+from cli.eval import add_eval
 from worker.eval.evaluate import EvalSpec, cache_key, evaluate_cached
 from worker.eval.report import delta, rows
 

@@ -7,7 +7,7 @@ import pytest
 from conftest import save_tiny_checkpoint
 from eval_helpers import hf_cache_with_winogrande, one_thread, winogrande_rows  # noqa: F401 (fixture)
 
-from worker.eval.cli import add_eval
+from cli.eval import add_eval
 from worker.eval.benchmarks.suite import SUITES, summary
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -81,6 +81,6 @@ def install() -> None:
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO))
     install()
-    from worker.cli import main
+    from cli.main import main
 
     sys.exit(main(["worker", *sys.argv[1:]]))

@@ -200,8 +200,8 @@ EMBEDDED = None  # Cluster(database_url=EMBEDDED, broker_url=EMBEDDED): the defa
 
 class Cluster:
     def __init__(self, tmp_path: Path, database_url: str | None, broker_url: str | None, tiny_model: Path, **env: str):
-        from service.migrate import ensure_schema
-        from service.settings import Settings
+        from service.core.migrate import ensure_schema
+        from service.core.settings import Settings
 
         self.tmp = tmp_path
         self.fault_dir, self.logs = tmp_path / "faults", tmp_path / "logs"
@@ -241,10 +241,10 @@ class Cluster:
 
     def start_nbl_worker(self, name: str = "worker", **env: str) -> subprocess.Popen:
         """The real `nbl worker`, with no fault hooks."""
-        return self._spawn(name, [sys.executable, "-m", "worker.cli", "worker", "--loglevel", "INFO"], **env)
+        return self._spawn(name, [sys.executable, "-m", "cli.main", "worker", "--loglevel", "INFO"], **env)
 
     def start_reconciler(self, name: str = "reconciler", **env: str) -> subprocess.Popen:
-        return self._spawn(name, [sys.executable, "-m", "service.cli", "reconcile"], **env)
+        return self._spawn(name, [sys.executable, "-m", "cli.main", "reconcile"], **env)
 
     def kill(self, name: str) -> None:
         """SIGKILL the process and everything it started (a whole worker: parent and pool child)."""
@@ -280,8 +280,8 @@ class Cluster:
         return self._client
 
     def auth(self, team: str = "faults") -> dict[str, str]:
-        from service.auth import create_key, get_or_create_team
-        from service.db import make_engine, make_sessionmaker
+        from service.keys.auth import create_key, get_or_create_team
+        from service.core.db import make_engine, make_sessionmaker
 
         engine = make_engine(self.settings)
         with make_sessionmaker(engine)() as s:

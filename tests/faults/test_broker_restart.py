@@ -13,7 +13,7 @@ import pytest
 from faultlib import cluster_factory, deadline, hard_timeout, redis_server, tiny_model, wait_until  # noqa: F401
 from sqlalchemy import create_engine, select
 
-from service.models import Job
+from service.core.models import Job
 
 pytestmark = pytest.mark.slow
 

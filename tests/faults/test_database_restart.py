@@ -18,7 +18,7 @@ from faultlib import (  # noqa: F401
     wait_until,
 )
 
-from service import migrate
+from service.core import migrate
 
 pytestmark = pytest.mark.slow
 

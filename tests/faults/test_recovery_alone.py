@@ -1,7 +1,7 @@
 """Recovery with no `nbl reconcile` process, on the embedded default (SQLite database, SQLite
 broker), where it once failed: a whole `nbl worker` SIGKILLed mid-job and restarted alone finishes
 the job, and `nbl serve` alone requeues a job whose worker is gone. Both run the reconcile loop
-(service/reconcile_loop.py); leases of 5 s and passes every 0.5 s, so this takes seconds.
+(service/jobs/reconcile_loop.py); leases of 5 s and passes every 0.5 s, so this takes seconds.
 
 The SQLite broker never re-delivers a message its taker did not acknowledge: only a reconcile pass
 (the lease expired -> queued again -> sent again) can bring that job back.
@@ -45,9 +45,9 @@ def test_whole_worker_killed_then_nbl_worker_alone_finishes_the_job(cluster_fact
 
 @deadline(90)
 def test_nbl_serve_alone_requeues_a_job_whose_worker_is_gone(cluster_factory):
-    from service import store
-    from service.db import make_engine, make_sessionmaker
-    from service.models import Job, utcnow
+    from service.jobs import store
+    from service.core.db import make_engine, make_sessionmaker
+    from service.core.models import Job, utcnow
     from service_testlib import sqla_broker_messages
 
     c = cluster_factory(EMBEDDED, EMBEDDED)
@@ -60,7 +60,7 @@ def test_nbl_serve_alone_requeues_a_job_whose_worker_is_gone(cluster_factory):
         s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
         s.commit()
     before = [m["args"][0] for m in sqla_broker_messages(c.settings)]
-    c._spawn("serve", [sys.executable, "-m", "service.cli", "serve", "--port", str(free_port())])
+    c._spawn("serve", [sys.executable, "-m", "cli.main", "serve", "--port", str(free_port())])
 
     def requeued():
         with sessions() as s:

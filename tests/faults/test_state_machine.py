@@ -1,5 +1,5 @@
-"""A Hypothesis state machine over the job's ownership protocol, driving the real service.store,
-service.jobs.cancel_job and service.reconciler functions against a migrated SQLite database. The
+"""A Hypothesis state machine over the job's ownership protocol, driving the real service.jobs.store,
+service.jobs.service.cancel_job and service.jobs.reconciler functions against a migrated SQLite database. The
 broker is a list (the edge of the world); workers are plain records of (job, lease token).
 
 Steps: submit, deliver a message (claim), a duplicate delivery, progress and heartbeat (fenced),
@@ -21,19 +21,19 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 from sqlalchemy import delete, func, select, update
 
-from service import jobs as api_jobs
-from service import store
-from service.db import make_engine, make_sessionmaker
-from service.errors import InvalidJobState
-from service.models import TERMINAL, Artifact, Job, JobEvent, Team, new_job_id, utcnow
-from service.reconciler import reconcile_once
-from service.settings import Settings
+from service.jobs import service as api_jobs
+from service.jobs import store
+from service.core.db import make_engine, make_sessionmaker
+from service.core.errors import InvalidJobState
+from service.core.models import TERMINAL, Artifact, Job, JobEvent, Team, new_job_id, utcnow
+from service.jobs.reconciler import reconcile_once
+from service.core.settings import Settings
 
 MAX_ATTEMPTS = 2
 
 
 class Broker:
-    """What service.queue needs of a Celery app: send_task."""
+    """What service.jobs.queue needs of a Celery app: send_task."""
 
     def __init__(self):
         self.messages: list[str] = []
@@ -234,6 +234,6 @@ def test_sqlite_errors_that_are_an_outage(message, transient):
 
     from sqlalchemy.exc import OperationalError
 
-    from service.dbretry import is_transient
+    from service.core.dbretry import is_transient
 
     assert is_transient(OperationalError("SELECT 1", {}, sqlite3.OperationalError(message))) is transient

@@ -10,7 +10,7 @@ import time
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
-from service.settings import Settings
+from service.core.settings import Settings
 from worker.pool import SoloTimeLimit, pool_options
 
 PG, REDIS = "postgresql://nbl@db.example/nbl", "redis://broker.example:6379/0"

@@ -27,7 +27,7 @@ def hub_report(report: dict) -> dict:
 
 
 def test_nbl_compress_writes_a_card_and_plot_into_every_output(tmp_path, text_file, tiny_dir):
-    from worker.cli import main
+    from cli.main import main
 
     out = tmp_path / "out"
     assert main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), "--num-samples", "8",
@@ -50,7 +50,7 @@ def test_nbl_compress_writes_a_card_and_plot_into_every_output(tmp_path, text_fi
 
 
 def test_card_metadata_parses_back_with_model_index(tmp_path, text_file, tiny_dir):
-    from worker.cli import main
+    from cli.main import main
 
     main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), "--num-samples", "8", "--seq-len", "32",
           "--k", "2", "--out", str(tmp_path / "out"), "--json"])
@@ -101,7 +101,7 @@ def test_plot_skips_layers_without_the_score(tmp_path, criterion):
 
 
 def test_nbl_eval_card_rewrites_the_card_with_its_results(tmp_path, text_file, tiny_dir, capsys):
-    from worker.cli import main
+    from cli.main import main
 
     out = tmp_path / "out"
     main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), "--num-samples", "8", "--seq-len", "32",

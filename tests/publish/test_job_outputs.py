@@ -22,7 +22,7 @@ from publish_helpers import tree
 
 from conftest import save_tiny_checkpoint
 from service.api import create_app
-from service.paths import scratch_dir
+from service.core.paths import scratch_dir
 
 JOB = {
     "model": {"id": "local:tiny"},

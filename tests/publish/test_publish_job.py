@@ -108,9 +108,10 @@ def receiver():
 
 
 def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, receiver, tmp_path, caplog):
-    from service import secrets, webhooks
-    from service.auth import get_or_create_team, set_team_hub_token
-    from service.db import make_engine, make_sessionmaker
+    from service.core import secrets
+    from service.webhooks import delivery as webhooks
+    from service.keys.auth import get_or_create_team, set_team_hub_token
+    from service.core.db import make_engine, make_sessionmaker
 
     settings, auth, redis = deployment
     caplog.set_level(logging.DEBUG)  # the API's own log records, all of them
@@ -191,8 +192,8 @@ def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, re
 def test_a_crash_after_publishing_keeps_the_first_commit(deployment, hub, tmp_path):
     """The worker dies between the Hub accepting the commit and the job recording it; the job's next
     attempt finds the commit by its marker and records it: succeeded, attempt 2, one commit."""
-    from service.celery_app import make_celery
-    from service.queue import send_run_job
+    from service.core.celery_app import make_celery
+    from service.jobs.queue import send_run_job
 
     settings, auth, _ = deployment
     marker, log = tmp_path / "crashed", tmp_path / "worker.log"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import select, update
 from test_job_outputs import JOB, here  # noqa: F401 - the fixture: the task runs in this process
 
-from service.models import Job
+from service.core.models import Job
 
 
 def test_a_stored_request_that_no_longer_validates_fails_the_job_as_user(here):  # noqa: F811

@@ -9,9 +9,10 @@ import stat
 import pytest
 from sqlalchemy import select, text
 
-from service import secrets, store
-from service.models import Job, Team
-from service.settings import Settings
+from service.core import secrets
+from service.jobs import store
+from service.core.models import Job, Team
+from service.core.settings import Settings
 
 TOKEN = "hf_canary_job_token_7f3a9c"
 HUB = {"repo_id": "alpha/tiny-nbl"}
@@ -56,8 +57,8 @@ def test_a_job_token_is_write_only_and_encrypted(client, auth, sessions, setting
         assert job.hub_token_encrypted and TOKEN not in job.hub_token_encrypted
         assert secrets.decrypt(settings, store.hub_token_ciphertext(s, job_id)) == TOKEN
         # the request hash leaves the token out: the same request without it hashes the same
-        from service.jobs import request_hash
-        from service.schemas import JobCreate
+        from service.jobs.service import request_hash
+        from service.jobs.schemas import JobCreate
 
         assert job.request_hash == request_hash(JobCreate.model_validate(body()))
     # a replay with another token is the same job, untouched (the token is not part of the request's identity)
@@ -80,7 +81,7 @@ def test_the_token_is_deleted_when_the_job_ends(client, auth, sessions):
 
 
 def test_the_job_token_wins_over_the_team_token(client, auth, sessions, settings):
-    from service.auth import set_team_hub_token
+    from service.keys.auth import set_team_hub_token
 
     team_tok = "hf_canary_team_token_55e1"
     with sessions() as s:
@@ -97,7 +98,7 @@ def test_the_job_token_wins_over_the_team_token(client, auth, sessions, settings
 
 
 def test_set_hub_token_reads_stdin_never_argv(settings, sessions, monkeypatch, capsys, team_key):
-    from service.cli import main
+    from cli.main import main
 
     team_key("alpha")
     monkeypatch.setenv("NBL_HOME", str(settings.home))

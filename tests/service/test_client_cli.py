@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
+from cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 JOB_ID = "job_" + "0" * 32
@@ -82,7 +82,7 @@ def api_server():
 
 def nbl(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "NBL_API_KEY": "nbl_test"}
-    return subprocess.run([sys.executable, "-m", "service.cli", *argv], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "cli.main", *argv], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 
 from nbl_client import Event, EventList, Job
-from service import store
+from service.jobs import store
 from service.api import create_app
-from service.cli import main
-from service.client_format import metric_order, metrics_table, readable
-from service.client_wait import WaitPrinter
+from cli.main import main
+from cli.client_format import metric_order, metrics_table, readable
+from cli.client_wait import WaitPrinter
 
 
 @pytest.fixture
@@ -114,7 +114,7 @@ def test_readable_numbers_and_a_stable_metric_order():
 
 
 def test_submit_flags_reach_the_body():
-    from service.job_request import build_request
+    from cli.job_request import build_request
 
     flags = {k: None for k in ("file", "model", "revision", "dataset", "dataset_config", "split", "text_field",
                                "num_samples", "seq_len", "seed", "shuffle", "mode", "method", "criterion", "k",
@@ -135,7 +135,7 @@ def test_help_documents_every_exit_code(capsys):
 
 
 def test_logs_follow_prints_every_event_until_the_job_ends(served, capsys):
-    from service.db import make_engine, make_sessionmaker
+    from service.core.db import make_engine, make_sessionmaker
 
     code, out, _ = run(capsys, "submit", "--model", "acme/m", "--k", "4", "--json")
     job_id = json.loads(out)["id"]

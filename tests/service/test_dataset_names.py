@@ -10,8 +10,8 @@ from service_testlib import assert_problem, body
 from test_input_safety import job_count
 
 from service.api import create_app
-from service.dataset_names import PACKAGED_BUILDERS
-from service.schemas import dataset_name
+from service.jobs.dataset_names import PACKAGED_BUILDERS
+from service.jobs.schemas import dataset_name
 
 
 def test_the_static_list_covers_the_installed_datasets_builders():

@@ -10,10 +10,10 @@ import os
 import time
 from pathlib import Path
 
-from service import lru
-from service.cli import main
-from service.db import make_engine, make_sessionmaker
-from service.models import Job, Team, new_job_id
+from service.outputs import lru
+from cli.main import main
+from service.core.db import make_engine, make_sessionmaker
+from service.core.models import Job, Team, new_job_id
 
 
 def entry(directory: Path, name: str, size: int, used: float) -> Path:

@@ -12,8 +12,8 @@ from service_testlib import assert_problem, body
 from sqlalchemy import func, select
 
 from service.api import create_app
-from service.models import Job
-from service.schemas import _hub_id, dataset_name, model_id, revision
+from service.core.models import Job
+from service.jobs.schemas import _hub_id, dataset_name, model_id, revision
 
 # Every one of these must be refused by the grammar, wherever an identifier goes.
 HOSTILE_IDS = [
@@ -136,7 +136,7 @@ def test_hostile_and_oversized_requests_are_4xx_with_nothing_queued(pg_url, sett
 
 
 def job_count(settings) -> int:
-    from service.db import make_engine
+    from service.core.db import make_engine
 
     engine = make_engine(settings)
     try:
@@ -158,8 +158,8 @@ def test_team_caps_answer_429_with_retry_after(db_url, settings_for, team_key_fo
         # Another team is not affected.
         assert c.post("/v1/jobs", json=body(), headers=beta).status_code == 201
         # One starts running: a queued slot frees, the active cap (3) still has room for one.
-        from service import store
-        from service.db import make_engine, make_sessionmaker
+        from service.jobs import store
+        from service.core.db import make_engine, make_sessionmaker
 
         engine = make_engine(settings)
         with make_sessionmaker(engine)() as s:

@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import select, update
 
 from service.api import create_app
-from service.cli import main
-from service.db import make_engine, make_sessionmaker
-from service.models import ApiKey, Team, utcnow
-from service.settings import Settings
+from cli.main import main
+from service.core.db import make_engine, make_sessionmaker
+from service.core.models import ApiKey, Team, utcnow
+from service.core.settings import Settings
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import huggingface_hub
 import pytest
 from conftest import save_tiny_checkpoint
 
-from service.paths import model_source
-from service.settings import Settings
+from service.core.paths import model_source
+from service.core.settings import Settings
 from worker.engine import loading
 from worker.engine.loading import ModelError, load_model
 

@@ -9,7 +9,7 @@ import pytest
 from service_testlib import body
 
 from nbl_client import ApiError, Client, Event, Job, MissingKey, WaitTimeout
-from service import store
+from service.jobs import store
 from service.api import create_app
 
 

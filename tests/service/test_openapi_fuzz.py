@@ -22,9 +22,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from service.api import create_app
-from service.auth import create_key, get_or_create_team
-from service.db import make_engine, make_sessionmaker
-from service.migrate import upgrade
+from service.keys.auth import create_key, get_or_create_team
+from service.core.db import make_engine, make_sessionmaker
+from service.core.migrate import upgrade
 
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance, content_type_conformance,
           response_headers_conformance, negative_data_rejection, ignored_auth]
@@ -32,10 +32,10 @@ EXAMPLES = 40  # per operation and mode
 
 
 def queued_job(s, team_id: int) -> str:
-    from service.auth import Principal
-    from service.jobs import create_job
-    from service.schemas import JobCreate
-    from service.settings import Settings
+    from service.keys.auth import Principal
+    from service.jobs.service import create_job
+    from service.jobs.schemas import JobCreate
+    from service.core.settings import Settings
 
     spec = JobCreate.model_validate({"model": {"id": "HuggingFaceTB/SmolLM2-135M-Instruct"},
                                      "compression": {"k": [1, 2]},
@@ -45,7 +45,7 @@ def queued_job(s, team_id: int) -> str:
 
 def finished_job(s, team_id: int) -> str:
     """A job with everything a response can carry: events, layer scores, metrics, artifacts, layers."""
-    from service import store
+    from service.jobs import store
 
     job_id = queued_job(s, team_id)
     token = store.claim_job(s, job_id, 60)
@@ -64,7 +64,7 @@ def finished_job(s, team_id: int) -> str:
 @pytest.fixture(scope="module")
 def fuzz_env(pg_factory, tmp_path_factory):
     """A database of its own (jobs pile up here; no other test sees them), a team key, the app."""
-    from service.settings import Settings
+    from service.core.settings import Settings
 
     url = pg_factory("fuzz")
     upgrade(url)

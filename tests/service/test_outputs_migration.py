@@ -10,9 +10,9 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from service.cli import main
-from service.db import make_engine, make_sessionmaker
-from service.models import Artifact, Job, Team, new_job_id, utcnow
+from cli.main import main
+from service.core.db import make_engine, make_sessionmaker
+from service.core.models import Artifact, Job, Team, new_job_id, utcnow
 
 
 def files(root: Path) -> dict[str, bytes]:

@@ -12,12 +12,12 @@ from datetime import timedelta
 from service_testlib import sqla_broker_messages
 from sqlalchemy import select, update
 
-from service import store
-from service.celery_app import make_celery
-from service.db import make_engine, make_sessionmaker
-from service.models import Job, JobEvent, Team, new_job_id, utcnow
-from service.queue import dispatch_one, due_for_dispatch
-from service.reconciler import locked_pass, pass_lock, reconcile_once
+from service.jobs import store
+from service.core.celery_app import make_celery
+from service.core.db import make_engine, make_sessionmaker
+from service.core.models import Job, JobEvent, Team, new_job_id, utcnow
+from service.jobs.queue import dispatch_one, due_for_dispatch
+from service.jobs.reconciler import locked_pass, pass_lock, reconcile_once
 
 
 def _jobs(sessions, lost: int, unsent: int) -> tuple[list[str], list[str]]:

@@ -9,8 +9,8 @@ import pytest
 from service_testlib import assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select, update
 
-from service import store
-from service.models import ApiKey, Job, utcnow
+from service.jobs import store
+from service.core.models import ApiKey, Job, utcnow
 
 
 

@@ -15,10 +15,10 @@ from service_testlib import body, decode_message, sqla_broker_messages
 from sqlalchemy import select
 
 from service.api import create_app
-from service.celery_app import make_celery
-from service.db import make_engine, make_sessionmaker
-from service.models import Job
-from service.queue import dispatch_queued
+from service.core.celery_app import make_celery
+from service.core.db import make_engine, make_sessionmaker
+from service.core.models import Job
+from service.jobs.queue import dispatch_queued
 
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service import store
+from service.jobs import store
 from service.api import create_app
-from service.cli import main
-from service.db import make_engine, make_sessionmaker
-from service.settings import Settings
+from cli.main import main
+from service.core.db import make_engine, make_sessionmaker
+from service.core.settings import Settings
 
 
 
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 def create_key(home: Path, team: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "NBL_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("DATABASE_URL", None)
-    return subprocess.run([sys.executable, "-m", "service.cli", "admin", "create-key", "--team", team, "--create-team"],
+    return subprocess.run([sys.executable, "-m", "cli.main", "admin", "create-key", "--team", team, "--create-team"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 

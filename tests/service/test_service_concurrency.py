@@ -11,7 +11,7 @@ from service_testlib import body, sqla_broker_messages
 from sqlalchemy import func, select
 
 from service.api import create_app
-from service.models import Job
+from service.core.models import Job
 
 
 
@@ -50,7 +50,7 @@ def test_twenty_concurrent_posts_with_one_key_make_one_job(backend, request, set
     assert len(ids) == 1
     assert sum(r.headers.get("idempotent-replayed") != "true" for r in responses) == 1  # one creator
 
-    from service.db import make_engine
+    from service.core.db import make_engine
 
     engine = make_engine(settings)
     with engine.connect() as conn:

@@ -8,9 +8,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, pool
 
-from service import migrate
-from service.models import Base
-from service.settings import Settings
+from service.core import migrate
+from service.core.models import Base
+from service.core.settings import Settings
 
 
 

@@ -14,7 +14,7 @@ SCRIPT = """
 import pkgutil, sys
 import service
 from service.api import create_app
-from service.settings import Settings
+from service.core.settings import Settings
 from fastapi.testclient import TestClient
 
 for m in pkgutil.walk_packages(service.__path__, "service."):

@@ -8,11 +8,11 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 from service_testlib import body, sqla_broker_messages
 
-from service import migrate
+from service.core import migrate
 from service.api import create_app
-from service.paths import model_source, publish_dir
-from service.schemas import JobCreate
-from service.settings import Settings
+from service.core.paths import model_source, publish_dir
+from service.jobs.schemas import JobCreate
+from service.core.settings import Settings
 
 
 

@@ -1,4 +1,4 @@
-"""service.store, the worker's side of the job row, on SQLite and Postgres: claims are
+"""service.jobs.store, the worker's side of the job row, on SQLite and Postgres: claims are
 compare-and-set, writes are fenced by the lease, terminal states never change."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from service import store
-from service.models import Job, JobEvent, Team, utcnow
+from service.jobs import store
+from service.core.models import Job, JobEvent, Team, utcnow
 
 
 
 @pytest.fixture
 def new_job(sessions):
     def make() -> str:
-        from service.models import new_job_id
+        from service.core.models import new_job_id
 
         with sessions() as s:
             team = s.scalar(select(Team).where(Team.name == "store")) or Team(name="store")

@@ -11,7 +11,7 @@ import pytest
 from service_testlib import assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select
 
-from service.models import Job
+from service.core.models import Job
 
 CONFIG = {"model_type": "llama", "num_hidden_layers": 4, "max_position_embeddings": 256}
 

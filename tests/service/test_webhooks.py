@@ -19,12 +19,13 @@ from sqlalchemy import func, select
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from webhook_receiver import Receiver
 
-from service import jobs, store, webhooks
+from service.jobs import service as jobs, store
+from service.webhooks import delivery as webhooks
 from service.api import create_app
-from service.auth import Principal, create_key, get_or_create_team
-from service.db import make_engine, make_sessionmaker
-from service.models import Job, JobEvent, WebhookAttempt, WebhookDelivery, WebhookSecret, utcnow
-from service.schemas import JobCreate
+from service.keys.auth import Principal, create_key, get_or_create_team
+from service.core.db import make_engine, make_sessionmaker
+from service.core.models import Job, JobEvent, WebhookAttempt, WebhookDelivery, WebhookSecret, utcnow
+from service.jobs.schemas import JobCreate
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def deliveries(env, job_id=None) -> list[WebhookDelivery]:
 
 
 def hand_signature(secret: str, headers: dict, payload: str) -> str:
-    """Standard Webhooks, written out independently of service.webhooks."""
+    """Standard Webhooks, written out independently of service.webhooks.delivery."""
     key = base64.b64decode(secret.removeprefix("whsec_"))
     signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.{payload}".encode()
     return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
@@ -260,7 +261,7 @@ def test_the_outbox_row_commits_with_the_state_change_or_not_at_all(env, receive
 
 
 def test_the_secret_is_stored_encrypted_and_the_cli_prints_it_once(env, monkeypatch, capsys):
-    from service.cli import main
+    from cli.main import main
 
     monkeypatch.setenv("NBL_HOME", str(env.settings.home))
     monkeypatch.setenv("DATABASE_URL", env.settings.database_url)

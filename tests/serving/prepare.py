@@ -2,7 +2,7 @@
 
     python tests/serving/prepare.py WORKDIR      ->  WORKDIR/<name>/ (outputs), WORKDIR/reference.json
 
-Outputs (plan.OUTPUTS), all written by `nbl compress` (worker.cli, called in this process so torch
+Outputs (plan.OUTPUTS), all written by `nbl compress` (cli.compress, called in this process so torch
 and the model load once per run, not per output):
 - SmolLM2-135M (the real GGUF) from one small calibration shared through the statistics cache, and
   the converted base itself;
@@ -27,7 +27,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]  # tests/conftest.py, then plan.py
 
 from conftest import DATA_DIR, save_tiny_checkpoint, smollm2_gguf  # noqa: E402  (tests/conftest.py)
 from plan import NEW_TOKENS, OUTPUTS  # noqa: E402
-from worker import cli  # noqa: E402
+from cli import main as cli  # noqa: E402
 
 SMOLLM2_PROMPTS = ["The capital of France is", "def fibonacci(n):", "Neural networks learn by"]
 TINY_PROMPTS = ["hello world", "The quick brown fox", "0123456789"]

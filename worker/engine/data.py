@@ -27,7 +27,7 @@ from typing import Iterable, Iterator
 
 import torch
 
-from service.dataset_names import refuse_packaged_builder
+from service.jobs.dataset_names import refuse_packaged_builder
 
 from .hub_ids import refuse_path_shadowing
 

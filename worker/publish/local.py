@@ -23,7 +23,7 @@ import os
 import shutil
 from pathlib import Path
 
-from service.paths import OWNER_FILE, STAGING_DIR, local_uri
+from service.core.paths import OWNER_FILE, STAGING_DIR, local_uri
 
 from .destination import Published
 
@@ -36,7 +36,7 @@ class LocalConflict(ValueError):
 
 class LocalDir:
     def __init__(self, publish_dir: Path, team: str, name: str, job_id: str, overwrite: bool = False):
-        """`team` and `name` are validated simple names (service.paths.publish_dir checks them)."""
+        """`team` and `name` are validated simple names (service.core.paths.publish_dir checks them)."""
         self.base, self.team, self.name, self.job_id = Path(publish_dir), team, name, job_id
         self.overwrite = overwrite
         self.root = self.base / team / name

@@ -1,0 +1,83 @@
+"""`nbl wait JOB` (and `nbl submit --wait`): follow a job through nbl_client's Client.wait.
+
+On stderr, a line only when something changes (status, stage, progress to 0.1 %, or a stage,
+warning or status event), and a heartbeat when nothing has for HEARTBEAT_S, so a CI log shows the
+job is alive without a line per poll. The job itself (and its metrics table) goes to stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from nbl_client import ApiError, Client, Unavailable, WaitTimeout
+
+from cli.client_format import eta, event_line, job_lines, metrics_table, readable
+
+HEARTBEAT_S = 60.0
+EXIT = {"succeeded": 0, "failed": 1, "cancelled": 2}
+EXIT_TIMEOUT, EXIT_API = 3, 4
+SHOWN_EVENTS = ("stage", "warning", "status")
+
+
+class WaitPrinter:
+    """Client.wait's on_poll: prints what changed since the last poll, else a heartbeat."""
+
+    def __init__(self, out: TextIO | None = None, clock: Callable[[], float] = time.monotonic,
+                 heartbeat_s: float = HEARTBEAT_S):
+        self.out, self.clock, self.heartbeat_s = out, clock, heartbeat_s
+        self.state: tuple | None = None
+        self.last_line = clock()
+        self.changed_at = self.last_line
+
+    def _say(self, line: str) -> None:
+        print(line, file=self.out or sys.stderr, flush=True)
+        self.last_line = self.clock()
+
+    def __call__(self, job, events) -> None:
+        now = self.clock()
+        for ev in events.data:
+            if ev.kind in SHOWN_EVENTS:
+                self._say(event_line(ev.model_dump(mode="json")))
+        state = (job.status, job.stage, round(job.progress * 1000))
+        if state != self.state:
+            self.state, self.changed_at = state, now
+            self._say(f"{job.status:<10} {job.stage or '':<10} {job.progress:6.1%}{eta(job.eta_seconds)}")
+        elif now - self.last_line >= self.heartbeat_s:
+            self._say(f"{job.status:<10} {job.stage or '':<10} {job.progress:6.1%}{eta(job.eta_seconds)}"
+                      f"  (still; no change for {readable(int(now - self.changed_at))} s)")
+
+
+def print_result(job, as_json: bool) -> None:
+    data = job.model_dump(mode="json")
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    for line in job_lines(data):
+        print(line)
+    table = metrics_table(data.get("metrics"))
+    if table:
+        print()
+        for line in table:
+            print(line)
+
+
+def wait_for(client: Client, job_id: str, *, timeout: float, interval: float, quiet: bool, as_json: bool) -> int:
+    """Waits and prints; the exit code by the job's end (0/1/2), 3 on a timeout, 4 if refused."""
+    try:
+        job = client.wait(job_id, timeout=timeout or None, interval=interval,
+                          on_poll=None if quiet else WaitPrinter())
+    except WaitTimeout as e:
+        print(f"nbl: {e}", file=sys.stderr)
+        return EXIT_TIMEOUT
+    except Unavailable as e:
+        print(f"nbl: {e}", file=sys.stderr)
+        return EXIT_TIMEOUT
+    except ApiError as e:
+        print(f"nbl: {e}", file=sys.stderr)
+        return EXIT_API
+    print_result(job, as_json)
+    return EXIT[job.status]

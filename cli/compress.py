@@ -1,0 +1,182 @@
+"""`nbl compress`: calibrate, score and linearize a model locally, with no server.
+
+Heavy modules (torch, transformers) are imported inside the command, so `nbl --help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import logging
+import sys
+import time
+from pathlib import Path
+
+from cli.eval import add_eval_options  # argparse wiring only: torch loads inside commands
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        ks = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"k must be an integer or a comma-separated list, got {text!r}")
+    if not ks:
+        raise argparse.ArgumentTypeError("give at least one k")
+    return ks
+
+
+def add_compress(sub) -> None:
+    p = sub.add_parser(
+        "compress",
+        help="calibrate, score and linearize a model; save self-contained checkpoints",
+        description="Neural Block Linearization (arXiv 2505.21077): replace the k most linear "
+        "attention branches (or whole blocks) with closed-form linear maps.",
+    )
+    p.add_argument("--model", required=True, help="Hub repo id, local checkpoint directory, or .gguf file")
+    p.add_argument("--revision", help="Hub revision (branch, tag or commit)")
+    p.add_argument("--dataset", default="c4", help="datasets path, local .json/.jsonl/.txt/.parquet, or c4 / wikitext2")
+    p.add_argument("--dataset-config", help="datasets config name")
+    p.add_argument("--split", default="train")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--num-samples", type=int, default=256, help="calibration blocks (default 256)")
+    p.add_argument("--seq-len", type=int, default=2048, help="tokens per block (default 2048)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shuffle", action="store_true", help="take documents in a seeded random order")
+    p.add_argument("--mode", choices=["attn", "block"], default="attn")
+    p.add_argument("--method", choices=["nbl", "drop"], default="nbl")
+    p.add_argument("--criterion", choices=["cca", "nmse", "cosine", "loss"], default="cca")
+    p.add_argument("--k", type=_ks, required=True, help="layers to replace: K or K1,K2,... (one output each)")
+    p.add_argument("--out", type=Path, help="output directory (DIR/k{K} for several k)")
+    p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--batch-size", type=int, help="blocks per forward pass (default: about 4k tokens on CPU)")
+    p.add_argument("--stats-precision", choices=["float32", "float64"], default="float32",
+                   help="precision of per-batch products (sums are always float64)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the statistics cache (nor, with --eval, the base's evaluation cache)")
+    p.add_argument("--max-model-bytes", type=int, metavar="N",
+                   help="refuse input weights larger than N bytes, before any download (default: NBL_MAX_MODEL_BYTES)")
+    p.add_argument("--host-cache-bytes", type=int, metavar="N",
+                   help="keep at most N bytes of hidden states between layers in memory, the rest on disk under "
+                   "NBL_HOME/spill (default: NBL_HOST_CACHE_BYTES, else no limit)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    ev = p.add_argument_group("evaluation (--eval: the options of `nbl eval`)")
+    ev.add_argument("--eval", action="store_true", help="after compressing, evaluate the base and every output "
+                    "reloaded from disk (wikitext2 perplexity unless asked otherwise), print base vs each k and "
+                    "rewrite each output's card with the results")
+    add_eval_options(ev)
+    p.set_defaults(func=cmd_compress)
+
+
+def cmd_compress(args) -> int:
+    from worker.engine.compress import run
+    from worker.engine.config import CompressConfig
+    from worker.engine.data import DatasetSpec
+    from worker.engine.loading import load_model, max_model_bytes
+    from cli.eval import eval_spec
+    from worker.eval.report import print_table, report
+
+    if args.max_model_bytes is not None and args.max_model_bytes < 1:
+        raise ValueError(f"--max-model-bytes must be positive, got {args.max_model_bytes}")
+    if args.eval and args.out is None:
+        raise ValueError("--eval evaluates the saved outputs: give --out")
+    espec = eval_spec(args) if args.eval else None  # checked before the long part
+
+    cfg = CompressConfig(
+        model=args.model,
+        revision=args.revision,
+        dataset=DatasetSpec(args.dataset, args.dataset_config, args.split, args.text_field),
+        ks=args.k,
+        out=args.out,
+        num_samples=args.num_samples,
+        seq_len=args.seq_len,
+        seed=args.seed,
+        shuffle=args.shuffle,
+        mode=args.mode,
+        method=args.method,
+        criterion=args.criterion,
+        dtype=args.dtype,
+        device=args.device,
+        batch_size=args.batch_size,
+        product_dtype=args.stats_precision,
+        use_cache=not args.no_cache,
+        max_model_bytes=args.max_model_bytes if args.max_model_bytes is not None else max_model_bytes(),
+        host_cache_bytes=_host_cache_bytes(args.host_cache_bytes),
+    )
+    progress = sys.stderr.isatty() or not args.json
+    lm, load_s = None, 0.0
+    if espec is not None:  # loaded here, so the base stays in memory for its own evaluation
+        start = time.perf_counter()
+        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes)
+        load_s = time.perf_counter() - start
+    result = run(cfg, progress=progress, lm=lm)
+    result.timings["load_s"] += load_s  # run() times only its checks when handed a loaded model
+    view = _json_view(result.as_dict())
+    base, results = None, {}
+    if espec is not None:
+        base, results = evaluate_compressed(lm, result.outputs, espec, not args.no_cache, sys.stderr.isatty())
+        view["evaluation"] = {f"k{k}": report(r, base) for k, r in results.items()}  # each as `nbl eval --json`
+    if args.json:
+        print(json.dumps(view, indent=2))
+        return 0
+    print_compress_table(result.as_dict(), args.mode)
+    for r in results.values():  # base vs each output, as `nbl eval` prints it
+        print_table(r, base)
+    return 0
+
+
+def _host_cache_bytes(flag: int | None) -> int | None:
+    raw = str(flag) if flag is not None else os.environ.get("NBL_HOST_CACHE_BYTES", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise ValueError(f"the host cache budget must be a number of bytes, got {raw!r}")
+    return int(raw)
+
+
+def evaluate_compressed(lm, outputs: list[dict], espec, use_cache: bool, progress: bool) -> tuple[dict, dict]:
+    """The base and every saved output (worker/eval/compare.py); each output's card rewritten with its
+    results, as `nbl eval --card` does. Returns (base result, {k: result})."""
+    from cli.eval import write_eval_card
+    from worker.eval.compare import evaluate_outputs
+
+    paths = {o["k"]: Path(o["path"]) for o in outputs}
+    base, results = evaluate_outputs(lm, paths, espec, use_cache=use_cache, progress=progress)
+    for k, path in paths.items():
+        write_eval_card(path, results[k], base)
+    return base, results
+
+
+def _json_view(r: dict) -> dict:
+    keep = ("cca_bound", "nmse", "cosine", "cond", "heldout_nmse", "loss_rise")
+    return {
+        "calibration": r["calibration"],
+        "scores": [
+            {"layer": s["layer"], **{b: {k: s[b][k] for k in keep if k in s[b]} for b in ("attn", "block") if b in s}}
+            for s in r["scores"]
+        ],
+        "outputs": r["outputs"],
+        "timings": r["timings"],
+    }
+
+
+def print_compress_table(r: dict, mode: str) -> None:
+    cal = r["calibration"]
+    src = "cache" if cal["cached"] else f"{cal['seconds']:.1f} s"
+    print(f"\ncalibration: {cal['num_samples']} x {cal['seq_len']} = {cal['tokens']} tokens ({src}); "
+          f"sums {cal['stats_bytes'] / 2**20:.0f} MiB, peak RSS {cal['peak_rss_bytes'] / 2**20:.0f} MiB")
+    chosen = {i for o in r["outputs"] for i in o["replaced_layers"]}
+    has_loss = any("loss_rise" in s[mode] for s in r["scores"])
+    head = f"{'layer':>5} {'cca_bound':>10} {'nmse':>8} {'cosine':>8} {'held_nmse':>9}" + (" loss_rise" if has_loss else "")
+    print(f"\n{mode} scores (* = replaced in some output)\n{head}")
+    for s in r["scores"]:
+        m = s[mode]
+        held = "-" if m["heldout_nmse"] is None else f"{m['heldout_nmse']:.4f}"
+        line = f"{s['layer']:>4}{'*' if s['layer'] in chosen else ' '} {m['cca_bound']:>10.3f} {m['nmse']:>8.4f} {m['cosine']:>8.4f} {held:>9}"
+        if has_loss:
+            line += f" {m['loss_rise']:>9.4f}"
+        print(line)
+    print()
+    for o in r["outputs"]:
+        print(f"k={o['k']:<3} {o['mode']}/{o['method']}/{o['criterion']}: layers {o['replaced_layers']} -> {o['path']}")

@@ -1,0 +1,23 @@
+"""`nbl serve`: the HTTP API (uvicorn), with the reconcile loop beside it in a thread, so that the
+embedded default (`nbl serve` + `nbl worker`) recovers lost jobs with no third process
+(service/jobs/reconcile_loop.py). docker-compose runs uvicorn itself and a reconciler apart."""
+
+from __future__ import annotations
+
+
+def serve(host: str, port: int, log_level: str) -> int:
+    import uvicorn
+
+    from service.jobs import reconcile_loop
+    from service.api import create_app
+    from service.core.migrate import ensure_schema
+    from service.core.settings import Settings
+
+    settings = Settings()
+    ensure_schema(settings)
+    loop = reconcile_loop.start(settings, "serve")
+    try:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+    finally:
+        loop.close()
+    return 0

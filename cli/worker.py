@@ -1,0 +1,58 @@
+"""`nbl worker` (a Celery worker for compression jobs, with the reconcile loop beside it) and
+`nbl import-gguf` (a GGUF file as a local:NAME checkpoint). The worker package loads inside them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def add_import_gguf(sub) -> None:
+    p = sub.add_parser(
+        "import-gguf",
+        help="convert a GGUF file into a safetensors checkpoint under NBL_MODELS_DIR (jobs use it as local:NAME)",
+    )
+    p.add_argument("path", type=Path, help="the .gguf file")
+    p.add_argument("--name", required=True, help="the model's name under NBL_MODELS_DIR")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_import_gguf)
+
+
+def cmd_import_gguf(args) -> int:
+    from worker.engine.gguf import convert_gguf
+    from worker.engine.loading import models_dir
+
+    if not args.path.is_file() or args.path.suffix != ".gguf":
+        raise ValueError(f"not a .gguf file: {args.path}")
+    if "/" in args.name or args.name.startswith("."):
+        raise ValueError(f"--name must be a plain name, got {args.name!r}")
+    out = convert_gguf(args.path, models_dir() / args.name)
+    print(json.dumps({"model": f"local:{args.name}", "path": str(out)}) if args.json else f"local:{args.name} -> {out}")
+    return 0
+
+
+def add_worker(sub) -> None:
+    p = sub.add_parser("worker", help="run a Celery worker for compression jobs (one job at a time); it also "
+                       "runs the reconcile loop (requeues jobs whose worker died)")
+    p.add_argument("--loglevel", default="INFO")
+    p.set_defaults(func=cmd_worker)
+
+
+def cmd_worker(args) -> int:
+    from service.jobs import reconcile_loop
+
+    from worker.pool import install_solo_limits, pool_options
+    from worker.tasks import celery, settings
+
+    # solo on SQLite (it must never fork while holding SQLite state), else prefork: worker/pool.py
+    pool = pool_options(settings)
+    if "solo" in pool:
+        install_solo_limits(settings)
+    # a pass now, then every NBL_RECONCILE_INTERVAL: a restarted worker alone recovers the job its
+    # predecessor lost (a thread of this process, not of the job's child)
+    loop = reconcile_loop.start(settings, "worker")
+    try:
+        celery.worker_main(["worker", *pool, "--loglevel", args.loglevel, "-Q", settings.queue_name])
+    finally:
+        loop.close()
+    return 0

@@ -1,0 +1,169 @@
+"""One validated Settings object for the API, the CLI and the worker.
+
+Everything on disk derives from NBL_HOME unless set explicitly, so two instances with different
+NBL_HOME (tests, two users on one machine) share nothing: not the database, not the embedded
+broker, not the model, publish or statistics directories.
+
+Built where it is used (the app lifespan, a CLI command, the worker's startup), never at import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, validate_default=True)
+
+    # --- where things live -------------------------------------------------------------------
+    home: Path = Field(default=Path("~/.nbl"), validation_alias=_env("NBL_HOME", "home"))
+    database_url: str | None = Field(default=None, validation_alias=_env("DATABASE_URL", "database_url"),
+                                     description="SQLAlchemy URL; default sqlite:///$NBL_HOME/nbl.db")
+    broker_url: str | None = Field(default=None, validation_alias=_env("BROKER_URL", "broker_url"),
+                                   description="Celery broker; default the embedded kombu SQLAlchemy "
+                                   "transport on sqla+sqlite:///$NBL_HOME/broker.db")
+    models_dir: Path | None = Field(default=None, validation_alias=_env("NBL_MODELS_DIR", "models_dir"),
+                                    description="where `local:NAME` model ids resolve")
+    publish_dir: Path | None = Field(default=None, validation_alias=_env("NBL_PUBLISH_DIR", "publish_dir"),
+                                     description="where publish {local_dir: NAME} writes")
+    stats_dir: Path | None = Field(default=None, validation_alias=_env("NBL_STATS_DIR", "stats_dir"))
+    stats_cache_max_bytes: int = Field(default=50 * 10**9, ge=0,
+                                       validation_alias=_env("NBL_STATS_CACHE_MAX_BYTES", "stats_cache_max_bytes"),
+                                       description="cap on the statistics cache, least recently used entries "
+                                       "evicted first (service/outputs/lru.py); 0: no cache")
+
+    # --- queue ---------------------------------------------------------------------------------
+    queue_name: str = Field(default="nbl", validation_alias=_env("NBL_QUEUE", "queue_name"),
+                            pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    task_soft_time_limit_s: int = Field(default=6 * 3600 - 300, ge=60,
+                                        validation_alias=_env("NBL_TASK_SOFT_TIME_LIMIT", "task_soft_time_limit_s"))
+    task_time_limit_s: int = Field(default=6 * 3600, ge=60,
+                                   validation_alias=_env("NBL_TASK_TIME_LIMIT", "task_time_limit_s"))
+    # Redis re-delivers an unacked message after this; it must outlive the longest task (acks_late).
+    visibility_timeout_s: int | None = Field(default=None,
+                                             validation_alias=_env("NBL_VISIBILITY_TIMEOUT", "visibility_timeout_s"))
+    publish_timeout_s: float = Field(default=3.0, gt=0, validation_alias=_env("NBL_PUBLISH_TIMEOUT", "publish_timeout_s"),
+                                     description="how long the API tries to reach the broker before leaving a job "
+                                     "for the reconciler")
+
+    # --- publishing ----------------------------------------------------------------------------
+    hf_endpoint: str = Field(default="https://huggingface.co", validation_alias=_env("NBL_HF_ENDPOINT", "hf_endpoint"),
+                             description="the Hugging Face Hub the worker publishes to (a test server in tests)")
+    secret_key: SecretStr | None = Field(default=None, validation_alias=_env("NBL_SECRET_KEY", "secret_key"),
+                                         description="Fernet key(s), comma-separated, that encrypt Hub tokens at "
+                                         "rest; default: a key file $NBL_HOME/secret.key (mode 0600)")
+    load_check_timeout_s: float = Field(default=900, gt=0,
+                                        validation_alias=_env("NBL_LOAD_CHECK_TIMEOUT", "load_check_timeout_s"),
+                                        description="how long a saved output may take to reload in a fresh process")
+
+    # --- leases --------------------------------------------------------------------------------
+    lease_seconds: int = Field(default=120, ge=5, validation_alias=_env("NBL_LEASE_SECONDS", "lease_seconds"))
+
+    # --- recovery (service/jobs/reconciler.py) ------------------------------------------------------
+    max_attempts: int = Field(default=3, ge=1, validation_alias=_env("NBL_MAX_ATTEMPTS", "max_attempts"),
+                              description="a job whose worker is lost this many times fails instead of running again")
+    reconcile_interval_s: float = Field(default=30.0, gt=0,
+                                        validation_alias=_env("NBL_RECONCILE_INTERVAL", "reconcile_interval_s"))
+    redispatch_after_s: float = Field(default=600.0, gt=0,
+                                      validation_alias=_env("NBL_REDISPATCH_AFTER", "redispatch_after_s"),
+                                      description="re-send a queued job whose message went out this long ago (the "
+                                      "broker may have lost it); a duplicate is dropped at delivery")
+    db_retry_s: float = Field(default=60.0, ge=0, validation_alias=_env("NBL_DB_RETRY_SECONDS", "db_retry_s"),
+                              description="how long a worker rides out a database outage before giving up an attempt")
+    hub_attempts: int = Field(default=4, ge=1, le=20, validation_alias=_env("NBL_HUB_ATTEMPTS", "hub_attempts"),
+                              description="tries of a Hub step (model config, download, dataset, publish) that fails "
+                              "with a 5xx, a timeout or a lost connection (worker/errors.py)")
+    hub_backoff_s: float = Field(default=5.0, ge=0, validation_alias=_env("NBL_HUB_BACKOFF", "hub_backoff_s"),
+                                 description="the wait before the second try; it doubles after each")
+
+    # --- limits --------------------------------------------------------------------------------
+    max_num_samples: int = Field(default=4096, ge=1, validation_alias=_env("NBL_MAX_NUM_SAMPLES", "max_num_samples"))
+    max_seq_len: int = Field(default=32768, ge=1, validation_alias=_env("NBL_MAX_SEQ_LEN", "max_seq_len"))
+    max_k: int = Field(default=512, ge=1, validation_alias=_env("NBL_MAX_K", "max_k"))
+    max_eval_limit: int = Field(default=100_000, ge=1, validation_alias=_env("NBL_MAX_EVAL_LIMIT", "max_eval_limit"))
+    max_request_bytes: int = Field(default=64 * 1024, ge=1024,
+                                   validation_alias=_env("NBL_MAX_REQUEST_BYTES", "max_request_bytes"))
+    max_active_jobs_per_team: int = Field(default=20, ge=1,
+                                          validation_alias=_env("NBL_MAX_ACTIVE_JOBS_PER_TEAM",
+                                                                "max_active_jobs_per_team"))
+    max_queued_jobs_per_team: int | None = Field(default=None, ge=1,
+                                                 validation_alias=_env("NBL_MAX_QUEUED_JOBS_PER_TEAM",
+                                                                       "max_queued_jobs_per_team"),
+                                                 description="a separate cap on a team's queued jobs (default: "
+                                                 "only the active cap)")
+    cap_retry_after_s: int = Field(default=30, ge=1, validation_alias=_env("NBL_CAP_RETRY_AFTER", "cap_retry_after_s"),
+                                   description="Retry-After of a 429 from a per-team cap")
+    # The worker passes it to the model loader (worker.engine.loading.load_model's max_bytes).
+    max_model_bytes: int | None = Field(default=None, ge=1,
+                                        validation_alias=_env("NBL_MAX_MODEL_BYTES", "max_model_bytes"),
+                                        description="refuse input models whose weights are larger (default: no limit)")
+    # The worker passes it to calibration (CompressConfig.host_cache_bytes): the engine reads no setting.
+    host_cache_bytes: int | None = Field(default=None, ge=0,
+                                         validation_alias=_env("NBL_HOST_CACHE_BYTES", "host_cache_bytes"),
+                                         description="hidden states kept in memory between calibration layers; the "
+                                         "rest is spilt to NBL_HOME/spill (default: no limit)")
+
+    # --- webhooks ------------------------------------------------------------------------------
+    webhook_allowlist: str = Field(default="", validation_alias=_env("NBL_WEBHOOK_ALLOWLIST", "webhook_allowlist"),
+                                   description="comma-separated IPs or CIDR networks webhooks may reach although "
+                                   "private (e.g. 10.0.0.0/8); empty: public addresses only")
+    webhook_max_attempts: int = Field(default=8, ge=1,
+                                      validation_alias=_env("NBL_WEBHOOK_MAX_ATTEMPTS", "webhook_max_attempts"))
+    webhook_backoff_s: float = Field(default=30.0, gt=0, validation_alias=_env("NBL_WEBHOOK_BACKOFF", "webhook_backoff_s"),
+                                     description="wait before the first retry; doubles at each attempt")
+    webhook_backoff_max_s: float = Field(default=6 * 3600, gt=0,
+                                         validation_alias=_env("NBL_WEBHOOK_BACKOFF_MAX", "webhook_backoff_max_s"))
+    webhook_timeout_s: float = Field(default=10.0, gt=0,
+                                     validation_alias=_env("NBL_WEBHOOK_TIMEOUT", "webhook_timeout_s"))
+    metrics_window_jobs: int = Field(default=500, ge=1,
+                                     description="finished jobs whose stage durations /metrics summarizes")
+
+    @model_validator(mode="after")
+    def _derive(self) -> "Settings":
+        self.home = self.home.expanduser().resolve()
+        if self.database_url is None:
+            self.database_url = f"sqlite:///{self.home / 'nbl.db'}"
+        for plain in ("postgres://", "postgresql://"):  # the driver we ship is psycopg 3
+            if self.database_url.startswith(plain):
+                self.database_url = "postgresql+psycopg://" + self.database_url[len(plain):]
+        if self.broker_url is None:
+            self.broker_url = f"sqla+sqlite:///{self.home / 'broker.db'}"
+        self.models_dir = (self.models_dir or self.home / "models").expanduser().resolve()
+        self.publish_dir = (self.publish_dir or self.home / "published").expanduser().resolve()
+        self.stats_dir = (self.stats_dir or self.home / "stats").expanduser().resolve()
+        if self.visibility_timeout_s is None:
+            self.visibility_timeout_s = self.task_time_limit_s + 3600
+        if self.task_soft_time_limit_s >= self.task_time_limit_s:
+            raise ValueError("NBL_TASK_SOFT_TIME_LIMIT must be below NBL_TASK_TIME_LIMIT")
+        self.webhook_networks  # noqa: B018 - a bad NBL_WEBHOOK_ALLOWLIST entry fails here, at startup
+        if self.visibility_timeout_s <= self.task_time_limit_s:
+            raise ValueError("NBL_VISIBILITY_TIMEOUT must exceed NBL_TASK_TIME_LIMIT, or a running task is re-delivered")
+        return self
+
+    @property
+    def webhook_networks(self) -> tuple:
+        """NBL_WEBHOOK_ALLOWLIST as ip_network objects."""
+        from service.webhooks.urls import parse_networks
+
+        return parse_networks(self.webhook_allowlist)
+
+    @property
+    def database_is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def broker_scheme(self) -> str:
+        return urlsplit(self.broker_url).scheme
+
+    def ensure_dirs(self) -> None:
+        """Create NBL_HOME and the directories under it (the SQLite files need their folder)."""
+        for d in (self.home, self.models_dir, self.publish_dir, self.stats_dir):
+            d.mkdir(parents=True, exist_ok=True)

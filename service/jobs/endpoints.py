@@ -1,0 +1,90 @@
+"""/v1/jobs: create, list, read, cancel, events, layers. Thin: the work is in service.jobs.service."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Response, status
+
+from service.jobs import service as jobs, model_checks
+from service.core.errors import InvalidRequest
+from service.jobs.queue import enqueue_job
+from service.jobs.schemas import EventList, JobCreate, JobList, JobOut, LayerList, Problem, check_limits
+from service.jobs import filters as job_filters
+from service.api.deps import CeleryDep, PrincipalDep, SessionDep, SettingsDep
+
+PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
+
+# Event ids are 64-bit on both databases: a larger cursor cannot be bound as a parameter (was a 500).
+MAX_EVENT_ID = 2**63 - 1
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM, 422: PROBLEM})
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobOut,
+             responses={429: PROBLEM | {"description": "a per-team cap on active or queued jobs; retry after "
+                                        "`Retry-After` seconds",
+                                        "headers": {"Retry-After": {"schema": {"type": "integer"}}}},
+                        413: PROBLEM, 400: PROBLEM | {"description": "the body is not UTF-8 JSON text"}},
+             summary="Create a compression job",
+             description="Returns 201 with the job. With an `Idempotency-Key` header (scoped to your team) a "
+             "repeated request returns the same job (201, `Idempotent-Replayed: true`); the same key with a "
+             "different body is a 422.")
+def create_job(body: JobCreate, response: Response, session: SessionDep, principal: PrincipalDep,
+               settings: SettingsDep, celery: CeleryDep,
+               idempotency_key: Annotated[str | None, Header(
+                   alias="Idempotency-Key", description="1 to 255 visible ASCII characters, scoped to your team",
+                   json_schema_extra={"pattern": r"^[\x21-\x7e]{1,255}$"})] = None) -> JobOut:
+    key = jobs.check_idempotency_key(idempotency_key)
+    errors = check_limits(body, settings) or model_checks.submit_problems(body, settings)
+    if errors:
+        raise InvalidRequest(errors[0]["msg"], errors=errors)
+    jobs.check_webhook_url(body, settings)  # resolves the host: before any transaction starts
+    job, created = jobs.create_job(session, principal, body, key, settings)  # commits
+    if created:
+        enqueue_job(session, celery, job.id)  # only after the commit; a broker failure leaves it queued
+    else:
+        response.headers["Idempotent-Replayed"] = "true"
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return jobs.job_view(session, jobs.get_job(session, principal.team_id, job.id))
+
+
+@router.get("", response_model=JobList, summary="List jobs, newest first", description=job_filters.DESCRIPTION)
+def list_jobs(session: SessionDep, principal: PrincipalDep,
+              metadata: Annotated[list[tuple[str, str]], Depends(job_filters.metadata_filters)],
+              limit: Annotated[int, Query(ge=1, le=100)] = 20,
+              after: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+              status_: Annotated[list[str], Query(alias="status", description="filter; repeat or comma-separate")] = [],  # noqa: B006
+              ) -> JobList:
+    rows, has_more, cursor = jobs.list_jobs(session, principal.team_id, limit=limit, after=after,
+                                            statuses=jobs.parse_statuses(status_),
+                                            where=job_filters.metadata_clauses(metadata))
+    return JobList(data=jobs.job_views(session, rows), has_more=has_more, next_cursor=cursor)
+
+
+@router.get("/{job_id}", response_model=JobOut, responses={404: PROBLEM}, summary="Read a job")
+def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobOut:
+    return jobs.job_view(session, jobs.get_job(session, principal.team_id, job_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, responses={404: PROBLEM, 409: PROBLEM},
+             summary="Cancel a job",
+             description="queued -> cancelled; running -> cancelling (cancelled at the worker's next checkpoint); "
+             "cancelling stays; a finished job is a 409.")
+def cancel_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobOut:
+    return jobs.job_view(session, jobs.cancel_job(session, principal.team_id, job_id))
+
+
+@router.get("/{job_id}/events", response_model=EventList, responses={404: PROBLEM},
+            summary="The job's event log, oldest first",
+            description="Poll with `after=<last_id>` to get only newer events.")
+def list_events(job_id: str, session: SessionDep, principal: PrincipalDep,
+                after: Annotated[int | None, Query(ge=0, le=MAX_EVENT_ID)] = None,
+                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> EventList:
+    return jobs.list_events(session, principal.team_id, job_id, after=after, limit=limit)
+
+
+@router.get("/{job_id}/layers", response_model=LayerList, responses={404: PROBLEM},
+            summary="Per-layer scores (CCA bound, NMSE, cosine, ...) for both modes")
+def list_layers(job_id: str, session: SessionDep, principal: PrincipalDep) -> LayerList:
+    return jobs.layer_scores(session, principal.team_id, job_id)

@@ -1,0 +1,81 @@
+"""What a job's model allows, checked from its config.json alone (no weights, no torch): every k below the
+layer count, seq_len within the context length. The API runs these at submit for `local:NAME` models
+(it can read their config under NBL_MODELS_DIR); the worker runs the same checks on a Hub model's
+config.json before downloading any weight (worker/preflight.py). A failure is the user's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from service.jobs.schemas import LOCAL_PREFIX, JobCreate
+from service.core.settings import Settings
+
+CONFIG = "config.json"
+
+
+def _text_config(config: dict) -> dict:
+    """Multimodal configs keep the language model's numbers under text_config."""
+    inner = config.get("text_config")
+    return inner if isinstance(inner, dict) else config
+
+
+def layer_count(config: dict) -> int | None:
+    n = _text_config(config).get("num_hidden_layers")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def context_length(config: dict) -> int | None:
+    n = _text_config(config).get("max_position_embeddings")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def config_problems(config: dict, ks: list[int], seq_len: int) -> list[tuple[tuple[str, ...], str]]:
+    """(field, message) for each way this request cannot work on a model with this config."""
+    problems = []
+    layers = layer_count(config)
+    for k in ks:
+        if layers is not None and k >= layers:
+            problems.append((("compression", "k"), f"k={k} must be below the model's number of layers ({layers})"))
+    ctx = context_length(config)
+    if ctx is not None and seq_len > ctx:
+        problems.append((("calibration", "seq_len"),
+                         f"seq_len={seq_len} is over the model's context length ({ctx}, max_position_embeddings)"))
+    return problems
+
+
+def read_config(directory: Path) -> dict | None:
+    """The directory's config.json as a dict, or None when it is missing or not a JSON object."""
+    try:
+        config = json.loads((directory / CONFIG).read_text())
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def submit_problems(spec: JobCreate, settings: Settings) -> list[dict]:
+    """The submit-time checks of a `local:NAME` model, as validation errors in FastAPI's shape (empty
+    when all is well). Hub models are checked by the worker, before any download."""
+    model = spec.model.id
+    if not model.startswith(LOCAL_PREFIX):
+        return []
+    from service.core.paths import local_model_dir  # not at import: service.core.paths imports the schemas too
+
+    errors: list[dict] = []
+
+    def add(loc: tuple[str, ...], msg: str, kind: str) -> None:
+        errors.append({"loc": ["body", *loc], "msg": msg, "type": kind})
+
+    if spec.model.revision is not None:
+        add(("model", "revision"), f"{model} is a local model: it has no revisions", "local_model_revision")
+    directory = local_model_dir(settings, model)
+    config = read_config(directory) if directory.is_dir() else None
+    if config is None:
+        add(("model", "id"), f"no model {model!r} on this server (`nbl import-gguf FILE --name NAME` adds one)",
+            "local_model_missing")
+        return errors
+    for loc, msg in config_problems(config, spec.compression.ks, spec.calibration.seq_len):
+        add(loc, msg, "model_limit")
+    return errors
+

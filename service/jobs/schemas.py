@@ -1,0 +1,362 @@
+"""Request and response bodies of the /v1 API.
+
+Requests reject unknown keys (extra="forbid") and take JSON types strictly (no "4" for 4, no "yes"
+for true). Validators raise ValueError, so bad input is a 422, never a 500. Defaults follow the
+paper: C4, 256 x 2048 calibration tokens, attention branches, NBL, CCA ranking.
+
+Names are checked against grammars, not resolved: a model is a Hub id or `local:NAME` (NAME under
+NBL_MODELS_DIR); a local publish target is a NAME under NBL_PUBLISH_DIR. Paths, URLs and `..` never
+get through. Limits that depend on the deployment (max samples, max k) are checked by
+`check_limits` with the Settings; the exact layer count is the worker's to check.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SecretStr,
+    StrictBool,
+    StrictInt,
+    Tag,
+)
+
+from service.jobs.dataset_names import refuse_local_reader
+from service.core.settings import Settings
+from service.webhooks.urls import MAX_URL_LENGTH, check_syntax
+
+# --- grammars ------------------------------------------------------------------------------------
+
+_HUB_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
+_SIMPLE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
+_REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,254}")
+_CONFIG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_SPLIT = re.compile(r"[A-Za-z0-9_]+(?:\[[0-9:%+-]*\])?(?:\+[A-Za-z0-9_]+(?:\[[0-9:%+-]*\])?)*")
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+_META_KEY = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+
+DATASET_ALIASES = ("c4", "wikitext2")
+PERPLEXITY_CORPORA = ("wikitext2", "c4")
+EVAL_TASKS = ("arc_easy", "arc_challenge", "hellaswag", "boolq", "openbookqa", "lambada_openai", "mmlu")
+LOCAL_PREFIX = "local:"
+K_HARD_MAX = 4096  # no model has more layers; Settings.max_k is the deployment's own cap
+
+
+def _hub_id(value: str, *, need_owner: bool = False) -> str:
+    """The Hugging Face Hub's repo-id grammar: `[owner/]name`, parts of [A-Za-z0-9._-], no leading
+    or trailing separator, no `--` or `..`, no `.git` suffix, at most 96 characters a part."""
+    parts = value.split("/")
+    if len(parts) > 2 or (need_owner and len(parts) != 2):
+        raise ValueError("expected a Hub repo id `owner/name`" if need_owner else
+                         "expected a Hub repo id `owner/name` (or `local:NAME` for a model under NBL_MODELS_DIR)")
+    for part in parts:
+        if not _HUB_PART.fullmatch(part) or "--" in part or ".." in part or part.endswith(".git"):
+            raise ValueError(f"{value!r} is not a valid Hub repo id: parts use A-Z a-z 0-9 . _ -, "
+                             "start and end with a letter or digit, no '--' or '..'")
+    return value
+
+
+def _simple_name(value: str) -> str:
+    if not _SIMPLE.fullmatch(value) or ".." in value:
+        raise ValueError(f"{value!r} is not a simple name (A-Z a-z 0-9 . _ -, at most 128 characters, no paths)")
+    return value
+
+
+def model_id(value: str) -> str:
+    if value.startswith(LOCAL_PREFIX):
+        _simple_name(value[len(LOCAL_PREFIX):])
+        return value
+    return _hub_id(value)
+
+
+def dataset_name(value: str) -> str:
+    refuse_local_reader(value)  # a file name, or one of datasets' built-in loaders of local files
+    return value if value in DATASET_ALIASES else _hub_id(value)
+
+
+def revision(value: str) -> str:
+    """A git ref name or commit (git check-ref-format): no `..`, `//`, component starting with `.`
+    or ending in `.lock`, no trailing `/` or `.`; the character set leaves out `@{ ~^:?*[\\` and spaces."""
+    parts = value.split("/")
+    if (not _REVISION.fullmatch(value) or ".." in value or "//" in value or value.endswith(("/", "."))
+            or any(p.startswith(".") or p.endswith(".lock") for p in parts)):
+        raise ValueError(f"{value!r} is not a valid revision (a branch, tag or commit)")
+    return value
+
+
+def _pattern(rx: re.Pattern, what: str):
+    def check(value: str) -> str:
+        if not rx.fullmatch(value):
+            raise ValueError(f"{value!r} is not a valid {what}")
+        return value
+
+    return check
+
+
+def _k_values(value: int | list[int]) -> int | list[int]:
+    ks = [value] if isinstance(value, int) else value
+    if not ks:
+        raise ValueError("give at least one k")
+    if len(ks) > 16:
+        raise ValueError("at most 16 values of k")
+    if len(set(ks)) != len(ks):
+        raise ValueError("values of k must be distinct")
+    for k in ks:
+        if not 1 <= k <= K_HARD_MAX:
+            raise ValueError(f"k must be between 1 and {K_HARD_MAX}, got {k}")
+    return value
+
+
+def _distinct(values: list) -> list:
+    if len(set(values)) != len(values):
+        raise ValueError("values must be distinct")
+    return values
+
+
+# The grammars, documented in the OpenAPI schema (`pattern`) so clients and fuzzers know them; the
+# validators stay the authority (they also refuse `--` and `..`, which a plain pattern cannot say).
+_P_HUB = f"{_HUB_PART.pattern}(?:/{_HUB_PART.pattern})?"
+_P_SIMPLE = _SIMPLE.pattern
+
+
+def _doc_pattern(rx: str) -> dict:
+    return {"pattern": f"^(?:{rx})$"}
+
+
+ModelId = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra=_doc_pattern(
+    f"local:{_P_SIMPLE}|{_P_HUB}")), AfterValidator(model_id)]
+Revision = Annotated[str, Field(min_length=1, max_length=255, json_schema_extra=_doc_pattern(_REVISION.pattern)),
+                     AfterValidator(revision)]
+HubRepoId = Annotated[str, Field(min_length=3, max_length=200, json_schema_extra=_doc_pattern(
+    f"{_HUB_PART.pattern}/{_HUB_PART.pattern}")), AfterValidator(lambda v: _hub_id(v, need_owner=True))]
+SimpleName = Annotated[str, Field(min_length=1, max_length=128, json_schema_extra=_doc_pattern(_P_SIMPLE)),
+                       AfterValidator(_simple_name)]
+KValue = Annotated[StrictInt, Field(ge=1, le=K_HARD_MAX)]
+WebhookUrl = Annotated[str, Field(min_length=1, max_length=MAX_URL_LENGTH), AfterValidator(check_syntax)]
+
+
+# --- requests ------------------------------------------------------------------------------------
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ModelSpec(Request):
+    id: ModelId = Field(description="Hub repo id `owner/name`, or `local:NAME` for a model under NBL_MODELS_DIR",
+                        examples=["HuggingFaceTB/SmolLM2-135M-Instruct"])
+    revision: Revision | None = Field(default=None, description="Hub branch, tag or commit (default: main)")
+
+
+class CalibrationSpec(Request):
+    dataset: Annotated[str, Field(max_length=200, json_schema_extra=_doc_pattern(_P_HUB)),
+                       AfterValidator(dataset_name)] = Field(
+        default="c4", description="`c4`, `wikitext2`, or a Hub dataset id")
+    config: Annotated[str, Field(json_schema_extra=_doc_pattern(_CONFIG.pattern)),
+                      AfterValidator(_pattern(_CONFIG, "dataset config"))] | None = None
+    split: Annotated[str, Field(max_length=64, json_schema_extra=_doc_pattern(_SPLIT.pattern)),
+                     AfterValidator(_pattern(_SPLIT, "split"))] = "train"
+    text_field: Annotated[str, Field(json_schema_extra=_doc_pattern(_FIELD.pattern)),
+                          AfterValidator(_pattern(_FIELD, "text field"))] = "text"
+    num_samples: StrictInt = Field(default=256, ge=1, description="calibration blocks")
+    seq_len: StrictInt = Field(default=2048, ge=2, description="tokens per block (2 at least: a next token to predict)")
+    seed: StrictInt = Field(default=0, ge=0, le=2**32 - 1)
+    shuffle: StrictBool = False
+
+
+class CompressionSpec(Request):
+    mode: Literal["attn", "block"] = "attn"
+    method: Literal["nbl", "drop"] = "nbl"
+    criterion: Literal["cca", "nmse", "cosine", "loss"] = "cca"
+    k: Annotated[KValue | Annotated[list[KValue], Field(min_length=1, max_length=16)],
+                 AfterValidator(_k_values)] = Field(
+        description="layers to replace; a list gives one output per k from one calibration", examples=[4, [4, 8]])
+
+    @property
+    def ks(self) -> list[int]:
+        return [self.k] if isinstance(self.k, int) else list(self.k)
+
+
+class EvaluationSpec(Request):
+    perplexity: Annotated[list[Literal["wikitext2", "c4"]], AfterValidator(_distinct)] = Field(
+        default_factory=lambda: ["wikitext2"])
+    tasks: Annotated[list[Literal[EVAL_TASKS]], AfterValidator(_distinct)] = Field(default_factory=list)  # type: ignore[valid-type]
+    limit: StrictInt | None = Field(default=None, ge=1, description="first N documents of each task")
+    max_tokens: StrictInt | None = Field(default=None, ge=2, description="perplexity: score only the first N tokens")
+    speed: StrictBool = False
+
+
+class HubPublish(Request):
+    repo_id: HubRepoId
+    private: StrictBool = True
+    revision: Revision | None = Field(default=None, description="branch to push to (default: main)")
+    create_pr: StrictBool = False
+    # Write-only: excluded from every dump, so it is never in jobs.spec, the idempotency hash or a
+    # response; the API stores it encrypted (jobs.hub_token_encrypted) and the job's end deletes it.
+    token: SecretStr | None = Field(default=None, exclude=True, min_length=1, max_length=1024,
+                                    description="a Hub write token for this job only (stored encrypted, deleted "
+                                    "when the job ends, never returned); default: the team's token")
+
+
+class LocalPublish(Request):
+    local_dir: SimpleName = Field(description="a directory NAME under NBL_PUBLISH_DIR/<team> (not a path)")
+    overwrite: StrictBool = Field(default=False, description="replace NAME although another job of the team made it")
+
+
+def _publish_kind(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return "hub" if "repo_id" in value else "local" if "local_dir" in value else None
+    return "hub" if isinstance(value, HubPublish) else "local" if isinstance(value, LocalPublish) else None
+
+
+Publish = Annotated[
+    Annotated[HubPublish, Tag("hub")] | Annotated[LocalPublish, Tag("local")],
+    Discriminator(_publish_kind, custom_error_type="publish_target",
+                  custom_error_message="publish needs either `repo_id` (the Hub) or `local_dir`"),
+]
+
+MetaKey = Annotated[str, Field(json_schema_extra=_doc_pattern(_META_KEY.pattern)),
+                    AfterValidator(_pattern(_META_KEY, "metadata key"))]
+def _plain_text(value: str) -> str:
+    """Free text: no control characters (Postgres refuses NUL in JSON) nor unpaired surrogates (not UTF-8)."""
+    if any((ord(c) < 0x20 and c not in "\t\n\r") or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+        raise ValueError("text may not contain control characters or unpaired surrogates")
+    return value
+
+
+MetaValue = Annotated[str, Field(max_length=512, json_schema_extra=_doc_pattern(r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*")),
+                      AfterValidator(_plain_text)]
+
+
+class JobCreate(Request):
+    model: ModelSpec
+    calibration: CalibrationSpec = Field(default_factory=CalibrationSpec)
+    compression: CompressionSpec
+    evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
+    publish: Publish | None = None
+    metadata: dict[MetaKey, MetaValue] = Field(default_factory=dict, max_length=16)
+    webhook_url: WebhookUrl | None = Field(
+        default=None, description="POSTed job.running, job.succeeded, job.failed and job.cancelled events, signed "
+        "per Standard Webhooks with your team's secret; http(s) to a public address",
+        examples=["https://ci.example.com/hooks/nbl"])
+
+
+def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:
+    """The deployment's limits, as validation errors in FastAPI's shape (empty when all is well)."""
+    errors = []
+
+    def over(loc: tuple, value: int, limit: int, what: str) -> None:
+        if value > limit:
+            errors.append({"loc": ["body", *loc], "msg": f"{what} must be at most {limit} on this server, got {value}",
+                           "type": "limit_exceeded", "input": value})
+
+    over(("calibration", "num_samples"), spec.calibration.num_samples, settings.max_num_samples, "num_samples")
+    over(("calibration", "seq_len"), spec.calibration.seq_len, settings.max_seq_len, "seq_len")
+    over(("compression", "k"), max(spec.compression.ks), settings.max_k, "k")
+    if spec.evaluation.limit is not None:
+        over(("evaluation", "limit"), spec.evaluation.limit, settings.max_eval_limit, "limit")
+    return errors
+
+
+# --- responses -----------------------------------------------------------------------------------
+
+
+class Response(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class JobError(Response):
+    type: str = Field(description="user | system | timeout")
+    message: str | None
+
+
+class ArtifactOut(Response):
+    k: int | None
+    kind: str
+    uri: str
+    revision: str | None = None
+    commit_sha: str | None = None
+    created_at: datetime
+
+
+class JobOut(Response):
+    id: str
+    object: Literal["job"] = "job"
+    status: Literal["queued", "running", "cancelling", "succeeded", "failed", "cancelled"]
+    stage: str | None
+    progress: float
+    eta_seconds: float | None
+    attempt: int
+    cancel_requested: bool
+    spec: dict[str, Any]
+    metadata: dict[str, str]
+    selected_layers: list[Any] | None
+    metrics: dict[str, Any] | None
+    artifacts: list[ArtifactOut]
+    error: JobError | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+
+
+class JobList(Response):
+    object: Literal["list"] = "list"
+    data: list[JobOut]
+    has_more: bool
+    next_cursor: str | None = Field(description="pass as `after` for the next page; null on the last page")
+
+
+class EventOut(Response):
+    id: int
+    created_at: datetime
+    kind: Literal["stage", "progress", "warning", "status", "log"]
+    stage: str | None
+    message: str | None
+    progress: float | None
+    data: dict[str, Any] | None
+
+
+class EventList(Response):
+    object: Literal["list"] = "list"
+    data: list[EventOut]
+    has_more: bool
+    last_id: int | None = Field(description="pass as `after` to poll for newer events")
+
+
+class LayerModeScores(Response):
+    cca_bound: float | None = None
+    nmse: float | None = None
+    cosine: float | None = None
+    cond: float | None = None
+    heldout_nmse: float | None = None
+    loss_rise: float | None = None
+
+
+class LayerScoresOut(Response):
+    layer: int
+    attn: LayerModeScores | None = None
+    block: LayerModeScores | None = None
+
+
+class LayerList(Response):
+    object: Literal["list"] = "list"
+    data: list[LayerScoresOut]
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = None

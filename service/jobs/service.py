@@ -1,0 +1,312 @@
+"""The job operations behind the API: create (idempotent), read, list, cancel, events, layers.
+
+Routes stay thin; everything here takes a Session and the caller's team, commits where it writes,
+and raises domain exceptions (service.core.errors) that the one handler renders.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import logging
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from service.core import secrets
+from service.webhooks import delivery as webhooks
+from service.keys.auth import Principal
+from service.core.errors import (
+    IdempotencyKeyReused,
+    InvalidJobState,
+    InvalidRequest,
+    JobNotFound,
+    TooManyActiveJobs,
+)
+from service.core.models import (
+    ACTIVE,
+    Artifact,
+    EventKind,
+    Job,
+    JobEvent,
+    JobStatus,
+    LayerScore,
+    Team,
+    new_job_id,
+    utcnow,
+)
+from service.jobs.schemas import (
+    ArtifactOut,
+    EventList,
+    EventOut,
+    JobCreate,
+    JobError,
+    JobOut,
+    LayerList,
+    LayerModeScores,
+    LayerScoresOut,
+)
+from service.core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_JOB_ID = re.compile(r"job_[0-9a-f]{32}")
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII, as Stripe/IETF keys are
+
+
+def request_hash(spec: JobCreate) -> str:
+    """Hash of the validated request (defaults filled in), so `{"k": 4}` and the same request with
+    the defaults spelled out count as the same body."""
+    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_idempotency_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise InvalidRequest("Idempotency-Key must be 1 to 255 visible ASCII characters",
+                             errors=[{"loc": ["header", "Idempotency-Key"], "msg": "invalid idempotency key",
+                                      "type": "value_error"}])
+    return key
+
+
+def create_job(session: Session, principal: Principal, spec: JobCreate, idempotency_key: str | None,
+               settings: Settings) -> tuple[Job, bool]:
+    """Insert a queued job and commit. Returns (job, created).
+
+    With an Idempotency-Key (scoped to the team): the same key and the same body return the job
+    created first (created=False); the same key with another body is IdempotencyKeyReused. Two
+    concurrent requests with one key race on the (team_id, idempotency_key) unique constraint; the
+    loser reads the winner's row.
+    """
+    digest = request_hash(spec)
+    if idempotency_key is not None:
+        existing = _by_key(session, principal.team_id, idempotency_key)
+        if existing is not None:
+            return _replay(existing, digest), False
+
+    check_team_caps(session, principal, settings)
+    if spec.webhook_url and not webhooks.has_secret(session, principal.team_id):
+        raise InvalidRequest("this team has no webhook secret to sign with; ask an admin to run "
+                             f"`nbl admin webhook-secret --team {principal.team_name}`",
+                             errors=[{"loc": ["body", "webhook_url"], "msg": "no webhook secret for this team",
+                                      "type": "webhook_secret_missing"}])
+
+    now = utcnow()
+    job = Job(id=new_job_id(now), team_id=principal.team_id, status=JobStatus.queued.value,
+              spec=spec.model_dump(mode="json"), idempotency_key=idempotency_key, request_hash=digest,
+              created_at=now, updated_at=now, progress=0.0, attempt=0, cancel_requested=False,
+              hub_token_encrypted=_encrypted_hub_token(spec, settings))
+    session.add(job)
+    try:
+        session.flush()
+        session.add(JobEvent(job_id=job.id, kind=EventKind.status.value, message="queued",
+                             data={"status": "queued"}, created_at=now))
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        if idempotency_key is None:
+            raise
+        log.info("idempotency race on key %r for team %s: returning the winner's job", idempotency_key, principal.team_id)
+        existing = _by_key(session, principal.team_id, idempotency_key)
+        if existing is None:
+            raise
+        return _replay(existing, digest), False
+    return job, True
+
+
+def check_team_caps(session: Session, principal: Principal, settings: Settings) -> None:
+    """Per-team caps: active jobs (queued + running + cancelling; the team's own cap if set) and,
+    when configured, queued jobs alone. Over a cap is a 429 with Retry-After: the same request
+    succeeds once some jobs finish.
+
+    The team's row is locked first (Postgres; SQLite's BEGIN IMMEDIATE serializes writers anyway)
+    and held until create_job commits, so concurrent requests count one after the other."""
+    session.execute(select(Team.id).where(Team.id == principal.team_id).with_for_update())
+    counts = dict(session.execute(select(Job.status, func.count()).where(Job.team_id == principal.team_id,
+                                                                         Job.status.in_(ACTIVE))
+                                  .group_by(Job.status)).all())
+    caps = [("active", sum(counts.values()), principal.max_active_jobs or settings.max_active_jobs_per_team),
+            ("queued", counts.get(JobStatus.queued.value, 0), settings.max_queued_jobs_per_team)]
+    for what, n, cap in caps:
+        if cap is not None and n >= cap:
+            session.rollback()
+            raise TooManyActiveJobs(f"team {principal.team_name!r} has {n} {what} jobs (limit {cap}); "
+                                    "retry later, or cancel some", retry_after_s=settings.cap_retry_after_s)
+
+
+def check_webhook_url(spec: JobCreate, settings: Settings) -> None:
+    """A webhook URL must resolve to public addresses (or allowlisted ones): 422 otherwise.
+    Checked again at each delivery, since DNS answers change."""
+    if spec.webhook_url is None:
+        return
+    from service.webhooks.urls import WebhookUrlError, resolve_checked
+
+    try:
+        resolve_checked(spec.webhook_url, settings.webhook_networks)
+    except WebhookUrlError as e:
+        raise InvalidRequest(str(e), errors=[{"loc": ["body", "webhook_url"], "msg": str(e),
+                                              "type": "webhook_url_refused"}]) from None
+
+
+def _encrypted_hub_token(spec: JobCreate, settings: Settings) -> str | None:
+    """publish.token, encrypted for the jobs row (the spec itself never holds it). Not part of the
+    request hash: a replay with the same key and body but another token returns the first job as is."""
+    token = getattr(spec.publish, "token", None)
+    return secrets.encrypt(settings, token.get_secret_value()) if token is not None else None
+
+
+def _by_key(session: Session, team_id: int, key: str) -> Job | None:
+    return session.scalar(select(Job).where(Job.team_id == team_id, Job.idempotency_key == key))
+
+
+def _replay(job: Job, digest: str) -> Job:
+    if job.request_hash != digest:
+        raise IdempotencyKeyReused(f"this Idempotency-Key was used for job {job.id} with a different request body; "
+                                   "use a new key for a new job")
+    return job
+
+
+def get_job(session: Session, team_id: int, job_id: str) -> Job:
+    """The team's job, or JobNotFound: another team's job looks exactly like a missing one."""
+    job = None
+    if _JOB_ID.fullmatch(job_id):
+        job = session.scalar(select(Job).where(Job.id == job_id, Job.team_id == team_id)
+                             .execution_options(populate_existing=True))
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+# --- cursors -------------------------------------------------------------------------------------
+
+
+def encode_cursor(job_id: str) -> str:
+    return base64.urlsafe_b64encode(f"v1:{job_id}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raw = ""
+    version, _, job_id = raw.partition(":")
+    if version != "v1" or not _JOB_ID.fullmatch(job_id):
+        raise InvalidRequest("`after` is not a cursor this API returned",
+                             errors=[{"loc": ["query", "after"], "msg": "invalid cursor", "type": "value_error"}])
+    return job_id
+
+
+def parse_statuses(values: Sequence[str]) -> list[str]:
+    statuses = [s.strip() for v in values for s in v.split(",") if s.strip()]
+    allowed = {s.value for s in JobStatus}
+    bad = [s for s in statuses if s not in allowed]
+    if bad:
+        raise InvalidRequest(f"unknown status {bad[0]!r}; one of {', '.join(s.value for s in JobStatus)}",
+                             errors=[{"loc": ["query", "status"], "msg": "unknown status", "type": "enum"}])
+    return statuses
+
+
+def list_jobs(session: Session, team_id: int, *, limit: int, after: str | None,
+              statuses: Sequence[str], where: Sequence = ()) -> tuple[list[Job], bool, str | None]:
+    """Newest first; keyset pagination on the id (ids sort by creation time); `where`: more clauses."""
+    q = select(Job).where(Job.team_id == team_id, *where)
+    if statuses:
+        q = q.where(Job.status.in_(statuses))
+    if after:
+        q = q.where(Job.id < decode_cursor(after))
+    jobs = list(session.scalars(q.order_by(Job.id.desc()).limit(limit + 1)))
+    has_more = len(jobs) > limit
+    jobs = jobs[:limit]
+    return jobs, has_more, (encode_cursor(jobs[-1].id) if has_more and jobs else None)
+
+
+# --- cancel --------------------------------------------------------------------------------------
+
+
+def cancel_job(session: Session, team_id: int, job_id: str) -> Job:
+    """queued -> cancelled at once; running -> cancelling (the worker stops at its next checkpoint
+    and finishes it as cancelled); cancelling stays; a terminal job is InvalidJobState (409).
+    Each step is a compare-and-set on the status, retried if the worker moved the job meanwhile."""
+    for _ in range(10):
+        job = get_job(session, team_id, job_id)
+        now = utcnow()
+        if job.status == JobStatus.queued.value:
+            target = {"status": JobStatus.cancelled.value, "finished_at": now, "hub_token_encrypted": None}
+        elif job.status == JobStatus.running.value:
+            target = {"status": JobStatus.cancelling.value}
+        elif job.status == JobStatus.cancelling.value:
+            session.commit()
+            return job
+        else:
+            session.rollback()
+            raise InvalidJobState(f"job {job_id} is already {job.status}; only queued or running jobs can be cancelled")
+        res = session.execute(update(Job).where(Job.id == job.id, Job.status == job.status)
+                              .values(cancel_requested=True, updated_at=now, **target)
+                              .execution_options(synchronize_session=False))
+        if res.rowcount == 1:
+            session.add(JobEvent(job_id=job.id, kind=EventKind.status.value, message=target["status"],
+                                 data={"status": target["status"], "requested_by": "api"}, created_at=now))
+            webhooks.enqueue(session, job.id, target["status"], now)  # job.cancelled for a queued job
+            session.commit()
+            return get_job(session, team_id, job_id)
+        session.rollback()
+    raise InvalidJobState(f"job {job_id} kept changing state; try again")
+
+
+# --- events and layers ---------------------------------------------------------------------------
+
+
+def list_events(session: Session, team_id: int, job_id: str, *, after: int | None, limit: int) -> EventList:
+    get_job(session, team_id, job_id)
+    q = select(JobEvent).where(JobEvent.job_id == job_id)
+    if after is not None:
+        q = q.where(JobEvent.id > after)
+    events = list(session.scalars(q.order_by(JobEvent.id).limit(limit + 1)))
+    has_more = len(events) > limit
+    events = events[:limit]
+    return EventList(data=[EventOut.model_validate(e) for e in events], has_more=has_more,
+                     last_id=events[-1].id if events else after)
+
+
+def layer_scores(session: Session, team_id: int, job_id: str) -> LayerList:
+    get_job(session, team_id, job_id)
+    by_layer: dict[int, dict] = defaultdict(dict)
+    for row in session.scalars(select(LayerScore).where(LayerScore.job_id == job_id)
+                               .order_by(LayerScore.layer, LayerScore.mode)):
+        by_layer[row.layer][row.mode] = LayerModeScores.model_validate(row)
+    return LayerList(data=[LayerScoresOut(layer=i, **modes) for i, modes in sorted(by_layer.items())])
+
+
+# --- views ---------------------------------------------------------------------------------------
+
+
+def job_views(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
+    """JobOut for each job, with its artifacts (one query for all)."""
+    arts: dict[str, list[ArtifactOut]] = defaultdict(list)
+    if jobs:
+        for a in session.scalars(select(Artifact).where(Artifact.job_id.in_([j.id for j in jobs]))
+                                 .order_by(Artifact.job_id, Artifact.k, Artifact.kind)):
+            arts[a.job_id].append(ArtifactOut.model_validate(a))
+    return [
+        JobOut(
+            id=j.id, status=j.status, stage=j.stage, progress=j.progress, eta_seconds=j.eta_seconds,
+            attempt=j.attempt, cancel_requested=j.cancel_requested, spec=j.spec,
+            metadata=j.spec.get("metadata") or {}, selected_layers=j.selected_layers, metrics=j.metrics,
+            artifacts=arts[j.id],
+            error=JobError(type=j.error_type, message=j.error_message) if j.error_type else None,
+            created_at=j.created_at, started_at=j.started_at, finished_at=j.finished_at, updated_at=j.updated_at,
+        )
+        for j in jobs
+    ]
+
+
+def job_view(session: Session, job: Job) -> JobOut:
+    return job_views(session, [job])[0]

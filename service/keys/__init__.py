@@ -1,0 +1,1 @@
+"""Teams and API keys: creation, authentication, revocation, the team's Hub token."""

@@ -1,0 +1,1 @@
+"""Job webhooks (Standard Webhooks): which URLs are allowed, signing, the outbox and its deliverer."""
