@@ -28,7 +28,9 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
+from . import distributed
 from .activations import HiddenCache
+from .devices import share
 from .layer_source import as_source
 from .stats import BRANCHES, LayerAccumulator, LayerStats
 
@@ -122,6 +124,9 @@ def calibrate(
     host_bytes: int | None = None,
     spill_dir: Path | None = None,
     on_layer: Callable[[int, LayerStats], None] | None = None,
+    devices: list[str] | None = None,
+    timeout_s: float = distributed.TIMEOUT_S,
+    group=None,
 ) -> Calibration:
     """Run `blocks` (num_blocks, seq_len) through `model` (a model in memory or a layer_source), layer
     by layer; the last `holdout` blocks go to 'held'. Sums are kept for `modes` only.
@@ -130,8 +135,23 @@ def calibrate(
     not kept (Calibration.stats is empty), without it they are all returned. `on_batch(done, total)`
     is called after every batch of every layer (total = layers x batches); it may raise to cancel.
     `host_bytes`: hidden states beyond this many bytes go to files under `spill_dir` (None: no limit).
+
+    `devices` (several): one process per device (distributed.py), this one being rank 0 on devices[0];
+    each takes a contiguous share of the batches (devices.share), the sums are added across processes
+    before `on_layer`. The other processes read the weights from the source's checkpoint directory.
     """
     source = as_source(model)
+    if group is None and devices is not None and len(devices) > 1:
+        path = source.checkpoint_dir()
+        job = dict(blocks=blocks, batch_size=batch_size, holdout=holdout, product_dtype=product_dtype,
+                   modes=tuple(modes), host_bytes=host_bytes, spill_dir=spill_dir, path=path, dtype=source.dtype)
+        with distributed.launch(devices, job, timeout_s) as group:
+            return calibrate(source, blocks, batch_size, holdout, product_dtype, on_batch, progress, modes=modes,
+                             device=devices[0], host_bytes=host_bytes, spill_dir=spill_dir, on_layer=on_layer,
+                             group=group)
+    group = group or distributed.SOLO
+    if devices:
+        device = devices[0]
     device = torch.device(device) if device is not None else source.device
     n_layers, d = source.config.num_hidden_layers, source.config.hidden_size
     n = blocks.shape[0]
@@ -139,6 +159,7 @@ def calibrate(
     # Fit blocks first, then held-out blocks; a batch never straddles the two.
     batches = [(start, min(start + batch_size, hi), name)
                for lo, hi, name in [(0, n_fit, "fit"), (n_fit, n, "held")] for start in range(lo, hi, batch_size)]
+    batches = [batches[j] for j in share(len(batches), group.world)[group.rank]]  # this process's share
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     kept: list[LayerStats] = []
@@ -163,15 +184,21 @@ def calibrate(
                     h = cache.get(b).to(device)  # (B, T, d)
                     out = layer(h, **kwargs[b][i])
                     out = out[0] if isinstance(out, tuple) else out  # (B, T, d)
-                    ys = {"attn": lambda: attn.pop(), "block": lambda: out - h}  # noqa: E731
-                    acc.add(h.reshape(-1, d), {m: ys[m]().reshape(-1, d) for m in modes}, split)
+                    branch = {"attn": lambda: attn.pop(), "block": lambda: out - h}  # noqa: E731
+                    x, ys = h.reshape(-1, d), {m: branch[m]().reshape(-1, d) for m in modes}
+                    if b == 0:
+                        group.agree_shift(acc, x, ys)
+                    acc.add(x, ys, split)
                     if i + 1 < n_layers:
                         cache.put(b, out)  # the next layer's input replaces this one's
-                    del h, out
+                    del h, out, x, ys
                     release_free_memory()
                     bar.update(1)
                     if on_batch is not None:
                         on_batch(i * len(batches) + b + 1, total)
+                if not batches:  # more processes than batches: this one adds zeros
+                    group.agree_shift(acc, None, None)
+                group.reduce(acc)
             finally:
                 if hook is not None:
                     hook.remove()

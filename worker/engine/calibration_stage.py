@@ -53,7 +53,7 @@ def default_batch_size(seq_len: int, device: str) -> int:
 def layer_source(lm: LoadedModel):
     """The loaded model, or its checkpoint read layer by layer when only its skeleton was loaded."""
     if lm.model is not None:
-        return ModelLayers(lm.model)
+        return ModelLayers(lm.model, lm.path)
     return CheckpointLayers(lm.path, lm.dtype, lm.device)
 
 
@@ -109,6 +109,7 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
             host_bytes=cfg.host_cache_bytes,
             spill_dir=spill_dir(cfg),
             on_layer=on_layer,
+            devices=cfg.devices,
         )
     except BaseException:
         writer.abort()

@@ -27,6 +27,7 @@ class CompressConfig:
     criterion: str = "cca"
     dtype: str | None = None
     device: str | None = None
+    devices: list[str] | None = None  # several: data-parallel calibration, one process each (distributed.py)
     batch_size: int | None = None
     holdout_fraction: float = 0.1
     ridge: float = DEFAULT_RIDGE

@@ -28,8 +28,9 @@ def layer_prefix(i: int) -> str:
 class ModelLayers:
     """A model whose weights are all in memory already."""
 
-    def __init__(self, model):
+    def __init__(self, model, path: Path | None = None):
         self.model = model
+        self.path = path  # its checkpoint, if it was loaded from one: other processes read it there
         self.config = model.config
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
@@ -51,6 +52,12 @@ class ModelLayers:
 
     def release(self, i: int) -> None:
         pass
+
+    def checkpoint_dir(self) -> Path:
+        if self.path is None:
+            raise ValueError("calibrating on several devices needs the model's checkpoint directory: the "
+                             "other processes read the weights from it")
+        return Path(self.path)
 
 
 class CheckpointLayers:
@@ -127,6 +134,9 @@ class CheckpointLayers:
 
     def release(self, i: int) -> None:
         self.model.model.layers[i].to("meta")
+
+    def checkpoint_dir(self) -> Path:
+        return self.path
 
 
 def tensor_files(path: Path) -> dict[str, str]:

@@ -93,6 +93,13 @@ class LayerStats:
     def total(self) -> SplitSums:
         return self.splits["fit"] + self.splits["held"]
 
+    def sums(self) -> list[torch.Tensor]:
+        """Every float64 sum (not the shifts): what data-parallel calibration adds across processes."""
+        out = [*self.yy.values()]
+        for s in self.splits.values():
+            out += [s.n, s.x, s.xx] + [getattr(bs, f) for bs in s.branches.values() for f in FIELDS]
+        return out
+
     # --- (de)serialisation to a flat {name: tensor} dict, for safetensors ---------------------
     def to_flat(self, prefix: str) -> dict[str, torch.Tensor]:
         out = {f"{prefix}.shift_x": self.shift_x}
@@ -157,11 +164,17 @@ class LayerAccumulator:
         self._zeros = {s: SplitSums.zeros(d, device, self.branches) for s in SPLITS}
         self._yy = {b: torch.zeros(d, d, dtype=torch.float64, device=device) for b in self.branches}
 
-    def _init(self, x: torch.Tensor, ys: dict[str, torch.Tensor]) -> None:
-        # Shift = this first batch's mean, in float64: later batches are centred on it.
+    def shift_of(self, x: torch.Tensor, ys: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The first batch's means in float64, [x, then each branch], as one (d * (1 + branches),)
+        vector: the origin later batches are centred on (several processes share rank 0's)."""
+        return torch.cat([x.double().mean(0)] + [ys[b].double().mean(0) for b in self.branches])
+
+    def start(self, shift: torch.Tensor) -> None:
+        """Take the sums about `shift` (shift_of's layout) from now on."""
+        parts = [p.clone() for p in shift.split(self.d)]  # separate tensors: safetensors refuses shared storage
         self.stats = LayerStats(
-            shift_x=x.double().mean(0),
-            shift_y={b: y.double().mean(0) for b, y in ys.items()},
+            shift_x=parts[0],
+            shift_y=dict(zip(self.branches, parts[1:])),
             splits=self._zeros,
             yy=self._yy,
         )
@@ -172,7 +185,7 @@ class LayerAccumulator:
         """h: (N, d) layer inputs; ys: branch -> (N, d) branch outputs; split: 'fit' or 'held'."""
         ys = {b: ys[b] for b in self.branches}
         if self.stats is None:
-            self._init(h, ys)
+            self.start(self.shift_of(h, ys))
         st, dt = self.stats, self.product_dtype
         s = st.splits[split]
         x = h.to(dt) - st.shift_x.to(dt)  # (N, d)
