@@ -125,6 +125,10 @@ class Settings(BaseSettings):
                                      validation_alias=_env("NBL_WEBHOOK_TIMEOUT", "webhook_timeout_s"))
     metrics_window_jobs: int = Field(default=500, ge=1,
                                      description="finished jobs whose stage durations /metrics summarizes")
+    trust_forwarded_proto: bool = Field(default=False, validation_alias=_env("NBL_TRUST_FORWARDED_PROTO",
+                                                                        "trust_forwarded_proto"),
+                                        description="behind a TLS proxy that sets X-Forwarded-Proto: the /ui "
+                                        "login cookie is Secure when it says https")
 
     @model_validator(mode="after")
     def _derive(self) -> "Settings":

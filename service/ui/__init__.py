@@ -1,0 +1,32 @@
+"""The web dashboard at /ui: server-rendered pages of a team's jobs (routes.py), the score chart as
+inline SVG (chart.py), a stylesheet served from this package (static/). `install(app)` adds it."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from urllib.parse import urlencode
+
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from . import routes, session
+from .render import page
+
+
+def install(app: FastAPI) -> None:
+    app.mount("/ui/static", StaticFiles(directory=str(files("service.ui") / "static")), name="ui-static")
+    app.include_router(routes.router)
+
+    @app.exception_handler(session.LoginRequired)
+    def _login(request: Request, _exc: session.LoginRequired) -> Response:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        response = RedirectResponse(f"{session.PATH}/login?" + urlencode({"next": target}), status_code=303)
+        if session.COOKIE in request.cookies:
+            session.clear_key(response, request)  # stale (revoked) key: drop it
+        return response
+
+    @app.exception_handler(routes.PageError)
+    def _error(request: Request, exc: routes.PageError) -> Response:
+        return page(request, "error.html", code=exc.status, title=exc.title, detail=exc.detail)
+

@@ -1,0 +1,153 @@
+"""/ui: the dashboard's pages, server-rendered from the jobs service (the same functions as /v1/jobs,
+so the pages show what the API returns, with the same team scoping and filters).
+
+Every page answers HTML, errors included: a missing job and another team's job are the same 404
+page, a bad filter is a 422 page. Pages send a CSP with no scripts and no inline styles.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Annotated
+from urllib.parse import parse_qsl, urlencode
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from service.api.deps import SessionDep
+from service.core.errors import ServiceError, Unauthorized
+from service.core.models import utcnow
+from service.jobs import filters as job_filters
+from service.jobs import service as jobs
+from service.keys.auth import Principal, authenticate
+from . import chart, session as ui_session, views
+from .render import page
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+MAX_COMPARE = 10
+PAGE_SIZE = 25
+
+
+class PageError(Exception):
+    """Rendered as the error page with this status (install() registers the handler)."""
+
+    def __init__(self, status: int, title: str, detail: str = ""):
+        super().__init__(detail or title)
+        self.status, self.title, self.detail = status, title, detail
+
+
+@contextmanager
+def as_page():
+    """Domain errors of the jobs service as error pages (the API renders the same ones as JSON)."""
+    try:
+        yield
+    except ServiceError as e:
+        title = "Not found" if e.status == 404 else e.title
+        detail = "No such job, or not one of your team's." if e.status == 404 else (e.detail or "")
+        raise PageError(e.status, title, detail) from None
+
+
+def ui_principal(request: Request, session: SessionDep) -> Principal:
+    with as_page():
+        return ui_session.principal(request, session)
+
+
+Who = Annotated[Principal, Depends(ui_principal)]
+
+
+@router.get("")
+@router.get("/")
+def index() -> RedirectResponse:
+    return RedirectResponse(ui_session.PATH + "/jobs", status_code=303)
+
+
+@router.get("/login")
+def login_form(request: Request, next: str | None = None) -> HTMLResponse:  # noqa: A002
+    return page(request, "login.html", next=ui_session.safe_next(next))
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    """A urlencoded form (`key`, `next`); parsed here, so no multipart dependency."""
+    form = dict(parse_qsl((await request.body()).decode("utf-8", "replace"), max_num_fields=4))
+    key, target = form.get("key", "").strip(), ui_session.safe_next(form.get("next"))
+
+    def check() -> bool:
+        with request.app.state.sessions() as s:
+            try:
+                authenticate(s, f"Bearer {key}")
+                s.commit()
+                return True
+            except Unauthorized:
+                return False
+
+    if not key or not await run_in_threadpool(check):
+        return page(request, "login.html", code=401, next=target, error="That key is not valid (or was revoked).")
+    response = RedirectResponse(target, status_code=303)
+    ui_session.set_key(response, request, key)
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request) -> RedirectResponse:
+    response = RedirectResponse(ui_session.PATH + "/login", status_code=303)
+    ui_session.clear_key(response, request)
+    return response
+
+
+@router.get("/jobs")
+def jobs_page(request: Request, session: SessionDep, who: Who, status: str = "", after: str | None = None,
+              meta: Annotated[str | None, Query(description="KEY=VALUE, from the filter form")] = None,
+              limit: int = PAGE_SIZE) -> Response:
+    if meta is not None:  # the form's KEY=VALUE box becomes the API's own `metadata.KEY=VALUE`
+        params = [(k, v) for k, v in request.query_params.multi_items() if k not in ("meta", "after")]
+        key, sep, value = meta.partition("=")
+        if sep and key.strip():
+            params.append((job_filters.PREFIX + key.strip(), value.strip()))
+        return RedirectResponse(f"{request.url.path}?{urlencode(params)}", status_code=303)
+    limit = min(max(limit, 1), 100)
+    with as_page():
+        filters = job_filters.metadata_filters(request)
+        rows, has_more, cursor = jobs.list_jobs(session, who.team_id, limit=limit, after=after,
+                                                statuses=jobs.parse_statuses([status]),
+                                                where=job_filters.metadata_clauses(filters))
+        data = jobs.job_views(session, rows)
+    session.commit()
+    keep = [(k, v) for k, v in request.query_params.multi_items() if k != "after"]
+    now = utcnow()
+    items = [{"job": j, "recipe": views.recipe(j.spec), "age": views.age(j.created_at, now),
+              "eta": views.duration(j.eta_seconds) if j.status not in views.TERMINAL else ""} for j in data]
+    return page(request, "jobs.html", who=who, items=items, status=status, filters=filters,
+                next_url=f"{request.url.path}?{urlencode(keep + [('after', cursor)])}" if has_more else None,
+                statuses=["queued", "running", "cancelling", "succeeded", "failed", "cancelled"])
+
+
+@router.get("/jobs/{job_id}")
+def job_page(request: Request, job_id: str, session: SessionDep, who: Who) -> Response:
+    with as_page():
+        job = jobs.job_view(session, jobs.get_job(session, who.team_id, job_id))
+        events = jobs.list_events(session, who.team_id, job_id, after=None, limit=1000).data
+        layers = [row.model_dump() for row in jobs.layer_scores(session, who.team_id, job_id).data]
+    session.commit()
+    now = utcnow()
+    return page(request, "job.html", who=who, job=job, recipe=views.recipe(job.spec), events=events,
+                age=views.age(job.created_at, now), timeline=views.timeline(events, job, now),
+                charts=chart.job_charts(layers, job.selected_layers, job.spec),
+                result=views.result_table(job.metrics), duration=views.duration,
+                eta=views.duration(job.eta_seconds) if job.status not in views.TERMINAL else "",
+                artifacts=[(a, views.artifact_href(a.uri)) for a in job.artifacts])
+
+
+@router.get("/compare")
+def compare_page(request: Request, session: SessionDep, who: Who,
+                 ids: Annotated[list[str], Query(description="job ids: a,b or repeated")] = []) -> Response:  # noqa: B006
+    wanted = list(dict.fromkeys(i.strip() for v in ids for i in v.split(",") if i.strip()))
+    if not 2 <= len(wanted) <= MAX_COMPARE:
+        raise PageError(422, "Pick jobs to compare", f"Compare takes 2 to {MAX_COMPARE} job ids (ids=a,b).")
+    with as_page():
+        data = jobs.job_views(session, [jobs.get_job(session, who.team_id, i) for i in wanted])
+    session.commit()
+    return page(request, "compare.html", who=who, jobs=data, recipes=[views.recipe(j.spec) for j in data],
+                diff=views.recipe_diff([j.spec for j in data]), selected=views.selected_side_by_side(data),
+                deltas=views.metric_deltas(data))

@@ -1,0 +1,175 @@
+"""What the pages show, computed from the API's own job resources (JobOut, EventOut, layer rows):
+recipe summaries, ages, the stage timeline, the result table with deltas, and the compare rows.
+Pure functions, no database and no HTML: the templates escape whatever these return."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+_K_VARIANT = re.compile(r"k(\d+)")
+
+
+def num(x: Any) -> str:
+    """A metric for a table: readable digits, never 1.062e+08 for an ordinary count."""
+    if x is None:
+        return "—"
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return str(x)
+    if not math.isfinite(x):
+        return "—"
+    if x == int(x) and abs(x) < 1e15:
+        return f"{int(x):,}"
+    return f"{x:,.1f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def signed(x: float | None, percent: bool = False) -> str:
+    if x is None:
+        return ""
+    return f"{x * 100:+.1f}%" if percent else ("+" if x > 0 else "") + num(x)
+
+
+def judge(name: str, delta: float | None) -> str:
+    """"worse" / "better" for a metric whose direction is known (accuracy up, perplexity down), else ""."""
+    if not delta:
+        return ""
+    n = name.lower()
+    up = "acc" in n
+    if not up and not any(w in n for w in ("ppl", "perplexity", "bits_per_byte", "loss")):
+        return ""
+    return "better" if (delta > 0) == up else "worse"
+
+
+def recipe(spec: dict) -> dict:
+    """mode, method, k, criterion of a job's request (defaults filled in, as stored)."""
+    comp = spec.get("compression") or {}
+    k = comp.get("k")
+    return {"mode": comp.get("mode", "attn"), "method": comp.get("method", "nbl"),
+            "k": ",".join(map(str, k)) if isinstance(k, list) else str(k), "criterion": comp.get("criterion", "cca")}
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 10:
+        return f"{max(seconds, 0):.1f}s"  # short stages (a cached calibration) are not all "0s"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def age(created: datetime, now: datetime) -> str:
+    return duration((now - created).total_seconds())
+
+
+def timeline(events: list, job, now: datetime) -> list[dict]:
+    """The job's stages in order, from its `stage` events: [{"stage", "start", "seconds", "fraction",
+    "progress", "current", "done"}]; a stage ends where the next begins, or when the job finished."""
+    starts = [(e.created_at, e.stage or e.message or "?") for e in events if e.kind == "stage"]
+    last_progress: dict[str, float] = {}
+    for e in events:
+        if e.stage and e.progress is not None:
+            last_progress[e.stage] = e.progress
+    end = job.finished_at or now
+    spans = []
+    for i, (start, stage) in enumerate(starts):
+        stop = starts[i + 1][0] if i + 1 < len(starts) else end
+        last = i + 1 == len(starts)
+        current = last and job.status not in TERMINAL
+        done = not last or job.status == "succeeded"  # a later stage began, or the job finished well
+        progress = job.progress if current else None if done else last_progress.get(stage)
+        spans.append({"stage": stage, "start": start, "seconds": max((stop - start).total_seconds(), 0.0),
+                      "progress": progress, "current": current, "done": done})
+    total = sum(s["seconds"] for s in spans) or 1.0
+    for s in spans:
+        s["fraction"] = s["seconds"] / total
+    return spans
+
+
+def variant_order(name: str) -> tuple:
+    """base first, then k4, k8, ... by k, then anything else by name."""
+    m = _K_VARIANT.fullmatch(name)
+    return (0, 0, name) if name == "base" else (1, int(m.group(1)), name) if m else (2, 0, name)
+
+
+def result_table(metrics: dict | None) -> dict:
+    """The flat API metrics ({variant: {name: value}}) as rows: each output's value, its delta from
+    the base and the relative change. {"columns": [...], "rows": [{"variant", "cells": [...]}]}"""
+    metrics = metrics or {}
+    variants = sorted((v for v in metrics if isinstance(metrics[v], dict)), key=variant_order)
+    columns = sorted({n for v in variants for n in metrics[v]})
+    base = metrics.get("base") or {}
+    rows = []
+    for v in variants:
+        cells = []
+        for name in columns:
+            value, ref = metrics[v].get(name), base.get(name)
+            delta = rel = None
+            if v != "base" and isinstance(value, (int, float)) and isinstance(ref, (int, float)):
+                delta = value - ref
+                rel = delta / abs(ref) if ref else None
+            cells.append({"value": num(value), "delta": signed(delta), "relative": signed(rel, True),
+                          "judge": judge(name, delta)})
+        rows.append({"variant": v, "cells": cells})
+    return {"columns": columns, "rows": rows}
+
+
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values."""
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def recipe_diff(specs: list[dict]) -> list[dict]:
+    """The request fields (metadata aside) whose values differ between the jobs: [{"field", "values"}]."""
+    flat = [flatten({k: v for k, v in s.items() if k != "metadata"}) for s in specs]
+    fields = sorted(set().union(*flat))
+    rows = []
+    for f in fields:
+        values = [x.get(f) for x in flat]
+        if any(v != values[0] for v in values):
+            rows.append({"field": f, "values": ["—" if v is None else str(v) for v in values]})
+    return rows
+
+
+def selected_side_by_side(jobs: list) -> list[dict]:
+    """One row per (mode, k) present in any job: each job's selected layers, or None."""
+    per_job = [{(s.get("mode"), s.get("k")): sorted(s.get("layers") or []) for s in j.selected_layers or []}
+               for j in jobs]
+    keys = sorted(set().union(*per_job), key=lambda mk: (str(mk[0]), mk[1] if isinstance(mk[1], int) else 0))
+    return [{"mode": m, "k": k, "layers": [p.get((m, k)) for p in per_job]} for m, k in keys]
+
+
+def metric_deltas(jobs: list) -> list[dict]:
+    """For each (variant, metric): every job's value and its delta from the first job's."""
+    all_metrics = [j.metrics or {} for j in jobs]
+    keys = sorted({(v, n) for m in all_metrics for v, names in m.items() if isinstance(names, dict) for n in names},
+                  key=lambda vn: (variant_order(vn[0]), vn[1]))
+    rows = []
+    for variant, name in keys:
+        values = [(m.get(variant) or {}).get(name) for m in all_metrics]
+        ref = values[0]
+        cells = []
+        for i, v in enumerate(values):
+            delta = v - ref if i and isinstance(v, (int, float)) and isinstance(ref, (int, float)) else None
+            cells.append({"value": num(v), "delta": signed(delta),
+                          "relative": signed(delta / abs(ref), True) if delta is not None and ref else ""})
+        rows.append({"variant": variant, "metric": name, "cells": cells})
+    return rows
+
+
+def artifact_href(uri: str) -> str | None:
+    """A link for an artifact: API URLs and Hub URLs are; a server path is shown as text, not linked."""
+    return uri if uri.startswith(("https://", "http://", "/v1/")) else None

@@ -1,0 +1,144 @@
+"""The dashboard in a real browser: a real `nbl serve` (uvicorn) on SQLite, keys from
+`nbl admin create-key`, jobs written by the real store functions, and headless Chromium (the
+Debian package, which .ci/run installs) logging in through the form. Checks that the chart is
+drawn and that another team's job is a 404 page; saves the three pages as screenshots under
+bench/results/ui/ (the CI artifacts)."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from cdp import Browser, chromium_binary, env_without
+from ui_seed import lowest, seed_job
+
+REPO = Path(__file__).resolve().parents[2]
+SHOTS = REPO / "bench" / "results" / "ui"
+_SCRIPT = Path(sys.executable).with_name("nbl")  # the installed console script, as a user runs it
+NBL = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
+
+if chromium_binary() is None:
+    # CI must not skip it: .ci/run installs the Debian chromium before `make test`.
+    if os.environ.get("CI"):
+        pytest.fail("chromium is not installed (apt-get install -y chromium)", pytrace=False)
+    pytest.skip("chromium is not installed (apt-get install -y chromium)", allow_module_level=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _create_key(env: dict, team: str) -> str:
+    out = subprocess.run([*NBL, "admin", "create-key", "--team", team, "--create-team"], env=env, cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return re.search(r"^(nbl_[A-Za-z0-9_-]{43})$", out.stdout, re.M).group(1)
+
+
+@contextmanager
+def nbl_serve(env: dict):
+    """A real `nbl serve` on a free port; yields a function that waits until it answers, then its URL.
+    Started before the jobs are written and the browser starts, so the three start-ups overlap."""
+    port = _free_port()
+    proc = subprocess.Popen([*NBL, "serve", "--port", str(port), "--log-level", "warning"], env=env, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> str:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/healthz", timeout=1):
+                    return url
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    proc.kill()
+                    pytest.fail(f"nbl serve did not start: {proc.communicate()[0]}", pytrace=False)
+                time.sleep(0.1)
+
+    try:
+        yield ready
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def test_dashboard_in_headless_chromium(tmp_path):
+    from service.core.db import make_engine, make_sessionmaker
+    from service.core.settings import Settings
+    from service.keys.auth import create_key, get_or_create_team
+
+    env = {**env_without("DATABASE_URL", "BROKER_URL"), "NBL_HOME": str(tmp_path / "home"),
+           "PYTHONPATH": str(REPO)}
+    alpha = _create_key(env, "alpha")  # also migrates the fresh SQLite database
+    settings = Settings(home=env["NBL_HOME"])
+    engine = make_engine(settings)
+    sessions = make_sessionmaker(engine)
+    with nbl_serve(env) as ready:
+        with sessions() as s:
+            beta, _ = create_key(s, get_or_create_team(s, "beta")[0])
+        base = seed_job(sessions, settings, alpha, ks=(2,), metadata={"ci": "nightly"})
+        job = seed_job(sessions, settings, alpha, ks=(2, 4), metadata={"ci": "nightly", "branch": "main"},
+                       ppl_shift=0.3, pause=0.25)
+        seed_job(sessions, settings, alpha, ks=(8,), model="HuggingFaceTB/SmolLM2-360M-Instruct", finish=None)
+        theirs = seed_job(sessions, settings, beta)
+        engine.dispose()
+        browser = Browser(tmp_path / "chrome")
+        try:
+            _check_pages(browser, ready(), alpha, base, job, theirs)
+        finally:
+            browser.close()
+    for name in ("jobs", "job", "compare"):
+        assert (SHOTS / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _check_pages(browser: Browser, url: str, alpha: str, base: str, job: str, theirs: str) -> None:
+    assert browser.goto(f"{url}/ui/jobs") == 200  # redirected to the login form
+    assert browser.eval("location.pathname") == "/ui/login"
+    status = browser.load(lambda: browser.eval(
+        f"document.getElementById('key').value = {alpha!r}; document.querySelector('form.login').submit()"))
+    assert status == 200 and browser.eval("location.pathname") == "/ui/jobs"
+    assert browser.eval("document.cookie") == ""  # HttpOnly: no script sees the key
+    assert browser.eval("document.querySelectorAll('tr.job').length") == 3
+    browser.screenshot(SHOTS / "jobs.png")
+
+    assert browser.goto(f"{url}/ui/jobs/{job}") == 200
+    drawn = browser.eval("""[...document.querySelectorAll('svg.chart')].map(svg => ({
+        field: svg.dataset.field, title: svg.querySelector('.chart-title').textContent,
+        width: svg.getBoundingClientRect().width,
+        bars: svg.querySelectorAll('rect.bar').length,
+        barHeights: [...svg.querySelectorAll('rect.bar')].map(r => r.getBBox().height),
+        selected: [...svg.querySelectorAll('rect.bar.selected')].map(r => +r.dataset.layer),
+        cuts: svg.querySelectorAll('line.cut').length}))""")
+    assert len(drawn) == 7, drawn
+    cca = next(c for c in drawn if c["field"] == "cca_bound" and c["title"].startswith("attn"))
+    assert cca["width"] > 300 and cca["bars"] == 8 and min(cca["barHeights"]) > 0
+    assert sorted(cca["selected"]) == lowest(4) and cca["cuts"] == 2
+    # The stylesheet applied: a selected bar is filled red, a kept one blue-grey.
+    fills = browser.eval("""[...document.querySelectorAll('svg.chart rect.bar')].slice(0, 8)
+        .map(r => getComputedStyle(r).fill)""")
+    assert "rgb(214, 39, 40)" in fills and "rgb(154, 179, 207)" in fills
+    assert browser.eval("document.querySelectorAll('svg.timeline rect.span').length") == 4
+    browser.screenshot(SHOTS / "job.png")
+
+    assert browser.goto(f"{url}/ui/jobs/{theirs}") == 404
+    assert browser.eval("document.querySelector('h1').textContent") == "Not found"
+    assert theirs not in browser.eval("document.body.innerText")
+
+    assert browser.goto(f"{url}/ui/compare?ids={base},{job}") == 200
+    assert "compression.k" in browser.eval("document.querySelector('table.diff').innerText")
+    browser.screenshot(SHOTS / "compare.png")
+
+    browser.load(lambda: browser.eval("document.querySelector('form.logout').submit()"))
+    assert browser.eval("location.pathname") == "/ui/login"
+    assert browser.goto(f"{url}/ui/jobs") == 200 and browser.eval("location.pathname") == "/ui/login"

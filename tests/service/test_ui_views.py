@@ -1,0 +1,101 @@
+"""The dashboard's pure parts: the SVG score chart (cuts, selected bars, escaping) and what the
+pages compute from jobs (result deltas, the stage timeline, recipe differences)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace as NS
+from xml.etree import ElementTree
+
+from service.ui import chart, views
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def test_cut_lies_between_the_kth_and_next_ranked_layer():
+    values = {0: 3.0, 1: 1.0, 2: 2.0, 3: 0.5}
+    assert chart.cuts(values, [1, 2, 4, 9], higher_first=False) == {1: 0.75, 2: 1.5}  # no cut at k >= layers
+    assert chart.cuts(values, [1], higher_first=True) == {1: 2.5}  # cosine: highest first
+
+
+def test_chart_is_valid_svg_with_selected_bars_and_escaped_text():
+    svg = chart.score_chart({0: 3.0, 1: 1.0, 2: 2.0, 3: -0.5}, {1, 3}, [2], "loss_rise", False, "a <b> & c")
+    root = ElementTree.fromstring(svg)  # well-formed XML, so the title really was escaped
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = root.findall(f"{ns}rect")
+    assert [b.get("data-layer") for b in bars] == ["0", "1", "2", "3"]
+    assert {b.get("data-layer") for b in bars if b.get("class") == "bar selected"} == {"1", "3"}
+    assert all(float(b.get("height")) > 0 for b in bars)
+    cut = root.find(f"{ns}line[@class='cut']")
+    assert cut.get("data-k") == "2" and root.find(f"{ns}title").text == "a <b> & c"
+    # The negative bar hangs below the zero axis, the positive ones stand on it.
+    zero = float(root.find(f"{ns}line[@class='axis']").get("y1"))
+    assert abs(float(bars[3].get("y")) - zero) < 0.2
+    assert abs(float(bars[0].get("y")) + float(bars[0].get("height")) - zero) < 0.2
+    assert chart.score_chart({}, set(), [], "nmse", False, "empty") == ""
+
+
+def test_job_charts_one_per_scored_criterion_own_mode_first():
+    layers = [{"layer": i, "attn": {"cca_bound": 1.0 + i, "cosine": 0.9}, "block": {"nmse": 0.1 * i}}
+              for i in range(4)]
+    spec = {"compression": {"mode": "block", "criterion": "nmse"}}
+    charts = chart.job_charts(layers, [{"k": 1, "mode": "block", "layers": [0]}], spec)
+    assert [(c["mode"], c["criterion"], c["chosen"]) for c in charts] == [
+        ("block", "nmse", True), ("attn", "cca", False), ("attn", "cosine", False)]
+    assert 'class="bar selected" data-layer="0"' in charts[0]["svg"]
+    assert "selected" not in charts[1]["svg"].replace("(selected)", "")  # attn: this job selected none
+
+
+def test_result_table_deltas_from_the_base_in_readable_numbers():
+    table = views.result_table({"k8": {"ppl": 30.0, "acc": 0.5, "tokens": 106200000},
+                                "base": {"ppl": 20.0, "acc": 0.6, "tokens": 106200000},
+                                "k4": {"ppl": 25.0, "acc": None}})
+    assert [r["variant"] for r in table["rows"]] == ["base", "k4", "k8"]  # by k, not alphabetically
+    assert table["columns"] == ["acc", "ppl", "tokens"]
+    k8 = dict(zip(table["columns"], table["rows"][2]["cells"]))
+    assert (k8["ppl"]["value"], k8["ppl"]["delta"], k8["ppl"]["relative"], k8["ppl"]["judge"]) == \
+        ("30", "+10", "+50.0%", "worse")
+    assert (k8["acc"]["delta"], k8["acc"]["relative"], k8["acc"]["judge"]) == ("-0.1", "-16.7%", "worse")
+    assert k8["tokens"]["value"] == "106,200,000" and k8["tokens"]["judge"] == ""
+    k4 = dict(zip(table["columns"], table["rows"][1]["cells"]))
+    assert k4["acc"]["value"] == "—" and k4["acc"]["delta"] == ""
+    assert all(c["delta"] == "" for c in table["rows"][0]["cells"])  # the base has no delta
+
+
+def test_timeline_spans_end_where_the_next_stage_starts():
+    ev = [NS(kind="status", stage=None, message="queued", progress=None, created_at=T0),
+          NS(kind="stage", stage="calibrate", message="calibrate", progress=0.0, created_at=T0 + timedelta(seconds=5)),
+          NS(kind="progress", stage="calibrate", message=None, progress=0.6, created_at=T0 + timedelta(seconds=20)),
+          NS(kind="stage", stage="score", message="score", progress=0.0, created_at=T0 + timedelta(seconds=35))]
+    running = NS(status="running", progress=0.25, finished_at=None)
+    spans = views.timeline(ev, running, now=T0 + timedelta(seconds=45))
+    assert [(s["stage"], s["seconds"], s["progress"], s["current"], s["done"]) for s in spans] == [
+        ("calibrate", 30.0, None, False, True), ("score", 10.0, 0.25, True, False)]
+    assert [s["fraction"] for s in spans] == [0.75, 0.25]
+    done = NS(status="succeeded", progress=1.0, finished_at=T0 + timedelta(seconds=40))
+    assert views.timeline(ev, done, now=T0 + timedelta(days=1))[-1]["seconds"] == 5.0
+    failed = NS(status="failed", progress=0.3, finished_at=T0 + timedelta(seconds=40))
+    (_, last) = views.timeline(ev + [NS(kind="progress", stage="score", message=None, progress=0.3,
+                                        created_at=T0 + timedelta(seconds=38))], failed, now=T0)
+    assert (last["progress"], last["current"], last["done"]) == (0.3, False, False)  # where it stopped
+
+
+def test_recipe_diff_and_layers_side_by_side():
+    a = {"model": {"id": "m"}, "compression": {"k": [4], "criterion": "cca"}, "metadata": {"ci": "1"}}
+    b = {"model": {"id": "m"}, "compression": {"k": [4, 8], "criterion": "cca"}, "metadata": {"ci": "2"}}
+    assert views.recipe_diff([a, b]) == [{"field": "compression.k", "values": ["[4]", "[4, 8]"]}]
+    ja = NS(selected_layers=[{"k": 4, "mode": "attn", "layers": [9, 3]}], metrics={"base": {"ppl": 10.0}})
+    jb = NS(selected_layers=[{"k": 4, "mode": "attn", "layers": [3, 5]}, {"k": 8, "mode": "attn", "layers": [1]}],
+            metrics={"base": {"ppl": 12.5}})
+    assert views.selected_side_by_side([ja, jb]) == [{"mode": "attn", "k": 4, "layers": [[3, 9], [3, 5]]},
+                                                     {"mode": "attn", "k": 8, "layers": [None, [1]]}]
+    (row,) = views.metric_deltas([ja, jb])
+    assert [c["delta"] for c in row["cells"]] == ["", "+2.5"] and row["cells"][1]["relative"] == "+25.0%"
+
+
+def test_numbers_and_durations():
+    assert [views.num(x) for x in (None, 3, 0.61234, 1234.5678, float("inf"))] == ["—", "3", "0.6123", "1,234.6", "—"]
+    assert [views.duration(s) for s in (None, 0.25, 42, 61, 3700, 90000)] == ["—", "0.2s", "42s", "1m 01s", "1h 01m", "1d 1h"]
+    assert views.artifact_href("/srv/nbl/out") is None and views.artifact_href("/v1/jobs/x") == "/v1/jobs/x"
+    assert re.fullmatch(r"[+-].*", views.signed(-0.5)) and views.signed(0.1234, True) == "+12.3%"

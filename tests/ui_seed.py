@@ -1,0 +1,68 @@
+"""A job as a worker leaves it, written through the real functions: created by the jobs service (as
+POST /v1/jobs does), then claimed, staged, scored, measured and finished by service/jobs/store.py.
+Used by the dashboard's unit tests and its browser test."""
+
+from __future__ import annotations
+
+import time
+
+from service.jobs import service as jobs, store
+from service.jobs.schemas import JobCreate
+from service.keys.auth import authenticate
+
+LAYERS = 8
+# Per-layer scores: attention is near-linear in the middle (low CCA bound), as in the paper.
+CCA = [2.9, 1.2, 0.4, 0.3, 0.5, 0.9, 1.6, 3.1]
+
+
+def layer_rows() -> list[dict]:
+    rows = []
+    for i, c in enumerate(CCA):
+        rows.append({"layer": i,
+                     "attn": {"cca_bound": c, "nmse": c / 10, "cosine": 0.99 - c / 50, "cond": 10.0 + i,
+                              "heldout_nmse": c / 9, "loss_rise": c / 100 - 0.004},
+                     "block": {"cca_bound": c * 2, "nmse": c / 5, "cosine": 0.95 - c / 40, "cond": 20.0 + i,
+                               "heldout_nmse": c / 4, "loss_rise": None}})
+    return rows
+
+
+def lowest(k: int) -> list[int]:
+    return sorted(sorted(range(LAYERS), key=lambda i: CCA[i])[:k])
+
+
+def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/SmolLM2-135M-Instruct",
+             metadata=None, finish: str | None = "succeeded", error_message: str | None = None,
+             ppl_shift: float = 0.0, pause: float = 0.0) -> str:
+    """A job of the key's team; `finish=None` leaves it running in the evaluate stage. `pause`
+    seconds between stages give the timeline visible widths (the browser test's screenshots)."""
+    spec = JobCreate.model_validate({"model": {"id": model}, "compression": {"k": list(ks)},
+                                     "calibration": {"num_samples": 16, "seq_len": 256},
+                                     "metadata": metadata or {}})
+    with sessions() as s:
+        who = authenticate(s, f"Bearer {key}")
+        s.commit()
+        job, _ = jobs.create_job(s, who, spec, None, settings)
+        job_id = job.id
+    with sessions() as s:
+        token = store.claim_job(s, job_id, 120)
+        for stage in ("load", "calibrate", "score"):
+            store.set_progress(s, job_id, stage, 0.0, lease_token=token)
+            time.sleep(pause)
+        store.save_layer_scores(s, job_id, layer_rows(), lease_token=token)
+        store.set_selected_layers(s, job_id, [{"k": k, "mode": "attn", "layers": lowest(k)} for k in ks],
+                                  lease_token=token)
+        store.set_progress(s, job_id, "evaluate", 0.5, eta=42, lease_token=token)
+        store.add_event(s, job_id, "warning", "evaluation.limit unset: all of WikiText-2", stage="evaluate")
+        store.save_metrics(s, job_id, "base", {"perplexity/wikitext2/ppl": 20.52, "tasks/arc_easy/acc": 0.61,
+                                               "perplexity/wikitext2/tokens": 287644})
+        for k in ks:
+            store.save_metrics(s, job_id, f"k{k}", {"perplexity/wikitext2/ppl": 20.52 + k * 0.7 + ppl_shift,
+                                                    "tasks/arc_easy/acc": 0.61 - k * 0.01,
+                                                    "perplexity/wikitext2/tokens": 287644})
+            store.save_artifact(s, job_id, k, "model", f"/v1/jobs/{job_id}/outputs/{k}/files", lease_token=token)
+        time.sleep(pause)
+        if finish == "failed":
+            store.finish(s, job_id, token, "failed", "user", error_message)
+        elif finish is not None:
+            store.finish(s, job_id, token, finish)
+    return job_id
