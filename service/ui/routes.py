@@ -70,7 +70,10 @@ def login_form(request: Request, next: str | None = None) -> HTMLResponse:  # no
 @router.post("/login")
 async def login(request: Request) -> Response:
     """A urlencoded form (`key`, `next`); parsed here, so no multipart dependency."""
-    form = dict(parse_qsl((await request.body()).decode("utf-8", "replace"), max_num_fields=4))
+    try:
+        form = dict(parse_qsl((await request.body()).decode("utf-8", "replace"), max_num_fields=4))
+    except ValueError:  # more fields than the form has: not our form
+        form = {}
     key, target = form.get("key", "").strip(), ui_session.safe_next(form.get("next"))
 
     def check() -> bool:

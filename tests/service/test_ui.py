@@ -47,6 +47,9 @@ def test_login_sets_a_strict_httponly_cookie_and_logout_clears_it(client, alpha,
 
 
 def test_login_only_redirects_inside_the_dashboard(client, alpha):
+    r = client.post("/ui/login", content="a=1&b=2&c=3&d=4&e=5&key=" + _key(alpha),
+                    headers={"content-type": "application/x-www-form-urlencoded"}, follow_redirects=False)
+    assert r.status_code == 401  # not our form (too many fields): refused, not a 500
     for target in ("https://evil.example/", "//evil.example/ui/", "/v1/jobs", "/ui\\..\\x"):
         r = client.post("/ui/login", data={"key": _key(alpha), "next": target}, follow_redirects=False)
         assert r.headers["location"] == "/ui/jobs", target
@@ -97,7 +100,7 @@ def test_job_page_draws_the_chart_results_timeline_events_and_outputs(client, al
     # The result table: outputs with their delta and relative change from the base.
     assert "perplexity/wikitext2/ppl" in html and "+1.4 (+6.8%)" in html and "+2.8 (+13.6%)" in html
     assert "287,644" in html  # counts in digits, not 2.876e+05
-    assert "evaluation.limit unset" in html  # the warning event
+    assert '<ul class="warnings"><li>evaluate: evaluation.limit unset' in html  # the warning event
     assert f'href="/v1/jobs/{job}/outputs/4/files"' in html
 
 
