@@ -154,7 +154,7 @@ def cmd_webhook_secret(args) -> int:
     from service.core.db import make_engine, make_sessionmaker
     from service.core.models import Team
     from service.core.settings import Settings
-    from service.webhooks.delivery import set_team_secret
+    from service.webhooks.signing import set_team_secret
 
     settings = Settings()
     engine = make_engine(settings)

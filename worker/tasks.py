@@ -21,7 +21,7 @@ import time
 from celery.exceptions import Reject
 from sqlalchemy import select
 
-from service.jobs import store
+from service.jobs import states, store
 from service.core.celery_app import RUN_JOB, make_celery
 from service.core.db import make_engine, make_sessionmaker
 from service.core.dbretry import is_transient, retrying
@@ -81,7 +81,7 @@ class DbSink:
         if not db(store.set_progress, self.job_id, stage, fraction, message=self.redact(message),
                   lease_token=self.token):
             raise Cancelled("lease lost: another worker owns this job now")
-        if db(store.cancel_requested, self.job_id):
+        if db(states.cancel_requested, self.job_id):
             raise Cancelled("cancelled by request")
 
     def metrics(self, variant: str, values: dict[str, float]) -> None:
@@ -111,7 +111,7 @@ class Heartbeat(threading.Thread):
         while not self.stop.wait(self.every_s):
             try:
                 with sessions()() as s:
-                    if not store.heartbeat(s, self.job_id, self.token):
+                    if not states.heartbeat(s, self.job_id, self.token):
                         return  # the lease is gone: the next progress write stops the job
             except Exception as e:  # noqa: BLE001 - a database blip must not end the heartbeat
                 log.warning("job %s: heartbeat failed (%s); retrying", self.job_id, type(e).__name__)
@@ -143,9 +143,9 @@ def claim(job_id: str) -> str | None:
     pool child, killed; Celery re-queued its message) is taken over at once, not after the lease
     expires (worker/ownership.py)."""
     kw = dict(max_attempts=settings.max_attempts, owner=ownership.me())
-    token = db(store.claim_job, job_id, settings.lease_seconds, **kw)
+    token = db(states.claim_job, job_id, settings.lease_seconds, **kw)
     if token is None and (dead := db(ownership.dead_local_owner, job_id)) is not None:
-        token = db(store.claim_job, job_id, settings.lease_seconds, dead_owner=dead, **kw)
+        token = db(states.claim_job, job_id, settings.lease_seconds, dead_owner=dead, **kw)
         if token is not None:
             log.warning("job %s: taken over from %s, which died on this host", job_id, dead)
     return token
@@ -201,6 +201,6 @@ def run_job(job_id: str) -> str:
     finally:
         beat.stop.set()
     err_msg = Redactor.for_settings(settings)(err_msg) if status == "failed" else None  # no server path
-    ended = db(store.finish, job_id, token, status, error_type=err_type, error_message=err_msg)
+    ended = db(states.finish, job_id, token, status, error_type=err_type, error_message=err_msg)
     retention.after_job(settings, job_id, ended)
     return status

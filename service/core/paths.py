@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from service.jobs.schemas import LOCAL_PREFIX, _simple_name
+from service.jobs.schemas import LOCAL_PREFIX, simple_name
 from service.core.settings import Settings
 
 STAGING_DIR = ".nbl-staging"
@@ -21,7 +21,7 @@ OWNER_FILE = ".nbl-owner.json"
 
 
 def _under(base: Path, name: str) -> Path:
-    _simple_name(name)
+    simple_name(name)
     path = base / name
     if os.path.commonpath([base, os.path.normpath(path)]) != str(base):  # belt and braces
         raise ValueError(f"{name!r} escapes {base.name}")  # the directory's name, never its path

@@ -6,12 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Response, status
 
-from service.jobs import service as jobs, model_checks
-from service.core.errors import InvalidRequest
-from service.jobs.queue import enqueue_job
-from service.jobs.schemas import EventList, JobCreate, JobList, JobOut, LayerList, Problem, check_limits
-from service.jobs import filters as job_filters
 from service.api.deps import CeleryDep, PrincipalDep, SessionDep, SettingsDep
+from service.jobs import filters as job_filters
+from service.jobs import service as jobs
+from service.jobs.responses import EventList, JobList, JobOut, LayerList, Problem
+from service.jobs.schemas import JobCreate
+from service.jobs.views import job_view, job_views
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
 
@@ -35,18 +35,11 @@ def create_job(body: JobCreate, response: Response, session: SessionDep, princip
                idempotency_key: Annotated[str | None, Header(
                    alias="Idempotency-Key", description="1 to 255 visible ASCII characters, scoped to your team",
                    json_schema_extra={"pattern": r"^[\x21-\x7e]{1,255}$"})] = None) -> JobOut:
-    key = jobs.check_idempotency_key(idempotency_key)
-    errors = check_limits(body, settings) or model_checks.submit_problems(body, settings)
-    if errors:
-        raise InvalidRequest(errors[0]["msg"], errors=errors)
-    jobs.check_webhook_url(body, settings)  # resolves the host: before any transaction starts
-    job, created = jobs.create_job(session, principal, body, key, settings)  # commits
-    if created:
-        enqueue_job(session, celery, job.id)  # only after the commit; a broker failure leaves it queued
-    else:
+    job, created = jobs.submit(session, celery, principal, body, idempotency_key, settings)
+    if not created:
         response.headers["Idempotent-Replayed"] = "true"
     response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return jobs.job_view(session, jobs.get_job(session, principal.team_id, job.id))
+    return job_view(session, job)
 
 
 @router.get("", response_model=JobList, summary="List jobs, newest first", description=job_filters.DESCRIPTION)
@@ -59,12 +52,12 @@ def list_jobs(session: SessionDep, principal: PrincipalDep,
     rows, has_more, cursor = jobs.list_jobs(session, principal.team_id, limit=limit, after=after,
                                             statuses=jobs.parse_statuses(status_),
                                             where=job_filters.metadata_clauses(metadata))
-    return JobList(data=jobs.job_views(session, rows), has_more=has_more, next_cursor=cursor)
+    return JobList(data=job_views(session, rows), has_more=has_more, next_cursor=cursor)
 
 
 @router.get("/{job_id}", response_model=JobOut, responses={404: PROBLEM}, summary="Read a job")
 def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobOut:
-    return jobs.job_view(session, jobs.get_job(session, principal.team_id, job_id))
+    return job_view(session, jobs.get_job(session, principal.team_id, job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={404: PROBLEM, 409: PROBLEM},
@@ -72,7 +65,7 @@ def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobOut
              description="queued -> cancelled; running -> cancelling (cancelled at the worker's next checkpoint); "
              "cancelling stays; a finished job is a 409.")
 def cancel_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobOut:
-    return jobs.job_view(session, jobs.cancel_job(session, principal.team_id, job_id))
+    return job_view(session, jobs.cancel_job(session, principal.team_id, job_id))
 
 
 @router.get("/{job_id}/events", response_model=EventList, responses={404: PROBLEM},

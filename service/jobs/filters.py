@@ -13,7 +13,7 @@ from sqlalchemy import ColumnElement
 
 from service.core.errors import InvalidRequest
 from service.core.models import Job
-from service.jobs.schemas import _META_KEY
+from service.jobs.schemas import META_KEY
 
 PREFIX = "metadata."
 MAX_FILTERS = 16  # a job has at most 16 metadata keys (JobCreate.metadata)
@@ -47,7 +47,7 @@ def metadata_filters(request: Request) -> list[tuple[str, str]]:
             allowed = ", ".join(sorted(declared) + [PREFIX + "KEY"])
             raise _bad(name, f"unknown query parameter; this route takes {allowed}")
         key = name[len(PREFIX):]
-        if not _META_KEY.fullmatch(key):
+        if not META_KEY.fullmatch(key):
             raise _bad(name, "a metadata key is 1 to 64 of A-Z a-z 0-9 _ . : / -")
         if len(value) > MAX_VALUE:
             raise _bad(name, f"a metadata value is at most {MAX_VALUE} characters")

@@ -11,7 +11,7 @@ Each pass (`reconcile_once`):
    than Settings.redispatch_after_s ago (the broker restarted without persistence) are sent again
    (service.jobs.queue.dispatch_queued).
 
-A duplicate message is harmless: the worker claims with a compare-and-set (service.jobs.store.claim_job)
+A duplicate message is harmless: the worker claims with a compare-and-set (service.jobs.states.claim_job)
 and drops, with a log line, any delivery of a job that is no longer queued (`drop_reason`).
 
 Any number of copies may run: `nbl worker` and `nbl serve` run the loop in a thread
@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from celery import Celery
-from sqlalchemy import Engine, select, text, update
+from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.jobs import store
-from service.core.models import OWNED, EventKind, Job, JobEvent, JobStatus, utcnow
-from service.jobs.queue import dispatch_queued
+from service.core.models import OWNED, Job, JobStatus, utcnow
 from service.core.settings import Settings
+from service.jobs import states
+from service.jobs.queue import dispatch_queued
 
 log = logging.getLogger(__name__)
 
@@ -100,42 +100,23 @@ def recover_lost(session: Session, settings: Settings, *, now: datetime | None =
     session.commit()
     result = Pass()
     for job in lost:
-        # The terminal moves go through store.finish (fenced by the token we saw), so they write the
+        # The terminal moves go through states.finish (fenced by the token we saw), so they write the
         # same event, webhook and clean-up as a worker's own finish.
         if job.status == JobStatus.cancelling.value:
-            if store.finish(session, job.id, job.lease_token, JobStatus.cancelled.value):
+            if states.finish(session, job.id, job.lease_token, JobStatus.cancelled.value):
                 result.cancelled.append(job.id)
         elif job.attempt >= settings.max_attempts:
             reason = f"worker lost {job.attempt} times (last at stage {job.stage or 'claim'})"
-            if store.finish(session, job.id, job.lease_token, JobStatus.failed.value, error_type="system",
+            if states.finish(session, job.id, job.lease_token, JobStatus.failed.value, error_type="system",
                             error_message=reason):
                 result.failed.append(job.id)
                 log.warning("job %s failed: %s, last on %s", job.id, reason, job.lease_owner or "?")
-        elif _requeue(session, job, settings.max_attempts, now):
-            result.requeued.append(job.id)
+        else:
+            message = states.requeue_lost(session, job, settings.max_attempts, now)
+            if message:
+                result.requeued.append(job.id)
+                log.warning("job %s: %s", job.id, message)
     return result
-
-
-def _requeue(session: Session, job, max_attempts: int, now: datetime) -> bool:
-    """running -> queued, if the lease we saw is still the one held and still expired."""
-    res = session.execute(
-        update(Job)
-        .where(Job.id == job.id, Job.status == JobStatus.running.value, Job.lease_token == job.lease_token,
-               Job.lease_expires_at < now)
-        .values(status=JobStatus.queued.value, lease_token=None, lease_expires_at=None, dispatched_at=None,
-                progress=0.0, eta_seconds=None, updated_at=now)
-        .execution_options(synchronize_session=False))
-    if res.rowcount != 1:
-        session.rollback()  # the worker renewed its lease in time, or another reconciler got there first
-        return False
-    who = f"worker {job.lease_owner}" if job.lease_owner else "worker"
-    message = f"queued again: {who} lost at stage {job.stage or 'claim'} (attempt {job.attempt} of {max_attempts})"
-    session.add(JobEvent(job_id=job.id, kind=EventKind.status.value, message=message, created_at=now,
-                         data={"status": JobStatus.queued.value, "reason": "worker lost", "attempt": job.attempt,
-                               "stage": job.stage}))
-    session.commit()
-    log.warning("job %s: %s", job.id, message)
-    return True
 
 
 def drop_reason(session: Session, job_id: str) -> str:

@@ -1,4 +1,4 @@
-"""Request and response bodies of the /v1 API.
+"""Request bodies of the /v1 API (the responses are in service.jobs.responses).
 
 Requests reject unknown keys (extra="forbid") and take JSON types strictly (no "4" for 4, no "yes"
 for true). Validators raise ValueError, so bad input is a 422, never a 500. Defaults follow the
@@ -13,7 +13,6 @@ get through. Limits that depend on the deployment (max samples, max k) are check
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -40,7 +39,7 @@ _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,254}")
 _CONFIG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SPLIT = re.compile(r"[A-Za-z0-9_]+(?:\[[0-9:%+-]*\])?(?:\+[A-Za-z0-9_]+(?:\[[0-9:%+-]*\])?)*")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-_META_KEY = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+META_KEY = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 
 DATASET_ALIASES = ("c4", "wikitext2")
 PERPLEXITY_CORPORA = ("wikitext2", "c4")
@@ -49,7 +48,7 @@ LOCAL_PREFIX = "local:"
 K_HARD_MAX = 4096  # no model has more layers; Settings.max_k is the deployment's own cap
 
 
-def _hub_id(value: str, *, need_owner: bool = False) -> str:
+def hub_id(value: str, *, need_owner: bool = False) -> str:
     """The Hugging Face Hub's repo-id grammar: `[owner/]name`, parts of [A-Za-z0-9._-], no leading
     or trailing separator, no `--` or `..`, no `.git` suffix, at most 96 characters a part."""
     parts = value.split("/")
@@ -63,7 +62,7 @@ def _hub_id(value: str, *, need_owner: bool = False) -> str:
     return value
 
 
-def _simple_name(value: str) -> str:
+def simple_name(value: str) -> str:
     if not _SIMPLE.fullmatch(value) or ".." in value:
         raise ValueError(f"{value!r} is not a simple name (A-Z a-z 0-9 . _ -, at most 128 characters, no paths)")
     return value
@@ -71,14 +70,14 @@ def _simple_name(value: str) -> str:
 
 def model_id(value: str) -> str:
     if value.startswith(LOCAL_PREFIX):
-        _simple_name(value[len(LOCAL_PREFIX):])
+        simple_name(value[len(LOCAL_PREFIX):])
         return value
-    return _hub_id(value)
+    return hub_id(value)
 
 
 def dataset_name(value: str) -> str:
     refuse_local_reader(value)  # a file name, or one of datasets' built-in loaders of local files
-    return value if value in DATASET_ALIASES else _hub_id(value)
+    return value if value in DATASET_ALIASES else hub_id(value)
 
 
 def revision(value: str) -> str:
@@ -135,9 +134,9 @@ ModelId = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra=_
 Revision = Annotated[str, Field(min_length=1, max_length=255, json_schema_extra=_doc_pattern(_REVISION.pattern)),
                      AfterValidator(revision)]
 HubRepoId = Annotated[str, Field(min_length=3, max_length=200, json_schema_extra=_doc_pattern(
-    f"{_HUB_PART.pattern}/{_HUB_PART.pattern}")), AfterValidator(lambda v: _hub_id(v, need_owner=True))]
+    f"{_HUB_PART.pattern}/{_HUB_PART.pattern}")), AfterValidator(lambda v: hub_id(v, need_owner=True))]
 SimpleName = Annotated[str, Field(min_length=1, max_length=128, json_schema_extra=_doc_pattern(_P_SIMPLE)),
-                       AfterValidator(_simple_name)]
+                       AfterValidator(simple_name)]
 KValue = Annotated[StrictInt, Field(ge=1, le=K_HARD_MAX)]
 WebhookUrl = Annotated[str, Field(min_length=1, max_length=MAX_URL_LENGTH), AfterValidator(check_syntax)]
 
@@ -222,8 +221,10 @@ Publish = Annotated[
                   custom_error_message="publish needs either `repo_id` (the Hub) or `local_dir`"),
 ]
 
-MetaKey = Annotated[str, Field(json_schema_extra=_doc_pattern(_META_KEY.pattern)),
-                    AfterValidator(_pattern(_META_KEY, "metadata key"))]
+MetaKey = Annotated[str, Field(json_schema_extra=_doc_pattern(META_KEY.pattern)),
+                    AfterValidator(_pattern(META_KEY, "metadata key"))]
+
+
 def _plain_text(value: str) -> str:
     """Free text: no control characters (Postgres refuses NUL in JSON) nor unpaired surrogates (not UTF-8)."""
     if any((ord(c) < 0x20 and c not in "\t\n\r") or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in value):
@@ -263,100 +264,3 @@ def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:
     if spec.evaluation.limit is not None:
         over(("evaluation", "limit"), spec.evaluation.limit, settings.max_eval_limit, "limit")
     return errors
-
-
-# --- responses -----------------------------------------------------------------------------------
-
-
-class Response(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-
-class JobError(Response):
-    type: str = Field(description="user | system | timeout")
-    message: str | None
-
-
-class ArtifactOut(Response):
-    k: int | None
-    kind: str
-    uri: str
-    revision: str | None = None
-    commit_sha: str | None = None
-    created_at: datetime
-
-
-class JobOut(Response):
-    id: str
-    object: Literal["job"] = "job"
-    status: Literal["queued", "running", "cancelling", "succeeded", "failed", "cancelled"]
-    stage: str | None
-    progress: float
-    eta_seconds: float | None
-    attempt: int
-    cancel_requested: bool
-    spec: dict[str, Any]
-    metadata: dict[str, str]
-    selected_layers: list[Any] | None
-    metrics: dict[str, Any] | None
-    artifacts: list[ArtifactOut]
-    error: JobError | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    updated_at: datetime
-
-
-class JobList(Response):
-    object: Literal["list"] = "list"
-    data: list[JobOut]
-    has_more: bool
-    next_cursor: str | None = Field(description="pass as `after` for the next page; null on the last page")
-
-
-class EventOut(Response):
-    id: int
-    created_at: datetime
-    kind: Literal["stage", "progress", "warning", "status", "log"]
-    stage: str | None
-    message: str | None
-    progress: float | None
-    data: dict[str, Any] | None
-
-
-class EventList(Response):
-    object: Literal["list"] = "list"
-    data: list[EventOut]
-    has_more: bool
-    last_id: int | None = Field(description="pass as `after` to poll for newer events")
-
-
-class LayerModeScores(Response):
-    cca_bound: float | None = None
-    nmse: float | None = None
-    cosine: float | None = None
-    cond: float | None = None
-    heldout_nmse: float | None = None
-    loss_rise: float | None = None
-
-
-class LayerScoresOut(Response):
-    layer: int
-    attn: LayerModeScores | None = None
-    block: LayerModeScores | None = None
-
-
-class LayerList(Response):
-    object: Literal["list"] = "list"
-    data: list[LayerScoresOut]
-
-
-class Problem(BaseModel):
-    """RFC 9457 problem details."""
-
-    type: str
-    title: str
-    status: int
-    detail: str | None = None
-    instance: str | None = None
-    errors: list[dict[str, Any]] | None = None

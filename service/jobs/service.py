@@ -1,7 +1,8 @@
-"""The job operations behind the API: create (idempotent), read, list, cancel, events, layers.
+"""The job operations behind the API: submit (idempotent), read, list, cancel, events, layers.
 
 Routes stay thin; everything here takes a Session and the caller's team, commits where it writes,
-and raises domain exceptions (service.core.errors) that the one handler renders.
+and raises domain exceptions (service.core.errors) that the one handler renders. The status
+changes themselves are service.jobs.states; the response bodies, service.jobs.views.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 
-from sqlalchemy import func, select, update
+from celery import Celery
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.core import secrets
-from service.webhooks import delivery as webhooks
-from service.keys.auth import Principal
 from service.core.errors import (
     IdempotencyKeyReused,
     InvalidJobState,
@@ -29,30 +29,14 @@ from service.core.errors import (
     JobNotFound,
     TooManyActiveJobs,
 )
-from service.core.models import (
-    ACTIVE,
-    Artifact,
-    EventKind,
-    Job,
-    JobEvent,
-    JobStatus,
-    LayerScore,
-    Team,
-    new_job_id,
-    utcnow,
-)
-from service.jobs.schemas import (
-    ArtifactOut,
-    EventList,
-    EventOut,
-    JobCreate,
-    JobError,
-    JobOut,
-    LayerList,
-    LayerModeScores,
-    LayerScoresOut,
-)
+from service.core.models import ACTIVE, Job, JobEvent, JobStatus, LayerScore, Team, new_job_id, utcnow
 from service.core.settings import Settings
+from service.jobs import model_checks, states
+from service.jobs.queue import enqueue_job
+from service.jobs.responses import EventList, EventOut, LayerList, LayerModeScores, LayerScoresOut
+from service.jobs.schemas import JobCreate, check_limits
+from service.keys.auth import Principal
+from service.webhooks.signing import has_secret
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +61,25 @@ def check_idempotency_key(key: str | None) -> str | None:
     return key
 
 
+def submit(session: Session, celery: Celery, principal: Principal, spec: JobCreate, idempotency_key: str | None,
+           settings: Settings) -> tuple[Job, bool]:
+    """POST /v1/jobs as one call. Returns (job, created).
+
+    Checks first, before any transaction: the Idempotency-Key, the deployment's limits, the model,
+    the webhook URL (which resolves its host). Then create_job inserts and commits, and only after
+    the commit is the job queued: a task queued inside an open transaction could run before the row
+    exists, and a broker failure leaves the job queued for the reconciler to send again."""
+    key = check_idempotency_key(idempotency_key)
+    errors = check_limits(spec, settings) or model_checks.submit_problems(spec, settings)
+    if errors:
+        raise InvalidRequest(errors[0]["msg"], errors=errors)
+    check_webhook_url(spec, settings)
+    job, created = create_job(session, principal, spec, key, settings)  # commits
+    if created:
+        enqueue_job(session, celery, job.id)
+    return get_job(session, principal.team_id, job.id), created
+
+
 def create_job(session: Session, principal: Principal, spec: JobCreate, idempotency_key: str | None,
                settings: Settings) -> tuple[Job, bool]:
     """Insert a queued job and commit. Returns (job, created).
@@ -93,22 +96,17 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
             return _replay(existing, digest), False
 
     check_team_caps(session, principal, settings)
-    if spec.webhook_url and not webhooks.has_secret(session, principal.team_id):
+    if spec.webhook_url and not has_secret(session, principal.team_id):
         raise InvalidRequest("this team has no webhook secret to sign with; ask an admin to run "
                              f"`nbl admin webhook-secret --team {principal.team_name}`",
                              errors=[{"loc": ["body", "webhook_url"], "msg": "no webhook secret for this team",
                                       "type": "webhook_secret_missing"}])
 
     now = utcnow()
-    job = Job(id=new_job_id(now), team_id=principal.team_id, status=JobStatus.queued.value,
-              spec=spec.model_dump(mode="json"), idempotency_key=idempotency_key, request_hash=digest,
-              created_at=now, updated_at=now, progress=0.0, attempt=0, cancel_requested=False,
-              hub_token_encrypted=_encrypted_hub_token(spec, settings))
-    session.add(job)
     try:
-        session.flush()
-        session.add(JobEvent(job_id=job.id, kind=EventKind.status.value, message="queued",
-                             data={"status": "queued"}, created_at=now))
+        job = states.insert_queued(session, now, id=new_job_id(now), team_id=principal.team_id,
+                                   spec=spec.model_dump(mode="json"), idempotency_key=idempotency_key,
+                                   request_hash=digest, hub_token_encrypted=_encrypted_hub_token(spec, settings))
         session.commit()
     except IntegrityError:
         session.rollback()
@@ -232,32 +230,10 @@ def list_jobs(session: Session, team_id: int, *, limit: int, after: str | None,
 
 
 def cancel_job(session: Session, team_id: int, job_id: str) -> Job:
-    """queued -> cancelled at once; running -> cancelling (the worker stops at its next checkpoint
-    and finishes it as cancelled); cancelling stays; a terminal job is InvalidJobState (409).
-    Each step is a compare-and-set on the status, retried if the worker moved the job meanwhile."""
+    """Cancel the team's job (states.request_cancel says how), retried if the worker moved it meanwhile."""
     for _ in range(10):
-        job = get_job(session, team_id, job_id)
-        now = utcnow()
-        if job.status == JobStatus.queued.value:
-            target = {"status": JobStatus.cancelled.value, "finished_at": now, "hub_token_encrypted": None}
-        elif job.status == JobStatus.running.value:
-            target = {"status": JobStatus.cancelling.value}
-        elif job.status == JobStatus.cancelling.value:
-            session.commit()
-            return job
-        else:
-            session.rollback()
-            raise InvalidJobState(f"job {job_id} is already {job.status}; only queued or running jobs can be cancelled")
-        res = session.execute(update(Job).where(Job.id == job.id, Job.status == job.status)
-                              .values(cancel_requested=True, updated_at=now, **target)
-                              .execution_options(synchronize_session=False))
-        if res.rowcount == 1:
-            session.add(JobEvent(job_id=job.id, kind=EventKind.status.value, message=target["status"],
-                                 data={"status": target["status"], "requested_by": "api"}, created_at=now))
-            webhooks.enqueue(session, job.id, target["status"], now)  # job.cancelled for a queued job
-            session.commit()
+        if states.request_cancel(session, get_job(session, team_id, job_id)):
             return get_job(session, team_id, job_id)
-        session.rollback()
     raise InvalidJobState(f"job {job_id} kept changing state; try again")
 
 
@@ -283,30 +259,3 @@ def layer_scores(session: Session, team_id: int, job_id: str) -> LayerList:
                                .order_by(LayerScore.layer, LayerScore.mode)):
         by_layer[row.layer][row.mode] = LayerModeScores.model_validate(row)
     return LayerList(data=[LayerScoresOut(layer=i, **modes) for i, modes in sorted(by_layer.items())])
-
-
-# --- views ---------------------------------------------------------------------------------------
-
-
-def job_views(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
-    """JobOut for each job, with its artifacts (one query for all)."""
-    arts: dict[str, list[ArtifactOut]] = defaultdict(list)
-    if jobs:
-        for a in session.scalars(select(Artifact).where(Artifact.job_id.in_([j.id for j in jobs]))
-                                 .order_by(Artifact.job_id, Artifact.k, Artifact.kind)):
-            arts[a.job_id].append(ArtifactOut.model_validate(a))
-    return [
-        JobOut(
-            id=j.id, status=j.status, stage=j.stage, progress=j.progress, eta_seconds=j.eta_seconds,
-            attempt=j.attempt, cancel_requested=j.cancel_requested, spec=j.spec,
-            metadata=j.spec.get("metadata") or {}, selected_layers=j.selected_layers, metrics=j.metrics,
-            artifacts=arts[j.id],
-            error=JobError(type=j.error_type, message=j.error_message) if j.error_type else None,
-            created_at=j.created_at, started_at=j.started_at, finished_at=j.finished_at, updated_at=j.updated_at,
-        )
-        for j in jobs
-    ]
-
-
-def job_view(session: Session, job: Job) -> JobOut:
-    return job_views(session, [job])[0]

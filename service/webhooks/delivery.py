@@ -1,19 +1,13 @@
 """Job webhooks per Standard Webhooks (https://www.standardwebhooks.com): an outbox and a deliverer.
 
 Producer: `enqueue(session, job_id, event)` is called inside the transaction that moves a job to
-a new state (service.jobs.store.finish, service.jobs.service.cancel_job, ...), so the event commits or rolls
+a new state (service.jobs.states, the only caller), so the event commits or rolls
 back with the change. It writes one `webhook_deliveries` row with the exact body:
 
     {"type": "job.succeeded", "timestamp": "...Z", "data": <the job, as GET /v1/jobs/{id} shows it>}
 
 Deliverer: `deliver_due(session, settings)` (the reconciler loop, or `nbl admin deliver-webhooks`)
-POSTs each due row, signed with the team's secret:
-
-    webhook-id: msg_...                 the same on every retry (receivers deduplicate on it)
-    webhook-timestamp: <unix seconds>   of this attempt
-    webhook-signature: v1,<base64(HMAC-SHA256(key, f"{id}.{timestamp}.{body}"))>
-
-where key is the base64-decoded part of the team's `whsec_...` secret. A non-2xx answer, a
+POSTs each due row, signed with the team's secret (service.webhooks.signing). A non-2xx answer, a
 timeout or a refused address is retried after webhook_backoff_s * 2**(attempt-1) (capped), up to
 webhook_max_attempts; each attempt is recorded. Delivery never touches the job: a webhook that
 fails cannot change a job's state. Redirects are not followed, the connection goes to the address
@@ -23,14 +17,10 @@ environment are ignored.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import logging
 import os
 import re
-import secrets
 import time
 from collections import Counter
 from datetime import datetime, timedelta
@@ -45,17 +35,17 @@ from service.core.models import (
     JobStatus,
     WebhookAttempt,
     WebhookDelivery,
-    WebhookSecret,
     WebhookStatus,
     utcnow,
 )
-from service.core.secrets import SecretError, decrypt, encrypt
+from service.core.secrets import SecretError
 from service.core.settings import Settings
+from service.jobs.views import job_view
+from service.webhooks.signing import signed_headers, team_secret
 from service.webhooks.urls import IPAddress, Resolver, WebhookUrlError, resolve_checked, system_resolver
 
 log = logging.getLogger(__name__)
 
-SECRET_PREFIX = "whsec_"
 USER_AGENT = "nbl-service-webhooks/1"
 EVENTS = {  # job status -> event type
     JobStatus.running.value: "job.running",
@@ -67,29 +57,7 @@ EVENTS = {  # job status -> event type
 _SECRET_KEY = re.compile(r"(^|_)token$|secret|password|authorization|api_?key", re.IGNORECASE)
 
 
-# --- signing (pure) ------------------------------------------------------------------------------
-
-
-def new_secret() -> str:
-    """`whsec_` + base64 of 32 random bytes, the format Standard Webhooks libraries accept."""
-    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
-
-
-def secret_key(secret: str) -> bytes:
-    if not secret.startswith(SECRET_PREFIX):
-        raise ValueError("a webhook secret starts with whsec_")
-    return base64.b64decode(secret[len(SECRET_PREFIX):])
-
-
-def sign(secret: str, msg_id: str, timestamp: int, body: str) -> str:
-    """The webhook-signature header: `v1,` + base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}"))."""
-    digest = hmac.new(secret_key(secret), f"{msg_id}.{timestamp}.{body}".encode(), hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode()
-
-
-def signed_headers(secret: str, msg_id: str, timestamp: int, body: str) -> dict[str, str]:
-    return {"webhook-id": msg_id, "webhook-timestamp": str(timestamp),
-            "webhook-signature": sign(secret, msg_id, timestamp, body), "content-type": "application/json"}
+# --- payloads (pure) ---------------------------------------------------------------------------
 
 
 def backoff_s(attempts: int, base: float, cap: float) -> float:
@@ -106,32 +74,6 @@ def scrub(value):
     return value
 
 
-# --- team secrets --------------------------------------------------------------------------------
-
-
-def set_team_secret(session: Session, settings: Settings, team_id: int) -> str:
-    """Create or rotate the team's secret; returns it (print it once). Stored encrypted with the
-    server's key (service.core.secrets). Commits. Pending deliveries are signed with the new one."""
-    secret = new_secret()
-    sealed = encrypt(settings, secret)
-    row = session.get(WebhookSecret, team_id)
-    if row is None:
-        session.add(WebhookSecret(team_id=team_id, secret=sealed, created_at=utcnow()))
-    else:
-        row.secret, row.created_at = sealed, utcnow()
-    session.commit()
-    return secret
-
-
-def team_secret(session: Session, settings: Settings, team_id: int) -> str | None:
-    sealed = session.scalar(select(WebhookSecret.secret).where(WebhookSecret.team_id == team_id))
-    return None if sealed is None else decrypt(settings, sealed)
-
-
-def has_secret(session: Session, team_id: int) -> bool:
-    return session.scalar(select(WebhookSecret.team_id).where(WebhookSecret.team_id == team_id)) is not None
-
-
 # --- the outbox ----------------------------------------------------------------------------------
 
 
@@ -145,8 +87,6 @@ def enqueue(session: Session, job_id: str, status: str, now: datetime | None = N
     url = (job.spec or {}).get("webhook_url") if job is not None else None
     if not url:
         return None
-    from service.jobs.service import job_view  # service.jobs.service calls enqueue too
-
     now = now or utcnow()
     body = {"type": event, "timestamp": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "data": scrub(job_view(session, job).model_dump(mode="json"))}

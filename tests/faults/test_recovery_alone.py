@@ -45,7 +45,7 @@ def test_whole_worker_killed_then_nbl_worker_alone_finishes_the_job(cluster_fact
 
 @deadline(90)
 def test_nbl_serve_alone_requeues_a_job_whose_worker_is_gone(cluster_factory):
-    from service.jobs import store
+    from service.jobs import states
     from service.core.db import make_engine, make_sessionmaker
     from service.core.models import Job, utcnow
     from service_testlib import sqla_broker_messages
@@ -56,7 +56,7 @@ def test_nbl_serve_alone_requeues_a_job_whose_worker_is_gone(cluster_factory):
     engine = make_engine(c.settings)
     sessions = make_sessionmaker(engine)
     with sessions() as s:  # a worker took it, then vanished with the message
-        assert store.claim_job(s, job_id, 5, max_attempts=3, owner="gone:1@x")
+        assert states.claim_job(s, job_id, 5, max_attempts=3, owner="gone:1@x")
         s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
         s.commit()
     before = [m["args"][0] for m in sqla_broker_messages(c.settings)]

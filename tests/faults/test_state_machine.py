@@ -22,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from sqlalchemy import delete, func, select, update
 
 from service.jobs import service as api_jobs
-from service.jobs import store
+from service.jobs import states, store
 from service.core.db import make_engine, make_sessionmaker
 from service.core.errors import InvalidJobState
 from service.core.models import TERMINAL, Artifact, Job, JobEvent, Team, new_job_id, utcnow
@@ -74,7 +74,7 @@ def machine(sessions, service_settings):
 
         def _claim(self, job_id: str) -> None:
             with sessions() as s:
-                token = store.claim_job(s, job_id, 60, max_attempts=MAX_ATTEMPTS, owner=f"w{self.next_worker}")
+                token = states.claim_job(s, job_id, 60, max_attempts=MAX_ATTEMPTS, owner=f"w{self.next_worker}")
             if token is not None:
                 self.workers[self.next_worker] = (job_id, token, False)
                 self.next_worker += 1
@@ -129,7 +129,7 @@ def machine(sessions, service_settings):
             w = self._worker(data)
             job_id, token, _ = self.workers[w]
             with sessions() as s:
-                if not store.heartbeat(s, job_id, token):
+                if not states.heartbeat(s, job_id, token):
                     del self.workers[w]  # the lease is gone: the next progress write stops it
 
         @precondition(lambda self: self.workers)
@@ -146,7 +146,7 @@ def machine(sessions, service_settings):
                 return
             with sessions() as s:
                 holder = s.scalar(select(Job.lease_token).where(Job.id == job_id))
-                if store.finish(s, job_id, token, "succeeded"):
+                if states.finish(s, job_id, token, "succeeded"):
                     assert holder == token, "a worker without the lease succeeded"
                     self.successes[job_id] = self.successes.get(job_id, 0) + 1
 
@@ -157,8 +157,8 @@ def machine(sessions, service_settings):
                 if not store.set_progress(s, job_id, "publish", 0.5, lease_token=token):
                     del self.workers[w]  # lease lost
                     return
-                if store.cancel_requested(s, job_id):
-                    store.finish(s, job_id, token, "cancelled")
+                if states.cancel_requested(s, job_id):
+                    states.finish(s, job_id, token, "cancelled")
                     del self.workers[w]
                     return
                 if not published:
@@ -197,7 +197,7 @@ def machine(sessions, service_settings):
                         self.step(w)
                     if w in self.workers:
                         with sessions() as s:
-                            store.finish(s, self.workers[w][0], self.workers[w][1], "succeeded")
+                            states.finish(s, self.workers[w][0], self.workers[w][1], "succeeded")
                         del self.workers[w]
                 with sessions() as s:
                     s.execute(update(Job).where(Job.lease_expires_at.is_not(None))

@@ -110,6 +110,7 @@ def receiver():
 def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, receiver, tmp_path, caplog):
     from service.core import secrets
     from service.webhooks import delivery as webhooks
+    from service.webhooks import signing
     from service.keys.auth import get_or_create_team, set_team_hub_token
     from service.core.db import make_engine, make_sessionmaker
 
@@ -118,7 +119,7 @@ def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, re
     engine = make_engine(settings)
     with make_sessionmaker(engine)() as s:
         set_team_hub_token(s, "alpha", secrets.encrypt(settings, TEAM_TOKEN))
-        webhooks.set_team_secret(s, settings, get_or_create_team(s, "alpha")[0].id)
+        signing.set_team_secret(s, settings, get_or_create_team(s, "alpha")[0].id)
     log = tmp_path / "worker.log"
     hook = {"webhook_url": receiver.url}
     with TestClient(create_app(settings)) as client:

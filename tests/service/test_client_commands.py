@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from nbl_client import Event, EventList, Job
-from service.jobs import store
+from service.jobs import states, store
 from service.api import create_app
 from cli.main import main
 from cli.client_format import metric_order, metrics_table, readable
@@ -143,10 +143,10 @@ def test_logs_follow_prints_every_event_until_the_job_ends(served, capsys):
 
     def worker():  # whenever it runs, --follow must print all of it and stop at the end
         with make_sessionmaker(engine)() as s:
-            token = store.claim_job(s, job_id, 60)
+            token = states.claim_job(s, job_id, 60)
             store.set_progress(s, job_id, "score", 0.5, lease_token=token)
             store.add_event(s, job_id, "warning", "a warning of the job")
-            store.finish(s, job_id, token, "succeeded")
+            states.finish(s, job_id, token, "succeeded")
 
     t = threading.Thread(target=worker)
     t.start()

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from service.api import create_app
 from service.core.models import Job
-from service.jobs.schemas import _hub_id, dataset_name, model_id, revision
+from service.jobs.schemas import hub_id, dataset_name, model_id, revision
 
 # Every one of these must be refused by the grammar, wherever an identifier goes.
 HOSTILE_IDS = [
@@ -79,7 +79,7 @@ def hostile_bodies() -> dict[str, object]:
 
 @pytest.mark.parametrize("value", HOSTILE_IDS)
 def test_grammars_refuse_hostile_identifiers(value):
-    for check in (model_id, dataset_name, _hub_id, lambda v: _hub_id(v, need_owner=True), revision):
+    for check in (model_id, dataset_name, hub_id, lambda v: hub_id(v, need_owner=True), revision):
         if check is revision and value in LEGAL_BRANCH_NAMES:
             continue
         with pytest.raises(ValueError):
@@ -158,12 +158,12 @@ def test_team_caps_answer_429_with_retry_after(db_url, settings_for, team_key_fo
         # Another team is not affected.
         assert c.post("/v1/jobs", json=body(), headers=beta).status_code == 201
         # One starts running: a queued slot frees, the active cap (3) still has room for one.
-        from service.jobs import store
+        from service.jobs import states
         from service.core.db import make_engine, make_sessionmaker
 
         engine = make_engine(settings)
         with make_sessionmaker(engine)() as s:
-            assert store.claim_job(s, ids[0], 60)
+            assert states.claim_job(s, ids[0], 60)
         engine.dispose()
         assert c.post("/v1/jobs", json=body(), headers=alpha).status_code == 201
         resp = c.post("/v1/jobs", json=body(), headers=alpha)

@@ -9,7 +9,7 @@ import pytest
 from service_testlib import body
 
 from nbl_client import ApiError, Client, Event, Job, MissingKey, WaitTimeout
-from service.jobs import store
+from service.jobs import states, store
 from service.api import create_app
 
 
@@ -69,10 +69,10 @@ def test_wait_follows_a_job_to_its_end(api, sessions):
     def worker():  # as the worker would, once wait is polling
         started.wait(10)
         with sessions() as s:
-            token = store.claim_job(s, job.id, 60)
+            token = states.claim_job(s, job.id, 60)
             store.set_progress(s, job.id, "evaluate", 0.5, lease_token=token)
             store.save_metrics(s, job.id, "base", {"perplexity/wikitext2/ppl": 20.25}, lease_token=token)
-            store.finish(s, job.id, token, "succeeded")
+            states.finish(s, job.id, token, "succeeded")
 
     t = threading.Thread(target=worker)
     t.start()

@@ -45,10 +45,10 @@ def queued_job(s, team_id: int) -> str:
 
 def finished_job(s, team_id: int) -> str:
     """A job with everything a response can carry: events, layer scores, metrics, artifacts, layers."""
-    from service.jobs import store
+    from service.jobs import states, store
 
     job_id = queued_job(s, team_id)
-    token = store.claim_job(s, job_id, 60)
+    token = states.claim_job(s, job_id, 60)
     store.set_progress(s, job_id, "calibrate", 0.5, eta=30, message="half way", lease_token=token)
     store.add_event(s, job_id, "warning", "short blocks", stage="calibrate")
     scores = [{"layer": i, "attn": {"cca_bound": 1.0 + i, "nmse": 0.1, "cosine": 0.9, "cond": 10.0,
@@ -57,7 +57,7 @@ def finished_job(s, team_id: int) -> str:
     store.set_selected_layers(s, job_id, [{"k": 1, "mode": "attn", "layers": [2]}], lease_token=token)
     store.save_metrics(s, job_id, "base", {"perplexity/wikitext2": 20.0, "inf": float("inf")}, lease_token=token)
     store.save_artifact(s, job_id, 1, "local", "file:///published/out/k1", lease_token=token)
-    store.finish(s, job_id, token, "succeeded")
+    states.finish(s, job_id, token, "succeeded")
     return job_id
 
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 from service_testlib import sqla_broker_messages
 from sqlalchemy import select, update
 
-from service.jobs import store
+from service.jobs import states
 from service.core.celery_app import make_celery
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job, JobEvent, Team, new_job_id, utcnow
@@ -31,7 +31,7 @@ def _jobs(sessions, lost: int, unsent: int) -> tuple[list[str], list[str]]:
         s.add_all([Job(id=i, team_id=team.id, spec={"model": {"id": "a/b"}}) for i in ids])
         s.commit()
         for job_id in ids[:lost]:
-            assert store.claim_job(s, job_id, 60, max_attempts=3, owner="dead-worker")
+            assert states.claim_job(s, job_id, 60, max_attempts=3, owner="dead-worker")
         s.execute(update(Job).where(Job.id.in_(ids[:lost])).values(lease_expires_at=utcnow() - timedelta(seconds=5)))
         s.commit()
     return ids[:lost], ids[lost:]

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.jobs import store
+from service.jobs import states, store
 from service.api import create_app
 from cli.main import main
 from service.core.db import make_engine, make_sessionmaker
@@ -93,11 +93,11 @@ def test_submit_and_wait(served, capsys, tmp_path):
 
     # Drive it to success as the worker would: exit 0 and the metrics table.
     with sessions() as s:
-        token = store.claim_job(s, job["id"], 60)
+        token = states.claim_job(s, job["id"], 60)
         store.set_progress(s, job["id"], "evaluate", 0.9, lease_token=token)
         store.save_metrics(s, job["id"], "base", {"perplexity/wikitext2": 20.25}, lease_token=token)
         store.save_metrics(s, job["id"], "k4", {"perplexity/wikitext2": 23.5}, lease_token=token)
-        store.finish(s, job["id"], token, "succeeded")
+        states.finish(s, job["id"], token, "succeeded")
     capsys.readouterr()
     assert main(["wait", job["id"], "--interval", "0.1"]) == 0
     out = capsys.readouterr()
@@ -108,8 +108,8 @@ def test_submit_and_wait(served, capsys, tmp_path):
 
     # Failed -> 1, cancelled -> 2.
     with sessions() as s:
-        token = store.claim_job(s, a["id"], 60)
-        store.finish(s, a["id"], token, "failed", error_type="user", error_message="k=4 >= layers")
+        token = states.claim_job(s, a["id"], 60)
+        states.finish(s, a["id"], token, "failed", error_type="user", error_message="k=4 >= layers")
     assert main(["wait", a["id"], "--quiet"]) == 1
     assert "k=4 >= layers" in capsys.readouterr().out
     c = submit_json(capsys, "--model", "acme/m", "--k", "1")

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from service.jobs import store
+from service.jobs import states, store
 from service.core.models import Job, JobEvent, Team, utcnow
 
 
@@ -40,12 +40,12 @@ def expire_lease(sessions, job_id):
 def test_claim_is_compare_and_set(sessions, new_job):
     job_id = new_job()
     with sessions() as s:
-        token = store.claim_job(s, job_id, 60)
-        assert token and store.claim_job(s, job_id, 60) is None
+        token = states.claim_job(s, job_id, 60)
+        assert token and states.claim_job(s, job_id, 60) is None
         job = s.get(Job, job_id, populate_existing=True)
         assert job.status == "running" and job.attempt == 1 and job.started_at and job.lease_token == token
         assert job.lease_expires_at > utcnow() + timedelta(seconds=50)
-        assert store.claim_job(s, "job_" + "f" * 32, 60) is None  # unknown
+        assert states.claim_job(s, "job_" + "f" * 32, 60) is None  # unknown
 
 
 def test_concurrent_claims_have_one_winner(sessions, new_job):
@@ -55,7 +55,7 @@ def test_concurrent_claims_have_one_winner(sessions, new_job):
     def claim():
         with sessions() as s:
             barrier.wait()
-            tokens.append(store.claim_job(s, job_id, 60))
+            tokens.append(states.claim_job(s, job_id, 60))
 
     threads = [threading.Thread(target=claim) for _ in range(8)]
     for t in threads:
@@ -68,35 +68,35 @@ def test_concurrent_claims_have_one_winner(sessions, new_job):
 def test_expired_lease_is_taken_over_and_the_old_owner_is_fenced(sessions, new_job):
     job_id = new_job()
     with sessions() as s:
-        old = store.claim_job(s, job_id, 60)
+        old = states.claim_job(s, job_id, 60)
     expire_lease(sessions, job_id)
     with sessions() as s:
-        new = store.claim_job(s, job_id, 60)
+        new = states.claim_job(s, job_id, 60)
         assert new and new != old
         assert s.get(Job, job_id, populate_existing=True).attempt == 2
         # The old worker wakes up: every write it tries is refused.
-        assert not store.heartbeat(s, job_id, old)
+        assert not states.heartbeat(s, job_id, old)
         assert not store.set_progress(s, job_id, "score", 0.5, lease_token=old)
         assert not store.save_metrics(s, job_id, "base", {"x": 1.0}, lease_token=old)
         assert not store.save_layer_scores(s, job_id, [], lease_token=old)
         assert not store.save_artifact(s, job_id, 1, "local", "file:///x", lease_token=old)
-        assert not store.finish(s, job_id, old, "failed", error_type="system", error_message="stale")
-        assert store.heartbeat(s, job_id, new)
-        assert store.finish(s, job_id, new, "succeeded")
+        assert not states.finish(s, job_id, old, "failed", error_type="system", error_message="stale")
+        assert states.heartbeat(s, job_id, new)
+        assert states.finish(s, job_id, new, "succeeded")
         assert s.get(Job, job_id, populate_existing=True).status == "succeeded"
 
 
 def test_terminal_states_never_change(sessions, new_job):
     job_id = new_job()
     with sessions() as s:
-        token = store.claim_job(s, job_id, 60)
-        assert store.finish(s, job_id, token, "failed", error_type="timeout", error_message="soft time limit")
-        assert not store.finish(s, job_id, token, "succeeded")
+        token = states.claim_job(s, job_id, 60)
+        assert states.finish(s, job_id, token, "failed", error_type="timeout", error_message="soft time limit")
+        assert not states.finish(s, job_id, token, "succeeded")
         assert not store.set_progress(s, job_id, "publish", 1.0, lease_token=token)
-        assert not store.heartbeat(s, job_id, token)
+        assert not states.heartbeat(s, job_id, token)
     expire_lease(sessions, job_id)
     with sessions() as s:
-        assert store.claim_job(s, job_id, 60) is None
+        assert states.claim_job(s, job_id, 60) is None
         job = s.get(Job, job_id, populate_existing=True)
         assert (job.status, job.error_type, job.error_message) == ("failed", "timeout", "soft time limit")
 
@@ -104,13 +104,13 @@ def test_terminal_states_never_change(sessions, new_job):
 def test_finish_checks_its_arguments(sessions, new_job):
     job_id = new_job()
     with sessions() as s:
-        token = store.claim_job(s, job_id, 60)
+        token = states.claim_job(s, job_id, 60)
         with pytest.raises(ValueError):
-            store.finish(s, job_id, token, "running")
+            states.finish(s, job_id, token, "running")
         with pytest.raises(ValueError):
-            store.finish(s, job_id, token, "failed")  # a failure needs its type
+            states.finish(s, job_id, token, "failed")  # a failure needs its type
         with pytest.raises(ValueError):
-            store.finish(s, job_id, token, "failed", error_type="oops")
+            states.finish(s, job_id, token, "failed", error_type="oops")
         with pytest.raises(ValueError):
             store.add_event(s, job_id, "gossip", "no such kind")
 
@@ -118,12 +118,12 @@ def test_finish_checks_its_arguments(sessions, new_job):
 def test_a_cancelling_job_whose_worker_died_ends_cancelled(sessions, new_job):
     job_id = new_job()
     with sessions() as s:
-        store.claim_job(s, job_id, 60)
+        states.claim_job(s, job_id, 60)
         s.execute(update(Job).where(Job.id == job_id).values(status="cancelling", cancel_requested=True))
         s.commit()
     expire_lease(sessions, job_id)
     with sessions() as s:
-        assert store.claim_job(s, job_id, 60) is None
+        assert states.claim_job(s, job_id, 60) is None
         assert s.get(Job, job_id, populate_existing=True).status == "cancelled"
         kinds = [e.data.get("status") for e in s.scalars(select(JobEvent).where(JobEvent.job_id == job_id))]
         assert kinds[-1] == "cancelled"
@@ -132,11 +132,11 @@ def test_a_cancelling_job_whose_worker_died_ends_cancelled(sessions, new_job):
 def test_heartbeat_extends_the_lease(sessions, new_job):
     job_id = new_job()
     with sessions() as s:
-        token = store.claim_job(s, job_id, 30)
+        token = states.claim_job(s, job_id, 30)
         s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=utcnow() + timedelta(seconds=2),
                                                              heartbeat_at=utcnow() - timedelta(seconds=28)))
         s.commit()
-        assert store.heartbeat(s, job_id, token)
+        assert states.heartbeat(s, job_id, token)
         assert s.get(Job, job_id, populate_existing=True).lease_expires_at > utcnow() + timedelta(seconds=25)
-        assert store.heartbeat(s, job_id, token, lease_seconds=300)
+        assert states.heartbeat(s, job_id, token, lease_seconds=300)
         assert s.get(Job, job_id, populate_existing=True).lease_expires_at > utcnow() + timedelta(seconds=290)

@@ -19,8 +19,9 @@ from sqlalchemy import func, select
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from webhook_receiver import Receiver
 
-from service.jobs import service as jobs, store
+from service.jobs import service as jobs, states
 from service.webhooks import delivery as webhooks
+from service.webhooks import signing
 from service.api import create_app
 from service.keys.auth import Principal, create_key, get_or_create_team
 from service.core.db import make_engine, make_sessionmaker
@@ -56,7 +57,7 @@ def env(db_url, settings_for):
         key, _ = create_key(s, team)
         Env.team_id = team.id
         Env.auth = {"Authorization": f"Bearer {key}"}
-        Env.secret = webhooks.set_team_secret(s, Env.settings, team.id)
+        Env.secret = signing.set_team_secret(s, Env.settings, team.id)
     yield Env
     Env.engine.dispose()
 
@@ -89,11 +90,11 @@ def test_events_are_signed_per_standard_webhooks_and_carry_the_job(env, receiver
         ok, bad, cancelled = (submit(env, c, rx.url) for _ in range(3))
         plain = c.post("/v1/jobs", json=body(), headers=env.auth).json()["id"]  # no webhook: no event
         with env.sessions() as s:
-            token = store.claim_job(s, ok, 60)
-            assert store.finish(s, ok, token, "succeeded")
-            token = store.claim_job(s, bad, 60)
-            assert store.finish(s, bad, token, "failed", error_type="user", error_message="k=40 > 30 layers")
-            store.finish(s, plain, store.claim_job(s, plain, 60), "succeeded")
+            token = states.claim_job(s, ok, 60)
+            assert states.finish(s, ok, token, "succeeded")
+            token = states.claim_job(s, bad, 60)
+            assert states.finish(s, bad, token, "failed", error_type="user", error_message="k=40 > 30 layers")
+            states.finish(s, plain, states.claim_job(s, plain, 60), "succeeded")
         assert c.post(f"/v1/jobs/{cancelled}/cancel", headers=env.auth).json()["status"] == "cancelled"
         api_views = {j: c.get(f"/v1/jobs/{j}", headers=env.auth).json() for j in (ok, bad, cancelled)}
 
@@ -120,7 +121,7 @@ def test_events_are_signed_per_standard_webhooks_and_carry_the_job(env, receiver
         with pytest.raises(WebhookVerificationError):
             verifier.verify(payload, headers | {"webhook-timestamp": str(int(headers["webhook-timestamp"]) - 1)})
         with pytest.raises(WebhookVerificationError):
-            Webhook(webhooks.new_secret()).verify(payload, headers)
+            Webhook(signing.new_secret()).verify(payload, headers)
         # No secret travels: not the signing secret, its key, nor the API key.
         text = payload + json.dumps({k: v for k, v in headers.items() if k != "webhook-signature"})
         for secret in (env.secret, env.secret.removeprefix("whsec_"), env.auth["Authorization"].split()[1]):
@@ -200,7 +201,7 @@ def test_private_urls_are_refused_at_submit_without_allowlist(db_url, settings_f
     with make_sessionmaker(engine)() as s:
         team, _ = get_or_create_team(s, "alpha")
         auth = {"Authorization": f"Bearer {create_key(s, team)[0]}"}
-        webhooks.set_team_secret(s, settings, team.id)
+        signing.set_team_secret(s, settings, team.id)
     with TestClient(create_app(settings)) as c:
         for url in [*PRIVATE_URLS, receiver().url]:
             p = assert_problem(c.post("/v1/jobs", json=body(webhook_url=url), headers=auth), 422, "validation-error")
@@ -251,12 +252,12 @@ def test_the_outbox_row_commits_with_the_state_change_or_not_at_all(env, receive
     with TestClient(create_app(env.settings)) as c:
         job_id = submit(env, c, receiver().url)
     with env.sessions() as s:
-        token = store.claim_job(s, job_id, 60)
+        token = states.claim_job(s, job_id, 60)
         assert [d.event for d in deliveries(env, job_id)] == ["job.running"]
-        assert not store.finish(s, job_id, "not-the-lease", "succeeded")  # rolled back: no event
+        assert not states.finish(s, job_id, "not-the-lease", "succeeded")  # rolled back: no event
         assert [d.event for d in deliveries(env, job_id)] == ["job.running"]
-        assert store.finish(s, job_id, token, "succeeded")
-        assert not store.finish(s, job_id, token, "failed", error_type="system")  # terminal stays
+        assert states.finish(s, job_id, token, "succeeded")
+        assert not states.finish(s, job_id, token, "failed", error_type="system")  # terminal stays
     assert sorted(d.event for d in deliveries(env, job_id)) == ["job.running", "job.succeeded"]
 
 
@@ -271,7 +272,7 @@ def test_the_secret_is_stored_encrypted_and_the_cli_prints_it_once(env, monkeypa
     with env.sessions() as s:
         stored = s.scalar(select(WebhookSecret.secret).where(WebhookSecret.team_id == env.team_id))
         assert secret not in stored and secret[6:] not in stored
-        assert webhooks.team_secret(s, env.settings, env.team_id) == secret  # rotated
+        assert signing.team_secret(s, env.settings, env.team_id) == secret  # rotated
     assert main(["admin", "webhook-secret", "--team", "nobody"]) == 2
     assert main(["admin", "deliver-webhooks"]) == 0
     assert "none due" in capsys.readouterr().out
@@ -283,17 +284,17 @@ def test_the_secret_is_stored_encrypted_and_the_cli_prints_it_once(env, monkeypa
 def test_sign_matches_the_reference_library_and_the_spec_example():
     from datetime import datetime, timezone
 
-    secret = webhooks.new_secret()
+    secret = signing.new_secret()
     body_text = '{"type":"job.succeeded","data":{"id":"job_1"}}'
     ts = 1_700_000_000
-    ours = webhooks.sign(secret, "msg_1", ts, body_text)
+    ours = signing.sign(secret, "msg_1", ts, body_text)
     assert ours == Webhook(secret).sign("msg_1", datetime.fromtimestamp(ts, tz=timezone.utc), body_text)
     # The example of the Standard Webhooks specification (its README's test vector).
     spec_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-    assert webhooks.sign(spec_secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
+    assert signing.sign(spec_secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
                          '{"test": 2432232314}') == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
     with pytest.raises(ValueError):
-        webhooks.sign("not-a-secret", "msg_1", ts, body_text)
+        signing.sign("not-a-secret", "msg_1", ts, body_text)
 
 
 def test_backoff_doubles_up_to_the_cap():

@@ -1,0 +1,252 @@
+"""The job's state machine: the one place that writes `jobs.status`, and with each change the
+status event and the webhook outbox row, in the same transaction.
+
+    queued --claim--> running --finish--> succeeded | failed | cancelled
+    queued --cancel--> cancelled            running --cancel--> cancelling --finish--> cancelled
+    running (lease expired) --requeue--> queued      (the reconciler; or failed after max attempts)
+    cancelling (lease expired) --claim or reconcile--> cancelled
+
+Ownership is a lease: `claim_job` hands back a token and every later write that matters is fenced
+by it (`owned`), so a worker that lost its lease cannot overwrite the new owner's work. Terminal
+states never change. Each transition is a compare-and-set on the row, so two workers, two API
+calls or two reconcilers racing on one job move it once. Every function that writes commits (or
+rolls back) before it returns, except `insert_queued`, whose caller commits the new row.
+tests/test_layers.py checks that no other module writes a status, a JobEvent or an outbox row.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, bindparam, case, or_, select, update
+from sqlalchemy.orm import Session
+
+from service.core.errors import InvalidJobState
+from service.core.models import (
+    OWNED,
+    TERMINAL,
+    ErrorType,
+    EventKind,
+    Job,
+    JobEvent,
+    JobStatus,
+    UTCDateTime,
+    utcnow,
+)
+from service.webhooks import delivery as webhooks
+
+EVENT_KINDS = {k.value for k in EventKind}
+ERROR_TYPES = {e.value for e in ErrorType}
+
+
+def finite(x: Any) -> float | None:
+    """JSON has no NaN/inf: store them as NULL."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def owned(job_id: str, lease_token: str | None):
+    """WHERE clause: this job, still held by `lease_token` (no fence when the token is None)."""
+    clause = and_(Job.id == job_id, Job.status.in_(OWNED))
+    return clause if lease_token is None else and_(clause, Job.lease_token == lease_token)
+
+
+def event(session: Session, job_id: str, kind: str, *, message: str | None = None, stage: str | None = None,
+          progress: float | None = None, data: Mapping | None = None, now=None) -> JobEvent:
+    """Add a row to the job's event log (no commit). service.jobs.store uses it for stage, progress,
+    log and warning events; the status events are written below, with their transitions."""
+    if kind not in EVENT_KINDS:
+        raise ValueError(f"event kind must be one of {sorted(EVENT_KINDS)}, got {kind!r}")
+    ev = JobEvent(job_id=job_id, kind=kind, message=message, stage=stage, progress=finite(progress),
+                  data=dict(data) if data is not None else None, created_at=now or utcnow())
+    session.add(ev)
+    return ev
+
+
+def _changed(session: Session, job_id: str, status: str, now: datetime, message: str, **data: Any) -> None:
+    """The status event and the webhook outbox row of a transition, in its transaction."""
+    event(session, job_id, EventKind.status.value, message=message, data={"status": status, **data}, now=now)
+    webhooks.enqueue(session, job_id, status, now)  # no event for queued or cancelling: enqueue skips them
+
+
+# --- create --------------------------------------------------------------------------------------
+
+
+def insert_queued(session: Session, now: datetime, **fields: Any) -> Job:
+    """Add a new queued job (created at `now`) and its first event, flushed but not committed: the
+    caller commits, and catches the IntegrityError of an idempotency race."""
+    job = Job(status=JobStatus.queued.value, created_at=now, updated_at=now, progress=0.0, attempt=0,
+              cancel_requested=False, **fields)
+    session.add(job)
+    session.flush()
+    session.add(JobEvent(job_id=job.id, kind=EventKind.status.value, message="queued",
+                         data={"status": "queued"}, created_at=now))
+    return job
+
+
+# --- ownership -----------------------------------------------------------------------------------
+
+
+def claim_job(session: Session, job_id: str, lease_seconds: int, *, max_attempts: int | None = None,
+              owner: str | None = None, dead_owner: str | None = None) -> str | None:
+    """Compare-and-set queued -> running (or take over a running job whose lease expired).
+
+    Returns the new lease token, or None when the job is not claimable: unknown, terminal, or
+    running under a live lease. A cancelling job whose worker died is finished as cancelled here.
+    attempt += 1; started_at is set on the first claim. `owner` (worker.ownership) is recorded;
+    `dead_owner` also takes over a live lease that this owner holds (the caller knows it died).
+    With `max_attempts`, a job that already had that many is not taken over: the reconciler fails
+    it, so a poison job cannot loop.
+    """
+    now = utcnow()
+    token = secrets.token_hex(16)
+    now_param = bindparam("claim_now", now, type_=UTCDateTime())
+    expired = Job.lease_expires_at < now
+    if dead_owner is not None:
+        expired = or_(expired, Job.lease_owner == dead_owner)
+    takeover = and_(Job.status == JobStatus.running.value, expired)
+    if max_attempts is not None:
+        takeover = and_(takeover, Job.attempt < max_attempts)
+    res = session.execute(
+        update(Job)
+        .where(Job.id == job_id, or_(Job.status == JobStatus.queued.value, takeover))
+        .values(status=JobStatus.running.value, attempt=Job.attempt + 1, lease_token=token, lease_owner=owner,
+                lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now, updated_at=now,
+                started_at=case((Job.started_at.is_(None), now_param), else_=Job.started_at))
+        .execution_options(synchronize_session=False)
+    )
+    if res.rowcount == 1:
+        attempt = session.scalar(select(Job.attempt).where(Job.id == job_id))
+        _changed(session, job_id, JobStatus.running.value, now, f"running (attempt {attempt})", attempt=attempt)
+        session.commit()
+        return token
+    # A cancel arrived for a job whose worker died: nobody will reach the next checkpoint.
+    res = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.cancelling.value, Job.lease_expires_at < now)
+        .values(status=JobStatus.cancelled.value, finished_at=now, updated_at=now, lease_expires_at=None,
+                hub_token_encrypted=None)
+        .execution_options(synchronize_session=False)
+    )
+    if res.rowcount == 1:
+        _changed(session, job_id, JobStatus.cancelled.value, now, "cancelled")
+    session.commit()
+    return None
+
+
+def heartbeat(session: Session, job_id: str, lease_token: str, lease_seconds: int | None = None) -> bool:
+    """Extend the lease. False when it is no longer ours (taken over, or the job ended)."""
+    now = utcnow()
+    values: dict[str, Any] = {"heartbeat_at": now}
+    if lease_seconds is not None:
+        values["lease_expires_at"] = now + timedelta(seconds=lease_seconds)
+    else:  # keep the same lease length as the claim gave
+        values["lease_expires_at"] = now + _lease_length(session, job_id, lease_token)
+    res = session.execute(update(Job).where(owned(job_id, lease_token)).values(**values)
+                          .execution_options(synchronize_session=False))
+    session.commit()
+    return res.rowcount == 1
+
+
+def _lease_length(session: Session, job_id: str, lease_token: str) -> timedelta:
+    row = session.execute(select(Job.lease_expires_at, Job.heartbeat_at)
+                          .where(Job.id == job_id, Job.lease_token == lease_token)).first()
+    if row is None or row.lease_expires_at is None or row.heartbeat_at is None:
+        return timedelta(seconds=120)
+    return max(row.lease_expires_at - row.heartbeat_at, timedelta(seconds=5))
+
+
+def finish(session: Session, job_id: str, lease_token: str, status: str, error_type: str | None = None,
+           error_message: str | None = None) -> bool:
+    """Move an owned job to its terminal state. False (nothing written) when the lease is not ours
+    or the job is already terminal. A failure needs an error_type: user | system | timeout."""
+    if status not in TERMINAL:
+        raise ValueError(f"finish() takes a terminal status {sorted(TERMINAL)}, got {status!r}")
+    if status == JobStatus.failed.value and error_type not in ERROR_TYPES:
+        raise ValueError(f"a failed job needs error_type in {sorted(ERROR_TYPES)}, got {error_type!r}")
+    if status != JobStatus.failed.value and error_type is not None:
+        raise ValueError("error_type is only for failed jobs")
+    now = utcnow()
+    values: dict[str, Any] = {"status": status, "finished_at": now, "updated_at": now, "lease_expires_at": None,
+                              "error_type": error_type, "error_message": (error_message or None) and error_message[:4000],
+                              "eta_seconds": None, "hub_token_encrypted": None}  # a job's own token dies with it
+    if status == JobStatus.succeeded.value:
+        values["progress"] = 1.0
+    res = session.execute(update(Job).where(owned(job_id, lease_token)).values(**values)
+                          .execution_options(synchronize_session=False))
+    if res.rowcount != 1:
+        session.rollback()
+        return False
+    data = {"error_type": error_type} if error_type else {}
+    _changed(session, job_id, status, now, status if not error_message else f"{status}: {error_message[:500]}", **data)
+    session.commit()  # the outbox row commits with the terminal state
+    return True
+
+
+# --- cancel --------------------------------------------------------------------------------------
+
+
+def request_cancel(session: Session, job: Job) -> bool:
+    """The API's cancel, as one compare-and-set on the status `job` was read with: queued ->
+    cancelled at once; running -> cancelling (the worker stops at its next checkpoint and finishes
+    it as cancelled); cancelling stays; a terminal job is InvalidJobState (409). True when done
+    (committed); False when the job moved meanwhile (rolled back: read it again and retry)."""
+    now = utcnow()
+    if job.status == JobStatus.queued.value:
+        target = {"status": JobStatus.cancelled.value, "finished_at": now, "hub_token_encrypted": None}
+    elif job.status == JobStatus.running.value:
+        target = {"status": JobStatus.cancelling.value}
+    elif job.status == JobStatus.cancelling.value:
+        session.commit()
+        return True
+    else:
+        session.rollback()
+        raise InvalidJobState(f"job {job.id} is already {job.status}; only queued or running jobs can be cancelled")
+    res = session.execute(update(Job).where(Job.id == job.id, Job.status == job.status)
+                          .values(cancel_requested=True, updated_at=now, **target)
+                          .execution_options(synchronize_session=False))
+    if res.rowcount != 1:
+        session.rollback()
+        return False
+    _changed(session, job.id, target["status"], now, target["status"], requested_by="api")  # job.cancelled if queued
+    session.commit()
+    return True
+
+
+def cancel_requested(session: Session, job_id: str) -> bool:
+    """The worker's checkpoint: True when the job should stop (a cancel was asked, or the row is
+    gone); it then acknowledges with finish(..., "cancelled")."""
+    row = session.execute(select(Job.status, Job.cancel_requested).where(Job.id == job_id)).first()
+    session.commit()
+    return row is None or row.cancel_requested or row.status in (JobStatus.cancelling.value, JobStatus.cancelled.value)
+
+
+# --- requeue -------------------------------------------------------------------------------------
+
+
+def requeue_lost(session: Session, job, max_attempts: int, now: datetime) -> str | None:
+    """The reconciler's running -> queued, if the lease it saw (`job`: a row with id, lease_token,
+    attempt, stage, lease_owner) is still the one held and still expired. Returns the event's
+    message, or None when the worker renewed its lease in time or another reconciler got there first."""
+    res = session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.status == JobStatus.running.value, Job.lease_token == job.lease_token,
+               Job.lease_expires_at < now)
+        .values(status=JobStatus.queued.value, lease_token=None, lease_expires_at=None, dispatched_at=None,
+                progress=0.0, eta_seconds=None, updated_at=now)
+        .execution_options(synchronize_session=False))
+    if res.rowcount != 1:
+        session.rollback()
+        return None
+    who = f"worker {job.lease_owner}" if job.lease_owner else "worker"
+    message = f"queued again: {who} lost at stage {job.stage or 'claim'} (attempt {job.attempt} of {max_attempts})"
+    _changed(session, job.id, JobStatus.queued.value, now, message, reason="worker lost", attempt=job.attempt,
+             stage=job.stage)
+    session.commit()
+    return message

@@ -1,0 +1,37 @@
+"""The job as the API shows it (JobOut), built from the rows. Read by the endpoints and by the
+webhook outbox (service.webhooks.delivery), which sends the same view as GET /v1/jobs/{id}."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.core.models import Artifact, Job
+from service.jobs.responses import ArtifactOut, JobError, JobOut
+
+
+def job_views(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
+    """JobOut for each job, with its artifacts (one query for all)."""
+    arts: dict[str, list[ArtifactOut]] = defaultdict(list)
+    if jobs:
+        for a in session.scalars(select(Artifact).where(Artifact.job_id.in_([j.id for j in jobs]))
+                                 .order_by(Artifact.job_id, Artifact.k, Artifact.kind)):
+            arts[a.job_id].append(ArtifactOut.model_validate(a))
+    return [
+        JobOut(
+            id=j.id, status=j.status, stage=j.stage, progress=j.progress, eta_seconds=j.eta_seconds,
+            attempt=j.attempt, cancel_requested=j.cancel_requested, spec=j.spec,
+            metadata=j.spec.get("metadata") or {}, selected_layers=j.selected_layers, metrics=j.metrics,
+            artifacts=arts[j.id],
+            error=JobError(type=j.error_type, message=j.error_message) if j.error_type else None,
+            created_at=j.created_at, started_at=j.started_at, finished_at=j.finished_at, updated_at=j.updated_at,
+        )
+        for j in jobs
+    ]
+
+
+def job_view(session: Session, job: Job) -> JobOut:
+    return job_views(session, [job])[0]
