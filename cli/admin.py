@@ -1,4 +1,5 @@
-"""The service's commands for the `nbl` entry point (wired in cli/main.py). Registered here:
+"""The service's administration commands, and the one database-session helper (`db_session`) that
+every `nbl admin` command uses. cli/main.py wires them in; the commands:
 
     nbl admin create-key, list-keys, revoke-key, rotate-key   teams and API keys (cli/keys.py)
     nbl admin migrate                   alembic upgrade head
@@ -7,11 +8,11 @@
     nbl admin gen-secret-key            a new NBL_SECRET_KEY
     nbl admin webhook-secret --team N   create or rotate the team's webhook signing secret (printed once)
     nbl admin deliver-webhooks          send the webhook deliveries that are due (one pass)
-    nbl admin gc [--dry-run] [--json]   free scratch of ended jobs, the stats cache over its cap (service/outputs/gc.py)
-    nbl admin migrate-outputs           move old flat-layout local outputs under their team (service/outputs/migration.py)
+    nbl admin gc [--dry-run] [--json]   free scratch of ended jobs, the stats cache over its cap (cli/outputs.py)
+    nbl admin migrate-outputs           move old flat-layout local outputs under their team (cli/outputs.py)
     nbl reconcile [--once] [--interval S]  requeue jobs whose worker died, fail poison jobs, re-send
                                         jobs the broker lost (service/jobs/reconciler.py)
-    nbl serve [--host H --port P]       the HTTP API (uvicorn)
+    nbl serve [--host H --port P]       the HTTP API (uvicorn; cli/serve.py)
     nbl submit, wait, jobs, cancel, logs  the API's client (cli/client.py, over nbl_client)
 
 Nothing heavy is imported at module level, so `nbl --help` stays instant.
@@ -22,15 +23,37 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from cli.client import add_client_commands
-from cli.keys import add_key_commands
+
+@contextmanager
+def db_session(settings) -> Iterator:
+    """The one way an admin command reaches the database: a Session on an engine of its own,
+    disposed of on the way out (the command is the process: no pool outlives it)."""
+    from service.core.db import make_engine, make_sessionmaker
+
+    engine = make_engine(settings)
+    try:
+        with make_sessionmaker(engine)() as session:
+            yield session
+    finally:
+        engine.dispose()
 
 
-def add_service_commands(sub) -> None:
-    admin = sub.add_parser("admin", help="administer the service: API keys, migrations, the reconciler")
-    asub = admin.add_subparsers(dest="admin_command", required=True)
-    add_key_commands(asub)
+def migrated_settings(announce: bool = False):
+    """Settings, with the schema created on a fresh database and refused when out of date."""
+    from service.core.migrate import ensure_schema
+    from service.core.settings import Settings
+
+    settings = Settings()
+    if ensure_schema(settings) == "created" and announce:
+        print(f"database: {safe_url(settings.database_url)} (migrated)")
+    return settings
+
+
+def add_admin_commands(asub) -> None:
+    """The `nbl admin` commands of this module (cli/keys.py and cli/outputs.py add theirs)."""
     p = asub.add_parser("migrate", help="upgrade the database schema to the latest revision")
     p.set_defaults(func=cmd_migrate)
     p = asub.add_parser("dispatch", help="re-send queued jobs that never reached the broker, and jobs whose worker died")
@@ -51,11 +74,9 @@ def add_service_commands(sub) -> None:
     p.set_defaults(func=cmd_webhook_secret)
     p = asub.add_parser("deliver-webhooks", help="send the webhook deliveries that are due (one pass)")
     p.set_defaults(func=cmd_deliver_webhooks)
-    from service.outputs import gc, migration as outputs_migration  # nbl admin gc, migrate-outputs: modules of their own
 
-    gc.add_command(asub)
-    outputs_migration.add_command(asub)
 
+def add_reconcile(sub) -> None:
     p = sub.add_parser("reconcile", help="run the reconciler: requeue jobs whose worker died, fail poison jobs, "
                        "re-send jobs the broker lost",
                        description="A pass every --interval seconds (default $NBL_RECONCILE_INTERVAL or 30); "
@@ -64,16 +85,10 @@ def add_service_commands(sub) -> None:
     p.add_argument("--interval", type=float, default=None, help="seconds between passes")
     p.set_defaults(func=cmd_reconcile)
 
-    p = sub.add_parser("serve", help="run the HTTP API")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--log-level", default="info")
-    p.set_defaults(func=cmd_serve)
-
-    add_client_commands(sub)
 
 
-# --- admin and serve -----------------------------------------------------------------------------
+
+# --- the commands -----------------------------------------------------------------------------------
 
 
 def cmd_migrate(args) -> int:
@@ -90,19 +105,16 @@ def cmd_migrate(args) -> int:
 
 def cmd_dispatch(args) -> int:
     from service.core.celery_app import make_celery
-    from service.core.db import make_engine, make_sessionmaker
     from service.jobs.queue import dispatch_queued
     from service.core.settings import Settings
 
     settings = Settings()
-    engine = make_engine(settings)
     celery = make_celery(settings)
     try:
-        with make_sessionmaker(engine)() as session:
+        with db_session(settings) as session:
             sent = dispatch_queued(session, celery, stale_after_s=args.stale_after)
     finally:
         celery.close()
-        engine.dispose()
     print(f"re-sent {len(sent)} job(s)" + "".join(f"\n  {j}" for j in sent))
     return 0
 
@@ -125,18 +137,13 @@ def read_secret(env_var: str, prompt: str) -> str:
 
 def cmd_set_hub_token(args) -> int:
     from service.keys.auth import set_team_hub_token
-    from service.core.db import make_engine, make_sessionmaker
     from service.core.secrets import encrypt
     from service.core.settings import Settings
 
     settings = Settings()
     ciphertext = None if args.clear else encrypt(settings, read_secret("NBL_HUB_TOKEN", "Hub token: "))
-    engine = make_engine(settings)
-    try:
-        with make_sessionmaker(engine)() as session:
-            set_team_hub_token(session, args.team, ciphertext)
-    finally:
-        engine.dispose()
+    with db_session(settings) as session:
+        set_team_hub_token(session, args.team, ciphertext)
     print(f"team: {args.team}: Hub token {'removed' if args.clear else 'stored (encrypted)'}")
     return 0
 
@@ -151,46 +158,30 @@ def cmd_gen_secret_key(args) -> int:
 def cmd_webhook_secret(args) -> int:
     from sqlalchemy import select
 
-    from service.core.db import make_engine, make_sessionmaker
     from service.core.models import Team
     from service.core.settings import Settings
     from service.webhooks.signing import set_team_secret
 
     settings = Settings()
-    engine = make_engine(settings)
-    try:
-        with make_sessionmaker(engine)() as session:
-            team = session.scalar(select(Team).where(Team.name == args.team))
-            if team is None:
-                raise ValueError(f"no team {args.team!r} (`nbl admin create-key --team NAME --create-team` creates one)")
-            secret = set_team_secret(session, settings, team.id)
-    finally:
-        engine.dispose()
+    with db_session(settings) as session:
+        team = session.scalar(select(Team).where(Team.name == args.team))
+        if team is None:
+            raise ValueError(f"no team {args.team!r} (`nbl admin create-key --team NAME --create-team` creates one)")
+        secret = set_team_secret(session, settings, team.id)
     print(f"team: {args.team}: webhook secret set; earlier secrets no longer sign. Shown once, store it now:")
     print(secret)
     return 0
 
 
 def cmd_deliver_webhooks(args) -> int:
-    from service.core.db import make_engine, make_sessionmaker
     from service.core.settings import Settings
     from service.webhooks.delivery import deliver_due
 
     settings = Settings()
-    engine = make_engine(settings)
-    try:
-        with make_sessionmaker(engine)() as session:
-            counts = deliver_due(session, settings)
-    finally:
-        engine.dispose()
+    with db_session(settings) as session:
+        counts = deliver_due(session, settings)
     print("webhooks: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none due"))
     return 0
-
-
-def cmd_serve(args) -> int:
-    from cli.serve import serve
-
-    return serve(args.host, args.port, args.log_level)
 
 
 def cmd_reconcile(args) -> int:

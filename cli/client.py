@@ -24,7 +24,7 @@ from nbl_client import DEFAULT_URL, ApiError, Client, MissingKey, Unavailable
 
 from cli import client_commands
 from cli.client_format import job_lines
-from cli.client_wait import EXIT_API, EXIT_TIMEOUT, wait_for
+from cli.client_wait import failed, wait_for
 from cli.job_request import build_request
 
 DEFAULT_API_URL = DEFAULT_URL
@@ -140,17 +140,12 @@ def _client(args) -> Client:
     return Client(args.api_url, args.api_key, connect_timeout=args.connect_timeout)
 
 
-def _fail(code: int, error: Exception) -> int:
-    print(f"nbl: {error}", file=sys.stderr)
-    return code
-
-
 def _run(command):
     def run(args) -> int:
         try:
             client = _client(args)
         except MissingKey as e:
-            return _fail(EXIT_API, e)
+            return failed(e)
         with client:
             return command(client, args)
     return run
@@ -162,15 +157,13 @@ def cmd_submit(args) -> int:
     try:
         client = _client(args)
     except MissingKey as e:
-        return _fail(EXIT_API, e)
+        return failed(e)
     with client:
         try:
             key = args.idempotency_key or f"nbl-cli-{uuid.uuid4().hex}"  # the same job across retries
             job = client.submit(body, idempotency_key=key, timeout=timeout or None)
-        except Unavailable as e:
-            return _fail(EXIT_TIMEOUT, e)
-        except ApiError as e:
-            return _fail(EXIT_API, e)
+        except (Unavailable, ApiError) as e:
+            return failed(e)
         if not args.wait:
             print(json.dumps(job.model_dump(mode="json"), indent=2) if args.json else "\n".join(job_lines(
                 job.model_dump(mode="json"))))
@@ -185,7 +178,7 @@ def cmd_wait(args) -> int:
     try:
         client = _client(args)
     except MissingKey as e:
-        return _fail(EXIT_API, e)
+        return failed(e)
     with client:
         return wait_for(client, args.job, timeout=args.timeout, interval=args.interval, quiet=args.quiet,
                         as_json=args.json)

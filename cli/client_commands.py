@@ -14,7 +14,7 @@ import time
 from nbl_client import ApiError, Client, Unavailable
 
 from cli.client_format import event_line, job_row
-from cli.client_wait import EXIT_API, EXIT_TIMEOUT
+from cli.client_wait import failed
 
 
 def parse_pairs(items: list[str], flag: str = "--metadata") -> dict[str, str]:
@@ -32,12 +32,8 @@ def _guard(fn):
     def run(client: Client, args) -> int:
         try:
             return fn(client, args)
-        except Unavailable as e:
-            print(f"nbl: {e}", file=sys.stderr)
-            return EXIT_TIMEOUT
-        except ApiError as e:
-            print(f"nbl: {e}", file=sys.stderr)
-            return EXIT_API
+        except (Unavailable, ApiError) as e:
+            return failed(e)
     return run
 
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from nbl_client import ApiError, Client, Unavailable, WaitTimeout
+from nbl_client import ApiError, Client, Unavailable
 
 from cli.client_format import eta, event_line, job_lines, metrics_table, readable
 
@@ -21,6 +21,13 @@ HEARTBEAT_S = 60.0
 EXIT = {"succeeded": 0, "failed": 1, "cancelled": 2}
 EXIT_TIMEOUT, EXIT_API = 3, 4
 SHOWN_EVENTS = ("stage", "warning", "status")
+
+
+def failed(error: Exception) -> int:
+    """An API failure said in one line; its exit code: 3 when the API was unreachable or busy (or
+    the wait ran out), 4 when it refused (ApiError, or no API key to send)."""
+    print(f"nbl: {error}", file=sys.stderr)
+    return EXIT_TIMEOUT if isinstance(error, Unavailable) else EXIT_API
 
 
 class WaitPrinter:
@@ -70,14 +77,7 @@ def wait_for(client: Client, job_id: str, *, timeout: float, interval: float, qu
     try:
         job = client.wait(job_id, timeout=timeout or None, interval=interval,
                           on_poll=None if quiet else WaitPrinter())
-    except WaitTimeout as e:
-        print(f"nbl: {e}", file=sys.stderr)
-        return EXIT_TIMEOUT
-    except Unavailable as e:
-        print(f"nbl: {e}", file=sys.stderr)
-        return EXIT_TIMEOUT
-    except ApiError as e:
-        print(f"nbl: {e}", file=sys.stderr)
-        return EXIT_API
+    except (Unavailable, ApiError) as e:  # WaitTimeout is an Unavailable
+        return failed(e)
     print_result(job, as_json)
     return EXIT[job.status]

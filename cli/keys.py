@@ -1,4 +1,4 @@
-"""`nbl admin` commands for teams and API keys (registered by cli/admin.py's add_service_commands).
+"""`nbl admin` commands for teams and API keys (wired in by cli/main.py).
 
     nbl admin create-key --team NAME [--create-team]   a new key for a team (a new team only if asked)
     nbl admin list-keys [--team NAME] [--json]          id, prefix, team, created/last used/revoked; never a key
@@ -12,9 +12,9 @@ A typo in --team is an error, not a new team: new teams need --create-team.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
+
+from cli.admin import db_session, migrated_settings
 
 
 def add_key_commands(asub) -> None:
@@ -37,30 +37,6 @@ def add_key_commands(asub) -> None:
     p.set_defaults(func=cmd_rotate_key)
 
 
-@contextmanager
-def _session(settings) -> Iterator:
-    from service.core.db import make_engine, make_sessionmaker
-
-    engine = make_engine(settings)
-    try:
-        with make_sessionmaker(engine)() as session:
-            yield session
-    finally:
-        engine.dispose()
-
-
-def _settings(announce: bool = False):
-    """Settings, with the schema created on a fresh database and refused when out of date."""
-    from cli.admin import safe_url
-    from service.core.migrate import ensure_schema
-    from service.core.settings import Settings
-
-    settings = Settings()
-    if ensure_schema(settings) == "created" and announce:
-        print(f"database: {safe_url(settings.database_url)} (migrated)")
-    return settings
-
-
 def _existing_team(session, name: str, hint: str = ""):
     import difflib
 
@@ -80,7 +56,7 @@ def cmd_create_key(args) -> int:
     from service.keys.auth import check_team_name, create_key, get_or_create_team, get_team
 
     check_team_name(args.team)
-    with _session(_settings(announce=True)) as session:
+    with db_session(migrated_settings(announce=True)) as session:
         if get_team(session, args.team) is None and not args.create_team:
             _existing_team(session, args.team, hint="; give --create-team to create it")
         team, created = get_or_create_team(session, args.team)
@@ -94,7 +70,7 @@ def cmd_create_key(args) -> int:
 def cmd_rotate_key(args) -> int:
     from service.keys.auth import create_key, list_keys
 
-    with _session(_settings()) as session:
+    with db_session(migrated_settings()) as session:
         team = _existing_team(session, args.team)
         key, row = create_key(session, team, args.name)
         older = [k for k, _ in list_keys(session, team) if k.id != row.id and k.revoked_at is None]
@@ -109,7 +85,7 @@ def cmd_rotate_key(args) -> int:
 def cmd_revoke_key(args) -> int:
     from service.keys.auth import revoke_key
 
-    with _session(_settings()) as session:
+    with db_session(migrated_settings()) as session:
         row, now = revoke_key(session, args.key_id)
         if now:
             print(f"key {row.id} ({row.prefix}...) revoked: it answers 401 from now on")
@@ -121,7 +97,7 @@ def cmd_revoke_key(args) -> int:
 def cmd_list_keys(args) -> int:
     from service.keys.auth import list_keys
 
-    with _session(_settings()) as session:
+    with db_session(migrated_settings()) as session:
         team = _existing_team(session, args.team) if args.team is not None else None
         rows = [{"id": k.id, "prefix": k.prefix, "team": name, "name": k.name, "created_at": k.created_at,
                  "last_used_at": k.last_used_at, "revoked_at": k.revoked_at} for k, name in list_keys(session, team)]

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
-from cli.admin import add_service_commands
+from cli.admin import add_admin_commands, add_reconcile
+from cli.client import add_client_commands
 from cli.compress import add_compress
 from cli.eval import add_eval
+from cli.keys import add_key_commands
+from cli.outputs import add_output_commands
+from cli.serve import add_serve
 from cli.worker import add_import_gguf, add_worker
 
 
@@ -24,14 +29,29 @@ def main(argv: list[str] | None = None) -> int:
     add_eval(sub)
     add_import_gguf(sub)
     add_worker(sub)
-    add_service_commands(sub)
+    admin = sub.add_parser("admin", help="administer the service: API keys, migrations, the reconciler")
+    asub = admin.add_subparsers(dest="admin_command", required=True)
+    add_key_commands(asub)
+    add_admin_commands(asub)
+    add_output_commands(asub)
+    add_reconcile(sub)
+    add_serve(sub)
+    add_client_commands(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
+        return code
     except ValueError as e:  # user errors: bad input, refused model, too little data
         print(f"nbl: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`nbl admin list-keys | head -1`): stop quietly, as a Unix filter does.
+        # Python's advice (library/signal.html, "Note on SIGPIPE"): point stdout at devnull so the
+        # flush at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -5,6 +5,14 @@ embedded default (`nbl serve` + `nbl worker`) recovers lost jobs with no third p
 from __future__ import annotations
 
 
+def add_serve(sub) -> None:
+    p = sub.add_parser("serve", help="run the HTTP API")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=lambda args: serve(args.host, args.port, args.log_level))
+
+
 def serve(host: str, port: int, log_level: str) -> int:
     import uvicorn
 

@@ -1,4 +1,4 @@
-"""`nbl admin gc [--dry-run] [--json]`: report and free the disk space that jobs leave behind.
+"""Report and free the disk space that jobs leave behind (`nbl admin gc`, cli/outputs.py).
 
 A worker deletes its job's scratch directory when the job ends (worker/retention.py), but not every
 job ends in a worker: one failed or cancelled by the reconciler or the API after its worker died
@@ -15,7 +15,6 @@ Published outputs are never touched. Safe to run at any time, as often as wanted
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -96,28 +95,3 @@ def collect(settings: Settings, dry_run: bool = False) -> dict:
                 continue  # gone meanwhile (a worker's own cleanup, another gc)
         freed.append(item)
     return {"dry_run": dry_run, "items": [asdict(i) for i in freed], "bytes": sum(i.bytes for i in freed)}
-
-
-def cmd_gc(args) -> int:
-    report = collect(Settings(), dry_run=args.dry_run)
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    verb = "would free" if args.dry_run else "freed"
-    for i in report["items"]:
-        print(f"{i['kind']:8} {i['bytes']:>14,} B  {i['path']}  ({i['reason']})")
-    print(f"{verb} {report['bytes']:,} bytes in {len(report['items'])} item(s)")
-    return 0
-
-
-def add_command(asub) -> None:
-    p = asub.add_parser("gc", help="report and free disk space: scratch and staging directories of ended jobs, "
-                        "the statistics cache over its cap",
-                        description="Frees NBL_HOME/jobs/<id> and NBL_PUBLISH_DIR/.nbl-staging/<id> of jobs that "
-                        "ended (or that the database does not know), statistics cache entries least recently used "
-                        "first down to NBL_STATS_CACHE_MAX_BYTES, and cache writes left unfinished over a day ago. "
-                        "Never touches published outputs nor a queued or running job's directories.")
-    p.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
-    p.add_argument("--json", action="store_true", help='print {"dry_run", "items": [{kind, path, bytes, reason}], '
-                   '"bytes"}')
-    p.set_defaults(func=cmd_gc)

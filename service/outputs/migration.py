@@ -1,4 +1,4 @@
-"""`nbl admin migrate-outputs [--dry-run] [--json]`: local outputs of the old flat layout,
+"""Local outputs of the old flat layout (`nbl admin migrate-outputs`, cli/outputs.py),
 NBL_PUBLISH_DIR/<name>, move to NBL_PUBLISH_DIR/<team>/<name>, and their recorded URIs (server paths)
 become `local:<team>/<name>[/k<K>]`.
 
@@ -95,34 +95,3 @@ def migrate(settings: Settings, session, dry_run: bool = False) -> dict:
     left = sorted(e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False)
                   and not e.name.startswith(".") and e.name not in teams and e.name not in moves) if base.is_dir() else []
     return {"dry_run": dry_run, "moves": [asdict(m) for m in moves.values()], "left": left}
-
-
-def cmd_migrate_outputs(args) -> int:
-    from service.core.db import make_engine, make_sessionmaker
-
-    settings = Settings()
-    engine = make_engine(settings)
-    try:
-        with make_sessionmaker(engine)() as session:
-            report = migrate(settings, session, dry_run=args.dry_run)
-    finally:
-        engine.dispose()
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    for m in report["moves"]:
-        print(f"{m['status']:9} {m['name']} -> {m['team']}/{m['name']} (owner {m['job_id']}, {m['uris']} URI(s))")
-    for name in report["left"]:
-        print(f"left      {name} (no job recorded it: move it by hand, or leave it)")
-    print("dry run: nothing changed" if args.dry_run else f"{len(report['moves'])} output(s) migrated")
-    return 0
-
-
-def add_command(asub) -> None:
-    p = asub.add_parser("migrate-outputs", help="move local outputs of the old flat layout NBL_PUBLISH_DIR/<name> to "
-                        "NBL_PUBLISH_DIR/<team>/<name> and record them as local:<team>/<name>",
-                        description="Run once after upgrading, workers stopped; safe to run again. The database "
-                        "says whose each output is (its last writer); folders no job recorded are listed, not moved.")
-    p.add_argument("--dry-run", action="store_true", help="report only; move and rewrite nothing")
-    p.add_argument("--json", action="store_true", help='print {"dry_run", "moves": [...], "left": [...]}')
-    p.set_defaults(func=cmd_migrate_outputs)
