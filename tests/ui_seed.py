@@ -1,12 +1,12 @@
 """A job as a worker leaves it, written through the real functions: created by the jobs service (as
-POST /v1/jobs does), then claimed, staged, scored, measured and finished by service/jobs/store.py.
+POST /v1/jobs does), then claimed, staged, scored, measured and finished by service/jobs/store.py and states.py.
 Used by the dashboard's unit tests and its browser test."""
 
 from __future__ import annotations
 
 import time
 
-from service.jobs import service as jobs, store
+from service.jobs import service as jobs, states, store
 from service.jobs.schemas import JobCreate
 from service.keys.auth import authenticate
 
@@ -44,7 +44,7 @@ def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/Sm
         job, _ = jobs.create_job(s, who, spec, None, settings)
         job_id = job.id
     with sessions() as s:
-        token = store.claim_job(s, job_id, 120)
+        token = states.claim_job(s, job_id, 120)
         for stage in ("load", "calibrate", "score"):
             store.set_progress(s, job_id, stage, 0.0, lease_token=token)
             time.sleep(pause)
@@ -62,7 +62,7 @@ def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/Sm
             store.save_artifact(s, job_id, k, "model", f"/v1/jobs/{job_id}/outputs/{k}/files", lease_token=token)
         time.sleep(pause)
         if finish == "failed":
-            store.finish(s, job_id, token, "failed", "user", error_message)
+            states.finish(s, job_id, token, "failed", "user", error_message)
         elif finish is not None:
-            store.finish(s, job_id, token, finish)
+            states.finish(s, job_id, token, finish)
     return job_id

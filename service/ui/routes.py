@@ -20,6 +20,7 @@ from service.core.errors import ServiceError, Unauthorized
 from service.core.models import utcnow
 from service.jobs import filters as job_filters
 from service.jobs import service as jobs
+from service.jobs.views import job_view, job_views
 from service.keys.auth import Principal, authenticate
 from . import chart, session as ui_session, views
 from .render import page
@@ -115,7 +116,7 @@ def jobs_page(request: Request, session: SessionDep, who: Who, status: str = "",
         rows, has_more, cursor = jobs.list_jobs(session, who.team_id, limit=limit, after=after,
                                                 statuses=jobs.parse_statuses([status]),
                                                 where=job_filters.metadata_clauses(filters))
-        data = jobs.job_views(session, rows)
+        data = job_views(session, rows)
     session.commit()
     keep = [(k, v) for k, v in request.query_params.multi_items() if k != "after"]
     now = utcnow()
@@ -129,7 +130,7 @@ def jobs_page(request: Request, session: SessionDep, who: Who, status: str = "",
 @router.get("/jobs/{job_id}")
 def job_page(request: Request, job_id: str, session: SessionDep, who: Who) -> Response:
     with as_page():
-        job = jobs.job_view(session, jobs.get_job(session, who.team_id, job_id))
+        job = job_view(session, jobs.get_job(session, who.team_id, job_id))
         events = jobs.list_events(session, who.team_id, job_id, after=None, limit=1000).data
         layers = [row.model_dump() for row in jobs.layer_scores(session, who.team_id, job_id).data]
     session.commit()
@@ -149,7 +150,7 @@ def compare_page(request: Request, session: SessionDep, who: Who,
     if not 2 <= len(wanted) <= MAX_COMPARE:
         raise PageError(422, "Pick jobs to compare", f"Compare takes 2 to {MAX_COMPARE} job ids (ids=a,b).")
     with as_page():
-        data = jobs.job_views(session, [jobs.get_job(session, who.team_id, i) for i in wanted])
+        data = job_views(session, [jobs.get_job(session, who.team_id, i) for i in wanted])
     session.commit()
     return page(request, "compare.html", who=who, jobs=data, recipes=[views.recipe(j.spec) for j in data],
                 diff=views.recipe_diff([j.spec for j in data]), selected=views.selected_side_by_side(data),
