@@ -32,7 +32,9 @@ def cmd_gc(args) -> int:
     from service.core.settings import Settings
     from service.outputs.gc import collect
 
-    report = collect(Settings(), dry_run=args.dry_run)
+    settings = Settings()
+    with db_session(settings) as session:
+        report = collect(settings, session, dry_run=args.dry_run)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

@@ -76,16 +76,10 @@ def plan(settings: Settings, session, now: float | None = None) -> list[Item]:
     return items
 
 
-def collect(settings: Settings, dry_run: bool = False) -> dict:
+def collect(settings: Settings, session, dry_run: bool = False) -> dict:
     """{"dry_run", "items": [{kind, path, bytes, reason}], "bytes"}: what was (or would be) freed."""
-    from service.core.db import make_engine, make_sessionmaker
-
-    engine = make_engine(settings)
-    try:
-        with make_sessionmaker(engine)() as session:
-            items = plan(settings, session)
-    finally:
-        engine.dispose()
+    items = plan(settings, session)
+    session.commit()  # no transaction stays open while folders are deleted
     freed = []
     for item in items:
         if not dry_run:
