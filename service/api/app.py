@@ -20,6 +20,7 @@ from .limits import BodySizeLimit
 from service.api import health
 from service.jobs import endpoints as jobs
 from service import ui
+from service.outputs import endpoints as outputs
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problems.install(app)
     docs.install(app)
     app.include_router(jobs.router)
+    app.include_router(outputs.router)
     app.include_router(health.router)
     ui.install(app)  # the dashboard at /ui
     return app

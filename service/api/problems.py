@@ -49,7 +49,7 @@ async def handle(request: Request, exc: Exception) -> JSONResponse:
         exc = DatabaseUnavailable()
     if isinstance(exc, ServiceError):
         return problem(exc.status, exc.slug, exc.title, exc.detail, instance=instance, errors=exc.errors,
-                       headers=exc.headers)
+                       headers=exc.headers, extra=getattr(exc, "extra", None))
     if isinstance(exc, RequestValidationError):
         errors = _field_errors(exc)
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}

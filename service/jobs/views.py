@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from service.core.models import Artifact, Job
 from service.jobs.responses import ArtifactOut, JobError, JobOut
+from service.outputs.schemas import public_uri
 
 
 def job_views(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
@@ -19,7 +20,7 @@ def job_views(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
     if jobs:
         for a in session.scalars(select(Artifact).where(Artifact.job_id.in_([j.id for j in jobs]))
                                  .order_by(Artifact.job_id, Artifact.k, Artifact.kind)):
-            arts[a.job_id].append(ArtifactOut.model_validate(a))
+            arts[a.job_id].append(ArtifactOut.model_validate(a).model_copy(update={"uri": public_uri(a)}))
     return [
         JobOut(
             id=j.id, status=j.status, stage=j.stage, progress=j.progress, eta_seconds=j.eta_seconds,

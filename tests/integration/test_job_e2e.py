@@ -99,7 +99,7 @@ def test_tiny_model_job_runs_end_to_end(deployment, request, settings_for, team_
             cfg = json.loads((out / "config.json").read_text())
             assert cfg["nbl"]["layers"] == selected[k] and (out / "model.safetensors").is_file()
             assert (out / "nbl_scores.png").is_file() and "## Evaluation: base vs compressed" in (out / "README.md").read_text()
-        assert {a["uri"] for a in job["artifacts"]} == {f"local:alpha/tiny-nbl/k{k}" for k in (1, 2)}  # no server path
+        assert {a["uri"] for a in job["artifacts"]} == {f"/v1/jobs/{job_id}/outputs/{k}/files" for k in (1, 2)}  # API URLs
         assert not (settings.home / "jobs" / job_id).exists()  # the scratch directory went with the job
 
         # a Hub target without a token (neither the job's nor the team's): fails clearly, publishes nowhere

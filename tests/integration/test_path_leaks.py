@@ -76,6 +76,7 @@ def test_no_server_path_leaves_the_service(env, monkeypatch, tmp_path):
             api("GET", f"/v1/jobs/{i}/events", params={"limit": 1000})
             api("GET", f"/v1/jobs/{i}/layers")
         api("GET", "/v1/jobs")
+        assert api("GET", f"/v1/jobs/{ok}/outputs/1/files").status_code == 200  # the output's files, by the API
 
     assert jobs[ok]["status"] == "succeeded", jobs[ok]["error"]
     for i in (no_weights, no_data, hub_data):

@@ -82,7 +82,7 @@ def test_teams_publish_side_by_side_a_second_job_never_replaces_the_first(here):
     b = run(client, auth["beta"])
     for job, team in ((a, "alpha"), (b, "beta")):
         assert job["status"] == "succeeded", job
-        assert [x["uri"] for x in job["artifacts"]] == [f"local:{team}/smol"]  # a name, never a server path
+        assert [x["uri"] for x in job["artifacts"]] == [f"/v1/jobs/{job['id']}/outputs/1/files"]  # never a server path
         out = settings.publish_dir / team / "smol"
         assert (out / "model.safetensors").is_file()
         assert json.loads((out / ".nbl-owner.json").read_text()) == {"team": team, "job_id": job["id"]}

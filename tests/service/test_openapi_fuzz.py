@@ -132,13 +132,13 @@ def test_every_operation_that_declares_auth_rejects_a_missing_or_wrong_key(fuzz_
     app = create_app(fuzz_env["settings"])  # its own lifespan, apart from the one schemathesis holds
     spec = app.openapi()
     secured = [(m, p) for p, item in spec["paths"].items() for m, op in item.items() if op.get("security")]
-    assert len(secured) == 6
+    assert len(secured) == 8
     with TestClient(app) as c:
         for method, path in secured:
-            url = path.replace("{job_id}", fuzz_env["job_ids"][1])
+            url = path.replace("{job_id}", fuzz_env["job_ids"][1]).replace("{k}", "1").replace("{path}", "config.json")
             for headers in ({}, {"Authorization": "Bearer nbl_" + "x" * 43}, {"Authorization": "Basic Zm9vOmJhcg=="}):
                 kw = {"json": {"model": {"id": "a/b"}, "compression": {"k": 1}}} if method == "post" else {}
                 resp = c.request(method, url, headers=headers, **kw)
                 assert resp.status_code == 401, (method, url, headers, resp.status_code)
                 assert resp.headers["content-type"].startswith("application/problem+json")
-        assert c.get(path.replace("{job_id}", fuzz_env["job_ids"][1]), headers=fuzz_env["auth"]).status_code == 200
+        assert c.get(f"/v1/jobs/{fuzz_env['job_ids'][1]}", headers=fuzz_env["auth"]).status_code == 200

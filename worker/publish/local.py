@@ -1,6 +1,7 @@
 """The local directory destination: NBL_PUBLISH_DIR/<team>/<name>, or <name>/k{K} when a job asked
 for several k (with a root README.md over them), holding exactly the staged folder (weights,
-modeling_nbl.py, tokenizer, card, plot) and the owner marker `.nbl-owner.json` ({team, job_id}).
+modeling_nbl.py, tokenizer, card, plot), the owner marker `.nbl-owner.json` ({team, job_id}) and the
+manifest `.nbl-files.json` (each file's size and sha256, service/outputs/manifest.py; the API serves by it).
 
 Who may write there: the path holds the team, so another team never reaches it. Within a team,
 <name> belongs to the job whose marker it holds: that job may publish again (a retried attempt;
@@ -24,6 +25,7 @@ import shutil
 from pathlib import Path
 
 from service.core.paths import OWNER_FILE, STAGING_DIR, local_uri
+from service.outputs import manifest
 
 from .destination import Published
 
@@ -54,6 +56,7 @@ class LocalDir:
             dest = self.root / f"k{k}" if several else self.root
             tmp = self.staging / f"k{k}"
             shutil.copytree(staged, tmp, copy_function=shutil.copyfile)  # new files, umask modes (not a 0600 source's)
+            manifest.write_for(tmp)  # sizes and sha256s as published, renamed into place with the files
             if not several:
                 self._write_owner(tmp)
             self._swap(tmp, dest)

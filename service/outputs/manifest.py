@@ -1,0 +1,89 @@
+"""An output's file manifest, `.nbl-files.json`: each file's path, size and sha256.
+
+The worker writes it into the staged folder when it publishes (worker/publish/local.py), so it is
+renamed into place with the output and states what was published: the API lists and serves files
+with these sums (the ETag) and never rehashes gigabytes per request, and a file changed on disk
+afterwards no longer matches, which `nbl download` detects. An output published before manifests
+existed gets one on its first listing (hashed once, then stored; see service.outputs.files).
+
+Everything is read through a directory file descriptor (os.fwalk, dir_fd, O_NOFOLLOW): a symlink
+anywhere below the folder is neither followed nor listed, and a folder swapped by a publisher while
+we read is read whole, as it was when opened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+
+from service.core.paths import OWNER_FILE
+
+MANIFEST_FILE = ".nbl-files.json"
+HIDDEN = frozenset({OWNER_FILE, MANIFEST_FILE})  # bookkeeping, never listed nor served
+CHUNK = 1 << 20
+
+
+def sha256_fd(fd: int) -> str:
+    h, offset = hashlib.sha256(), 0
+    while block := os.pread(fd, CHUNK, offset):
+        h.update(block)
+        offset += len(block)
+    return h.hexdigest()
+
+
+def scan(dir_fd: int) -> list[dict]:
+    """[{path, size, sha256}] of every regular file under the folder, sorted by path; symlinks and
+    the bookkeeping files are left out."""
+    files = []
+    for top, _dirs, names, top_fd in os.fwalk(".", dir_fd=dir_fd, follow_symlinks=False):
+        for name in names:
+            rel = os.path.normpath(os.path.join(top, name)).replace(os.sep, "/")
+            if rel in HIDDEN:
+                continue
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=top_fd)
+            except OSError:  # a symlink (ELOOP) or gone: not part of the output
+                continue
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISREG(st.st_mode):
+                    files.append({"path": rel, "size": st.st_size, "sha256": sha256_fd(fd)})
+            finally:
+                os.close(fd)
+    return sorted(files, key=lambda f: f["path"])
+
+
+def write(dir_fd: int, files: list[dict]) -> None:
+    """Atomically: a reader sees the old manifest or the new one, never half of one."""
+    tmp = f"{MANIFEST_FILE}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"version": 1, "files": files}, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, MANIFEST_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def read(dir_fd: int) -> list[dict] | None:
+    """The stored manifest, or None when there is none (or it is unreadable)."""
+    try:
+        fd = os.open(MANIFEST_FILE, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd) as f:
+            data = json.load(f)
+        files = data["files"]
+        return [{"path": str(e["path"]), "size": int(e["size"]), "sha256": str(e["sha256"])} for e in files]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_for(folder: str | os.PathLike) -> None:
+    """The publisher's call: the manifest of a staged folder, written inside it."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        write(fd, scan(fd))
+    finally:
+        os.close(fd)

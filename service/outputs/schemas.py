@@ -1,0 +1,42 @@
+"""Response bodies of /v1/jobs/{id}/outputs/{k}/files, and the public URI of an artifact."""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, Field
+
+
+def files_url(job_id: str, k: int) -> str:
+    return f"/v1/jobs/{job_id}/outputs/{k}/files"
+
+
+def public_uri(art) -> str:
+    """What an Artifact row's `uri` reads as in the API: the Hub URL for a Hub output, else the API URL of its file list
+    (relative to the API's base URL), never the row's `local:<team>/<name>` nor an older row's server
+    path: the mapping is done at read time, so rows of every age read the same."""
+    if art.kind == "hub":
+        return art.uri
+    return files_url(art.job_id, art.k) if art.k is not None else f"/v1/jobs/{art.job_id}"
+
+
+class OutputFile(BaseModel):
+    path: str = Field(description="relative to the output folder, '/'-separated", examples=["model.safetensors"])
+    size: int = Field(description="bytes, as published")
+    sha256: str = Field(description="hex SHA-256 as published; also the file's ETag",
+                        examples=["9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"])
+    url: str = Field(description="GET it (Range supported), relative to the API's base URL",
+                     examples=["/v1/jobs/job_0123/outputs/4/files/model.safetensors"])
+
+
+class OutputFileList(BaseModel):
+    object: Literal["list"] = "list"
+    job_id: str
+    k: int
+    data: list[OutputFile]
+
+
+def file_entry(job_id: str, k: int, f: dict) -> OutputFile:
+    return OutputFile(path=f["path"], size=f["size"], sha256=f["sha256"],
+                      url=f"{files_url(job_id, k)}/{quote(f['path'])}")

@@ -1,0 +1,161 @@
+"""GET /v1/jobs/{id}/outputs/{k}/files[/{path}] on a real job output (tests/publish/output_job.py):
+the listing against the files on disk, whole and ranged downloads, what is refused (traversal in
+every spelling, symlinks, the bookkeeping files, another team), a Hub output, old artifact rows,
+and an output published before manifests."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+from urllib.parse import urlsplit
+
+import pytest
+from output_job import served  # noqa: F401  (the fixture)
+
+from service.outputs.ranges import Unsatisfiable, byte_range
+from service_testlib import assert_problem
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def raw_get(s, path: str, headers: dict) -> tuple[int, bytes]:
+    """The request line exactly as given (httpx would resolve `..` before sending)."""
+    u = urlsplit(s.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    conn.request("GET", path, headers=headers)
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp.status, body
+
+
+def test_list_and_download_match_the_published_files(served):  # noqa: F811
+    s, job_id = served, served.job["id"]
+    assert {a["k"]: a["uri"] for a in s.job["artifacts"]} == {k: f"/v1/jobs/{job_id}/outputs/{k}/files" for k in (1, 2)}
+    listing = s.get(f"/v1/jobs/{job_id}/outputs/1/files").json()
+    on_disk = {str(p.relative_to(s.folder(1))): p.read_bytes() for p in s.folder(1).rglob("*") if p.is_file()}
+    assert ".nbl-files.json" in on_disk  # the manifest, written by the publisher
+    assert {f["path"]: (f["size"], f["sha256"]) for f in listing["data"]} == {
+        name: (len(data), sha(data)) for name, data in on_disk.items() if not name.startswith(".nbl-")}
+    assert {"model.safetensors", "config.json", "README.md"} <= {f["path"] for f in listing["data"]}
+    assert listing["job_id"] == job_id and listing["k"] == 1
+
+    for f in listing["data"]:
+        r = s.get(f["url"])
+        assert r.status_code == 200 and r.content == on_disk[f["path"]], f["path"]
+        assert r.headers["etag"] == f'"{f["sha256"]}"' and r.headers["accept-ranges"] == "bytes"
+        assert int(r.headers["content-length"]) == f["size"]
+
+
+def test_ranges(served):  # noqa: F811
+    s = served
+    url = f"/v1/jobs/{s.job['id']}/outputs/1/files/model.safetensors"
+    data = (s.folder(1) / "model.safetensors").read_bytes()
+    n = len(data)
+    for header, first, last in (("bytes=0-9", 0, 9), ("bytes=100-1099", 100, 1099), ("bytes=-7", n - 7, n - 1),
+                                (f"bytes={n - 5}-", n - 5, n - 1), (f"bytes=10-{n + 50}", 10, n - 1)):
+        r = s.get(url, headers={"Range": header})
+        assert r.status_code == 206, header
+        assert r.headers["content-range"] == f"bytes {first}-{last}/{n}"
+        assert r.content == data[first:last + 1] and int(r.headers["content-length"]) == last - first + 1
+    for header in (f"bytes={n}-", f"bytes={n + 10}-{n + 20}", "bytes=-0"):
+        r = s.get(url, headers={"Range": header})
+        assert r.status_code == 416, (header, r.status_code, r.headers)
+        assert_problem(r, 416, "range-not-satisfiable")
+        assert r.headers["content-range"] == f"bytes */{n}"
+    etag = s.get(url, headers={"Range": "bytes=0-0"}).headers["etag"]
+    assert s.get(url, headers={"Range": "bytes=5-", "If-Range": etag}).content == data[5:]
+    for header, extra in (("bytes=0-1,5-6", {}), ("items=0-1", {}), ("bytes=9-3", {}),
+                          ("bytes=5-", {"If-Range": '"' + "0" * 64 + '"'})):  # ignored: the whole file
+        r = s.get(url, headers={"Range": header, **extra})
+        assert r.status_code == 200 and r.content == data, header
+
+
+@pytest.mark.parametrize(("header", "size", "expected"), [
+    ("bytes=0-0", 1, (0, 0)), ("bytes=3-", 3, Unsatisfiable), ("bytes=3-9", 3, Unsatisfiable), ("bytes=2-", 3, (2, 2)), ("bytes=-5", 3, (0, 2)), ("bytes=0-", 0, Unsatisfiable), ("bytes=-1", 0, Unsatisfiable),
+    (" bytes=2-4 ", 10, (2, 4)), ("bytes=", 10, None), ("bytes=a-b", 10, None), (None, 10, None)])
+def test_byte_range(header, size, expected):
+    if expected is Unsatisfiable:
+        with pytest.raises(Unsatisfiable):
+            byte_range(header, size)
+    else:
+        assert byte_range(header, size) == expected
+
+
+def test_what_is_refused(served, tmp_path):  # noqa: F811
+    s, job_id = served, served.job["id"]
+    base = f"/v1/jobs/{job_id}/outputs/1/files"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not yours\n")
+    (s.folder(1) / "evil").symlink_to(secret)  # a symlink inside the folder pointing out
+    (s.folder(1) / "tokenizer.json").unlink()
+    (s.folder(1) / "tokenizer.json").symlink_to(secret)  # a listed name, now a symlink
+    os.symlink(tmp_path, s.folder(1) / "outside")  # a symlinked folder
+    paths = ["../../../../../../etc/passwd", "../k2/config.json", "%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+             "..%2fk2%2fconfig.json", "%2e%2e%2f.nbl-owner.json", "/etc/passwd", "//etc/passwd",
+             "../.nbl-owner.json", ".nbl-files.json", "./config.json", "config.json/", "evil", "tokenizer.json",
+             "outside/secret.txt", f"{secret}", "%00config.json"]
+    for path in paths:
+        status, body = raw_get(s, f"{base}/{path}", s.auth)
+        assert status == 404, (path, status, body[:200])
+        assert b"not yours" not in body and b"root:" not in body
+    listed = {f["path"] for f in s.get(base).json()["data"]}
+    assert not {"evil", "outside/secret.txt", ".nbl-owner.json", ".nbl-files.json"} & listed
+    assert s.get(f"{base}/config.json").status_code == 200  # the folder itself still serves
+
+    # another team: exactly an unknown job
+    for path in (base, f"{base}/config.json"):
+        r = s.get(path, headers=s.other)
+        assert_problem(r, 404, "not-found")
+        assert r.json()["detail"] == f"no job {job_id!r}"
+    assert_problem(s.get(f"/v1/jobs/{job_id}/outputs/3/files"), 404, "not-found")  # no such k
+    assert_problem(s.get(f"/v1/jobs/{job_id}/outputs/3/files/config.json"), 404, "not-found")
+
+    # the output replaced by a later job of the team (overwrite): no longer this job's
+    owner = s.settings.publish_dir / "alpha" / "out" / ".nbl-owner.json"
+    owner.write_text(json.dumps({"team": "alpha", "job_id": "job_" + "f" * 32}))
+    assert "no longer on the server" in assert_problem(s.get(base), 404, "not-found")["detail"]
+
+
+def test_hub_old_rows_and_outputs_without_a_manifest(served):  # noqa: F811
+    from service.core.db import make_engine, make_sessionmaker
+    from service.jobs import states, store
+
+    s = served
+    import httpx
+
+    other = httpx.post(f"{s.url}/v1/jobs", json={"model": {"id": "local:tiny"}, "compression": {"k": 1},
+                                                 "calibration": {"num_samples": 8, "seq_len": 32}},
+                       headers=s.auth).json()["id"]
+    engine = make_engine(s.settings)
+    with make_sessionmaker(engine)() as session:
+        token = states.claim_job(session, other, 60)
+        assert store.save_artifact(session, other, 1, "hub", "https://huggingface.co/acme/x", "main", "a" * 40,
+                                   lease_token=token)
+        assert store.save_artifact(session, other, 2, "local", "file:///srv/published/x/k2", lease_token=token)
+    engine.dispose()
+    job = s.get(f"/v1/jobs/{other}").json()
+    assert {a["k"]: a["uri"] for a in job["artifacts"]} == {1: "https://huggingface.co/acme/x",
+                                                          2: f"/v1/jobs/{other}/outputs/2/files"}  # old row: mapped
+    r = s.get(f"/v1/jobs/{other}/outputs/1/files")
+    problem = assert_problem(r, 409, "output-on-hub")
+    assert problem["hub_url"] == "https://huggingface.co/acme/x" and problem["commit_sha"] == "a" * 40
+    assert r.headers["link"] == '<https://huggingface.co/acme/x>; rel="alternate"'
+    assert "predates" in assert_problem(s.get(f"/v1/jobs/{other}/outputs/2/files"), 404, "not-found")["detail"]
+
+    # published before manifests: hashed on the first listing, stored, then read back
+    manifest = s.folder(2) / ".nbl-files.json"
+    published = json.loads(manifest.read_text())
+    manifest.unlink()
+    first = s.get(f"/v1/jobs/{s.job['id']}/outputs/2/files").json()["data"]
+    assert json.loads(manifest.read_text()) == published
+    assert [(f["path"], f["size"], f["sha256"]) for f in first] == [
+        (f["path"], f["size"], f["sha256"]) for f in published["files"]]
+    # the manifest, not the disk, is what is listed: a file changed afterwards keeps its published sum
+    (s.folder(2) / "config.json").write_text("{}")
+    again = {f["path"]: f["sha256"] for f in s.get(f"/v1/jobs/{s.job['id']}/outputs/2/files").json()["data"]}
+    assert again["config.json"] == next(f["sha256"] for f in published["files"] if f["path"] == "config.json")
