@@ -5,6 +5,7 @@
     nbl jobs [--status S] [--metadata K=V] list the team's jobs, newest first
     nbl cancel JOB                         cancel a queued or running job
     nbl logs JOB [--follow]                the job's events
+    nbl download JOB [--k K] DIR           a local output's files, sha256-checked (cli/client_download.py)
 
 They read NBL_API_URL (default http://127.0.0.1:8000) and NBL_API_KEY; registered by
 cli/admin.py's add_service_commands. Retries, Retry-After and the connect timeout live in
@@ -23,6 +24,7 @@ from pathlib import Path
 from nbl_client import DEFAULT_URL, ApiError, Client, MissingKey, Unavailable
 
 from cli import client_commands
+from cli.client_download import add_download
 from cli.client_format import job_lines
 from cli.client_wait import failed, wait_for
 from cli.job_request import build_request
@@ -117,6 +119,7 @@ def add_client_commands(sub) -> None:
     p.add_argument("--interval", type=float, default=1.0, help="first polling interval of --follow; backs off to 5 s")
     _client_args(p, timeout=True)
     p.set_defaults(func=_run(client_commands.logs))
+    add_download(sub, _parser, _client_args, _run)
 
 
 def _wait_args(p) -> None:

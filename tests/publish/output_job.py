@@ -57,3 +57,24 @@ def served(pg_url, settings_for, team_key_for, live_server, monkeypatch) -> Serv
     job = httpx.get(f"{url}/v1/jobs/{resp.json()['id']}", headers=auth).json()
     assert job["status"] == "succeeded", job
     return Served(settings, url, auth, other, job)
+
+
+HUB_URL = "https://huggingface.co/acme/x"
+
+
+def hub_and_old_rows(s: Served) -> str:
+    """Another job of team alpha whose k=1 went to the Hub and whose k=2 row is from before per-team
+    folders (a server path), written as the worker's store writes them."""
+    from service.core.db import make_engine, make_sessionmaker
+    from service.jobs import states, store
+
+    job_id = httpx.post(f"{s.url}/v1/jobs", json={"model": {"id": "local:tiny"}, "compression": {"k": 1},
+                                                  "calibration": {"num_samples": 8, "seq_len": 32}},
+                        headers=s.auth).json()["id"]
+    engine = make_engine(s.settings)
+    with make_sessionmaker(engine)() as session:
+        token = states.claim_job(session, job_id, 60)
+        assert store.save_artifact(session, job_id, 1, "hub", HUB_URL, "main", "a" * 40, lease_token=token)
+        assert store.save_artifact(session, job_id, 2, "local", "file:///srv/published/x/k2", lease_token=token)
+    engine.dispose()
+    return job_id

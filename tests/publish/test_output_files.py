@@ -12,7 +12,7 @@ import os
 from urllib.parse import urlsplit
 
 import pytest
-from output_job import served  # noqa: F401  (the fixture)
+from output_job import hub_and_old_rows, served  # noqa: F401  (served: the fixture)
 
 from service.outputs.ranges import Unsatisfiable, byte_range
 from service_testlib import assert_problem
@@ -122,22 +122,8 @@ def test_what_is_refused(served, tmp_path):  # noqa: F811
 
 
 def test_hub_old_rows_and_outputs_without_a_manifest(served):  # noqa: F811
-    from service.core.db import make_engine, make_sessionmaker
-    from service.jobs import states, store
-
     s = served
-    import httpx
-
-    other = httpx.post(f"{s.url}/v1/jobs", json={"model": {"id": "local:tiny"}, "compression": {"k": 1},
-                                                 "calibration": {"num_samples": 8, "seq_len": 32}},
-                       headers=s.auth).json()["id"]
-    engine = make_engine(s.settings)
-    with make_sessionmaker(engine)() as session:
-        token = states.claim_job(session, other, 60)
-        assert store.save_artifact(session, other, 1, "hub", "https://huggingface.co/acme/x", "main", "a" * 40,
-                                   lease_token=token)
-        assert store.save_artifact(session, other, 2, "local", "file:///srv/published/x/k2", lease_token=token)
-    engine.dispose()
+    other = hub_and_old_rows(s)
     job = s.get(f"/v1/jobs/{other}").json()
     assert {a["k"]: a["uri"] for a in job["artifacts"]} == {1: "https://huggingface.co/acme/x",
                                                           2: f"/v1/jobs/{other}/outputs/2/files"}  # old row: mapped

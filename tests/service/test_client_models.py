@@ -13,7 +13,8 @@ from nbl_client import models
 from service.api import create_app
 
 PAIRS = [(models.Job, "JobOut"), (models.JobList, "JobList"), (models.Event, "EventOut"),
-         (models.EventList, "EventList"), (models.Artifact, "ArtifactOut"), (models.JobError, "JobError")]
+         (models.EventList, "EventList"), (models.Artifact, "ArtifactOut"), (models.JobError, "JobError"),
+         (models.OutputFile, "OutputFile"), (models.OutputFileList, "OutputFileList")]
 
 
 def _resolve(node: dict, defs: dict) -> dict:

@@ -1,8 +1,10 @@
 """nbl_client: the Python client of the nbl-service API (httpx and pydantic, no torch)."""
 
 from .client import DEFAULT_URL, Client, MissingKey, WaitTimeout
+from .download import ChecksumMismatch, Fetched, UnsafePath
 from .http import ApiError, Unavailable
-from .models import TERMINAL, Artifact, Event, EventList, Job, JobError, JobList
+from .models import TERMINAL, Artifact, Event, EventList, Job, JobError, JobList, OutputFile, OutputFileList
 
-__all__ = ["DEFAULT_URL", "TERMINAL", "ApiError", "Artifact", "Client", "Event", "EventList", "Job", "JobError",
-           "JobList", "MissingKey", "Unavailable", "WaitTimeout"]
+__all__ = ["DEFAULT_URL", "TERMINAL", "ApiError", "Artifact", "ChecksumMismatch", "Client", "Event", "EventList",
+           "Fetched", "Job", "JobError", "JobList", "MissingKey", "OutputFile", "OutputFileList", "Unavailable",
+           "UnsafePath", "WaitTimeout"]

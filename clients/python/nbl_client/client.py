@@ -7,8 +7,8 @@
 
 Every call retries 429/502/503/504 after the answer's Retry-After and a refused connection for up
 to `connect_timeout` seconds (nbl_client.http). `timeout` bounds a call's retries while the API is
-busy (and, for `wait`, the job itself). There is no `download` yet: the API does not serve
-output files.
+busy (and, for `wait`, the job itself). `download` fetches a local output's files, resumable and
+checked against their sha256 (nbl_client.download).
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from .download import Fetched, fetch_all
 from .http import Api, Unavailable
-from .models import EventList, Job, JobList
+from .models import EventList, Job, JobList, OutputFileList
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -116,3 +118,27 @@ class Client:
                 raise WaitTimeout(f"timed out after {timeout:g} s; job {job_id} is {job.status}", job)
             self._sleep(interval if deadline is None else min(interval, max(deadline - time.monotonic(), 0)))
             interval = min(interval * 1.5, max_interval)
+
+    def files(self, job_id: str, k: int, *, timeout: float | None = None) -> OutputFileList:
+        """The files of the job's local output k: path, size, sha256 and URL of each."""
+        return OutputFileList.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}/outputs/{k}/files",
+                                                               deadline=_deadline(timeout)))
+
+    def output_k(self, job_id: str, k: int | None = None, *, timeout: float | None = None) -> int:
+        """`k`, or when None the k of the job's only published output (ValueError if several, or none)."""
+        if k is not None:
+            return k
+        ks = sorted({a.k for a in self.job(job_id, timeout=timeout).artifacts if a.k is not None})
+        if len(ks) != 1:
+            has = f"outputs k={','.join(map(str, ks))}: choose one" if ks else "no published output"
+            raise ValueError(f"job {job_id} has {has}")
+        return ks[0]
+
+    def download(self, job_id: str, k: int | None, dest: str | os.PathLike, *, timeout: float | None = None,
+                 on_file: Callable[[Fetched], None] | None = None) -> list[Fetched]:
+        """Every file of the job's output k into `dest` (created), each checked against its listed
+        sha256 and renamed into place whole; a partial file from an earlier run is resumed. k=None:
+        the job's only output (ValueError if it has several, or none). Raises ChecksumMismatch,
+        ApiError (e.g. 409 output-on-hub: the problem's `hub_url` says where it is) or Unavailable."""
+        listing = self.files(job_id, self.output_k(job_id, k, timeout=timeout), timeout=timeout)
+        return fetch_all(self._api, listing.data, Path(dest), _deadline(timeout), on_file)

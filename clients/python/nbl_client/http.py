@@ -97,12 +97,26 @@ class Api:
     def request(self, method: str, path: str, *, deadline: float | None = None, **kwargs) -> dict:
         """The JSON answer. Raises ApiError (refused) or Unavailable (gave up; `deadline` is a
         time.monotonic() value, None for no limit on busy answers)."""
+        return _json_or_error(self.send(method, path, deadline=deadline, **kwargs))
+
+    def stream(self, path: str, *, deadline: float | None = None, headers: dict | None = None):
+        """GET with the body unread (`iter_bytes()`), retried as `request` is until it answers; the
+        caller closes it. ApiError on a 4xx/5xx answer."""
+        resp = self.send("GET", path, deadline=deadline, stream=True, headers=headers)
+        if resp.status_code >= 400:
+            resp.read()
+            resp.close()
+            _json_or_error(resp)
+        return resp
+
+    def send(self, method: str, path: str, *, deadline: float | None = None, stream: bool = False, **kwargs):
+        """The first answer not worth a retry (the httpx Response; with `stream`, its body unread)."""
         import httpx
 
         down_since, attempt = None, 0
         while True:
             try:
-                resp = self._http.request(method, path, **kwargs)
+                resp = self._http.send(self._http.build_request(method, path, **kwargs), stream=stream)
             except httpx.TransportError as e:
                 now = self._clock()
                 down_since = now if down_since is None else down_since
@@ -113,7 +127,10 @@ class Api:
                 delay = min(backoff_s(attempt), left)
             else:
                 if resp.status_code not in RETRY_STATUSES:
-                    return _json_or_error(resp)
+                    return resp
+                if stream:
+                    resp.read()
+                    resp.close()
                 down_since, now = None, self._clock()
                 cause = f"the API at {self.url} answered {resp.status_code} ({_title(resp)})"
                 hinted = retry_after_s(resp.headers.get("retry-after"))

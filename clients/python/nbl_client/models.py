@@ -1,4 +1,4 @@
-"""Typed views of the API's answers: a job, a page of jobs, an event, a page of events.
+"""Typed views of the API's answers: a job, a page of jobs, an event, a page of events, an output's files.
 
 They mirror the server's schemas (service/jobs/schemas.py) and are checked against the app's OpenAPI
 by tests/service/test_client_models.py: every field here exists there with a compatible type, so a
@@ -79,3 +79,16 @@ class EventList(Model):
     data: list[Event]
     has_more: bool = False
     last_id: int | None = None
+
+
+class OutputFile(Model):
+    path: str
+    size: int
+    sha256: str
+    url: str  # relative to the API's base URL
+
+
+class OutputFileList(Model):
+    job_id: str
+    k: int
+    data: list[OutputFile]

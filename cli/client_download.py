@@ -1,0 +1,74 @@
+"""`nbl download JOB [--k K] DIR`: a job's local output, file by file, through nbl_client's
+Client.download: each file checked against the sha256 the API lists and renamed into place whole;
+run it again after an interruption and it resumes the partial file (HTTP Range) and skips the
+files already there.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from nbl_client import ApiError, ChecksumMismatch, Client, Unavailable, UnsafePath
+
+from cli.client_wait import EXIT_API, EXIT_TIMEOUT
+
+EXIT_CHECKSUM = 1
+EXIT_USAGE = 2
+EXIT_CODES = f"""exit codes (nbl download):
+  0  every file is in DIR, whole, with the listed sha256
+  {EXIT_CHECKSUM}  a file's sha256 differs from the listed one (corrupted on the server or on the way); its
+     partial file was removed, the others kept: run again to fetch it anew
+  {EXIT_USAGE}  a usage error: a bad flag or API URL, DIR is a file, the job has several outputs and no
+     --k was given (or none yet), a listed path that would leave DIR
+  {EXIT_TIMEOUT}  the API was unreachable for --connect-timeout seconds in a row, busy (429, 502, 503,
+     504) at --timeout, or the connection was lost mid-file: run again to resume
+  {EXIT_API}  the API refused: an unknown job (or another team's), no published output k, an output
+     published to the Hub (the Hub URL is printed: download it from there), a bad key, or no key"""
+
+
+def add_download(sub, parser, client_args, run) -> None:
+    """Registered by cli/client.py with its helpers (parser with the epilog, common flags, client setup)."""
+    p = parser(sub, "download", "download a job's local output and check its sha256s",
+               "Fetch every file of the job's local output k into DIR (created): each file is checked against "
+               "the sha256 the API lists and renamed into place whole. Run it again after an interruption: "
+               "partial files are resumed, checked files skipped. A Hub output is not served: its URL is printed.")
+    p.epilog = EXIT_CODES
+    p.add_argument("job", help="job id")
+    p.add_argument("dir", type=Path, help="target folder")
+    p.add_argument("--k", type=int, default=None, help="which output (default: the job's only one)")
+    client_args(p, timeout=True)
+    p.set_defaults(func=run(download))
+
+
+def download(client: Client, args) -> int:
+    if args.dir.exists() and not args.dir.is_dir():
+        print(f"nbl: {args.dir} is not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    say = None if args.json else (lambda f: print(f"{f.status:<10} {f.size:>14,}  {f.path}", file=sys.stderr))
+    try:
+        k = client.output_k(args.job, args.k, timeout=args.timeout or None)
+        done = client.download(args.job, k, args.dir, timeout=args.timeout or None, on_file=say)
+    except ChecksumMismatch as e:
+        return _fail(EXIT_CHECKSUM, e)
+    except (UnsafePath, ValueError) as e:
+        return _fail(EXIT_USAGE, e)
+    except Unavailable as e:
+        return _fail(EXIT_TIMEOUT, e)
+    except ApiError as e:
+        if e.problem.get("hub_url"):
+            print(e.problem["hub_url"])  # stdout: where to fetch it from
+        return _fail(EXIT_API, e)
+    total = sum(f.size for f in done)
+    if args.json:
+        print(json.dumps({"job_id": args.job, "k": k, "dir": str(args.dir), "bytes": total,
+                          "files": [vars(f) for f in done]}, indent=2))
+    else:
+        print(f"k={k}: {len(done)} files, {total:,} bytes in {args.dir}, sha256 checked")
+    return 0
+
+
+def _fail(code: int, error: Exception) -> int:
+    print(f"nbl: {error}", file=sys.stderr)
+    return code
