@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 from cli.eval import add_eval_options  # argparse wiring only: torch loads inside commands
+from service.jobs import recipe as R
+from service.jobs.score_fields import CRITERIA, SCORE_FIELDS
 
 
 def _ks(text: str) -> list[int]:
@@ -35,17 +37,17 @@ def add_compress(sub) -> None:
     )
     p.add_argument("--model", required=True, help="Hub repo id, local checkpoint directory, or .gguf file")
     p.add_argument("--revision", help="Hub revision (branch, tag or commit)")
-    p.add_argument("--dataset", default="c4", help="datasets path, local .json/.jsonl/.txt/.parquet, or c4 / wikitext2")
+    p.add_argument("--dataset", default=R.DATASET, help="datasets path, local .json/.jsonl/.txt/.parquet, or c4 / wikitext2")
     p.add_argument("--dataset-config", help="datasets config name")
-    p.add_argument("--split", default="train")
-    p.add_argument("--text-field", default="text")
-    p.add_argument("--num-samples", type=int, default=256, help="calibration blocks (default 256)")
-    p.add_argument("--seq-len", type=int, default=2048, help="tokens per block (default 2048)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--split", default=R.SPLIT)
+    p.add_argument("--text-field", default=R.TEXT_FIELD)
+    p.add_argument("--num-samples", type=int, default=R.NUM_SAMPLES, help=f"calibration blocks (default {R.NUM_SAMPLES})")
+    p.add_argument("--seq-len", type=int, default=R.SEQ_LEN, help=f"tokens per block (default {R.SEQ_LEN})")
+    p.add_argument("--seed", type=int, default=R.SEED)
     p.add_argument("--shuffle", action="store_true", help="take documents in a seeded random order")
-    p.add_argument("--mode", choices=["attn", "block"], default="attn")
-    p.add_argument("--method", choices=["nbl", "drop"], default="nbl")
-    p.add_argument("--criterion", choices=["cca", "nmse", "cosine", "loss"], default="cca")
+    p.add_argument("--mode", choices=R.MODES, default=R.MODE)
+    p.add_argument("--method", choices=R.METHODS, default=R.METHOD)
+    p.add_argument("--criterion", choices=CRITERIA, default=R.CRITERION)
     p.add_argument("--k", type=_ks, required=True, help="layers to replace: K or K1,K2,... (one output each)")
     p.add_argument("--out", type=Path, help="output directory (DIR/k{K} for several k)")
     p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
@@ -71,8 +73,7 @@ def add_compress(sub) -> None:
 
 def cmd_compress(args) -> int:
     from worker.engine.compress import run
-    from worker.engine.config import CompressConfig
-    from worker.engine.data import DatasetSpec
+    from worker.engine.config import from_recipe
     from worker.engine.loading import load_model, max_model_bytes
     from cli.eval import eval_spec
     from worker.eval.report import print_table, report
@@ -83,19 +84,9 @@ def cmd_compress(args) -> int:
         raise ValueError("--eval evaluates the saved outputs: give --out")
     espec = eval_spec(args) if args.eval else None  # checked before the long part
 
-    cfg = CompressConfig(
-        model=args.model,
-        revision=args.revision,
-        dataset=DatasetSpec(args.dataset, args.dataset_config, args.split, args.text_field),
-        ks=args.k,
+    cfg = from_recipe(
+        recipe(args),
         out=args.out,
-        num_samples=args.num_samples,
-        seq_len=args.seq_len,
-        seed=args.seed,
-        shuffle=args.shuffle,
-        mode=args.mode,
-        method=args.method,
-        criterion=args.criterion,
         dtype=args.dtype,
         device=args.device,
         batch_size=args.batch_size,
@@ -126,6 +117,17 @@ def cmd_compress(args) -> int:
     return 0
 
 
+def recipe(args) -> R.Recipe:
+    """The flags as the same Recipe a job's request becomes (service/jobs/recipe.py)."""
+    return R.Recipe(
+        model=args.model, revision=args.revision,
+        calibration=R.Calibration(dataset=args.dataset, config=args.dataset_config, split=args.split,
+                                  text_field=args.text_field, num_samples=args.num_samples, seq_len=args.seq_len,
+                                  seed=args.seed, shuffle=args.shuffle),
+        compression=R.Compression(ks=tuple(args.k), mode=args.mode, method=args.method, criterion=args.criterion),
+    )
+
+
 def _host_cache_bytes(flag: int | None) -> int | None:
     raw = str(flag) if flag is not None else os.environ.get("NBL_HOST_CACHE_BYTES", "").strip()
     if not raw:
@@ -149,7 +151,7 @@ def evaluate_compressed(lm, outputs: list[dict], espec, use_cache: bool, progres
 
 
 def _json_view(r: dict) -> dict:
-    keep = ("cca_bound", "nmse", "cosine", "cond", "heldout_nmse", "loss_rise")
+    keep = SCORE_FIELDS
     return {
         "calibration": r["calibration"],
         "scores": [

@@ -1,4 +1,4 @@
-"""The stages of one compression job, run by the worker task: plain functions over a job spec.
+"""The stages of one compression job, run by the worker task: plain functions over a Recipe.
 
     load -> calibrate (statistics cache) -> score -> compress -> check -> evaluate -> publish
 
@@ -18,11 +18,12 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Mapping, Protocol
+
+from service.jobs.recipe import Evaluation, Recipe
 
 from .engine import compress
-from .engine.config import CompressConfig
-from .engine.data import DatasetSpec
+from .engine.config import from_recipe
 from .engine.hub_ids import refuse_path_shadowing
 from .engine.loading import load_model
 from .eval.compare import evaluate_outputs
@@ -68,45 +69,23 @@ def resolve_model(model_id: str) -> str:
     return model_id
 
 
-def compress_config(spec: dict, paths: Paths) -> CompressConfig:
-    cal, comp = spec.get("calibration", {}), spec.get("compression", {})
-    k = comp.get("k", 4)
-    return CompressConfig(
-        model=resolve_model(spec["model"]["id"]),
-        revision=spec["model"].get("revision"),
-        dataset=DatasetSpec(cal.get("dataset", "c4"), cal.get("config"), cal.get("split", "train"),
-                            cal.get("text_field", "text")),
-        ks=[k] if isinstance(k, int) else list(k),
-        num_samples=cal.get("num_samples", 256),
-        seq_len=cal.get("seq_len", 2048),
-        seed=cal.get("seed", 0),
-        shuffle=cal.get("shuffle", False),
-        mode=comp.get("mode", "attn"),
-        method=comp.get("method", "nbl"),
-        criterion=comp.get("criterion", "cca"),
-        dtype=spec.get("dtype"),
-        stats_dir=paths.stats_dir,
-        use_cache=paths.stats_dir is not None,  # NBL_STATS_CACHE_MAX_BYTES=0: no statistics cache
-    )
-
-
-def run(spec: dict, sink: Sink, paths: Paths, job_id: str, destination: Destination | None = None,
-        recipe: dict | None = None, check_timeout_s: float = 900,
-        max_model_bytes: int | None = None, retry: RetryPolicy = RetryPolicy(),
+def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination, source: str | None = None,
+        check_timeout_s: float = 900, max_model_bytes: int | None = None, retry: RetryPolicy = RetryPolicy(),
         host_cache_bytes: int | None = None) -> PipelineResult:
     """Compress into the job's work dir (engine stages report through `sink.progress`), check that each
     output reloads alone, evaluate the base and every output as saved, then publish each to
-    `destination` (a local directory or the Hub, built by the task) with its card. `recipe` is
-    the request the card quotes (default `spec`); `max_model_bytes` the largest input model (None: no limit);
-    `host_cache_bytes` the calibration's in-memory hidden states (None: no limit, else spilt to disk).
+    `destination` (a local directory or the Hub, built by the task) with its card. `source` is where
+    the model is read (a job's `local:NAME` resolved to its directory; default the recipe's model);
+    `max_model_bytes` the largest input model (None: no limit); `host_cache_bytes` the calibration's
+    in-memory hidden states (None: no limit, else spilt to disk).
     The steps that reach the Hub (load, compress's dataset, publish) are retried by `retry` while their
     failure is transient (worker/errors.py); they are idempotent (cached downloads, atomic outputs, adopted commits)."""
-    if destination is None:
-        raise TypeError("run() needs a destination (the task builds it: worker/tasks.py destination)")
-    cfg = compress_config(spec, paths)
-    cfg.out, cfg.max_model_bytes, cfg.host_cache_bytes = paths.work_dir, max_model_bytes, host_cache_bytes
+    cfg = from_recipe(recipe, resolve_model(source or recipe.model), out=paths.work_dir,
+                      stats_dir=paths.stats_dir,
+                      use_cache=paths.stats_dir is not None,  # NBL_STATS_CACHE_MAX_BYTES=0: no statistics cache
+                      max_model_bytes=max_model_bytes, host_cache_bytes=host_cache_bytes)
     cfg.check()
-    name = (recipe or spec)["model"]["id"]  # as the job names it (local:NAME), never a server path
+    name = recipe.model  # as the job names it (local:NAME), never a server path
     sink.progress("load", 0.0, f"loading {name}")
     retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len), "reading the model's config")
     lm = retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes),
@@ -123,11 +102,10 @@ def run(spec: dict, sink: Sink, paths: Paths, job_id: str, destination: Destinat
         result.selected[o["k"]] = o["replaced_layers"]
 
     check(outputs, refs, sink, check_timeout_s)
-    espec = eval_spec(spec.get("evaluation") or {})
-    metrics = evaluate(lm, outputs, espec, sink) if not espec.empty() else {}
+    metrics = evaluate(lm, outputs, eval_spec(recipe.evaluation), sink) if not recipe.evaluation.empty() else {}
     del lm
 
-    result.outputs = publish(outputs, result.selected, destination, metrics, recipe or spec, sink, retry)
+    result.outputs = publish(outputs, result.selected, destination, metrics, recipe.request, sink, retry)
     return result
 
 
@@ -142,9 +120,9 @@ def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float) ->
 
 
 def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destination: Destination,
-            metrics: dict[str, dict], recipe: dict, sink: Sink, retry: RetryPolicy = RetryPolicy()) -> dict[int, Published]:
+            metrics: dict[str, dict], recipe: Mapping | None, sink: Sink, retry: RetryPolicy = RetryPolicy()) -> dict[int, Published]:
     """Rewrite each output's card with the evaluation and the recipe, then hand the folder to the
-    destination; record each as soon as it is published."""
+    destination; record each as soon as it is published. `recipe`: the request the card quotes."""
     several = len(outputs) > 1
     done: dict[int, Published] = {}
     sink.progress("publish", 0.0, "publishing")
@@ -174,9 +152,11 @@ def _published(pub: Published) -> str:
             + (f" ({pub.revision}@{pub.commit_sha[:12]})" if pub.commit_sha else ""))
 
 
-def eval_spec(ev: dict) -> EvalSpec:
-    return EvalSpec(perplexity=tuple(ev.get("perplexity") or ()), tasks=tuple(ev.get("tasks") or ()),
-                    limit=ev.get("limit"), max_tokens=ev.get("max_tokens"), speed=bool(ev.get("speed")))
+def eval_spec(ev: Evaluation) -> EvalSpec:
+    """The evaluation's own spec of a recipe's section (None there: the evaluation's default)."""
+    extra = {k: v for k, v in (("repeats", ev.repeats), ("batch_tokens", ev.batch_tokens)) if v is not None}
+    return EvalSpec(perplexity=ev.perplexity, tasks=ev.tasks, task_files=ev.task_files, limit=ev.limit,
+                    max_tokens=ev.max_tokens, suite=ev.suite, speed=ev.speed, **extra)
 
 
 def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink) -> dict[str, dict[str, float]]:

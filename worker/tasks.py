@@ -29,6 +29,7 @@ from service.core.models import Job, Team
 from service.core.paths import model_source, publish_dir, scratch_dir
 from service.core.secrets import decrypt
 from service.jobs.reconciler import drop_reason
+from service.jobs.recipe import Publishing, Recipe, from_request
 from service.core.settings import Settings
 
 from . import ownership, retention
@@ -117,12 +118,12 @@ class Heartbeat(threading.Thread):
                 log.warning("job %s: heartbeat failed (%s); retrying", self.job_id, type(e).__name__)
 
 
-def destination(spec, job_id: str):
+def destination(recipe: Recipe, job_id: str):
     """Where this job publishes: publish.repo_id -> the Hub, with the job's or its team's token, read
     from the DB and decrypted here (never a task argument); else NBL_PUBLISH_DIR/<team>/<local_dir or job
     id>, which only this job, or the team's jobs with publish.overwrite, may replace (publish/local.py)."""
-    pub = spec.publish
-    if getattr(pub, "repo_id", None):
+    pub = recipe.publishing or Publishing()
+    if pub.repo_id:
         with sessions()() as s:
             ciphertext = store.hub_token_ciphertext(s, job_id)
         if ciphertext is None:
@@ -130,12 +131,12 @@ def destination(spec, job_id: str):
                              "team's with `nbl admin set-hub-token --team NAME`")
         return HubRepo(pub.repo_id, decrypt(settings, ciphertext), job_id, private=pub.private,
                        revision=pub.revision, create_pr=pub.create_pr, endpoint=settings.hf_endpoint,
-                       title=f"NBL {spec.compression.mode} compression of {spec.model.id}")
-    name = getattr(pub, "local_dir", None) or job_id
+                       title=f"NBL {recipe.compression.mode} compression of {recipe.model}")
+    name = pub.local_dir or job_id
     with sessions()() as s:
         team = s.scalar(select(Team.name).join(Job, Job.team_id == Team.id).where(Job.id == job_id))
     publish_dir(settings, team, name)  # re-checks both names' grammar: the spec is input, even from the DB
-    return LocalDir(settings.publish_dir, team, name, job_id, overwrite=getattr(pub, "overwrite", False))
+    return LocalDir(settings.publish_dir, team, name, job_id, overwrite=pub.overwrite)
 
 
 def claim(job_id: str) -> str | None:
@@ -168,19 +169,17 @@ def run_job(job_id: str) -> str:
     try:
         # Read inside the try: a request stored before a rule tightened (e.g. a dataset name refused
         # since) fails the job as `user` rather than leaving it `running` until its lease expires.
-        spec = db(store.job_spec, job_id)
-        recipe = spec.model_dump(mode="json")  # what the card quotes: as submitted (publish.token is never dumped)
-        spec_dict = spec.model_dump(mode="json")
-        spec_dict["model"]["id"] = model_source(settings, spec.model.id)  # local:NAME -> its directory
+        recipe = from_request(db(store.job_spec, job_id))  # stored JSON -> JobCreate -> Recipe, once
         paths = Paths(work_dir=scratch_dir(settings, job_id), publish_dir=settings.publish_dir,
                       stats_dir=settings.stats_dir if settings.stats_cache_max_bytes else None)
-        result = run(spec_dict, DbSink(job_id, token), paths, job_id, destination=destination(spec, job_id),
-                     recipe=recipe, check_timeout_s=settings.load_check_timeout_s,
+        result = run(recipe, DbSink(job_id, token), paths, destination(recipe, job_id),
+                     source=model_source(settings, recipe.model),  # local:NAME -> its directory
+                     check_timeout_s=settings.load_check_timeout_s,
                      max_model_bytes=settings.max_model_bytes, host_cache_bytes=settings.host_cache_bytes,
                      retry=RetryPolicy(settings.hub_attempts, settings.hub_backoff_s))
         with sessions()() as s:
             store.set_selected_layers(
-                s, job_id, [{"k": k, "mode": spec.compression.mode, "layers": v} for k, v in result.selected.items()],
+                s, job_id, [{"k": k, "mode": recipe.compression.mode, "layers": v} for k, v in result.selected.items()],
                 lease_token=token)
             store.save_metrics(s, job_id, "calibration", {
                 "tokens": result.calibration.get("tokens"), "seconds": result.calibration.get("seconds"),

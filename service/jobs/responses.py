@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from service.jobs.score_fields import SCORE_FIELDS
 
 
 class Response(BaseModel):
@@ -71,13 +73,9 @@ class EventList(Response):
     last_id: int | None = Field(description="pass as `after` to poll for newer events")
 
 
-class LayerModeScores(Response):
-    cca_bound: float | None = None
-    nmse: float | None = None
-    cosine: float | None = None
-    cond: float | None = None
-    heldout_nmse: float | None = None
-    loss_rise: float | None = None
+# One optional float per score field (score_fields.py), in its order.
+LayerModeScores = create_model("LayerModeScores", __base__=Response,
+                               **{f: (float | None, None) for f in SCORE_FIELDS})  # type: ignore[call-overload]
 
 
 class LayerScoresOut(Response):

@@ -1,8 +1,9 @@
 """Request bodies of the /v1 API (the responses are in service.jobs.responses).
 
 Requests reject unknown keys (extra="forbid") and take JSON types strictly (no "4" for 4, no "yes"
-for true). Validators raise ValueError, so bad input is a 422, never a 500. Defaults follow the
-paper: C4, 256 x 2048 calibration tokens, attention branches, NBL, CCA ranking.
+for true). Validators raise ValueError, so bad input is a 422, never a 500. The defaults are the
+Recipe's (recipe.py, the one place they live): the paper's C4, 256 x 2048 calibration tokens,
+attention branches, NBL, CCA ranking. The worker turns a JobCreate into a Recipe once.
 
 Names are checked against grammars, not resolved: a model is a Hub id or `local:NAME` (NAME under
 NBL_MODELS_DIR); a local publish target is a NAME under NBL_PUBLISH_DIR. Paths, URLs and `..` never
@@ -27,7 +28,9 @@ from pydantic import (
     Tag,
 )
 
+from service.jobs import recipe as R
 from service.jobs.dataset_names import refuse_local_reader
+from service.jobs.score_fields import CRITERIA
 from service.core.settings import Settings
 from service.webhooks.urls import MAX_URL_LENGTH, check_syntax
 
@@ -157,23 +160,23 @@ class ModelSpec(Request):
 class CalibrationSpec(Request):
     dataset: Annotated[str, Field(max_length=200, json_schema_extra=_doc_pattern(_P_HUB)),
                        AfterValidator(dataset_name)] = Field(
-        default="c4", description="`c4`, `wikitext2`, or a Hub dataset id")
+        default=R.DATASET, description="`c4`, `wikitext2`, or a Hub dataset id")
     config: Annotated[str, Field(json_schema_extra=_doc_pattern(_CONFIG.pattern)),
                       AfterValidator(_pattern(_CONFIG, "dataset config"))] | None = None
     split: Annotated[str, Field(max_length=64, json_schema_extra=_doc_pattern(_SPLIT.pattern)),
-                     AfterValidator(_pattern(_SPLIT, "split"))] = "train"
+                     AfterValidator(_pattern(_SPLIT, "split"))] = R.SPLIT
     text_field: Annotated[str, Field(json_schema_extra=_doc_pattern(_FIELD.pattern)),
-                          AfterValidator(_pattern(_FIELD, "text field"))] = "text"
-    num_samples: StrictInt = Field(default=256, ge=1, description="calibration blocks")
-    seq_len: StrictInt = Field(default=2048, ge=2, description="tokens per block (2 at least: a next token to predict)")
-    seed: StrictInt = Field(default=0, ge=0, le=2**32 - 1)
+                          AfterValidator(_pattern(_FIELD, "text field"))] = R.TEXT_FIELD
+    num_samples: StrictInt = Field(default=R.NUM_SAMPLES, ge=1, description="calibration blocks")
+    seq_len: StrictInt = Field(default=R.SEQ_LEN, ge=2, description="tokens per block (2 at least: a next token to predict)")
+    seed: StrictInt = Field(default=R.SEED, ge=0, le=2**32 - 1)
     shuffle: StrictBool = False
 
 
 class CompressionSpec(Request):
-    mode: Literal["attn", "block"] = "attn"
-    method: Literal["nbl", "drop"] = "nbl"
-    criterion: Literal["cca", "nmse", "cosine", "loss"] = "cca"
+    mode: Literal[R.MODES] = R.MODE  # type: ignore[valid-type]
+    method: Literal[R.METHODS] = R.METHOD  # type: ignore[valid-type]
+    criterion: Literal[CRITERIA] = R.CRITERION  # type: ignore[valid-type]
     k: Annotated[KValue | Annotated[list[KValue], Field(min_length=1, max_length=16)],
                  AfterValidator(_k_values)] = Field(
         description="layers to replace; a list gives one output per k from one calibration", examples=[4, [4, 8]])
@@ -184,8 +187,8 @@ class CompressionSpec(Request):
 
 
 class EvaluationSpec(Request):
-    perplexity: Annotated[list[Literal["wikitext2", "c4"]], AfterValidator(_distinct)] = Field(
-        default_factory=lambda: ["wikitext2"])
+    perplexity: Annotated[list[Literal[PERPLEXITY_CORPORA]], AfterValidator(_distinct)] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(R.PERPLEXITY))
     tasks: Annotated[list[Literal[EVAL_TASKS]], AfterValidator(_distinct)] = Field(default_factory=list)  # type: ignore[valid-type]
     limit: StrictInt | None = Field(default=None, ge=1, description="first N documents of each task")
     max_tokens: StrictInt | None = Field(default=None, ge=2, description="perplexity: score only the first N tokens")

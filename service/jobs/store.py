@@ -31,8 +31,7 @@ from sqlalchemy.orm import Session
 from service.core.models import Artifact, EventKind, Job, LayerScore, Metric, Team, utcnow
 from service.jobs.schemas import JobCreate
 from service.jobs.states import event, finite, owned
-
-SCORE_FIELDS = ("cca_bound", "nmse", "cosine", "cond", "heldout_nmse", "loss_rise")
+from service.jobs.score_fields import SCORE_FIELDS
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -126,8 +125,7 @@ def _fenced(session: Session, job_id: str, lease_token: str | None) -> bool:
 def save_layer_scores(session: Session, job_id: str, scores: Iterable[Mapping], *,
                       lease_token: str | None = None) -> bool:
     """Replace the job's per-layer scores with `scores` in the engine's format:
-    [{"layer": i, "attn": {"cca_bound", "nmse", "cosine", "cond", "heldout_nmse", "loss_rise"?},
-      "block": {...}}, ...]. Idempotent (a retried stage writes the same rows)."""
+    [{"layer": i, "attn": {SCORE_FIELDS (loss_rise optional)}, "block": {...}}, ...]. Idempotent (a retried stage writes the same rows)."""
     if not _fenced(session, job_id, lease_token):
         session.rollback()
         return False

@@ -76,15 +76,16 @@ class RecordingSink:
 def test_a_job_reaching_the_data_loader_with_csv_reads_nothing_of_the_working_directory(canary_cwd, tmp_path):
     """The worker's pipeline given a spec naming `csv` (as a job stored before the API refused it would):
     it fails as a user error, and the secret is in no error or event."""
+    from service.jobs.recipe import Calibration, Compression, Recipe
     from worker.pipeline import Paths, run
     from worker.publish.local import LocalDir
 
     model = save_tiny_checkpoint(tmp_path / "tiny")
-    spec = {"model": {"id": str(model)}, "calibration": {"dataset": "csv", "num_samples": 4, "seq_len": 32},
-            "compression": {"k": 1}, "evaluation": {"perplexity": []}}
+    recipe = Recipe(model=str(model), calibration=Calibration(dataset="csv", num_samples=4, seq_len=32),
+                    compression=Compression(ks=(1,)))
     sink = RecordingSink()
     with pytest.raises(DataError, match="built-in loader") as e:
-        run(spec, sink, Paths(work_dir=tmp_path / "work", publish_dir=tmp_path / "pub"), "job_x",
-            destination=LocalDir(tmp_path / "pub", "alpha", "out", "job_x"))
+        run(recipe, sink, Paths(work_dir=tmp_path / "work", publish_dir=tmp_path / "pub"),
+            LocalDir(tmp_path / "pub", "alpha", "out", "job_x"))
     assert SECRET not in str(e.value) and SECRET not in "\n".join(sink.lines)
     assert any("load" in line for line in sink.lines)  # it did get as far as the data loader

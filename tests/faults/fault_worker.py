@@ -44,10 +44,11 @@ def install() -> None:
     faults: dict[str, str | None] = {}
     run, progress, output = tasks.run, tasks.DbSink.progress, tasks.DbSink.output
 
-    def faulty_run(spec, sink, paths, job_id, *args, **kwargs):
-        faults[job_id] = (spec.get("metadata") or {}).get("fault")
+    def faulty_run(recipe, sink, *args, **kwargs):
+        job_id = sink.job_id
+        faults[job_id] = ((recipe.request or {}).get("metadata") or {}).get("fault")
         note("runs.log", f"{job_id} {os.getpid()} start")
-        result = run(spec, sink, paths, job_id, *args, **kwargs)
+        result = run(recipe, sink, *args, **kwargs)
         note("runs.log", f"{job_id} {os.getpid()} end")
         return result
 

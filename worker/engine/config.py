@@ -1,9 +1,14 @@
-"""What one compression run is asked to do: the model, the calibration data, the k values, the method."""
+"""What one compression run is asked to do: the model, the calibration data, the k values, the method.
+
+The engine's form of a Recipe (service/jobs/recipe.py, where the defaults live) plus the machine's
+directories and limits; `from_recipe` builds it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from service.jobs import recipe as R
 
 from .data import DatasetSpec
 from .scores import DEFAULT_RIDGE
@@ -18,13 +23,13 @@ class CompressConfig:
     ks: list[int]
     out: Path | None = None
     revision: str | None = None
-    num_samples: int = 256
-    seq_len: int = 2048
-    seed: int = 0
+    num_samples: int = R.NUM_SAMPLES
+    seq_len: int = R.SEQ_LEN
+    seed: int = R.SEED
     shuffle: bool = False
-    mode: str = "attn"
-    method: str = "nbl"
-    criterion: str = "cca"
+    mode: str = R.MODE
+    method: str = R.METHOD
+    criterion: str = R.CRITERION
     dtype: str | None = None
     device: str | None = None
     devices: list[str] | None = None  # several: data-parallel calibration, one process each (distributed.py)
@@ -42,7 +47,7 @@ class CompressConfig:
         """Checks that need no model; k against the layer count is checked after loading."""
         if self.mode not in BRANCHES:
             raise ValueError(f"mode must be one of {BRANCHES}, got {self.mode!r}")
-        if self.method not in ("nbl", "drop"):
+        if self.method not in R.METHODS:
             raise ValueError(f"method must be 'nbl' or 'drop', got {self.method!r}")
         if self.criterion not in CRITERIA:
             raise ValueError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
@@ -52,3 +57,14 @@ class CompressConfig:
             raise ValueError(f"k must be positive, got {self.ks}")
         if self.product_dtype not in ("float32", "float64"):
             raise ValueError("product_dtype must be float32 or float64")
+
+
+def from_recipe(recipe: R.Recipe, model: str | None = None, **machine) -> CompressConfig:
+    """The engine's config of `recipe`; `model`: where to read it (a job's local:NAME resolved to its
+    directory), default the recipe's; `machine`: out, dtype, device, directories and limits."""
+    cal, comp = recipe.calibration, recipe.compression
+    return CompressConfig(
+        model=model or recipe.model, revision=recipe.revision,
+        dataset=DatasetSpec(cal.dataset, cal.config, cal.split, cal.text_field), ks=list(comp.ks),
+        num_samples=cal.num_samples, seq_len=cal.seq_len, seed=cal.seed, shuffle=cal.shuffle,
+        mode=comp.mode, method=comp.method, criterion=comp.criterion, **machine)

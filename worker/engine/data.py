@@ -27,6 +27,7 @@ from typing import Iterable, Iterator
 
 import torch
 
+from service.jobs import recipe as R
 from service.jobs.dataset_names import refuse_packaged_builder
 
 from .hub_ids import refuse_path_shadowing
@@ -60,8 +61,8 @@ class DataError(ValueError):
 class DatasetSpec:
     path: str
     config: str | None = None
-    split: str = "train"
-    text_field: str = "text"
+    split: str = R.SPLIT
+    text_field: str = R.TEXT_FIELD
 
     def key(self) -> dict:
         return asdict(self)

@@ -12,7 +12,7 @@ is invariant to that choice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -177,13 +177,9 @@ class BranchScores:
     heldout_nmse: float | None  # map fitted on the first 9/10 of blocks, scored on the last 1/10
 
     def as_dict(self) -> dict:
-        return {
-            "cca_bound": self.cca_bound,
-            "nmse": self.nmse,
-            "cosine": self.cosine,
-            "cond": self.cond,
-            "heldout_nmse": self.heldout_nmse,
-        }
+        """The report's shape: fields named as service/jobs/score_fields.py SCORE_FIELDS (loss_rise is
+        added by the loss probe)."""
+        return asdict(self)
 
 
 def score_layer(stats: LayerStats, ridge: float = DEFAULT_RIDGE) -> dict[str, BranchScores]:

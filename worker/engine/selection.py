@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import math
 
-CRITERIA = ("cca", "nmse", "cosine", "loss")
-# criterion -> the score field it ranks by (lower = more linear = replaced first; cosine: higher).
-# The one copy: the model card and its plot read it from here.
-CRITERION_FIELD = {"cca": "cca_bound", "nmse": "nmse", "cosine": "cosine", "loss": "loss_rise"}
+# Defined once, torch-free, where the API can read them too.
+from service.jobs.score_fields import CRITERIA, CRITERION_FIELD, HIGHER_FIRST
+
+__all__ = ["CRITERIA", "CRITERION_FIELD", "ranking", "choose"]
 
 
 def ranking(layer_scores: list[dict], mode: str, criterion: str) -> list[int]:
@@ -28,7 +28,7 @@ def ranking(layer_scores: list[dict], mode: str, criterion: str) -> list[int]:
     values = [s[mode].get(key) for s in layer_scores]
     if any(v is None for v in values):
         raise ValueError(f"criterion {criterion!r} needs {key!r} for every layer in mode {mode!r}")
-    sign = -1.0 if criterion == "cosine" else 1.0
+    sign = -1.0 if criterion in HIGHER_FIRST else 1.0
     # NaN (a degenerate layer) ranks last, ties by layer index, for a stable order.
     return sorted(range(len(values)), key=lambda i: (math.isnan(values[i]), sign * values[i], i))
 

@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from service.jobs.score_fields import SCORE_LABELS
+
 from .vllm_usage import vllm_usage
 
 README = "README.md"
@@ -24,7 +26,8 @@ PLOT = "nbl_scores.png"
 PAPER = "https://arxiv.org/abs/2505.21077"
 TAGS = ["nbl", "compression"]
 
-SCORE_COLUMNS = [("cca_bound", "CCA bound"), ("nmse", "NMSE"), ("heldout_nmse", "held-out NMSE"), ("cosine", "cosine")]
+# The score fields (service/jobs/score_fields.py) the card's table shows, in its order, when present.
+SCORE_COLUMNS = [(f, SCORE_LABELS[f]) for f in ("cca_bound", "nmse", "heldout_nmse", "cosine", "loss_rise")]
 
 # model-index: (Hub dataset id, pretty name, config, split) of what worker.eval measures
 PPL_DATASETS = {
@@ -197,8 +200,6 @@ def layers_section(report: dict, plot: str | None) -> str:
     if not rows:
         return text
     cols = [(f, t) for f, t in SCORE_COLUMNS if any(s[mode].get(f) is not None for s in rows)]
-    if any(s[mode].get("loss_rise") is not None for s in rows):
-        cols.append(("loss_rise", "loss rise"))
     text += "\n| layer | replaced | " + " | ".join(t for _, t in cols) + " |\n"
     text += "|---:|:---:|" + "---:|" * len(cols) + "\n"
     for s in rows:

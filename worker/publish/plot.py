@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..engine.selection import CRITERION_FIELD
+from service.jobs.recipe import CRITERION, MODE
+from service.jobs.score_fields import CRITERION_FIELD
 
 LABELS = {"cca_bound": "CCA bound Σ(1 − ρ²)  (lower = more linear)", "nmse": "NMSE of the linear fit",
           "cosine": "cosine(h, h + y)  (higher = more skippable)", "loss_rise": "loss rise when replaced"}
@@ -17,8 +18,8 @@ LABELS = {"cca_bound": "CCA bound Σ(1 − ρ²)  (lower = more linear)", "nmse"
 def plot_series(report: dict) -> tuple[str, list[int], list[float], set[int]] | None:
     """(score field, layers, values, replaced layers) for the plot, or None when there is nothing to draw."""
     recipe = report.get("recipe") or {}
-    mode = recipe.get("mode", "attn")
-    score = CRITERION_FIELD.get(recipe.get("criterion", "cca"), "cca_bound")
+    mode = recipe.get("mode", MODE)
+    score = CRITERION_FIELD.get(recipe.get("criterion", CRITERION), CRITERION_FIELD[CRITERION])
     points = [(s["layer"], (s.get(mode) or {}).get(score)) for s in report.get("layers") or []]
     points = [(i, float(v)) for i, v in points if v is not None]
     if not points:

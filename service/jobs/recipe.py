@@ -1,0 +1,120 @@
+"""What one compression run is asked to do, typed and frozen: the one form the request takes past the API.
+
+    Recipe
+      model, revision
+      calibration    dataset, config, split, text_field, num_samples, seq_len, seed, shuffle
+      compression    ks, mode, method, criterion
+      evaluation     perplexity, tasks, limit, max_tokens, speed (+ the CLI's task files, suite, ...)
+      publishing     a Hub repo or a local directory name (None: nowhere; the CLI's --out)
+
+A job's stored request becomes a JobCreate (schemas.py), then a Recipe once (`from_request`); `nbl
+compress` builds the same Recipe from its flags. The defaults live here only: the request schema's
+fields and the CLI's flags read these constants (the paper's: C4, 256 x 2048 calibration tokens,
+attention branches, NBL, CCA ranking). Torch-free: the API imports the schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from service.jobs.schemas import JobCreate
+
+DATASET = "c4"
+SPLIT = "train"
+TEXT_FIELD = "text"
+NUM_SAMPLES = 256
+SEQ_LEN = 2048
+SEED = 0
+MODES = ("attn", "block")
+METHODS = ("nbl", "drop")
+MODE, METHOD, CRITERION = "attn", "nbl", "cca"
+PERPLEXITY = ("wikitext2",)  # a job's default evaluation; `nbl compress --eval` asking nothing gets the same
+
+
+@dataclass(frozen=True)
+class Calibration:
+    dataset: str = DATASET
+    config: str | None = None
+    split: str = SPLIT
+    text_field: str = TEXT_FIELD
+    num_samples: int = NUM_SAMPLES
+    seq_len: int = SEQ_LEN
+    seed: int = SEED
+    shuffle: bool = False
+
+
+@dataclass(frozen=True)
+class Compression:
+    ks: tuple[int, ...]
+    mode: str = MODE
+    method: str = METHOD
+    criterion: str = CRITERION
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What to measure on the base and on every output. Jobs ask for the first five; the rest are
+    `nbl compress --eval`'s (task files, suites, timing repeats, batching). Empty: no evaluation."""
+
+    perplexity: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    limit: int | None = None
+    max_tokens: int | None = None
+    speed: bool = False
+    task_files: tuple[str, ...] = ()
+    suite: str | None = None
+    repeats: int | None = None  # None: the evaluation's own default
+    batch_tokens: int | None = None
+
+    def empty(self) -> bool:
+        return not (self.perplexity or self.tasks or self.task_files or self.suite or self.speed)
+
+
+@dataclass(frozen=True)
+class Publishing:
+    """Where the outputs go: a Hub repo (`repo_id`) or a directory NAME of the team (`local_dir`). The
+    Hub token is never here: the worker reads it from the database."""
+
+    repo_id: str | None = None
+    private: bool = True
+    revision: str | None = None
+    create_pr: bool = False
+    local_dir: str | None = None
+    overwrite: bool = False
+
+
+@dataclass(frozen=True)
+class Recipe:
+    model: str  # a Hub id, `local:NAME` (a job), or a path (`nbl compress`)
+    compression: Compression
+    revision: str | None = None
+    calibration: Calibration = Calibration()
+    evaluation: Evaluation = Evaluation()
+    publishing: Publishing | None = None
+    # What the model card quotes: the request as submitted (JSON, no secrets); None (`nbl compress`):
+    # the card quotes the output's own report.
+    request: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        return self.compression.ks
+
+
+def from_request(spec: JobCreate) -> Recipe:
+    """The Recipe of a validated request: the one conversion, made once by the worker task."""
+    cal, comp, ev, pub = spec.calibration, spec.compression, spec.evaluation, spec.publish
+    publishing = None
+    if pub is not None:
+        publishing = Publishing(**pub.model_dump(include=set(Publishing.__dataclass_fields__)))
+    return Recipe(
+        model=spec.model.id,
+        revision=spec.model.revision,
+        calibration=Calibration(**cal.model_dump()),
+        compression=Compression(ks=tuple(comp.ks), mode=comp.mode, method=comp.method, criterion=comp.criterion),
+        evaluation=Evaluation(perplexity=tuple(ev.perplexity), tasks=tuple(ev.tasks), limit=ev.limit,
+                              max_tokens=ev.max_tokens, speed=ev.speed),
+        publishing=publishing,
+        request=spec.model_dump(mode="json"),
+    )
