@@ -16,10 +16,7 @@ attention branches, NBL, CCA ranking). Torch-free: the API imports the schema.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
-
-if TYPE_CHECKING:
-    from service.jobs.schemas import JobCreate
+from typing import Any, Mapping
 
 DATASET = "c4"
 SPLIT = "train"
@@ -102,8 +99,9 @@ class Recipe:
         return self.compression.ks
 
 
-def from_request(spec: JobCreate) -> Recipe:
-    """The Recipe of a validated request: the one conversion, made once by the worker task."""
+def from_request(spec) -> Recipe:
+    """The Recipe of a validated request (a schemas.JobCreate, which imports this module for its
+    defaults, so not imported here): the one conversion, made once by the worker task."""
     cal, comp, ev, pub = spec.calibration, spec.compression, spec.evaluation, spec.publish
     publishing = None
     if pub is not None:
