@@ -91,3 +91,15 @@ def write_text_file(path: Path, n: int = 40) -> Path:
 def tree(path: Path) -> dict[str, bytes]:
     """Every file under `path`, by relative POSIX path."""
     return {f.relative_to(path).as_posix(): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}
+
+
+def pop_manifest(files: dict[str, bytes]) -> list[dict]:
+    """Take the manifest out of a published tree(), checking that it lists exactly the other files
+    (bookkeeping aside) with their sizes and sha256s."""
+    import hashlib
+    import json
+
+    listed = json.loads(files.pop(".nbl-files.json"))["files"]
+    assert listed == [{"path": p, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
+                      for p, d in sorted(files.items()) if not p.startswith(".nbl-")]
+    return listed
