@@ -11,7 +11,8 @@ by it (`owned`), so a worker that lost its lease cannot overwrite the new owner'
 states never change. Each transition is a compare-and-set on the row, so two workers, two API
 calls or two reconcilers racing on one job move it once. Every function that writes commits (or
 rolls back) before it returns, except `insert_queued`, whose caller commits the new row.
-tests/test_layers.py checks that no other module writes a status, a JobEvent or an outbox row.
+tests/service/test_state_writers.py checks that no other module writes a status, a JobEvent or an
+outbox row.
 """
 
 from __future__ import annotations

@@ -62,7 +62,11 @@ def hub_token_ciphertext(session: Session, job_id: str) -> str | None:
 
 def add_event(session: Session, job_id: str, kind: str, message: str | None = None, *, stage: str | None = None,
               progress: float | None = None, data: Mapping | None = None) -> int:
-    """Append to the job's event log (kind: stage | progress | warning | status | log). Returns the id."""
+    """Append to the job's event log (kind: stage | progress | warning | log). Returns the id. A status
+    event is written only with its transition (service.jobs.states), so the log never says a status
+    the row does not have."""
+    if kind == EventKind.status.value:
+        raise ValueError("status events are written by service.jobs.states, with the change of status")
     ev = event(session, job_id, kind, message=message, stage=stage, progress=progress, data=data)
     session.commit()
     return ev.id

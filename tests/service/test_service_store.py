@@ -113,6 +113,8 @@ def test_finish_checks_its_arguments(sessions, new_job):
             states.finish(s, job_id, token, "failed", error_type="oops")
         with pytest.raises(ValueError):
             store.add_event(s, job_id, "gossip", "no such kind")
+        with pytest.raises(ValueError):
+            store.add_event(s, job_id, "status", "succeeded")  # only with a transition (states.py)
 
 
 def test_a_cancelling_job_whose_worker_died_ends_cancelled(sessions, new_job):
