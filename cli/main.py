@@ -14,6 +14,7 @@ import sys
 from cli.admin import add_admin_commands, add_reconcile
 from cli.client import add_client_commands
 from cli.compress import add_compress
+from cli.estimate import add_estimate
 from cli.eval import add_eval
 from cli.keys import add_key_commands
 from cli.outputs import add_output_commands
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     add_compress(sub)
     add_eval(sub)
+    add_estimate(sub)
     add_import_gguf(sub)
     add_worker(sub)
     admin = sub.add_parser("admin", help="administer the service: API keys, migrations, the reconciler")

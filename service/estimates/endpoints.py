@@ -1,0 +1,29 @@
+"""/v1/estimates: a job body in, its estimate out (memory, disk, time, worker class); no job is created.
+Checked as POST /v1/jobs checks a body (limits, `local:NAME` rules), authenticated the same way."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from service.api.deps import PrincipalDep, SettingsDep
+from service.core.errors import InvalidRequest
+from service.jobs import model_checks
+from service.jobs.schemas import JobCreate, Problem, check_limits
+
+from .placement import placement_for
+from .schemas import EstimateOut
+
+PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
+
+router = APIRouter(prefix="/v1/estimates", tags=["estimates"], responses={401: PROBLEM, 422: PROBLEM, 503: PROBLEM})
+
+
+@router.post("", response_model=EstimateOut, summary="Estimate a job without creating it",
+             description="Peak device and host memory, disk, a time range, and the worker class the job would "
+             "go to, from the model's config.json alone (nothing is downloaded but that file).")
+def create_estimate(body: JobCreate, principal: PrincipalDep, settings: SettingsDep) -> EstimateOut:
+    errors = check_limits(body, settings) or model_checks.submit_problems(body, settings)
+    if errors:
+        raise InvalidRequest(errors[0]["msg"], errors=errors)
+    placement, stored = placement_for(body, settings, required=True)
+    return EstimateOut(**stored, refusal=placement.reason or None)

@@ -1,0 +1,47 @@
+"""The API's side of an estimate: read the job's config.json, place the job on a worker class.
+
+A `local:NAME` config is read from disk; a Hub config is fetched alone (configs.py). When the Hub
+cannot be reached at submit, POST /v1/jobs still accepts the job: it goes to the first class's queue
+without an estimate, and the worker estimates it against its own devices before downloading anything
+(worker/preflight.py). POST /v1/estimates has nothing to answer then: a 503.
+"""
+
+from __future__ import annotations
+
+from service.core.errors import InvalidRequest, NotReady
+from service.core.settings import Settings
+from service.jobs.schemas import JobCreate
+
+from .classes import Placement
+from .configs import ConfigUnavailable, model_config
+from .jobs import place_job, placement_json
+from .shapes import ShapeError
+
+HUB_TIMEOUT_S = 5.0  # a client waits on this GET; a slower Hub leaves the job to the worker's check
+
+
+def placement_for(body: JobCreate, settings: Settings, *, required: bool) -> tuple[Placement | None, dict | None]:
+    """(placement, its stored form); (None, None) when the config cannot be had and not `required`."""
+    try:
+        config = model_config(body.model.id, settings, body.model.revision, timeout_s=HUB_TIMEOUT_S)
+    except ConfigUnavailable as e:
+        if not required:
+            return None, None
+        if e.unreachable:
+            raise NotReady(str(e), headers={"Retry-After": "30"}) from None
+        raise InvalidRequest(str(e), errors=[{"loc": ["body", "model", "id"], "msg": str(e),
+                                              "type": "model_config"}]) from None
+    spec = body.model_dump(mode="json")
+    try:
+        placement = place_job(config, spec, settings)
+    except ShapeError as e:
+        msg = f"{body.model.id}: {e}"
+        raise InvalidRequest(msg, errors=[{"loc": ["body", "model", "id"], "msg": msg, "type": "model_config"}]) from None
+    return placement, placement_json(placement, settings)
+
+
+def refuse_unplaced(placement: Placement | None, stored: dict | None) -> None:
+    """A job no worker class can hold is a 422 at submit, with the numbers."""
+    if placement is not None and placement.cls is None:
+        msg = f"no worker class can run this job: {placement.reason}"
+        raise InvalidRequest(msg, errors=[{"loc": ["body"], "msg": msg, "type": "does_not_fit", "estimate": stored}])

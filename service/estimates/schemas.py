@@ -1,0 +1,35 @@
+"""The estimate as the API answers it (POST /v1/estimates) and stores it on a job (jobs.estimate)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class DiskOut(BaseModel):
+    download: int = Field(description="the input checkpoint as stored on the Hub")
+    spill: int = Field(description="hidden states past NBL_HOST_CACHE_BYTES, under NBL_HOME/spill")
+    stats_cache: int = Field(description="one float64 shard of sums per layer (the statistics cache)")
+    outputs: int = Field(description="one saved checkpoint per k")
+
+
+class PhaseOut(BaseModel):
+    device: int
+    host: int
+
+
+class EstimateOut(BaseModel):
+    object: str = "estimate"
+    device_bytes: int = Field(description="peak memory on one device (0 when the job runs on the CPU)")
+    host_bytes: int = Field(description="peak host memory")
+    disk_bytes: int = Field(description="the sum of `disk`")
+    disk: DiskOut
+    seconds: list[float] = Field(description="[fast, slow] wall time on `devices`, download included",
+                                 min_length=2, max_length=2)
+    worker_class: str | None = Field(description="the queue of the smallest worker class that holds the job; "
+                                     "null when none does (`refusal` says why; POST /v1/jobs answers 422)")
+    devices: list[str]
+    dtype: str
+    batch_size: int
+    phases: dict[str, PhaseOut] = Field(description="calibrate: layer by layer; whole: the whole model loaded "
+                                        "(saving, evaluation, load check)")
+    refusal: str | None = None
