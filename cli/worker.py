@@ -52,7 +52,17 @@ def cmd_worker(args) -> int:
     # predecessor lost (a thread of this process, not of the job's child)
     loop = reconcile_loop.start(settings, "worker")
     try:
-        celery.worker_main(["worker", *pool, "--loglevel", args.loglevel, "-Q", settings.queue_name])
+        celery.worker_main(["worker", *pool, "--loglevel", args.loglevel, "-Q", ",".join(own_queues(settings))])
     finally:
         loop.close()
     return 0
+
+
+def own_queues(settings) -> list[str]:
+    """The queues of the worker classes this worker's devices can serve (worker/capacity.py): a CPU-only
+    worker consumes the CPU class's queue alone, so it never receives a job sized for a GPU."""
+    from service.estimates.jobs import classes
+    from worker.capacity import own, queues
+
+    _, me = own(getattr(settings, "devices", None))
+    return queues(settings.queue_name, classes(settings), me)

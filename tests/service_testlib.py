@@ -36,13 +36,15 @@ def sqla_broker_messages(settings) -> list[dict]:
     path = settings.home / "broker.db"
     if not path.exists():
         return []
+    from service.core.celery_app import default_queue
+
     con = sqlite3.connect(path)
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "kombu_message" not in tables:
             return []
         rows = con.execute("SELECT m.payload FROM kombu_message m JOIN kombu_queue q ON m.queue_id = q.id "
-                           "WHERE q.name = ? AND m.visible = 1 ORDER BY m.id", (settings.queue_name,)).fetchall()
+                           "WHERE q.name = ? AND m.visible = 1 ORDER BY m.id", (default_queue(settings),)).fetchall()
     finally:
         con.close()
     return [decode_message(r[0]) for r in rows]

@@ -71,13 +71,15 @@ def resolve_model(model_id: str) -> str:
 
 def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination, source: str | None = None,
         check_timeout_s: float = 900, max_model_bytes: int | None = None, retry: RetryPolicy = RetryPolicy(),
-        host_cache_bytes: int | None = None) -> PipelineResult:
+        host_cache_bytes: int | None = None, devices: str | None = None) -> PipelineResult:
     """Compress into the job's work dir (engine stages report through `sink.progress`), check that each
     output reloads alone, evaluate the base and every output as saved, then publish each to
     `destination` (a local directory or the Hub, built by the task) with its card. `source` is where
     the model is read (a job's `local:NAME` resolved to its directory; default the recipe's model);
     `max_model_bytes` the largest input model (None: no limit); `host_cache_bytes` the calibration's
-    in-memory hidden states (None: no limit, else spilt to disk).
+    in-memory hidden states (None: no limit, else spilt to disk); `devices` the worker's (Settings.devices;
+    None: every visible GPU, else the CPU), which the job's estimate must fit before any download
+    (preflight.fits).
     The steps that reach the Hub (load, compress's dataset, publish) are retried by `retry` while their
     failure is transient (worker/errors.py); they are idempotent (cached downloads, atomic outputs, adopted commits)."""
     cfg = from_recipe(recipe, resolve_model(source or recipe.model), out=paths.work_dir,
@@ -87,7 +89,8 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination, sour
     cfg.check()
     name = recipe.model  # as the job names it (local:NAME), never a server path
     sink.progress("load", 0.0, f"loading {name}")
-    retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len), "reading the model's config")
+    fit = lambda config: preflight.fits(name, config, dict(recipe.request or {}), devices, host_cache_bytes)  # noqa: E731
+    retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len, fit), "reading the model's config")
     lm = retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes),
                    "loading the model")
     lm.source = name  # what nbl_scores.json and the card call the base model

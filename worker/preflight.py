@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 from service.jobs.model_checks import CONFIG, config_problems, read_config
 
@@ -30,9 +31,11 @@ def hub_config(repo_id: str, revision: str | None) -> dict:
     return config
 
 
-def check(name: str, source: str, revision: str | None, ks: list[int], seq_len: int) -> None:
+def check(name: str, source: str, revision: str | None, ks: list[int], seq_len: int,
+          fit: Callable[[dict], None] | None = None) -> None:
     """`name` is the job's model (a Hub id or local:NAME), `source` what the loader reads (a Hub id or the
-    local directory). Raises ModelError naming the fields that cannot work."""
+    local directory). Raises ModelError naming the fields that cannot work. `fit(config)` then checks that
+    the job fits this worker (`fits`)."""
     local = Path(source)
     if local.is_dir():
         config = read_config(local)
@@ -45,3 +48,30 @@ def check(name: str, source: str, revision: str | None, ks: list[int], seq_len: 
     problems = config_problems(config, ks, seq_len)
     if problems:
         raise ModelError(f"{name}: " + "; ".join(f"{'.'.join(loc)}: {msg}" for loc, msg in problems))
+    if fit is not None:
+        fit(config)
+
+
+def fits(name: str, config: dict, spec: dict, devices_setting: str | None, host_cache_bytes: int | None) -> dict:
+    """The job's estimate on this worker's own devices (service/estimates); a ModelError (`user`) with the
+    numbers when it needs more memory than they hold. Returns the estimate's figures."""
+    from service.estimates.classes import gb
+    from service.estimates.jobs import as_json, job_options
+    from service.estimates.model import estimate
+    from service.estimates.shapes import ShapeError, shape_of
+
+    from .capacity import own
+
+    devices, me = own(devices_setting)
+    try:
+        est = estimate(shape_of(config), job_options(spec, host_cache_bytes), devices)
+    except ShapeError as e:
+        raise ModelError(f"{name}: {e}") from None
+    over = []
+    if me.devices and est.device_bytes > me.device_bytes:
+        over.append(f"{gb(est.device_bytes)} on one device, this worker's have {gb(me.device_bytes)} each")
+    if est.host_bytes > me.host_bytes:
+        over.append(f"{gb(est.host_bytes)} of host memory, this worker has {gb(me.host_bytes)}")
+    if over:
+        raise ModelError(f"{name}: the job does not fit this worker ({','.join(devices)}): it needs " + "; ".join(over))
+    return as_json(est, None)

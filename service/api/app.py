@@ -21,6 +21,7 @@ from service.api import health
 from service.jobs import endpoints as jobs
 from service import ui
 from service.outputs import endpoints as outputs
+from service.estimates import endpoints as estimates
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     docs.install(app)
     app.include_router(jobs.router)
     app.include_router(outputs.router)
+    app.include_router(estimates.router)
     app.include_router(health.router)
     ui.install(app)  # the dashboard at /ui
     return app

@@ -37,6 +37,13 @@ def broker_transport_options(settings: Settings) -> dict:
     return {}
 
 
+def default_queue(settings: Settings) -> str:
+    """Where a job without an estimate goes: the first (smallest) worker class's queue."""
+    from service.estimates.classes import parse_classes, queue_of
+
+    return queue_of(settings.queue_name, parse_classes(settings.worker_classes)[0])
+
+
 def make_celery(settings: Settings) -> Celery:
     if settings.broker_url.startswith("sqla+sqlite"):
         settings.ensure_dirs()
@@ -57,8 +64,8 @@ def make_celery(settings: Settings) -> Celery:
         broker_transport_options=broker_transport_options(settings),
         broker_connection_retry_on_startup=True,
         broker_connection_timeout=settings.publish_timeout_s,
-        task_default_queue=settings.queue_name,
-        task_routes={RUN_JOB: {"queue": settings.queue_name}},
+        task_default_queue=default_queue(settings),
+        task_routes={RUN_JOB: {"queue": default_queue(settings)}},
         task_create_missing_queues=True,
         # Publishing from the API: a couple of quick retries, then give up and leave the job
         # for the reconciler (the API still answers 201).

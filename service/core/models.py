@@ -182,6 +182,7 @@ class Job(Base):
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     # A per-job Hub token (publish.token), Fernet ciphertext; set to NULL when the job ends.
     hub_token_encrypted: Mapped[str | None] = mapped_column(Text)
+    estimate: Mapped[dict[str, Any] | None]  # service/estimates: memory, disk, time, worker_class (its queue)
 
 
 class JobEvent(Base):

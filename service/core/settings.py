@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     # --- queue ---------------------------------------------------------------------------------
     queue_name: str = Field(default="nbl", validation_alias=_env("NBL_QUEUE", "queue_name"),
                             pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    worker_classes: str = Field(default="cpu=0x0/64,gpu-24g=1x24/128,gpu-80g=1x80/256,gpu-8x80g=8x80/1024",
+                                validation_alias=_env("NBL_WORKER_CLASSES", "worker_classes"),
+                                description="NAME=DEVICESxDEVICE_GiB/HOST_GiB, smallest first; a job goes to the "
+                                "queue <NBL_QUEUE>-<NAME> of the first class that holds its estimate "
+                                "(service/estimates/classes.py)")
     task_soft_time_limit_s: int = Field(default=6 * 3600 - 300, ge=60,
                                         validation_alias=_env("NBL_TASK_SOFT_TIME_LIMIT", "task_soft_time_limit_s"))
     task_time_limit_s: int = Field(default=6 * 3600, ge=60,
@@ -147,6 +152,9 @@ class Settings(BaseSettings):
             self.visibility_timeout_s = self.task_time_limit_s + 3600
         if self.task_soft_time_limit_s >= self.task_time_limit_s:
             raise ValueError("NBL_TASK_SOFT_TIME_LIMIT must be below NBL_TASK_TIME_LIMIT")
+        from service.estimates.classes import parse_classes
+
+        parse_classes(self.worker_classes)  # a bad NBL_WORKER_CLASSES fails here, at startup
         self.webhook_networks  # noqa: B018 - a bad NBL_WEBHOOK_ALLOWLIST entry fails here, at startup
         if self.visibility_timeout_s <= self.task_time_limit_s:
             raise ValueError("NBL_VISIBILITY_TIMEOUT must exceed NBL_TASK_TIME_LIMIT, or a running task is re-delivered")

@@ -8,7 +8,8 @@ from fastapi import APIRouter
 from service.api.deps import PrincipalDep, SettingsDep
 from service.core.errors import InvalidRequest
 from service.jobs import model_checks
-from service.jobs.schemas import JobCreate, Problem, check_limits
+from service.jobs.responses import Problem
+from service.jobs.schemas import JobCreate, check_limits
 
 from .placement import placement_for
 from .schemas import EstimateOut

@@ -3,14 +3,18 @@
 A `local:NAME` config is read from disk; a Hub config is fetched alone (configs.py). When the Hub
 cannot be reached at submit, POST /v1/jobs still accepts the job: it goes to the first class's queue
 without an estimate, and the worker estimates it against its own devices before downloading anything
-(worker/preflight.py). POST /v1/estimates has nothing to answer then: a 503.
+(worker/preflight.py); for a minute after that, jobs do not try the Hub again (an API without Hub
+access pays the failed GET once a minute, not on every submit). POST /v1/estimates always tries, and
+has nothing to answer without the config: a 503.
 """
 
 from __future__ import annotations
 
+import time
+
 from service.core.errors import InvalidRequest, NotReady
 from service.core.settings import Settings
-from service.jobs.schemas import JobCreate
+from service.jobs.schemas import LOCAL_PREFIX, JobCreate
 
 from .classes import Placement
 from .configs import ConfigUnavailable, model_config
@@ -18,13 +22,21 @@ from .jobs import place_job, placement_json
 from .shapes import ShapeError
 
 HUB_TIMEOUT_S = 5.0  # a client waits on this GET; a slower Hub leaves the job to the worker's check
+HUB_RETRY_AFTER_S = 60.0  # after the Hub could not be reached, jobs skip the fetch this long (an offline API)
+_hub_down_until = 0.0
 
 
 def placement_for(body: JobCreate, settings: Settings, *, required: bool) -> tuple[Placement | None, dict | None]:
     """(placement, its stored form); (None, None) when the config cannot be had and not `required`."""
+    global _hub_down_until
+    hub = not body.model.id.startswith(LOCAL_PREFIX)
+    if hub and not required and time.monotonic() < _hub_down_until:
+        return None, None
     try:
         config = model_config(body.model.id, settings, body.model.revision, timeout_s=HUB_TIMEOUT_S)
     except ConfigUnavailable as e:
+        if e.unreachable and hub:
+            _hub_down_until = time.monotonic() + HUB_RETRY_AFTER_S
         if not required:
             return None, None
         if e.unreachable:

@@ -21,10 +21,11 @@ from service.core.models import Job, JobStatus, utcnow
 log = logging.getLogger(__name__)
 
 
-def send_run_job(celery: Celery, job_id: str) -> bool:
-    """Send "nbl.run_job"(job_id) to the broker. False (logged) when the broker is unreachable."""
+def send_run_job(celery: Celery, job_id: str, queue: str | None = None) -> bool:
+    """Send "nbl.run_job"(job_id) to the broker, to `queue` (the job's worker class; None: the first
+    class's, celery_app.default_queue). False (logged) when the broker is unreachable."""
     try:
-        celery.send_task(RUN_JOB, args=[job_id])
+        celery.send_task(RUN_JOB, args=[job_id], **({"queue": queue} if queue else {}))
     except Exception as e:  # noqa: BLE001 - any broker failure leaves the job to the reconciler
         log.warning("could not enqueue %s (%s: %s); it stays queued for the reconciler", job_id, type(e).__name__, e)
         return False
@@ -58,12 +59,20 @@ def dispatch_one(session: Session, celery: Celery, job_id: str, seen: datetime |
     session.commit()
     if claimed.rowcount != 1:
         return False
-    if send_run_job(celery, job_id):
+    if send_run_job(celery, job_id, job_queue(session, job_id)):
         return True
     session.execute(update(Job).where(Job.id == job_id, Job.dispatched_at == stamp).values(dispatched_at=seen)
                     .execution_options(synchronize_session=False))
     session.commit()
     return False
+
+
+def job_queue(session: Session, job_id: str) -> str | None:
+    """The queue of the job's worker class, from its stored estimate: every send of a job (the API's,
+    the reconciler's) goes to the same queue. None: no estimate (the Hub was unreachable at submit)."""
+    estimate = session.scalar(select(Job.estimate).where(Job.id == job_id))
+    session.commit()
+    return (estimate or {}).get("worker_class")
 
 
 def _sent_by_another(session: Session, job_id: str) -> bool:

@@ -31,6 +31,7 @@ from service.core.errors import (
 )
 from service.core.models import ACTIVE, Job, JobEvent, JobStatus, LayerScore, Team, new_job_id, utcnow
 from service.core.settings import Settings
+from service.estimates.placement import placement_for, refuse_unplaced
 from service.jobs import model_checks, states
 from service.jobs.queue import enqueue_job
 from service.jobs.responses import EventList, EventOut, LayerList, LayerModeScores, LayerScoresOut
@@ -73,15 +74,17 @@ def submit(session: Session, celery: Celery, principal: Principal, spec: JobCrea
     errors = check_limits(spec, settings) or model_checks.submit_problems(spec, settings)
     if errors:
         raise InvalidRequest(errors[0]["msg"], errors=errors)
+    placement, estimate = placement_for(spec, settings, required=False)  # config.json: memory, time, class
+    refuse_unplaced(placement, estimate)  # no worker class holds it: a 422 with the numbers
     check_webhook_url(spec, settings)
-    job, created = create_job(session, principal, spec, key, settings)  # commits
+    job, created = create_job(session, principal, spec, key, settings, estimate)  # commits
     if created:
         enqueue_job(session, celery, job.id)
     return get_job(session, principal.team_id, job.id), created
 
 
 def create_job(session: Session, principal: Principal, spec: JobCreate, idempotency_key: str | None,
-               settings: Settings) -> tuple[Job, bool]:
+               settings: Settings, estimate: dict | None = None) -> tuple[Job, bool]:
     """Insert a queued job and commit. Returns (job, created).
 
     With an Idempotency-Key (scoped to the team): the same key and the same body return the job
@@ -106,7 +109,8 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
     try:
         job = states.insert_queued(session, now, id=new_job_id(now), team_id=principal.team_id,
                                    spec=spec.model_dump(mode="json"), idempotency_key=idempotency_key,
-                                   request_hash=digest, hub_token_encrypted=_encrypted_hub_token(spec, settings))
+                                   request_hash=digest, hub_token_encrypted=_encrypted_hub_token(spec, settings),
+                                   estimate=estimate)
         session.commit()
     except IntegrityError:
         session.rollback()

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 
 from conftest import DATA_DIR, save_tiny_checkpoint
 from service.api import create_app
+from service.core.celery_app import default_queue
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,7 +39,7 @@ def _start_worker(settings, log_path: Path) -> subprocess.Popen:
            "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "worker.tasks", "worker", "--pool", "solo", "--loglevel", "INFO",
-         "--without-heartbeat", "--without-gossip", "--without-mingle", "-Q", settings.queue_name],
+         "--without-heartbeat", "--without-gossip", "--without-mingle", "-Q", default_queue(settings)],
         cwd=REPO, env=env, stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
 
 

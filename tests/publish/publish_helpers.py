@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from service.core.celery_app import default_queue
+
 REPO = Path(__file__).resolve().parents[2]
 
 JOB = {
@@ -49,7 +51,7 @@ def start_worker(settings, log_path: Path, extra_env: dict | None = None, script
            "BROKER_URL": settings.broker_url, "NBL_QUEUE": settings.queue_name, "NBL_DATA_DIR": str(DATA_DIR),
            "NBL_LEASE_SECONDS": str(settings.lease_seconds), "PYTHONPATH": str(REPO), **(extra_env or {})}
     args = ["worker", "--pool", "solo", "--loglevel", loglevel, "--without-heartbeat", "--without-gossip",
-            "--without-mingle", "-Q", settings.queue_name]
+            "--without-mingle", "-Q", default_queue(settings)]
     cmd = [sys.executable, str(script), *args] if script else [sys.executable, "-m", "celery", "-A", "worker.tasks", *args]
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(log_path, "a"), stderr=subprocess.STDOUT)
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import redis
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -15,7 +17,7 @@ from service_testlib import body, decode_message, sqla_broker_messages
 from sqlalchemy import select
 
 from service.api import create_app
-from service.core.celery_app import make_celery
+from service.core.celery_app import default_queue, make_celery
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job
 from service.jobs.queue import dispatch_queued
@@ -34,7 +36,8 @@ def test_message_reaches_redis_only_after_the_row_is_committed(db_url, settings_
 
     def consume():
         # Like a worker: block on the queue; the moment the message arrives, read the row.
-        item = r.brpop([queue], timeout=20)
+        # the CPU class's queue (a Hub model the API could not size); a socket timeout above brpop's own
+        item = redis.Redis.from_url(broker, socket_timeout=30).brpop([default_queue(settings)], timeout=20)
         if item is None:
             return
         seen["message"] = decode_message(item[1])
@@ -51,7 +54,7 @@ def test_message_reaches_redis_only_after_the_row_is_committed(db_url, settings_
     assert resp.status_code == 201
     assert seen["message"] == {"task": "nbl.run_job", "args": [resp.json()["id"]], "kwargs": {}}
     assert seen["status"] == "queued"  # the row existed, committed, when the message could be taken
-    assert r.llen(queue) == 0
+    assert r.llen(default_queue(settings)) == 0
 
 
 def test_broker_down_still_201_then_the_reconciler_dispatches(db_url, settings_for, redis_queue, auth):
@@ -74,5 +77,5 @@ def test_broker_down_still_201_then_the_reconciler_dispatches(db_url, settings_f
         assert dispatch_queued(s, celery) == []  # dispatched now: not sent twice
         assert s.scalar(select(Job.dispatched_at).where(Job.id == job_id)) is not None
     celery.close()
-    messages = [decode_message(m) for m in r.lrange(queue, 0, -1)]
+    messages = [decode_message(m) for m in r.lrange(default_queue(up), 0, -1)]
     assert messages == [{"task": "nbl.run_job", "args": [job_id], "kwargs": {}}]
