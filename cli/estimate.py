@@ -7,10 +7,36 @@ options, from the model's config.json alone: nothing else is read or downloaded,
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 
-from cli.compress import _host_cache_bytes, _ks
-from cli.eval import _names, _positive
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _ks(text: str) -> list[int]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError("give at least one k")
+    return [_positive(p) for p in parts]
+
+
+def _names(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _host_cache_bytes(flag: int | None) -> int | None:
+    """--host-cache-bytes, else NBL_HOST_CACHE_BYTES, else None (no limit), as nbl compress reads them."""
+    raw = str(flag) if flag is not None else os.environ.get("NBL_HOST_CACHE_BYTES", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise ValueError(f"the host cache budget must be a number of bytes, got {raw!r}")
+    return int(raw)
 
 
 def add_estimate(sub) -> None:
