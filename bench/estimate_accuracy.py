@@ -130,6 +130,9 @@ def report(rows: list[dict], out: Path) -> None:
         lines.append(f"| {r['model']} | `{r['command']}` | {r['measured_peak_rss_bytes'] / 1e9:.2f} GB | "
                      f"{r['estimated_host_bytes'] / 1e9:.2f} GB | {r['error']:+.0%} |")
     b = result["llama_70b_calibration_one_gpu"]
+    lines += ["", "SmolLM2's peak is in the save (the whole model loaded): service/estimates/model.py's SAVE_FACTOR "
+              "(1.5x the model) was read off that row, so it is not an independent check; the random model's rows "
+              "(calibration only, layer by layer) are. `--reuse` re-estimates the stored peaks with today's formulas."]
     lines += ["", f"Llama-3.1-70B-shaped config, 256 x 2048 tokens, calibration on one GPU: {b['device_bytes'] / 1e9:.1f} GB "
               f"of device memory ({'fits' if b['fits_80GB'] else 'does not fit'} one 80 GB GPU), "
               f"{b['host_bytes'] / 1e9:.1f} GB of host memory.", ""]
