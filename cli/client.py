@@ -156,32 +156,29 @@ def _run(command):
 
 def cmd_submit(args) -> int:
     body = build_request(args)  # a bad file or flag: ValueError, exit 2, before any request
+    return _run(lambda client, args: _submit(client, args, body))(args)
+
+
+def _submit(client: Client, args, body: dict) -> int:
     timeout = 120.0 if args.timeout is None else args.timeout
     try:
-        client = _client(args)
-    except MissingKey as e:
+        key = args.idempotency_key or f"nbl-cli-{uuid.uuid4().hex}"  # the same job across retries
+        job = client.submit(body, idempotency_key=key, timeout=timeout or None)
+    except (Unavailable, ApiError) as e:
         return failed(e)
-    with client:
-        try:
-            key = args.idempotency_key or f"nbl-cli-{uuid.uuid4().hex}"  # the same job across retries
-            job = client.submit(body, idempotency_key=key, timeout=timeout or None)
-        except (Unavailable, ApiError) as e:
-            return failed(e)
-        if not args.wait:
-            print(json.dumps(job.model_dump(mode="json"), indent=2) if args.json else "\n".join(job_lines(
-                job.model_dump(mode="json"))))
-            return 0
-        if not args.json:
-            print(f"submitted {job.id}", file=sys.stderr)
-        return wait_for(client, job.id, timeout=args.timeout or 0, interval=args.interval, quiet=args.quiet,
-                        as_json=args.json)
+    if not args.wait:
+        print(json.dumps(job.model_dump(mode="json"), indent=2) if args.json else "\n".join(job_lines(
+            job.model_dump(mode="json"))))
+        return 0
+    if not args.json:
+        print(f"submitted {job.id}", file=sys.stderr)
+    return wait_for(client, job.id, timeout=args.timeout or 0, interval=args.interval, quiet=args.quiet,
+                    as_json=args.json)
 
 
-def cmd_wait(args) -> int:
-    try:
-        client = _client(args)
-    except MissingKey as e:
-        return failed(e)
-    with client:
-        return wait_for(client, args.job, timeout=args.timeout, interval=args.interval, quiet=args.quiet,
-                        as_json=args.json)
+def _wait(client: Client, args) -> int:
+    return wait_for(client, args.job, timeout=args.timeout, interval=args.interval, quiet=args.quiet,
+                    as_json=args.json)
+
+
+cmd_wait = _run(_wait)

@@ -1,1 +1,2 @@
-"""Job webhooks (Standard Webhooks): which URLs are allowed, signing, the outbox and its deliverer."""
+"""Job webhooks (Standard Webhooks): which URLs are allowed (urls.py), signing and the teams'
+secrets (signing.py), the outbox and its deliverer (delivery.py, fed by service.jobs.states)."""
