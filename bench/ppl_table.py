@@ -22,6 +22,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from engine_cpu import smollm2_gguf  # noqa: E402
 
+from service.core.settings import Settings  # noqa: E402
 from worker.engine.calibration_stage import calibration_stage  # noqa: E402
 from worker.engine.config import CompressConfig  # noqa: E402
 from worker.engine.score_stage import fit_maps, score_stage  # noqa: E402
@@ -51,15 +52,16 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "ppl_table")
     args = ap.parse_args()
     os.environ.setdefault("NBL_DATA_DIR", str(HERE.parent.parent / "shared" / "data"))
+    settings = Settings()
 
     t0 = time.perf_counter()
-    lm = load_model(smollm2_gguf(), dtype="float32", device="cpu")
+    lm = load_model(smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir, home=settings.home)
     cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[1], num_samples=args.num_samples,
-                         seq_len=args.seq_len)
+                         seq_len=args.seq_len, stats_dir=settings.stats_dir, data_dir=settings.data_dir)
     cal = calibration_stage(cfg, lm)
     scores = score_stage(cal.stats)
     t_cal = time.perf_counter() - t0
-    text = corpus_text("wikitext2")
+    text = corpus_text("wikitext2", settings.data_dir)
 
     def ppl() -> dict:
         t = time.perf_counter()

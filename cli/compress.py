@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import logging
 import sys
 import time
@@ -72,9 +71,10 @@ def add_compress(sub) -> None:
 
 
 def cmd_compress(args) -> int:
+    from service.core.settings import Settings
     from worker.engine.compress import run
     from worker.engine.config import from_recipe
-    from worker.engine.loading import load_model, max_model_bytes
+    from worker.engine.loading import load_model
     from cli.eval import eval_spec
     from worker.eval.report import print_table, report
 
@@ -82,7 +82,10 @@ def cmd_compress(args) -> int:
         raise ValueError(f"--max-model-bytes must be positive, got {args.max_model_bytes}")
     if args.eval and args.out is None:
         raise ValueError("--eval evaluates the saved outputs: give --out")
+    if args.host_cache_bytes is not None and args.host_cache_bytes < 0:
+        raise ValueError(f"the host cache budget must be a number of bytes, got {args.host_cache_bytes}")
     espec = eval_spec(args) if args.eval else None  # checked before the long part
+    settings = Settings()  # the one reader of NBL_*: directories and the defaults of the limits below
 
     cfg = from_recipe(
         recipe(args),
@@ -92,21 +95,28 @@ def cmd_compress(args) -> int:
         batch_size=args.batch_size,
         product_dtype=args.stats_precision,
         use_cache=not args.no_cache,
-        max_model_bytes=args.max_model_bytes if args.max_model_bytes is not None else max_model_bytes(),
-        host_cache_bytes=_host_cache_bytes(args.host_cache_bytes),
+        max_model_bytes=args.max_model_bytes if args.max_model_bytes is not None else settings.max_model_bytes,
+        host_cache_bytes=args.host_cache_bytes if args.host_cache_bytes is not None else settings.host_cache_bytes,
+        stats_dir=settings.stats_dir,
+        spill_dir=settings.spill_dir,
+        data_dir=settings.data_dir,
+        models_dir=settings.models_dir,
+        home=settings.home,
     )
     progress = sys.stderr.isatty() or not args.json
     lm, load_s = None, 0.0
     if espec is not None:  # loaded here, so the base stays in memory for its own evaluation
         start = time.perf_counter()
-        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes)
+        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes,
+                        models_dir=cfg.models_dir, home=cfg.home)
         load_s = time.perf_counter() - start
     result = run(cfg, progress=progress, lm=lm)
     result.timings["load_s"] += load_s  # run() times only its checks when handed a loaded model
     view = _json_view(result.as_dict())
     base, results = None, {}
     if espec is not None:
-        base, results = evaluate_compressed(lm, result.outputs, espec, not args.no_cache, sys.stderr.isatty())
+        base, results = evaluate_compressed(lm, result.outputs, espec, not args.no_cache, sys.stderr.isatty(),
+                                            data_dir=settings.data_dir, home=settings.home)
         view["evaluation"] = {f"k{k}": report(r, base) for k, r in results.items()}  # each as `nbl eval --json`
     if args.json:
         print(json.dumps(view, indent=2))
@@ -128,23 +138,16 @@ def recipe(args) -> R.Recipe:
     )
 
 
-def _host_cache_bytes(flag: int | None) -> int | None:
-    raw = str(flag) if flag is not None else os.environ.get("NBL_HOST_CACHE_BYTES", "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit():
-        raise ValueError(f"the host cache budget must be a number of bytes, got {raw!r}")
-    return int(raw)
-
-
-def evaluate_compressed(lm, outputs: list[dict], espec, use_cache: bool, progress: bool) -> tuple[dict, dict]:
+def evaluate_compressed(lm, outputs: list[dict], espec, use_cache: bool, progress: bool,
+                        data_dir: Path | None = None, home: Path | None = None) -> tuple[dict, dict]:
     """The base and every saved output (worker/eval/compare.py); each output's card rewritten with its
     results, as `nbl eval --card` does. Returns (base result, {k: result})."""
     from cli.eval import write_eval_card
     from worker.eval.compare import evaluate_outputs
 
     paths = {o["k"]: Path(o["path"]) for o in outputs}
-    base, results = evaluate_outputs(lm, paths, espec, use_cache=use_cache, progress=progress)
+    base, results = evaluate_outputs(lm, paths, espec, use_cache=use_cache, progress=progress, data_dir=data_dir,
+                                     home=home)
     for k, path in paths.items():
         write_eval_card(path, results[k], base)
     return base, results

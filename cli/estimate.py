@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 
 def _positive(text: str) -> int:
@@ -27,16 +26,6 @@ def _ks(text: str) -> list[int]:
 
 def _names(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
-
-
-def _host_cache_bytes(flag: int | None) -> int | None:
-    """--host-cache-bytes, else NBL_HOST_CACHE_BYTES, else None (no limit), as nbl compress reads them."""
-    raw = str(flag) if flag is not None else os.environ.get("NBL_HOST_CACHE_BYTES", "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit():
-        raise ValueError(f"the host cache budget must be a number of bytes, got {raw!r}")
-    return int(raw)
 
 
 def add_estimate(sub) -> None:
@@ -78,7 +67,10 @@ def cmd_estimate(args) -> int:
     from service.estimates.model import Options, estimate
     from service.estimates.shapes import shape_of
 
-    settings = Settings()
+    if args.host_cache_bytes is not None and args.host_cache_bytes < 0:
+        raise ValueError(f"the host cache budget must be a number of bytes, got {args.host_cache_bytes}")
+    settings = Settings()  # NBL_HOST_CACHE_BYTES among them: --host-cache-bytes's default, as nbl compress reads it
+    host_cache_bytes = args.host_cache_bytes if args.host_cache_bytes is not None else settings.host_cache_bytes
     try:
         shape = shape_of(model_config(args.model, settings, args.revision, allow_dirs=True))
     except ConfigUnavailable as e:
@@ -88,7 +80,7 @@ def cmd_estimate(args) -> int:
     opts = Options(
         num_samples=args.num_samples, seq_len=args.seq_len, batch_size=args.batch_size, mode=args.mode,
         method=args.method, criterion=args.criterion, ks=tuple(args.k), dtype=args.dtype,
-        stats_precision=args.stats_precision, host_cache_bytes=_host_cache_bytes(args.host_cache_bytes),
+        stats_precision=args.stats_precision, host_cache_bytes=host_cache_bytes,
         outputs=args.out or args.job, whole_model=evaluate,
         perplexity=tuple(perplexity) if evaluate else (), eval_max_tokens=args.max_tokens,
         tasks=tuple(args.tasks) if evaluate else (), eval_limit=args.limit)

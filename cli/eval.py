@@ -118,12 +118,14 @@ def _base_source(args) -> tuple[str | None, str | None]:
 
 
 def cmd_eval(args) -> int:
-    from worker.engine.loading import max_model_bytes
+    from service.core.settings import Settings
     from worker.eval.compressed import is_compressed_dir, load_for_eval
     from worker.eval.evaluate import evaluate_cached, evaluate_model
     from worker.eval.report import print_table, report
 
     spec = eval_spec(args)
+    settings = Settings()  # NBL_DATA_DIR, NBL_MODELS_DIR, NBL_HOME, NBL_MAX_MODEL_BYTES
+    where = dict(max_bytes=settings.max_model_bytes, models_dir=settings.models_dir, home=settings.home)
     if args.card and not is_compressed_dir(args.model):
         raise ValueError("--card rewrites the card of an `nbl compress` output: give its directory as --model")
     progress = sys.stderr.isatty()
@@ -135,14 +137,15 @@ def cmd_eval(args) -> int:
     base_result, base_params = None, args.base_params
     base_source, recorded_fingerprint = _base_source(args)
     if base_source is not None:
-        base = load_for_eval(base_source, args.base_revision, args.dtype, args.device, max_model_bytes())
+        base = load_for_eval(base_source, args.base_revision, args.dtype, args.device, **where)
         if recorded_fingerprint and base.fingerprint != recorded_fingerprint:
             log.warning("base %s is not the checkpoint this model was compressed from (fingerprint differs)", base_source)
-        base_result = evaluate_cached(base, spec, use_cache=not args.no_cache, progress=progress)
+        base_result = evaluate_cached(base, spec, use_cache=not args.no_cache, progress=progress,
+                                      data_dir=settings.data_dir, home=settings.home)
         base_params = base_params or base_result["params"]["non_embedding_params"]
         del base
-    lm = load_for_eval(args.model, args.revision, args.dtype, args.device, max_model_bytes())
-    result = evaluate_model(lm, spec, base_non_embedding=base_params, progress=progress)
+    lm = load_for_eval(args.model, args.revision, args.dtype, args.device, **where)
+    result = evaluate_model(lm, spec, base_non_embedding=base_params, progress=progress, data_dir=settings.data_dir)
 
     full = report(result, base_result)
     if args.card:

@@ -19,14 +19,14 @@ def add_import_gguf(sub) -> None:
 
 
 def cmd_import_gguf(args) -> int:
+    from service.core.settings import Settings
     from worker.engine.gguf import convert_gguf
-    from worker.engine.loading import models_dir
 
     if not args.path.is_file() or args.path.suffix != ".gguf":
         raise ValueError(f"not a .gguf file: {args.path}")
     if "/" in args.name or args.name.startswith("."):
         raise ValueError(f"--name must be a plain name, got {args.name!r}")
-    out = convert_gguf(args.path, models_dir() / args.name)
+    out = convert_gguf(args.path, Settings().models_dir / args.name)
     print(json.dumps({"model": f"local:{args.name}", "path": str(out)}) if args.json else f"local:{args.name} -> {out}")
     return 0
 

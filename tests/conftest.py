@@ -100,3 +100,10 @@ def smollm2_gguf() -> Path:
 def smollm2_home(tmp_path_factory) -> Path:
     """An NBL_HOME shared by the SmolLM2 tests, so the GGUF is converted once per session."""
     return tmp_path_factory.mktemp("smollm2_home")
+
+
+def load_smollm2(home: Path):
+    """The real SmolLM2, its GGUF converted under home/models as the worker would (NBL_HOME's layout)."""
+    from worker.engine.loading import load_model
+
+    return load_model(str(smollm2_gguf()), models_dir=home / "models", home=home)

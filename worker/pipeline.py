@@ -52,7 +52,13 @@ class Sink(Protocol):
 class Paths:
     work_dir: Path  # this job's scratch space (outputs before publishing)
     publish_dir: Path  # local publishing destination
-    stats_dir: Path | None = None  # None: no statistics cache
+    stats_dir: Path | None = None  # the statistics cache (None: none, a run's sums go to the temp dir)
+    stats_cache: bool = True  # False (NBL_STATS_CACHE_MAX_BYTES=0): a run's sums under stats_dir, then removed
+    # The rest of the worker's Settings the engine and evaluation need, passed down (they read none).
+    spill_dir: Path | None = None  # hidden states past host_cache_bytes
+    data_dir: Path | None = None  # the shipped data sets (c4, wikitext2, the evaluation tasks)
+    models_dir: Path | None = None  # where a GGUF input is converted
+    home: Path | None = None  # the digest memo and the base-evaluation cache
 
 
 @dataclass
@@ -83,16 +89,16 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination, sour
     The steps that reach the Hub (load, compress's dataset, publish) are retried by `retry` while their
     failure is transient (worker/errors.py); they are idempotent (cached downloads, atomic outputs, adopted commits)."""
     cfg = from_recipe(recipe, resolve_model(source or recipe.model), out=paths.work_dir,
-                      stats_dir=paths.stats_dir,
-                      use_cache=paths.stats_dir is not None,  # NBL_STATS_CACHE_MAX_BYTES=0: no statistics cache
+                      stats_dir=paths.stats_dir, use_cache=paths.stats_cache, spill_dir=paths.spill_dir,
+                      data_dir=paths.data_dir, models_dir=paths.models_dir, home=paths.home,
                       max_model_bytes=max_model_bytes, host_cache_bytes=host_cache_bytes)
     cfg.check()
     name = recipe.model  # as the job names it (local:NAME), never a server path
     sink.progress("load", 0.0, f"loading {name}")
     fit = lambda config: preflight.fits(name, config, dict(recipe.request or {}), devices, host_cache_bytes)  # noqa: E731
     retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len, fit), "reading the model's config")
-    lm = retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes),
-                   "loading the model")
+    lm = retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes,
+                                      models_dir=cfg.models_dir, home=cfg.home), "loading the model")
     lm.source = name  # what nbl_scores.json and the card call the base model
     refs: dict[int, loadcheck.Reference] = {}  # k -> logits of the compressed model in memory
     compressed = retry.run(lambda: compress.run(
@@ -105,7 +111,8 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination, sour
         result.selected[o["k"]] = o["replaced_layers"]
 
     check(outputs, refs, sink, check_timeout_s)
-    metrics = evaluate(lm, outputs, eval_spec(recipe.evaluation), sink) if not recipe.evaluation.empty() else {}
+    espec = eval_spec(recipe.evaluation)
+    metrics = evaluate(lm, outputs, espec, sink, paths) if not recipe.evaluation.empty() else {}
     del lm
 
     result.outputs = publish(outputs, result.selected, destination, metrics, recipe.request, sink, retry)
@@ -162,7 +169,7 @@ def eval_spec(ev: Evaluation) -> EvalSpec:
                     max_tokens=ev.max_tokens, suite=ev.suite, speed=ev.speed, **extra)
 
 
-def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink) -> dict[str, dict[str, float]]:
+def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: Paths) -> dict[str, dict[str, float]]:
     """Base (cached per model and spec) and each output reloaded from disk (worker/eval/compare.py), each
     stored as soon as measured. Returns the flat metrics by variant: {"base": {...}, "k4": {...}}."""
     metrics: dict[str, dict[str, float]] = {}
@@ -171,7 +178,8 @@ def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink) -> dict[
         metrics[variant] = flatten(result)
         sink.metrics(variant, metrics[variant])
 
-    evaluate_outputs(lm, outputs, espec, report=sink.progress, on_result=record)
+    evaluate_outputs(lm, outputs, espec, report=sink.progress, on_result=record, data_dir=paths.data_dir,
+                     home=paths.home)
     return metrics
 
 

@@ -48,7 +48,7 @@ class Redactor:
 
         return cls(settings.models_dir, {
             "$NBL_PUBLISH_DIR": settings.publish_dir, "$NBL_STATS_DIR": settings.stats_dir,
-            "$NBL_HOME": settings.home, "$NBL_DATA_DIR": os.environ.get("NBL_DATA_DIR"),
+            "$NBL_HOME": settings.home, "$NBL_DATA_DIR": settings.data_dir,
             "$HF_HUB_CACHE": constants.HF_HUB_CACHE, "$WORKDIR": os.getcwd(),
             "$TMPDIR": tempfile.gettempdir(), "~": Path.home(),
         })

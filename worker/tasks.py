@@ -171,7 +171,9 @@ def run_job(job_id: str) -> str:
         # since) fails the job as `user` rather than leaving it `running` until its lease expires.
         recipe = from_request(db(store.job_spec, job_id))  # stored JSON -> JobCreate -> Recipe, once
         paths = Paths(work_dir=scratch_dir(settings, job_id), publish_dir=settings.publish_dir,
-                      stats_dir=settings.stats_dir if settings.stats_cache_max_bytes else None)
+                      stats_dir=settings.stats_dir, stats_cache=settings.stats_cache_max_bytes > 0,
+                      spill_dir=settings.spill_dir, data_dir=settings.data_dir, models_dir=settings.models_dir,
+                      home=settings.home)
         result = run(recipe, DbSink(job_id, token), paths, destination(recipe, job_id),
                      source=model_source(settings, recipe.model),  # local:NAME -> its directory
                      check_timeout_s=settings.load_check_timeout_s,

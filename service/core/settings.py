@@ -5,6 +5,8 @@ NBL_HOME (tests, two users on one machine) share nothing: not the database, not 
 broker, not the model, publish or statistics directories.
 
 Built where it is used (the app lifespan, a CLI command, the worker's startup), never at import.
+It is the only reader of NBL_* variables: the engine and the evaluation take directories and limits
+as arguments (tests/test_settings_only_reader.py holds every other module to that).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -35,6 +37,9 @@ class Settings(BaseSettings):
     publish_dir: Path | None = Field(default=None, validation_alias=_env("NBL_PUBLISH_DIR", "publish_dir"),
                                      description="where publish {local_dir: NAME} writes")
     stats_dir: Path | None = Field(default=None, validation_alias=_env("NBL_STATS_DIR", "stats_dir"))
+    data_dir: Path | None = Field(default=None, validation_alias=_env("NBL_DATA_DIR", "data_dir"),
+                                  description="the offline data sets (c4, wikitext2, the evaluation tasks' files); "
+                                  "unset: those names resolve to the Hub and the Hugging Face cache")
     stats_cache_max_bytes: int = Field(default=50 * 10**9, ge=0,
                                        validation_alias=_env("NBL_STATS_CACHE_MAX_BYTES", "stats_cache_max_bytes"),
                                        description="cap on the statistics cache, least recently used entries "
@@ -135,6 +140,11 @@ class Settings(BaseSettings):
                                         description="behind a TLS proxy that sets X-Forwarded-Proto: the /ui "
                                         "login cookie is Secure when it says https")
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _unset_if_empty(cls, value):
+        return None if isinstance(value, str) and not value.strip() else value  # NBL_DATA_DIR= means unset
+
     @model_validator(mode="after")
     def _derive(self) -> "Settings":
         self.home = self.home.expanduser().resolve()
@@ -148,6 +158,7 @@ class Settings(BaseSettings):
         self.models_dir = (self.models_dir or self.home / "models").expanduser().resolve()
         self.publish_dir = (self.publish_dir or self.home / "published").expanduser().resolve()
         self.stats_dir = (self.stats_dir or self.home / "stats").expanduser().resolve()
+        self.data_dir = self.data_dir.expanduser() if self.data_dir else None
         if self.visibility_timeout_s is None:
             self.visibility_timeout_s = self.task_time_limit_s + 3600
         if self.task_soft_time_limit_s >= self.task_time_limit_s:
@@ -166,6 +177,11 @@ class Settings(BaseSettings):
         from service.webhooks.urls import parse_networks
 
         return parse_networks(self.webhook_allowlist)
+
+    @property
+    def spill_dir(self) -> Path:
+        """Where hidden states past host_cache_bytes go: beside the statistics cache."""
+        return self.stats_dir.parent / "spill"
 
     @property
     def database_is_sqlite(self) -> bool:

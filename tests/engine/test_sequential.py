@@ -5,11 +5,10 @@ layer at a time), with or without the hidden states spilt to disk."""
 import pytest
 import torch
 
-from conftest import FAMILY_CONFIGS, save_tiny_checkpoint, smollm2_gguf, tiny_model
+from conftest import FAMILY_CONFIGS, load_smollm2, save_tiny_checkpoint, tiny_model
 from one_pass_reference import one_pass_sums
 from worker.engine.calibrate import calibrate, holdout_count
 from worker.engine.layer_source import CheckpointLayers
-from worker.engine.loading import load_model
 
 FIELDS = ("y", "yx", "cos")
 
@@ -89,11 +88,10 @@ def test_sums_only_for_the_modes_asked_for():
 
 
 @pytest.mark.slow
-def test_smollm2_checkpoint_layer_by_layer_matches_the_one_pass_sums(smollm2_home, monkeypatch):
+def test_smollm2_checkpoint_layer_by_layer_matches_the_one_pass_sums(smollm2_home):
     """The real SmolLM2-135M (30 layers, d=576): its checkpoint read layer by layer gives the sums of
     the one-pass reference on the whole model in memory."""
-    monkeypatch.setenv("NBL_HOME", str(smollm2_home))  # the GGUF is converted once per session
-    lm = load_model(str(smollm2_gguf()))
+    lm = load_smollm2(smollm2_home)  # the GGUF is converted once per session
     blocks = torch.randint(0, lm.model.config.vocab_size, (4, 32), generator=torch.Generator().manual_seed(0))
     ref = one_pass_sums(lm.model, blocks, batch_size=2, holdout=1)
     cal = calibrate(CheckpointLayers(lm.path, torch.float32), blocks, batch_size=2, holdout=1,

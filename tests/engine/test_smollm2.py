@@ -5,12 +5,11 @@ import math
 
 import pytest
 
-from conftest import smollm2_gguf
+from conftest import DATA_DIR, load_smollm2
 from worker.engine.calibration_stage import calibration_stage
 from worker.engine.config import CompressConfig
 from worker.engine.score_stage import fit_maps, score_stage
 from worker.engine.data import DatasetSpec
-from worker.engine.loading import load_model
 from worker.engine.selection import choose
 from worker.engine.surgery import Plan, replaced
 from worker.eval.perplexity import corpus_text, perplexity
@@ -20,22 +19,20 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def smollm2(smollm2_home):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NBL_HOME", str(smollm2_home))  # the GGUF is converted once per session
-        return load_model(str(smollm2_gguf()))
+    return load_smollm2(smollm2_home)  # the GGUF is converted once per session
 
 
 def test_smollm2_nbl_beats_drop_on_wikitext2(smollm2, tmp_path):
     lm = smollm2
     assert lm.family == "llama" and len(lm.model.model.layers) == 30 and lm.model.config.hidden_size == 576
     cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[4], num_samples=16, seq_len=256,
-                         stats_dir=tmp_path)
+                         stats_dir=tmp_path, data_dir=DATA_DIR)
     cal = calibration_stage(cfg, lm, progress=False)
     assert cal.meta["tokens"] == 16 * 256
     scores = score_stage(cal.stats)
     assert all(math.isfinite(s["attn"]["cca_bound"]) and 0 <= s["attn"]["nmse"] for s in scores)
 
-    text = corpus_text("wikitext2")
+    text = corpus_text("wikitext2", DATA_DIR)
     ppl = lambda: perplexity(lm.model, lm.tokenizer, text, window=512, max_tokens=4096, progress=False)["ppl"]  # noqa: E731
     base = ppl()
     assert 5 < base < 100, base  # a trained model, not noise (vocab 49152)

@@ -7,7 +7,7 @@ lm-eval's own task configs are pointed at the local data (worker/eval/lmeval_par
 
 import pytest
 import torch
-from eval_helpers import bpe_tokenizer, hf_cache_with_winogrande, one_thread, winogrande_rows  # noqa: F401
+from eval_helpers import DATA_DIR, bpe_tokenizer, hf_cache_with_winogrande, one_thread, winogrande_rows  # noqa: F401
 
 from worker.eval.lmeval_parity import compare_prompts, compare_scores  # lm_eval is imported lazily
 from worker.eval.benchmarks.registry import load_task
@@ -21,14 +21,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")
                                          ("boolq", 300), ("openbookqa", 100), ("lambada_openai", 300),
                                          ("mmlu", 2)])
 def test_prompts_equal_lm_evals(name, limit):
-    assert compare_prompts(name, limit) == []
+    assert compare_prompts(name, DATA_DIR, limit) == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["arc_easy", "arc_challenge", "hellaswag", "boolq", "openbookqa",
                                   "lambada_openai", "mmlu"])
 def test_prompts_equal_lm_evals_on_every_document(name):
-    assert compare_prompts(name) == []  # mmlu: 14,042 five-shot prompts, a few minutes
+    assert compare_prompts(name, DATA_DIR) == []  # mmlu: 14,042 five-shot prompts, a few minutes
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_token_split_equals_lm_evals(tiny_bpe_llama):
                                          ("mmlu", 1)])
 def test_scores_equal_lm_evals(tiny_bpe_llama, name, limit):
     model, tok = tiny_bpe_llama
-    got = compare_scores(model, tok, name, limit, batch_size=4)
+    got = compare_scores(model, tok, name, limit, DATA_DIR, batch_size=4)
     assert got["lm_eval"] == got["ours"], got
     assert got["max_abs_ll_diff"] is not None and got["max_abs_ll_diff"] < 1e-4, got
 
@@ -66,7 +66,7 @@ def test_scores_equal_lm_evals(tiny_bpe_llama, name, limit):
 def test_unknown_names_and_offline_datasets_are_user_errors(monkeypatch):
     with pytest.raises(ValueError, match="unknown task"):
         load_task("no_such_task")
-    monkeypatch.delenv("NBL_DATA_DIR")  # then names go to lm-eval's own tasks, never to the network
+    # no data directory given: names go to lm-eval's own tasks, never to the network
     import datasets.config
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", "/nonexistent/hf-datasets-cache")

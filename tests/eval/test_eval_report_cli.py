@@ -107,6 +107,7 @@ def test_cache_key_tracks_what_changes_the_numbers(tmp_path):
     assert key != cache_key("dir:abc", replace(spec, speed=True), "float32", "cpu")
     assert key != cache_key("dir:abc", replace(spec, suite="paper"), "float32", "cpu")
     assert key != cache_key("dir:abc", spec, "bfloat16", "cpu")
+    assert key != cache_key("dir:abc", spec, "float32", "cpu", data_dir=tmp_path / "data")  # other shipped files
     f.write_text('{"context": "a", "choices": ["b", "c"], "label": 1}\n')
     assert key != cache_key("dir:abc", spec, "float32", "cpu")
 
@@ -131,11 +132,14 @@ def test_evaluate_cached_skips_a_cached_base(tmp_path):
     quiz = tmp_path / "q.jsonl"
     quiz.write_text('{"context": "a", "choices": ["b", "c"], "label": 0}\n')
     spec = EvalSpec(task_files=(str(quiz),))
-    first = evaluate_cached(lm, spec)
+    home = tmp_path / "home"  # the cache lives under the caller's NBL_HOME (Settings.home)
+    first = evaluate_cached(lm, spec, home=home)
     calls = []
     lm.model.register_forward_hook(lambda *a: calls.append(1))
-    second = evaluate_cached(lm, spec)
+    second = evaluate_cached(lm, spec, home=home)
     assert first["cached"] is False and second["cached"] is True and not calls
-    assert second["tasks"] == first["tasks"]
-    third = evaluate_cached(lm, spec, use_cache=False)
+    assert second["tasks"] == first["tasks"] and len(list((home / "evals").glob("*.json"))) == 1
+    third = evaluate_cached(lm, spec, use_cache=False, home=home)
     assert third["cached"] is False and calls
+    calls.clear()
+    assert evaluate_cached(lm, spec)["cached"] is False and calls  # no home: no cache

@@ -2,10 +2,9 @@
 real KV cache. Slow (the GGUF is converted once per session), so marked."""
 
 import pytest
-from conftest import smollm2_gguf
-from eval_helpers import one_thread  # noqa: F401 (fixture)
+from conftest import load_smollm2
+from eval_helpers import DATA_DIR, one_thread  # noqa: F401 (fixture)
 
-from worker.engine.loading import load_model
 from worker.eval.lmeval_parity import compare_scores
 from worker.eval.speed import measure_speed
 
@@ -14,14 +13,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 @pytest.fixture(scope="module")
 def smollm2(smollm2_home):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NBL_HOME", str(smollm2_home))  # the GGUF is converted once per session
-        return load_model(str(smollm2_gguf()))
+    return load_smollm2(smollm2_home)  # the GGUF is converted once per session
 
 
 def test_smollm2_arc_easy_equals_lm_eval(smollm2):
     pytest.importorskip("lm_eval")
-    got = compare_scores(smollm2.model, smollm2.tokenizer, "arc_easy", limit=20, batch_size=8)
+    got = compare_scores(smollm2.model, smollm2.tokenizer, "arc_easy", limit=20, root=DATA_DIR, batch_size=8)
     print("\nSmolLM2-135M ARC-Easy, first 20:", got)
     assert got["lm_eval"] == got["ours"] and got["max_abs_ll_diff"] < 1e-3, got
 

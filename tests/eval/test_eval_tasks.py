@@ -1,4 +1,4 @@
-"""Every shipped task loads in full from NBL_DATA_DIR, in lm-eval's prompt format."""
+"""Every shipped task loads in full from the data directory (NBL_DATA_DIR), in lm-eval's prompt format."""
 
 import json
 
@@ -15,7 +15,7 @@ COUNTS = {"arc_easy": 2376, "arc_challenge": 1172, "hellaswag": 10042, "boolq": 
 
 @pytest.mark.parametrize("name", sorted(COUNTS))
 def test_every_shipped_task_yields_its_full_count(name):
-    task = load_task(name)
+    task = load_task(name, data_dir=DATA_DIR)
     assert task.name == name and len(task.docs) == COUNTS[name]
     for d in task.docs:
         assert d.context and 0 <= d.label < len(d.continuations) == len(d.choice_lengths)
@@ -23,14 +23,14 @@ def test_every_shipped_task_yields_its_full_count(name):
 
 
 def test_limit_takes_the_first_documents():
-    full = load_task("arc_easy")
-    assert load_task("arc_easy", limit=7).docs == full.docs[:7]
+    full = load_task("arc_easy", data_dir=DATA_DIR)
+    assert load_task("arc_easy", limit=7, data_dir=DATA_DIR).docs == full.docs[:7]
 
 
 def test_mmlu_limit_is_per_subject_and_5_shot():
     subjects = local_data.mmlu_subjects(DATA_DIR)
     assert len(subjects) == 57
-    task = load_task("mmlu", limit=2)
+    task = load_task("mmlu", limit=2, data_dir=DATA_DIR)
     assert len(task.docs) == 2 * 57 and task.metrics == ("acc",)
     doc = task.docs[0]  # first test question of the first subject, after its first 5 dev questions
     dev = local_data.read_mmlu(DATA_DIR, subjects[0], "dev")
@@ -49,7 +49,7 @@ def test_mmlu_limit_is_per_subject_and_5_shot():
 
 def test_arc_prompt_and_label_follow_the_file():
     raw = json.loads((DATA_DIR / "arc_easy" / "ARC-Easy-test.jsonl").read_text().splitlines()[0])
-    doc = load_task("arc_easy", limit=1).docs[0]
+    doc = load_task("arc_easy", limit=1, data_dir=DATA_DIR).docs[0]
     assert doc.context == f"Question: {raw['question']}\nAnswer:"
     assert doc.continuations == tuple(" " + t for t in raw["choices"]["text"])
     assert doc.choice_lengths == tuple(len(t) for t in raw["choices"]["text"])  # no delimiter in acc_norm
@@ -58,7 +58,7 @@ def test_arc_prompt_and_label_follow_the_file():
 
 def test_boolq_labels_map_true_to_yes():
     raws = [json.loads(x) for x in (DATA_DIR / "boolq" / "val.jsonl").read_text().splitlines()[:20]]
-    docs = load_task("boolq", limit=20).docs
+    docs = load_task("boolq", limit=20, data_dir=DATA_DIR).docs
     for raw, doc in zip(raws, docs):
         assert doc.continuations == (" no", " yes")
         assert doc.label == (1 if raw["label"] == "true" else 0)
@@ -67,13 +67,13 @@ def test_boolq_labels_map_true_to_yes():
 
 def test_lambada_target_is_the_last_word():
     raw = json.loads((DATA_DIR / "lambada_openai" / "lambada_test.jsonl").read_text().splitlines()[0])["text"]
-    doc = load_task("lambada_openai", limit=1).docs[0]
+    doc = load_task("lambada_openai", limit=1, data_dir=DATA_DIR).docs[0]
     assert doc.context + doc.continuations[0] == raw and doc.continuations[0] == " " + raw.split(" ")[-1]
 
 
 def test_hellaswag_query_is_lm_evals_approximation():
     raw = json.loads((DATA_DIR / "hellaswag" / "hellaswag_val.jsonl").read_text().splitlines()[0])
-    doc = load_task("hellaswag", limit=1).docs[0]
+    doc = load_task("hellaswag", limit=1, data_dir=DATA_DIR).docs[0]
     assert doc.context == raw["query_lmeval_approx"] and doc.label == raw["label"]
     assert doc.continuations == tuple(" " + e for e in raw["endings"])
 

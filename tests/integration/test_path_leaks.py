@@ -60,10 +60,10 @@ def test_no_server_path_leaves_the_service(env, monkeypatch, tmp_path):
         ok = job(JOB)
         no_weights = job({**JOB, "model": {"id": "local:gone"}, "publish": {"local_dir": "gone-out"}},
                          lambda: (settings.models_dir / "gone" / "model.safetensors").unlink())
-        monkeypatch.setenv("NBL_DATA_DIR", str(tmp_path / "no-data"))
+        monkeypatch.setattr(settings, "data_dir", tmp_path / "no-data")  # the worker's NBL_DATA_DIR
         no_data = job({**JOB, "calibration": {**JOB["calibration"], "seq_len": 16},  # not cached: read the data
                        "publish": {"local_dir": "no-data-out"}})
-        monkeypatch.setenv("NBL_DATA_DIR", str(DATA_DIR))
+        monkeypatch.setattr(settings, "data_dir", DATA_DIR)
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # no network here: fail at once, not after retries
         import datasets
 

@@ -16,7 +16,6 @@ from conftest import save_tiny_checkpoint
 
 from service.core.paths import model_source
 from service.core.settings import Settings
-from worker.engine import loading
 from worker.engine.loading import ModelError, load_model
 
 GB = 10**9
@@ -132,8 +131,8 @@ def test_local_custom_code_and_pickled_weights_are_refused(tmp_path):
 
 def test_bad_limit_setting_and_user_error_class(monkeypatch):
     monkeypatch.setenv("NBL_MAX_MODEL_BYTES", "10GB")
-    with pytest.raises(ValueError, match="NBL_MAX_MODEL_BYTES"):
-        loading.max_model_bytes()
+    with pytest.raises(ValueError, match="NBL_MAX_MODEL_BYTES"):  # `nbl` prints it as a user error, exit 2
+        Settings()
     assert issubclass(ModelError, ValueError)  # the worker classifies it as a user error
 
 

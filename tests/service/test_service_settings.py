@@ -25,6 +25,17 @@ def test_defaults_follow_nbl_home(tmp_path, monkeypatch):
     assert s.database_url == f"sqlite:///{h / 'nbl.db'}"
     assert s.broker_url == f"sqla+sqlite:///{h / 'broker.db'}"
     assert (s.models_dir, s.publish_dir, s.stats_dir) == (h / "models", h / "published", h / "stats")
+    assert s.spill_dir == h / "spill"  # beside the statistics cache
+
+
+def test_data_dir_is_a_setting_and_empty_means_unset(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBL_DATA_DIR", str(tmp_path / "data"))
+    assert Settings().data_dir == tmp_path / "data"
+    for unset in ("", "  "):
+        monkeypatch.setenv("NBL_DATA_DIR", unset)
+        assert Settings().data_dir is None
+    monkeypatch.delenv("NBL_DATA_DIR")
+    assert Settings().data_dir is None
 
     monkeypatch.setenv("DATABASE_URL", "postgres://u:p@db/nbl")
     monkeypatch.setenv("NBL_MAX_K", "12")

@@ -72,19 +72,22 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
         holdout_fraction=cfg.holdout_fraction,
         product_dtype=cfg.product_dtype,
     )
-    stats_dir = Path(cfg.stats_dir or stats_cache.default_dir())
-    if cfg.use_cache:
+    caching = cfg.use_cache and cfg.stats_dir is not None
+    if caching:
+        stats_dir = Path(cfg.stats_dir)
         hit = stats_cache.open_entry(stats_cache.entry_path(stats_dir, key))
         if hit is not None and cfg.mode in hit.modes:
             report("calibrate", 1.0, f"statistics cache hit {key}")
             return CalibrationResult(hit, hit.held_blocks(), hit.meta, True, key)
         path = stats_cache.entry_path(stats_dir, key)
     else:  # the shards still go to disk, for the chosen layers' maps, and are removed after the run
-        stats_dir.mkdir(parents=True, exist_ok=True)
-        path = stats_cache.entry_path(tempfile.mkdtemp(prefix="nocache-", suffix=".tmp", dir=stats_dir), key)
+        if cfg.stats_dir is not None:
+            Path(cfg.stats_dir).mkdir(parents=True, exist_ok=True)
+        path = stats_cache.entry_path(tempfile.mkdtemp(prefix="nocache-", suffix=".tmp", dir=cfg.stats_dir), key)
 
     report("calibrate", 0.0, "tokenizing calibration data")
-    blocks = make_blocks(load_texts(cfg.dataset), lm.tokenizer, cfg.num_samples, cfg.seq_len, cfg.shuffle, cfg.seed)
+    blocks = make_blocks(load_texts(cfg.dataset, cfg.data_dir), lm.tokenizer, cfg.num_samples, cfg.seq_len,
+                         cfg.shuffle, cfg.seed)
     holdout = holdout_count(len(blocks), cfg.holdout_fraction)
     bs = cfg.batch_size or default_batch_size(cfg.seq_len, str(source.device))
     n_layers = source.config.num_hidden_layers
@@ -113,7 +116,7 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
         )
     except BaseException:
         writer.abort()
-        if not cfg.use_cache:
+        if not caching:
             shutil.rmtree(path.parent, ignore_errors=True)
         raise
     meta = {
@@ -129,8 +132,12 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
     }
     held = blocks[len(blocks) - holdout :].clone()
     shards = writer.finish(held, meta)
-    return CalibrationResult(shards, held, meta, False, key, scores=scores, temporary=not cfg.use_cache)
+    return CalibrationResult(shards, held, meta, False, key, scores=scores, temporary=not caching)
 
 
-def spill_dir(cfg: CompressConfig) -> Path:
-    return Path(cfg.spill_dir or Path(cfg.stats_dir or stats_cache.default_dir()).parent / "spill")
+def spill_dir(cfg: CompressConfig) -> Path | None:
+    """Where hidden states past the host budget go: the config's, else 'spill' beside the statistics
+    directory; None (neither given): nowhere, so a run that must spill fails saying so."""
+    if cfg.spill_dir is not None:
+        return Path(cfg.spill_dir)
+    return Path(cfg.stats_dir).parent / "spill" if cfg.stats_dir is not None else None

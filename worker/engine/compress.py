@@ -53,7 +53,8 @@ def run(cfg: CompressConfig, report: Report = no_report, progress: bool = True, 
     t = time.perf_counter()
     if lm is None:  # the job pipeline loads (and reports) the model itself
         report("load", 0.0, f"loading {cfg.model}")
-        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes, weights=False)
+        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes, weights=False,
+                        models_dir=cfg.models_dir, home=cfg.home)
     source = layer_source(lm)
     n_layers = source.config.num_hidden_layers
     if max(cfg.ks) >= n_layers:

@@ -37,11 +37,15 @@ class CompressConfig:
     holdout_fraction: float = 0.1
     ridge: float = DEFAULT_RIDGE
     product_dtype: str = "float32"
-    stats_dir: Path | None = None
+    # Directories and limits come from the caller (Settings at the top); the engine reads no variable.
+    stats_dir: Path | None = None  # the statistics cache (None: none; the run's sums go to a temporary directory)
     use_cache: bool = True
     max_model_bytes: int | None = None  # refuse larger input weights (None: no limit)
     host_cache_bytes: int | None = None  # hidden states past this go to disk (None: no limit)
     spill_dir: Path | None = None  # where they go (None: 'spill' beside the statistics directory)
+    data_dir: Path | None = None  # the shipped data sets that `c4` and `wikitext2` name (None: the Hub)
+    models_dir: Path | None = None  # where a GGUF input is converted
+    home: Path | None = None  # where local weights' digests are memoised (None: hashed every time)
 
     def check(self) -> None:
         """Checks that need no model; k against the layer count is checked after loading."""

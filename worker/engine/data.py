@@ -5,8 +5,8 @@ concatenate, cut into `seq_len` blocks, keep the first `num_samples` (or, with s
 documents in a seeded random order first).
 
 A spec is a `datasets` path (+ config, split, text field), a local .json/.jsonl/.txt/.parquet
-file, or a short name (`c4`, `wikitext2`) that resolves to the local copies under NBL_DATA_DIR
-when it is set, else to the Hub.
+file, or a short name (`c4`, `wikitext2`) that resolves to the local copies under `data_dir`
+(the caller's NBL_DATA_DIR, Settings.data_dir) when it is given, else to the Hub.
 
 `datasets` resolves some names against the working directory: its packaged builders (`csv`, `json`,
 `text`, ... with no data_files read every matching file there) and a local directory named like a Hub
@@ -34,7 +34,7 @@ from .hub_ids import refuse_path_shadowing
 
 LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".txt": "text", ".parquet": "parquet"}
 
-# name -> split -> file under NBL_DATA_DIR (the offline copies this project ships in shared/data)
+# name -> split -> file under data_dir (the offline copies this project ships in shared/data)
 LOCAL_ALIASES: dict[str, dict[str, str]] = {
     "c4": {"train": "c4/c4_demo.json", "validation": "c4/c4_validation_2k.jsonl"},
     "wikitext2": {"test": "wikitext-2/wiki.test.raw"},
@@ -68,15 +68,14 @@ class DatasetSpec:
         return asdict(self)
 
 
-def resolve(spec: DatasetSpec) -> tuple[str, dict]:
-    """(description, kwargs for datasets.load_dataset) for a spec."""
+def resolve(spec: DatasetSpec, data_dir: Path | None = None) -> tuple[str, dict]:
+    """(description, kwargs for datasets.load_dataset) for a spec; `data_dir`: the shipped data sets."""
     name = spec.path.lower().replace("-", "")
     local = Path(spec.path).expanduser()
     if local.suffix in LOCAL_SUFFIXES and local.is_file():
         return str(local), _file_kwargs(local.resolve(), spec.split)
     if local.suffix in LOCAL_SUFFIXES:
         raise DataError(f"calibration file not found: {spec.path}")
-    data_dir = os.environ.get("NBL_DATA_DIR")
     if name in LOCAL_ALIASES and data_dir:
         files = LOCAL_ALIASES[name]
         if spec.split not in files:
@@ -106,11 +105,11 @@ def _file_kwargs(path: Path, split: str) -> dict:
     return {"path": kind, "data_files": {"train": str(path)}, "split": "train"}
 
 
-def load_texts(spec: DatasetSpec) -> Iterator[str]:
+def load_texts(spec: DatasetSpec, data_dir: Path | None = None) -> Iterator[str]:
     """The spec's texts, in order, empty ones skipped. Streams from the Hub; files load locally."""
     import datasets
 
-    desc, kw = resolve(spec)
+    desc, kw = resolve(spec, data_dir)
     local = kw["path"] in ("json", "text", "parquet") and "hf://" not in str(kw.get("data_files"))
     try:
         with scratch_cwd():  # names are resolved here; the rows stream from what was resolved

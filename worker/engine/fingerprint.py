@@ -1,5 +1,6 @@
 """Content fingerprints of local weights (the statistics cache is keyed on them), memoised by
-(path, size, mtime) so a large file is hashed once."""
+(path, size, mtime) under `home`/cache/digests.json so a large file is hashed once (no `home`: hashed
+every time)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import os
 from pathlib import Path
 
 
-def file_digest(path: Path) -> str:
+def file_digest(path: Path, home: Path | None = None) -> str:
     st = path.stat()
-    memo_path = Path(os.environ.get("NBL_HOME", "~/.nbl")).expanduser() / "cache" / "digests.json"
+    memo_path = Path(home) / "cache" / "digests.json" if home is not None else None
     key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
     try:
-        memo = json.loads(memo_path.read_text())
+        memo = json.loads(memo_path.read_text()) if memo_path is not None else {}
     except (FileNotFoundError, json.JSONDecodeError):
         memo = {}
     if key not in memo:
@@ -23,6 +24,8 @@ def file_digest(path: Path) -> str:
             for chunk in iter(lambda: f.read(1 << 24), b""):
                 h.update(chunk)
         memo[key] = h.hexdigest()
+        if memo_path is None:
+            return memo[key]
         memo_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = memo_path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(memo))
@@ -30,9 +33,9 @@ def file_digest(path: Path) -> str:
     return memo[key]
 
 
-def dir_digest(path: Path) -> str:
+def dir_digest(path: Path, home: Path | None = None) -> str:
     """Hash of config.json and every weight file, by content."""
     h = hashlib.sha256()
     for f in sorted([path / "config.json", *path.glob("*.safetensors")]):
-        h.update(f.name.encode() + b"\0" + file_digest(f).encode())
+        h.update(f.name.encode() + b"\0" + file_digest(f, home).encode())
     return h.hexdigest()

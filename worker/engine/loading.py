@@ -3,9 +3,9 @@
 Every rule is checked on the config before any weight is read (model_rules.py): no custom code, a
 supported family, safetensors only, and weights no larger than `max_bytes` when given: measured from
 the Hub's file metadata before anything is downloaded (hub_download.py), or on disk. The caller says
-the limit (the worker: Settings.max_model_bytes; the CLI: --max-model-bytes, else the variable
+the limit (the worker: Settings.max_model_bytes; the CLI: --max-model-bytes, else that setting,
 NBL_MAX_MODEL_BYTES); the engine reads no setting of its own. A GGUF file is converted once
-(gguf.py).
+(gguf.py), into the caller's `models_dir`.
 
 Every loaded model carries a `fingerprint` naming exactly which weights were loaded (Hub commit sha,
 or the content hash of local files, fingerprint.py); the statistics cache is keyed on it.
@@ -13,7 +13,6 @@ or the content hash of local files, fingerprint.py); the statistics cache is key
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,9 +64,13 @@ def load_model(
     device: str | None = None,
     max_bytes: int | None = None,
     weights: bool = True,
+    models_dir: Path | None = None,
+    home: Path | None = None,
 ) -> LoadedModel:
     """`max_bytes`: refuse weights larger than this, before reading (or downloading) them; None: no limit.
-    `weights=False`: locate and check the checkpoint and load the tokenizer, but no weight (load_weights)."""
+    `weights=False`: locate and check the checkpoint and load the tokenizer, but no weight (load_weights).
+    `models_dir`: where a GGUF file is converted (Settings.models_dir; required for GGUF input);
+    `home`: where local files' digests are memoised (Settings.home; None: hashed every time)."""
     from transformers import AutoTokenizer
 
     device = resolve_device(device)
@@ -78,14 +81,16 @@ def load_model(
         # transformers reads the tokenizer config beside a GGUF file too
         no_custom_code(custom_code.check_local_dir, path.parent, model, gguf_dir=True)
         check_model_size(path.stat().st_size, max_bytes, model)
-        digest = file_digest(path)
-        path = convert_gguf(path, models_dir() / f"gguf-{digest[:16]}")
+        if models_dir is None:
+            raise ValueError(f"{model}: a GGUF file is converted under models_dir; none was given")
+        digest = file_digest(path, home)
+        path = convert_gguf(path, Path(models_dir) / f"gguf-{digest[:16]}")
         family = family_of(path, model)
         fingerprint = "gguf:" + digest
     elif path.is_dir():
         family = family_of(path, model)
         check_model_size(sum(f.stat().st_size for f in path.glob("*.safetensors")), max_bytes, model)
-        fingerprint = "dir:" + dir_digest(path)
+        fingerprint = "dir:" + dir_digest(path, home)
     elif path.exists() or model.startswith((".", "/", "~")) or "://" in model:
         raise ModelError(f"{model}: not a model directory, a .gguf file or a Hub repo id")
     else:
@@ -118,22 +123,6 @@ def load_weights(lm: LoadedModel) -> LoadedModel:
                                                    use_safetensors=True)
         lm.model = net.to(lm.device).eval()
     return lm
-
-
-def models_dir() -> Path:
-    home = Path(os.environ.get("NBL_HOME", "~/.nbl")).expanduser()
-    return Path(os.environ.get("NBL_MODELS_DIR", home / "models"))
-
-
-def max_model_bytes() -> int | None:
-    """NBL_MAX_MODEL_BYTES, the CLI's default limit (the worker passes Settings.max_model_bytes, which reads
-    the same variable); unset: no limit."""
-    raw = os.environ.get("NBL_MAX_MODEL_BYTES", "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"NBL_MAX_MODEL_BYTES must be a positive number of bytes, got {raw!r}")
-    return int(raw)
 
 
 def license_of(path: Path) -> str | None:

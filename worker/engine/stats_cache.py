@@ -42,11 +42,6 @@ def cache_key(**parts) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def default_dir() -> Path:
-    home = Path(os.environ.get("NBL_HOME", "~/.nbl")).expanduser()
-    return Path(os.environ.get("NBL_STATS_DIR", home / "stats"))
-
-
 def entry_path(stats_dir: Path, key: str) -> Path:
     return Path(stats_dir) / f"{key}{lru.SUFFIX}"
 

@@ -20,19 +20,21 @@ def _noop(*args) -> None:
 
 def evaluate_outputs(lm, outputs: dict[int, Path], spec: EvalSpec, *, use_cache: bool = True,
                      progress: bool = False, report: Callable[[str, float, str], None] = _noop,
-                     on_result: Callable[[str, dict], None] = _noop) -> tuple[dict, dict[int, dict]]:
-    """(base result, {k: output result}); `on_result(variant, result)` sees "base", then "k{K}" each."""
+                     on_result: Callable[[str, dict], None] = _noop, data_dir: Path | None = None,
+                     home: Path | None = None) -> tuple[dict, dict[int, dict]]:
+    """(base result, {k: output result}); `on_result(variant, result)` sees "base", then "k{K}" each.
+    `data_dir`: the shipped data sets; `home`: where the base's result is cached (evaluate.py)."""
     n = len(outputs) + 1
     report("evaluate", 0.0, "evaluating the base model")
-    base = evaluate_cached(lm, spec, use_cache=use_cache, progress=progress)
+    base = evaluate_cached(lm, spec, use_cache=use_cache, progress=progress, data_dir=data_dir, home=home)
     on_result("base", base)
     param = next(lm.model.parameters())
     results: dict[int, dict] = {}
     for j, (k, path) in enumerate(outputs.items(), start=1):
         report("evaluate", j / n, f"evaluating k={k} from {Path(path).name}")
-        out = load_compressed(path, param.dtype, str(param.device))
+        out = load_compressed(path, param.dtype, str(param.device), home)
         results[k] = evaluate_model(out, spec, base_non_embedding=base["params"]["non_embedding_params"],
-                                    progress=progress)
+                                    progress=progress, data_dir=data_dir)
         del out  # one compressed copy in memory at a time
         on_result(f"k{k}", results[k])
     report("evaluate", 1.0, "evaluated")

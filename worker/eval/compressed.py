@@ -33,7 +33,8 @@ def is_compressed_dir(path: str | Path) -> bool:
     return str(config.get("model_type", "")).startswith("nbl_") and (path / MODELING_FILE).is_file()
 
 
-def load_compressed(path: str | Path, dtype=None, device: str | None = None) -> LoadedModel:
+def load_compressed(path: str | Path, dtype=None, device: str | None = None, home: Path | None = None) -> LoadedModel:
+    """`home`: where weight digests are memoised (fingerprint.py; None: hashed every time)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path).expanduser()
@@ -63,15 +64,18 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None) -> 
     model.to(device).eval()
     return LoadedModel(
         model=model, tokenizer=tokenizer, source=str(path), revision=None,
-        fingerprint="dir:" + dir_digest(path), family=family, path=path,
+        fingerprint="dir:" + dir_digest(path, home), family=family, path=path,
     )
 
 
 def load_for_eval(model: str, revision: str | None = None, dtype=None, device: str | None = None,
-                  max_bytes: int | None = None) -> LoadedModel:
+                  max_bytes: int | None = None, models_dir: Path | None = None,
+                  home: Path | None = None) -> LoadedModel:
+    """A compressed output or any input model; `models_dir` and `home` as load_model takes them."""
     if is_compressed_dir(model):
-        return load_compressed(model, dtype, device)
-    return load_model(model, revision=revision, dtype=dtype, device=device, max_bytes=max_bytes)
+        return load_compressed(model, dtype, device, home)
+    return load_model(model, revision=revision, dtype=dtype, device=device, max_bytes=max_bytes,
+                      models_dir=models_dir, home=home)
 
 
 def recorded_base(path: str | Path) -> tuple[str, str | None] | None:

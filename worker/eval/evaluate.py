@@ -1,11 +1,12 @@
 """Evaluate one model: perplexity, tasks, speed; and the cache that spares re-evaluating a base.
 
 A result is {"model", "params", "perplexity", "tasks", "speed", "seconds"}, and "suite" when a
-suite was asked for (benchmarks/suite.py: its average, and the tasks skipped because their data is absent).
-The base model of a comparison is evaluated once per (fingerprint, evaluation spec, hardware): its
-result is kept as JSON under $NBL_HOME/evals/<key>.json; the key hashes the model fingerprint,
-everything that changes the numbers (corpora, token cap, tasks, suite, task-file contents, limit,
-speed settings, dtype) and, when speed is measured, the device and thread count.
+suite was asked for (benchmarks/suite.py: its average, and the tasks skipped because their data is
+absent). The base model of a comparison is evaluated once per (fingerprint, evaluation spec,
+hardware): its result is kept as JSON under `home`/evals/<key>.json (the caller's NBL_HOME); the key
+hashes the model fingerprint, everything that changes the numbers (corpora, token cap, tasks, suite,
+task-file contents, data directory, limit, speed settings, dtype) and, when speed is measured, the
+device and thread count.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ class EvalSpec:
         return tuple(t for t in suite_tasks(self.suite) if t not in self.tasks) if self.suite else ()
 
 
-def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, progress: bool = True) -> dict:
-    """Every evaluation `spec` asks for, on a loaded model (LoadedModel from load_for_eval)."""
+def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, progress: bool = True,
+                   data_dir: Path | None = None) -> dict:
+    """Every evaluation `spec` asks for, on a loaded model (LoadedModel from load_for_eval); named corpora
+    and tasks read the shipped files under `data_dir` (Settings.data_dir) when given."""
     model, tok = lm.model, lm.tokenizer
     result = {
         "model": {"source": lm.source, "fingerprint": lm.fingerprint, "family": lm.family,
@@ -65,11 +68,11 @@ def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, pr
     }
     for name in spec.perplexity:
         start = time.perf_counter()
-        text = corpus_text(name)
+        text = corpus_text(name, data_dir)
         result["perplexity"][name] = perplexity(model, tok, text, max_tokens=spec.max_tokens, progress=progress)
         result["seconds"][f"perplexity/{name}"] = time.perf_counter() - start
-    tasks = [(None, lambda n=n: load_task(n, spec.limit)) for n in spec.tasks]
-    tasks += [(n, lambda n=n: load_task(n, spec.limit)) for n in spec.suite_only()]
+    tasks = [(None, lambda n=n: load_task(n, spec.limit, data_dir)) for n in spec.tasks]
+    tasks += [(n, lambda n=n: load_task(n, spec.limit, data_dir)) for n in spec.suite_only()]
     tasks += [(None, lambda f=f: load_task_file(f, spec.limit)) for f in spec.task_files]
     skipped: dict[str, str] = {}
     for optional, build in tasks:
@@ -100,16 +103,16 @@ def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, pr
 
 
 # --- the base model's cache ---------------------------------------------------------------------
-def evals_dir() -> Path:
-    return Path(os.environ.get("NBL_HOME", "~/.nbl")).expanduser() / "evals"
+def evals_dir(home: Path) -> Path:
+    return Path(home) / "evals"
 
 
-def cache_key(fingerprint: str, spec: EvalSpec, dtype: str, device: str) -> str:
+def cache_key(fingerprint: str, spec: EvalSpec, dtype: str, device: str, data_dir: Path | None = None) -> str:
     d = asdict(spec)
     d.pop("batch_tokens")
     d["task_files"] = [[Path(f).stem, hashlib.sha256(Path(f).expanduser().read_bytes()).hexdigest()]
                        for f in spec.task_files]
-    d["data_dir"] = os.environ.get("NBL_DATA_DIR")
+    d["data_dir"] = str(data_dir) if data_dir else None  # other files, other numbers
     hardware = None
     if spec.speed:
         hardware = [device, torch.get_num_threads(),
@@ -119,32 +122,35 @@ def cache_key(fingerprint: str, spec: EvalSpec, dtype: str, device: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def cached(key: str) -> dict | None:
+def cached(home: Path, key: str) -> dict | None:
     try:
-        return json.loads((evals_dir() / f"{key}.json").read_text())
+        return json.loads((evals_dir(home) / f"{key}.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
 
 
-def store(key: str, result: dict) -> None:
-    path = evals_dir() / f"{key}.json"
+def store(home: Path, key: str, result: dict) -> None:
+    path = evals_dir(home) / f"{key}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(path)
 
 
-def evaluate_cached(lm, spec: EvalSpec, use_cache: bool = True, progress: bool = True) -> dict:
-    """evaluate_model, read from / written to the cache; `result["cached"]` says which."""
+def evaluate_cached(lm, spec: EvalSpec, use_cache: bool = True, progress: bool = True,
+                    data_dir: Path | None = None, home: Path | None = None) -> dict:
+    """evaluate_model, read from / written to the cache under `home` (Settings.home; None: no cache);
+    `result["cached"]` says which."""
     model = lm.model
     param = next(model.parameters())
-    key = cache_key(lm.fingerprint, spec, str(param.dtype).removeprefix("torch."), str(param.device))
-    hit = cached(key) if use_cache else None
+    key = cache_key(lm.fingerprint, spec, str(param.dtype).removeprefix("torch."), str(param.device), data_dir)
+    use_cache = use_cache and home is not None
+    hit = cached(home, key) if use_cache else None
     if hit is not None:
         log.info("base evaluation read from the cache (%s)", key)
         return {**hit, "cached": True}
     own = count_parameters(model)["non_embedding_params"]  # a base is its own base: sparsity 0
-    result = evaluate_model(lm, spec, base_non_embedding=own, progress=progress)
+    result = evaluate_model(lm, spec, base_non_embedding=own, progress=progress, data_dir=data_dir)
     if use_cache:
-        store(key, result)
+        store(home, key, result)
     return {**result, "cached": False}

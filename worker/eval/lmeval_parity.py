@@ -53,9 +53,9 @@ def lmeval_overrides(name: str, root: Path, tmp: Path) -> dict[str, dict]:
     return {name: _local({split: _write(tmp / f"{name}.jsonl", local_data.read_docs(name, root))}, split)}
 
 
-def compare_prompts(name: str, limit: int | None = None, root: Path | None = None) -> list[tuple[int, object, object]]:
-    """(index, ours, lm-eval's) for every document where the two differ; [] when identical."""
-    root = root or local_data.data_dir()
+def compare_prompts(name: str, root: Path, limit: int | None = None) -> list[tuple[int, object, object]]:
+    """(index, ours, lm-eval's) for every document where the two differ; [] when identical. `root`: the
+    shipped data sets (NBL_DATA_DIR)."""
     ours = local_task(name, root, limit)
     with tempfile.TemporaryDirectory() as tmp:
         theirs = lmeval_task(name, limit, overrides=lmeval_overrides(name, root, Path(tmp)))
@@ -100,12 +100,11 @@ def side_by_side(model, tokenizer, task: Task, theirs: dict, their_lls: list[flo
     }
 
 
-def compare_scores(model, tokenizer, name: str, limit: int, root: Path | None = None, batch_size: int = 8) -> dict:
+def compare_scores(model, tokenizer, name: str, limit: int, root: Path, batch_size: int = 8) -> dict:
     """lm-eval's end-to-end numbers next to ours on the first `limit` documents of a shipped task
-    (of each subject, for mmlu, 5-shot)."""
+    (of each subject, for mmlu, 5-shot), read under `root` (the shipped data sets, NBL_DATA_DIR)."""
     if name not in SHIPPED:
         raise ValueError(f"compare_scores takes a shipped task: {', '.join(SHIPPED)}")
-    root = root or local_data.data_dir()
     with tempfile.TemporaryDirectory() as tmp:
         overrides = lmeval_overrides(name, root, Path(tmp))
         configs = [{**leaf_config(leaf), **cfg} for leaf, cfg in overrides.items()]
@@ -144,6 +143,8 @@ def compare_task_file_scores(model, tokenizer, path: str | Path, batch_size: int
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
+    from service.core.settings import Settings
+
     from ..engine.loading import load_model
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -151,8 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task", default="arc_easy")
     p.add_argument("--limit", type=int, default=50)
     args = p.parse_args(argv)
-    lm = load_model(args.model)
-    print(json.dumps(compare_scores(lm.model, lm.tokenizer, args.task, args.limit), indent=2))
+    settings = Settings()
+    if settings.data_dir is None:
+        raise SystemExit("set NBL_DATA_DIR to the shipped data sets")
+    lm = load_model(args.model, models_dir=settings.models_dir, home=settings.home)
+    print(json.dumps(compare_scores(lm.model, lm.tokenizer, args.task, args.limit, settings.data_dir), indent=2))
     return 0
 
 

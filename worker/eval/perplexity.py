@@ -8,14 +8,13 @@ but the first is predicted from those before it, so
     bits_per_byte  = total NLL / ln 2 / UTF-8 bytes of the text scored
 
 Corpora by name: `wikitext2` (WikiText-2 raw test) and `c4` (C4 validation, 2,000 documents)
-resolve under NBL_DATA_DIR; any other name is read as a text file.
+resolve under the caller's data directory (NBL_DATA_DIR); any other name is read as a text file.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import torch
@@ -26,11 +25,11 @@ from ..engine.likelihood import nll_sum
 CORPORA = {"wikitext2": "wikitext-2/wiki.test.raw", "c4": "c4/c4_validation_2k.jsonl"}
 
 
-def corpus_text(name: str) -> str:
-    """The text of a named corpus or a file (.txt/.raw as is; .json/.jsonl texts joined by blank lines)."""
+def corpus_text(name: str, data_dir: Path | None = None) -> str:
+    """The text of a named corpus (under `data_dir`) or a file (.txt/.raw as is; .json/.jsonl texts joined
+    by blank lines)."""
     rel = CORPORA.get(name.lower().replace("-", ""))
     if rel is not None:
-        data_dir = os.environ.get("NBL_DATA_DIR")
         if not data_dir:
             raise ValueError(f"perplexity corpus {name!r} needs NBL_DATA_DIR (the offline data sets)")
         path = Path(data_dir) / rel

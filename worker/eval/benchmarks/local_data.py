@@ -1,6 +1,6 @@
-"""Readers of the shipped evaluation files (NBL_DATA_DIR), each yielding a task's documents in the
-Hugging Face schema lm-eval's task configs expect, so one prompt code serves the local files and
-lm-eval's own datasets alike.
+"""Readers of the shipped evaluation files (under the data directory, NBL_DATA_DIR), each yielding a
+task's documents in the Hugging Face schema lm-eval's task configs expect, so one prompt code serves
+the local files and lm-eval's own datasets alike.
 
 Two files differ from the Hub copies and are mapped here:
 - BoolQ labels are "true"/"false" strings; the Hub's are 1/0.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from pathlib import Path
 
 FILES = {
@@ -26,11 +25,6 @@ FILES = {
     "lambada_openai": "lambada_openai/lambada_test.jsonl",
     "mmlu": "mmlu",
 }
-
-
-def data_dir() -> Path | None:
-    value = os.environ.get("NBL_DATA_DIR")
-    return Path(value).expanduser() if value else None
 
 
 def read_jsonl(path: Path) -> list[dict]:

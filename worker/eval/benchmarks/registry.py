@@ -1,6 +1,7 @@
 """The task registry: names -> Tasks built from the shipped files with lm-eval's prompts.
 
-A name resolves to the shipped files under NBL_DATA_DIR when it is set and names one of them;
+A name resolves to the shipped files under the data directory (NBL_DATA_DIR) when the caller gives
+one and it names one of them;
 otherwise to lm-eval's own task of that name (read offline from the Hugging Face cache). `limit`
 takes the first N documents, per subject for MMLU, as lm-eval's --limit does.
 """
@@ -28,10 +29,10 @@ SINGLE_FILE: dict[str, tuple[Callable[[dict], Doc], str, tuple[str, ...]]] = {
 SHIPPED = (*SINGLE_FILE, "mmlu")
 
 
-def load_task(name: str, limit: int | None = None) -> Task:
-    root = local_data.data_dir()
-    if root is not None and name in SHIPPED:
-        return local_task(name, root, limit)
+def load_task(name: str, limit: int | None = None, data_dir: Path | None = None) -> Task:
+    """`data_dir`: the shipped files (Settings.data_dir); None, or a name it does not ship: lm-eval's task."""
+    if data_dir is not None and name in SHIPPED:
+        return local_task(name, Path(data_dir), limit)
     from .lmeval import lmeval_task
 
     return lmeval_task(name, limit)
