@@ -59,3 +59,22 @@ def test_jobs_go_to_their_class_queue_and_a_cpu_worker_takes_only_its_own(pg_url
         worker.wait(timeout=60)
     text = log.read_text()
     assert cpu_q in text and gpu_q not in text  # the banner lists the queues it consumes: the CPU one alone
+
+
+def test_the_reconciler_resends_to_the_jobs_own_queue(pg_url, settings_for, redis_queue, team_key_for):
+    from service.core.celery_app import make_celery
+    from service.jobs.queue import dispatch_queued
+
+    broker, queue, r = redis_queue
+    down = settings_for(pg_url, broker_url="redis://127.0.0.1:1/0", queue_name=queue, publish_timeout_s=0.5)
+    write_config(down.models_dir / "eight", LLAMA_8B)
+    with TestClient(create_app(down)) as c:
+        resp = c.post("/v1/jobs", json={**JOB, "model": {"id": "local:eight"}}, headers=team_key_for(down))
+    assert resp.status_code == 201  # the broker is down: the job waits for the reconciler
+    up = settings_for(pg_url, broker_url=broker, queue_name=queue)
+    celery = make_celery(up)
+    with make_sessionmaker(make_engine(up))() as s:
+        assert dispatch_queued(s, celery) == [resp.json()["id"]]
+    celery.close()
+    assert [decode_message(m)["args"] for m in r.lrange(f"{queue}-gpu-80g", 0, -1)] == [[resp.json()["id"]]]
+    assert r.llen(f"{queue}-cpu") == 0
