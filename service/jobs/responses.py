@@ -43,6 +43,9 @@ class JobOut(Response):
     metrics: dict[str, Any] | None
     artifacts: list[ArtifactOut]
     error: JobError | None
+    estimate: dict[str, Any] | None = Field(default=None, description="memory, disk, time and worker_class (its "
+                                            "queue) from the model's config.json, as POST /v1/estimates answers; "
+                                            "null when the API could not read the config (a Hub model, offline)")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

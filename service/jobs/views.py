@@ -27,7 +27,7 @@ def job_views(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
             attempt=j.attempt, cancel_requested=j.cancel_requested, spec=j.spec,
             metadata=j.spec.get("metadata") or {}, selected_layers=j.selected_layers, metrics=j.metrics,
             artifacts=arts[j.id],
-            error=JobError(type=j.error_type, message=j.error_message) if j.error_type else None,
+            error=JobError(type=j.error_type, message=j.error_message) if j.error_type else None, estimate=j.estimate,
             created_at=j.created_at, started_at=j.started_at, finished_at=j.finished_at, updated_at=j.updated_at,
         )
         for j in jobs

@@ -56,7 +56,9 @@ def test_a_job_no_class_holds_is_a_422_with_the_numbers(settings, client, auth, 
 def test_every_job_stores_its_estimate(settings, client, auth, sessions):
     write_config(settings.models_dir / "tiny", TINY)
     write_config(settings.models_dir / "eight", LLAMA_8B)
-    small = client.post("/v1/jobs", json=TINY_JOB, headers=auth).json()["id"]
+    created = client.post("/v1/jobs", json=TINY_JOB, headers=auth).json()
+    small = created["id"]
+    assert created["estimate"]["worker_class"] == "nbl-cpu"  # the job shows it too
     big = client.post("/v1/jobs", json={**TINY_JOB, "model": {"id": "local:eight"}}, headers=auth).json()["id"]
     with sessions() as s:
         rows = {j.id: j.estimate for j in s.scalars(select(Job))}
