@@ -69,7 +69,7 @@ def row(name: str, command: str, peak: int, config: dict, opts: Options, extra: 
     est = estimate(shape_of(config), opts, ["cpu"])
     return {"model": name, "command": command, "measured_peak_rss_bytes": peak, "estimated_host_bytes": est.host_bytes,
             "error": round(est.host_bytes / peak - 1, 3), "within_30pct": abs(est.host_bytes / peak - 1) <= 0.3,
-            "phases": est.phases, "config": config, "options": asdict(opts), **extra}
+            "phases": est.phases, "estimated_seconds": list(est.seconds), "config": config, "options": asdict(opts), **extra}
 
 
 def again(r: dict) -> dict:
@@ -125,10 +125,13 @@ def report(rows: list[dict], out: Path) -> None:
     out.write_text(json.dumps(result, indent=2) + "\n")
     lines = ["# Estimate vs measured peak host memory (nbl compress on CPU)", "",
              "`.venv/bin/python bench/estimate_accuracy.py` (peak RSS by /usr/bin/time; target: within ±30%).", "",
-             "| model | command | measured peak RSS | estimate | error |", "|---|---|---:|---:|---:|"]
+             "| model | command | measured peak RSS | estimate | error | wall | estimated time |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
+        lo, hi = r["estimated_seconds"]
         lines.append(f"| {r['model']} | `{r['command']}` | {r['measured_peak_rss_bytes'] / 1e9:.2f} GB | "
-                     f"{r['estimated_host_bytes'] / 1e9:.2f} GB | {r['error']:+.0%} |")
+                     f"{r['estimated_host_bytes'] / 1e9:.2f} GB | {r['error']:+.0%} | {r.get('wall_s', 0):.0f} s | "
+                     f"{lo:.0f}-{hi:.0f} s |")
     b = result["llama_70b_calibration_one_gpu"]
     lines += ["", "SmolLM2's peak is in the save (the whole model loaded): service/estimates/model.py's SAVE_FACTOR "
               "(1.5x the model) was read off that row, so it is not an independent check; the random model's rows "

@@ -38,10 +38,12 @@ ACC_WIDTHS_D = 4
 EVAL_TOKENS_PER_CORPUS = 300_000  # wikitext-2 test is ~290k tokens with a 49k-128k vocabulary
 TASK_TOKENS_PER_DOC = 4 * 128  # ~4 choices of ~128 tokens
 TASK_DOCS = 2_000  # a task's documents when no limit is given (order of magnitude)
-# Throughput per process, (slow, fast), in flop/s: CPU from this 2-core machine under load (~15 GFLOP/s,
-# bench/results/memory_cpu.json) to an idle many-core server; GPU bf16 forward and fp32 (TF32 off)
-# products from an L4-class card to an H100/H200.
-CPU_FLOPS = (1e10, 2e11)
+# Throughput per process, (slow, fast), in flop/s: CPU from a shared core under load (this 2-core
+# machine at load 9 ran nbl compress at 4.5-8.4 GFLOP/s all overheads included,
+# bench/results/estimate_accuracy.json) to an idle many-core server; GPU bf16 forward and fp32
+# (TF32 off) products from an L4-class card to an H100/H200.
+CPU_FLOPS = (3e9, 2e11)
+STARTUP_S = (5, 60)  # imports, tokenizing the calibration texts, reading the stem
 GPU_FORWARD_FLOPS = (5e13, 4e14)
 GPU_PRODUCT_FLOPS = (1e13, 6e13)
 DOWNLOAD_BPS = (1e8, 1e9)  # 100 MB/s to 1 GB/s from the Hub
@@ -199,5 +201,5 @@ def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: in
             compute += evaluation / GPU_FORWARD_FLOPS[i]
         else:
             compute = (forward + products) / CPU_FLOPS[i] / procs + evaluation / CPU_FLOPS[i]
-        out.append(compute + download / DOWNLOAD_BPS[i])
+        out.append(compute + download / DOWNLOAD_BPS[i] + STARTUP_S[1 - i])
     return round(out[0], 1), round(out[1], 1)
