@@ -46,6 +46,7 @@ class Sink(Protocol):
     def warning(self, message: str) -> None: ...
     def layer_scores(self, scores: list[dict]) -> None: ...
     def output(self, k: int, layers: list[int], published: Published) -> None: ...
+    def estimate(self, figures: dict) -> None: ...
 
 
 @dataclass
@@ -95,8 +96,11 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination, sour
     cfg.check()
     name = recipe.model  # as the job names it (local:NAME), never a server path
     sink.progress("load", 0.0, f"loading {name}")
-    fit = lambda config: preflight.fits(name, config, dict(recipe.request or {}), devices, host_cache_bytes)  # noqa: E731
+    figures: dict = {}  # the job's estimate on this worker's devices, checked before anything is downloaded
+    fit = lambda config: figures.update(preflight.fits(name, config, recipe, devices, host_cache_bytes))  # noqa: E731
     retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len, fit), "reading the model's config")
+    if figures and hasattr(sink, "estimate"):
+        sink.estimate(figures)  # kept on the job when the API could not size it (a Hub model, offline)
     lm = retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes,
                                       models_dir=cfg.models_dir, home=cfg.home), "loading the model")
     lm.source = name  # what nbl_scores.json and the card call the base model

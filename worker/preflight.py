@@ -52,7 +52,7 @@ def check(name: str, source: str, revision: str | None, ks: list[int], seq_len: 
         fit(config)
 
 
-def fits(name: str, config: dict, spec: dict, devices_setting: str | None, host_cache_bytes: int | None) -> dict:
+def fits(name: str, config: dict, recipe, devices_setting: str | None, host_cache_bytes: int | None) -> dict:
     """The job's estimate on this worker's own devices (service/estimates); a ModelError (`user`) with the
     numbers when it needs more memory than they hold. Returns the estimate's figures."""
     from service.estimates.classes import gb
@@ -64,7 +64,7 @@ def fits(name: str, config: dict, spec: dict, devices_setting: str | None, host_
 
     devices, me = own(devices_setting)
     try:
-        est = estimate(shape_of(config), job_options(spec, host_cache_bytes), devices)
+        est = estimate(shape_of(config), job_options(recipe, host_cache_bytes), devices)
     except ShapeError as e:
         raise ModelError(f"{name}: {e}") from None
     over = []

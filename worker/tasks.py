@@ -31,6 +31,7 @@ from service.core.secrets import decrypt
 from service.jobs.reconciler import drop_reason
 from service.jobs.recipe import Publishing, Recipe, from_request
 from service.core.settings import Settings
+from service.estimates.store import keep_estimate
 
 from . import ownership, retention
 from .errors import RetryPolicy, classify
@@ -98,6 +99,10 @@ class DbSink:
         # Retried through a database blip: losing this write after a push would repeat the push.
         db(store.save_artifact, self.job_id, k, published.kind, published.uri, published.revision,
            published.commit_sha, lease_token=self.token)
+
+
+    def estimate(self, figures: dict) -> None:
+        db(keep_estimate, self.job_id, figures)
 
 
 class Heartbeat(threading.Thread):

@@ -1,4 +1,4 @@
-"""A job's estimate: its stored spec read as estimate Options, placed on the worker classes.
+"""A job's estimate: its Recipe read as estimate Options, placed on the worker classes.
 
 A job always saves its outputs and loads the whole model (worker/pipeline.py), so both phases count.
 The stored form (jobs.estimate, the API's answers) is `as_json`: the figures of the class the job
@@ -8,31 +8,30 @@ goes to, or of the largest class when none holds it.
 from __future__ import annotations
 
 from service.core.settings import Settings
+from service.jobs.recipe import Recipe
 
 from .classes import Placement, WorkerClass, parse_classes, place, queue_of
 from .model import Estimate, Options
 from .shapes import shape_of
 
 
-def job_options(spec: dict, host_cache_bytes: int | None, **overrides) -> Options:
-    cal, comp, ev = spec.get("calibration") or {}, spec.get("compression") or {}, spec.get("evaluation") or {}
-    k = comp.get("k", 4)
+def job_options(recipe: Recipe, host_cache_bytes: int | None, **overrides) -> Options:
+    """A job's Recipe (service/jobs/recipe.py: the API's and the worker's one form of the request)."""
+    cal, comp, ev = recipe.calibration, recipe.compression, recipe.evaluation
     return Options(
-        num_samples=cal.get("num_samples", 256), seq_len=cal.get("seq_len", 2048),
-        mode=comp.get("mode", "attn"), method=comp.get("method", "nbl"), criterion=comp.get("criterion", "cca"),
-        ks=tuple([k] if isinstance(k, int) else k), dtype=spec.get("dtype") or "auto",
-        host_cache_bytes=host_cache_bytes, outputs=True, whole_model=True,
-        perplexity=tuple(ev.get("perplexity", ["wikitext2"])), eval_max_tokens=ev.get("max_tokens"),
-        tasks=tuple(ev.get("tasks") or ()), eval_limit=ev.get("limit"), **overrides)
+        num_samples=cal.num_samples, seq_len=cal.seq_len, mode=comp.mode, method=comp.method,
+        criterion=comp.criterion, ks=tuple(comp.ks), host_cache_bytes=host_cache_bytes, outputs=True,
+        whole_model=True, perplexity=tuple(ev.perplexity), eval_max_tokens=ev.max_tokens, tasks=tuple(ev.tasks),
+        eval_limit=ev.limit, **overrides)
 
 
 def classes(settings: Settings) -> list[WorkerClass]:
     return parse_classes(settings.worker_classes)
 
 
-def place_job(config: dict, spec: dict, settings: Settings) -> Placement:
+def place_job(config: dict, recipe: Recipe, settings: Settings) -> Placement:
     """Raises ShapeError (a ValueError) when config.json lacks a number the estimate needs."""
-    return place(shape_of(config), job_options(spec, settings.host_cache_bytes), classes(settings), settings.task_time_limit_s)
+    return place(shape_of(config), job_options(recipe, settings.host_cache_bytes), classes(settings), settings.task_time_limit_s)
 
 
 def as_json(est: Estimate, worker_class: str | None) -> dict:

@@ -14,6 +14,7 @@ import time
 
 from service.core.errors import InvalidRequest, NotReady
 from service.core.settings import Settings
+from service.jobs.recipe import from_request
 from service.jobs.schemas import LOCAL_PREFIX, JobCreate
 
 from .classes import Placement
@@ -43,9 +44,8 @@ def placement_for(body: JobCreate, settings: Settings, *, required: bool) -> tup
             raise NotReady(str(e), headers={"Retry-After": "30"}) from None
         raise InvalidRequest(str(e), errors=[{"loc": ["body", "model", "id"], "msg": str(e),
                                               "type": "model_config"}]) from None
-    spec = body.model_dump(mode="json")
     try:
-        placement = place_job(config, spec, settings)
+        placement = place_job(config, from_request(body), settings)
     except ShapeError as e:
         msg = f"{body.model.id}: {e}"
         raise InvalidRequest(msg, errors=[{"loc": ["body", "model", "id"], "msg": msg, "type": "model_config"}]) from None

@@ -110,7 +110,7 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
         job = states.insert_queued(session, now, id=new_job_id(now), team_id=principal.team_id,
                                    spec=spec.model_dump(mode="json"), idempotency_key=idempotency_key,
                                    request_hash=digest, hub_token_encrypted=_encrypted_hub_token(spec, settings),
-                                   estimate=estimate)
+                                   **({"estimate": estimate} if estimate is not None else {}))  # else SQL NULL
         session.commit()
     except IntegrityError:
         session.rollback()

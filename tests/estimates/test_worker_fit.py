@@ -6,15 +6,18 @@ from __future__ import annotations
 import pytest
 
 from configs import HUGE, TINY, write_config
+from service.jobs.recipe import from_request
+from service.jobs.schemas import JobCreate
 from worker import preflight
 from worker.engine.loading import ModelError
 from worker.errors import classify
 
 SPEC = {"model": {"id": "local:m"}, "calibration": {"num_samples": 8, "seq_len": 32}, "compression": {"k": 1}}
+JOB = JobCreate.model_validate(SPEC)
 
 
 def fit(config):
-    return preflight.fits("local:m", config, SPEC, "cpu", None)
+    return preflight.fits("local:m", config, from_request(JOB), "cpu", None)
 
 
 def test_a_job_too_large_for_this_worker_fails_as_user_with_the_numbers(tmp_path):
@@ -38,3 +41,45 @@ def preflight_host() -> int:
     from worker.capacity import host_bytes
 
     return host_bytes()
+
+
+def test_the_pipeline_hands_its_estimate_to_the_sink_before_loading(tmp_path):
+    """On the way to the data loader (a `csv` dataset stops it there, after the model's checks)."""
+    from conftest import save_tiny_checkpoint
+    from service.jobs.recipe import Calibration, Compression, Recipe
+    from worker.pipeline import Paths, run
+    from worker.publish.local import LocalDir
+
+    class Sink:
+        def __init__(self):
+            self.calls = []
+
+        def __getattr__(self, name):
+            return lambda *args: self.calls.append((name, args))
+
+    model = save_tiny_checkpoint(tmp_path / "tiny")
+    recipe = Recipe(model=str(model), calibration=Calibration(dataset="csv", num_samples=4, seq_len=32),
+                    compression=Compression(ks=(1,)))
+    sink = Sink()
+    with pytest.raises(ValueError):
+        run(recipe, sink, Paths(work_dir=tmp_path / "work", publish_dir=tmp_path / "pub"),
+            LocalDir(tmp_path / "pub", "alpha", "out", "job_x"), devices="cpu")
+    names = [name for name, _ in sink.calls]
+    assert "estimate" in names and names.index("estimate") < len(names)
+    figures = dict(sink.calls)["estimate"][0]
+    assert figures["devices"] == ["cpu"] and figures["device_bytes"] == 0 and figures["host_bytes"] > 0
+
+
+def test_keep_estimate_fills_only_a_missing_one(settings, client, auth, sessions, monkeypatch):
+    from service.core.models import Job
+    from service.estimates.store import keep_estimate
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+    hub = client.post("/v1/jobs", json={"model": {"id": "org/model"}, "compression": {"k": 1}}, headers=auth).json()
+    write_config(settings.models_dir / "tiny", TINY)
+    local = client.post("/v1/jobs", json={**SPEC, "model": {"id": "local:tiny"}}, headers=auth).json()
+    with sessions() as s:
+        assert keep_estimate(s, hub["id"], {"host_bytes": 1}) is True
+        assert keep_estimate(s, local["id"], {"host_bytes": 1}) is False
+        assert s.get(Job, hub["id"]).estimate == {"host_bytes": 1}
+        assert s.get(Job, local["id"]).estimate["worker_class"] == "nbl-cpu"
