@@ -50,7 +50,9 @@ def add_compress(sub) -> None:
     p.add_argument("--k", type=_ks, required=True, help="layers to replace: K or K1,K2,... (one output each)")
     p.add_argument("--out", type=Path, help="output directory (DIR/k{K} for several k)")
     p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help="the one device to run on (as --devices with one device)")
+    p.add_argument("--devices", metavar="LIST", help="calibrate data-parallel, one process per device: "
+                   "cuda:0,cuda:1, or cpu,cpu (default: every visible GPU, else cpu)")
     p.add_argument("--batch-size", type=int, help="blocks per forward pass (default: about 4k tokens on CPU)")
     p.add_argument("--stats-precision", choices=["float32", "float64"], default="float32",
                    help="precision of per-batch products (sums are always float64)")
@@ -74,6 +76,7 @@ def cmd_compress(args) -> int:
     from service.core.settings import Settings
     from worker.engine.compress import run
     from worker.engine.config import from_recipe
+    from worker.engine.devices import visible
     from worker.engine.loading import load_model
     from cli.eval import eval_spec
     from worker.eval.report import print_table, report
@@ -86,12 +89,14 @@ def cmd_compress(args) -> int:
         raise ValueError(f"the host cache budget must be a number of bytes, got {args.host_cache_bytes}")
     espec = eval_spec(args) if args.eval else None  # checked before the long part
     settings = Settings()  # the one reader of NBL_*: directories and the defaults of the limits below
+    devices = visible(args.devices, args.device)
 
     cfg = from_recipe(
         recipe(args),
         out=args.out,
         dtype=args.dtype,
-        device=args.device,
+        device=devices[0],  # the model is loaded there; the other processes read its checkpoint
+        devices=devices,
         batch_size=args.batch_size,
         product_dtype=args.stats_precision,
         use_cache=not args.no_cache,

@@ -35,14 +35,21 @@ def add_worker(sub) -> None:
     p = sub.add_parser("worker", help="run a Celery worker for compression jobs (one job at a time); it also "
                        "runs the reconcile loop (requeues jobs whose worker died)")
     p.add_argument("--loglevel", default="INFO")
+    p.add_argument("--devices", metavar="LIST", help="torch devices jobs calibrate on, one process each, e.g. "
+                   "cuda:0,cuda:1 or cpu,cpu (default: NBL_DEVICES, else every visible GPU, else cpu)")
     p.set_defaults(func=cmd_worker)
 
 
 def cmd_worker(args) -> int:
     from service.jobs import reconcile_loop
 
+    from worker.engine.devices import visible
     from worker.pool import install_solo_limits, pool_options
     from worker.tasks import celery, settings
+
+    if args.devices is not None:
+        settings.devices = args.devices  # the jobs this worker runs (forked or inline) read it here
+    visible(settings.devices)  # a device this machine lacks: refused now (exit 2), not at the first job
 
     # solo on SQLite (it must never fork while holding SQLite state), else prefork: worker/pool.py
     pool = pool_options(settings)

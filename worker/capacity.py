@@ -18,11 +18,10 @@ SERVE_MARGIN = 0.9
 
 
 def devices(setting: str | None) -> list[str]:
-    if setting:
-        return [d.strip() for d in setting.split(",") if d.strip()]
-    import torch
+    """The list calibration runs on (worker/engine/devices.py): one parser, checked against this machine."""
+    from worker.engine.devices import visible
 
-    return [f"cuda:{i}" for i in range(torch.cuda.device_count())] or ["cpu"]
+    return visible(setting)
 
 
 def host_bytes() -> int:

@@ -24,6 +24,7 @@ from service.jobs.recipe import Evaluation, Recipe
 
 from .engine import compress
 from .engine.config import from_recipe
+from .engine.devices import visible
 from .engine.hub_ids import refuse_path_shadowing
 from .engine.loading import load_model
 from .eval.compare import evaluate_outputs
@@ -86,13 +87,15 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination, sour
     `max_model_bytes` the largest input model (None: no limit); `host_cache_bytes` the calibration's
     in-memory hidden states (None: no limit, else spilt to disk); `devices` the worker's (Settings.devices;
     None: every visible GPU, else the CPU), which the job's estimate must fit before any download
-    (preflight.fits).
+    (preflight.fits), and on which calibration runs, one process each.
     The steps that reach the Hub (load, compress's dataset, publish) are retried by `retry` while their
     failure is transient (worker/errors.py); they are idempotent (cached downloads, atomic outputs, adopted commits)."""
     cfg = from_recipe(recipe, resolve_model(source or recipe.model), out=paths.work_dir,
                       stats_dir=paths.stats_dir, use_cache=paths.stats_cache, spill_dir=paths.spill_dir,
                       data_dir=paths.data_dir, models_dir=paths.models_dir, home=paths.home,
                       max_model_bytes=max_model_bytes, host_cache_bytes=host_cache_bytes)
+    cfg.devices = visible(devices)
+    cfg.device = cfg.devices[0]  # the model is loaded there; the other processes read its checkpoint
     cfg.check()
     name = recipe.model  # as the job names it (local:NAME), never a server path
     sink.progress("load", 0.0, f"loading {name}")

@@ -183,6 +183,7 @@ def run_job(job_id: str) -> str:
                      source=model_source(settings, recipe.model),  # local:NAME -> its directory
                      check_timeout_s=settings.load_check_timeout_s,
                      max_model_bytes=settings.max_model_bytes, host_cache_bytes=settings.host_cache_bytes,
+                     devices=settings.devices,
                      retry=RetryPolicy(settings.hub_attempts, settings.hub_backoff_s))
         with sessions()() as s:
             store.set_selected_layers(

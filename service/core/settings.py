@@ -120,6 +120,11 @@ class Settings(BaseSettings):
                                          validation_alias=_env("NBL_HOST_CACHE_BYTES", "host_cache_bytes"),
                                          description="hidden states kept in memory between calibration layers; the "
                                          "rest is spilt to NBL_HOME/spill (default: no limit)")
+    # The worker passes it to calibration (CompressConfig.devices); `nbl worker --devices` sets it too.
+    devices: str | None = Field(default=None, pattern=r"^\s*[\w:]+(\s*,\s*[\w:]+)*\s*$",
+                                validation_alias=_env("NBL_DEVICES", "devices"),
+                                description="comma-separated torch devices the worker calibrates on, one process "
+                                "each, e.g. cuda:0,cuda:1 (default: every visible GPU, else cpu)")
 
     # --- webhooks ------------------------------------------------------------------------------
     webhook_allowlist: str = Field(default="", validation_alias=_env("NBL_WEBHOOK_ALLOWLIST", "webhook_allowlist"),

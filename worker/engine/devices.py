@@ -38,6 +38,21 @@ def parse_devices(text: str | None, cuda_count: int) -> list[str]:
     return out
 
 
+def choose(devices: str | None, device: str | None, cuda_count: int) -> list[str]:
+    """The devices of `--devices`, else of `--device` alone (one process, as before it), else the default."""
+    single = device not in (None, "", "auto")
+    if devices and single:
+        raise ValueError("give --devices or --device, not both")
+    return [device] if single else parse_devices(devices, cuda_count)
+
+
+def visible(devices: str | None, device: str | None = None) -> list[str]:
+    """choose() against the GPUs this process sees."""
+    import torch
+
+    return choose(devices, device, torch.cuda.device_count())
+
+
 def backend_for(devices: list[str]) -> str:
     """NCCL for distinct GPUs; gloo on CPU, and for a GPU that repeats (NCCL refuses two ranks on one GPU)."""
     if all(d.startswith("cuda") for d in devices) and len(set(devices)) == len(devices):
