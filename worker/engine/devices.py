@@ -69,9 +69,3 @@ def share(n: int, world: int) -> list[range]:
         runs.append(range(start, stop))
         start = stop
     return runs
-
-
-def threads_each(total: int, devices: list[str]) -> int:
-    """CPU threads per process: the cores shared by the processes that compute on the CPU."""
-    on_cpu = sum(d == "cpu" for d in devices)
-    return max(1, total // on_cpu) if on_cpu else total
