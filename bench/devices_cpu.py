@@ -9,7 +9,8 @@ float32 products are those of one process, bit for bit):
     nbl compress --model DIR --dataset c4 --num-samples 32 --seq-len 512 --mode attn --k 4 --no-cache --json --devices cpu
     ... --devices cpu,cpu
 
-Records each run's wall time and calibration seconds, and the largest relative difference between
+Records each run's wall time, calibration seconds and peak RSS (/usr/bin/time: the largest single
+process's, not the sum over processes), and the largest relative difference between
 the two runs' scores (they must agree to 1e-10). Two processes on the cores one process already uses
 compete for them and pay for a second interpreter (torch and transformers imported, the checkpoint
 opened): this measures that cost, not a speed-up; several GPUs are where the split pays.

@@ -60,6 +60,28 @@ def test_two_cpu_processes_give_the_sums_and_scores_of_one(family, tmp_path):
     assert float(two[0].splits["held"].n) == HOLDOUT * 24
 
 
+def test_each_process_multiplies_with_the_thread_count_of_one(tmp_path):
+    """A float32 product of 1024 tokens differs in its last bits between 1 and 2 threads; the sums
+    still agree to 1e-10 because every process keeps the parent's thread count."""
+    path = save_tiny_checkpoint(tmp_path / "llama", "llama", layers=1)
+    blocks = torch.randint(0, 128, (5, 256), generator=torch.Generator().manual_seed(2))
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x = torch.randn(1024, 64, generator=torch.Generator().manual_seed(0))
+        two_threads = torch.mm(x.T, x)
+        torch.set_num_threads(1)
+        assert not torch.equal(torch.mm(x.T, x), two_threads)  # else this test could not fail
+        torch.set_num_threads(2)
+        kw = dict(batch_size=4, holdout=1, progress=False, modes=("attn",))
+        one = calibrate(CheckpointLayers(path, torch.float32), blocks, **kw)
+        two = calibrate(CheckpointLayers(path, torch.float32), blocks, devices=["cpu", "cpu"], **kw)
+    finally:
+        torch.set_num_threads(saved)
+    fa, fb = two.stats[0].to_flat("l"), one.stats[0].to_flat("l")
+    assert max(_rel(fa[k], fb[k]) for k in fb) <= 1e-10
+
+
 def test_more_processes_than_batches_and_a_model_in_memory(tmp_path):
     """3 processes, 2 batches: the last adds zeros. Rank 0 calibrates the model in memory; the others
     read its checkpoint directory."""
