@@ -33,11 +33,7 @@ ALLOWED: set[tuple[str, str]] = {
     # publish, from the pipeline.
     ("worker.engine.saving", "worker.publish.card"),
 }
-ALLOWED_CYCLES: list[list[str]] = [
-    # Data-parallel calibration (8c81065): calibrate.py launches distributed.py's processes, whose
-    # child entry point imports calibrate() inside a function.
-    ["worker.engine.calibrate", "worker.engine.distributed"],
-]
+ALLOWED_CYCLES: list[list[str]] = []
 
 
 def module_name(path: Path) -> str:

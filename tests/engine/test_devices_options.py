@@ -19,9 +19,9 @@ def launches(monkeypatch):
     """The device lists data-parallel calibration was launched with (the real launch runs)."""
     seen, real = [], distributed.launch
 
-    def spy(devices, job, timeout_s=distributed.TIMEOUT_S):
+    def spy(devices, calibrate, job, timeout_s=distributed.TIMEOUT_S):
         seen.append(list(devices))
-        return real(devices, job, timeout_s)
+        return real(devices, calibrate, job, timeout_s)
 
     monkeypatch.setattr(distributed, "launch", spy)
     return seen

@@ -145,7 +145,7 @@ def calibrate(
         path = source.checkpoint_dir()
         job = dict(blocks=blocks, batch_size=batch_size, holdout=holdout, product_dtype=product_dtype,
                    modes=tuple(modes), host_bytes=host_bytes, spill_dir=spill_dir, path=path, dtype=source.dtype)
-        with distributed.launch(devices, job, timeout_s) as group:
+        with distributed.launch(devices, calibrate, job, timeout_s) as group:
             return calibrate(source, blocks, batch_size, holdout, product_dtype, on_batch, progress, modes=modes,
                              device=devices[0], host_bytes=host_bytes, spill_dir=spill_dir, on_layer=on_layer,
                              group=group)

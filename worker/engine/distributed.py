@@ -34,6 +34,7 @@ import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessException
 
 from .devices import backend_for
+from .layer_source import CheckpointLayers
 
 TIMEOUT_S = 1800.0  # a collective waits at most this long: a layer's skew between ranks must fit
 
@@ -92,12 +93,9 @@ class Group:
             self._run(t, self.pg.allreduce)
 
 
-def _child(i: int, store_path: str, devices: list[str], timeout_s: float, threads: int, job: dict) -> None:
-    """Rank i + 1: the same layer-by-layer calibration on its share of the batches; its sums are
-    only added into rank 0's."""
-    from .calibrate import calibrate
-    from .layer_source import CheckpointLayers
-
+def _child(i: int, store_path: str, devices: list[str], timeout_s: float, threads: int, calibrate, job: dict) -> None:
+    """Rank i + 1: the same layer-by-layer `calibrate` (handed over, so that this module does not import
+    calibrate.py, which imports it) on its share of the batches; its sums are only added into rank 0's."""
     rank = i + 1
     torch.set_num_threads(threads)
     store = dist.FileStore(store_path, len(devices))
@@ -147,16 +145,16 @@ def _wait_up(store, ctx, world: int, timeout_s: float) -> None:
 
 
 @contextmanager
-def launch(devices: list[str], job: dict, timeout_s: float = TIMEOUT_S):
-    """Spawn ranks 1.. on devices[1:] running `job` (calibrate's keyword arguments, plus the checkpoint
-    `path` and `dtype`); yield rank 0's Group.
+def launch(devices: list[str], calibrate, job: dict, timeout_s: float = TIMEOUT_S):
+    """Spawn ranks 1.. on devices[1:] running `calibrate` with `job` (its keyword arguments, plus the
+    checkpoint `path` and `dtype`); yield rank 0's Group.
 
     Every process keeps this one's CPU thread count, even several on the same cores: a float32
     matrix product's summation order depends on the thread count (measured: with 1 thread against 2,
     scores 2e-6 apart on a d=512 model), and the sums must equal one process's to 1e-10."""
     tmp = tempfile.mkdtemp(prefix="nbl-dist-")
     store_path = os.path.join(tmp, "store")
-    ctx = mp.start_processes(_child, args=(store_path, devices, timeout_s, torch.get_num_threads(), job),
+    ctx = mp.start_processes(_child, args=(store_path, devices, timeout_s, torch.get_num_threads(), calibrate, job),
                              nprocs=len(devices) - 1, join=False, start_method="spawn")
     ctx.devices = devices
     try:
