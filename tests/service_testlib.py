@@ -15,6 +15,11 @@ PROBLEM_JSON = "application/problem+json"
 PROBLEM_PREFIX = "tag:nbl-service,2025:problems/"
 
 
+# The sizes of a tiny Llama's config.json: the API sizes every local job from them at submit (service/estimates).
+TINY_CONFIG = {"model_type": "llama", "num_hidden_layers": 4, "max_position_embeddings": 256, "hidden_size": 64,
+               "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
+
+
 def body(k=4, model="HuggingFaceTB/SmolLM2-135M-Instruct", **extra) -> dict:
     return {"model": {"id": model}, "compression": {"k": k}, **extra}
 

@@ -16,7 +16,11 @@ from .schemas import EstimateOut
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
 
-router = APIRouter(prefix="/v1/estimates", tags=["estimates"], responses={401: PROBLEM, 422: PROBLEM, 503: PROBLEM})
+# The body is read as POST /v1/jobs reads it: the same 400 (not UTF-8 JSON) and 413 (too large) answers.
+router = APIRouter(prefix="/v1/estimates", tags=["estimates"], responses={
+    400: PROBLEM | {"description": "the body is not UTF-8 JSON text"}, 401: PROBLEM, 413: PROBLEM, 422: PROBLEM,
+    503: PROBLEM | {"description": "a Hub model's config.json could not be fetched; retry after `Retry-After` "
+                    "seconds, or give a `local:NAME` model", "headers": {"Retry-After": {"schema": {"type": "integer"}}}}})
 
 
 @router.post("", response_model=EstimateOut, summary="Estimate a job without creating it",

@@ -26,7 +26,23 @@ from service.keys.auth import create_key, get_or_create_team
 from service.core.db import make_engine, make_sessionmaker
 from service.core.migrate import upgrade
 
-CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance, content_type_conformance,
+
+
+@schemathesis.check
+def no_undeclared_server_error(ctx, response, case):
+    """not_a_server_error, except a 503 `not-ready` problem where the operation documents one: POST
+    /v1/estimates needs a Hub model's config.json, and the Hub is unreachable here (a dependency down, with
+    Retry-After, is the documented answer, not a crash)."""
+    declared = "503" in case.operation.definition.raw.get("responses", {})
+    if response.status_code == 503 and declared:
+        problem = response.json()
+        assert problem["type"].endswith("/not-ready") and "Hub" in problem["detail"], problem
+        assert response.headers.get("retry-after"), response.headers
+        return True
+    return not_a_server_error(ctx, response, case)
+
+
+CHECKS = [no_undeclared_server_error, response_schema_conformance, status_code_conformance, content_type_conformance,
           response_headers_conformance, negative_data_rejection, ignored_auth]
 EXAMPLES = 40  # per operation and mode
 
@@ -132,7 +148,7 @@ def test_every_operation_that_declares_auth_rejects_a_missing_or_wrong_key(fuzz_
     app = create_app(fuzz_env["settings"])  # its own lifespan, apart from the one schemathesis holds
     spec = app.openapi()
     secured = [(m, p) for p, item in spec["paths"].items() for m, op in item.items() if op.get("security")]
-    assert len(secured) == 8
+    assert len(secured) == 9  # jobs (6 operations), outputs' files (2), estimates
     with TestClient(app) as c:
         for method, path in secured:
             url = path.replace("{job_id}", fuzz_env["job_ids"][1]).replace("{k}", "1").replace("{path}", "config.json")

@@ -3,10 +3,11 @@ cancel, pagination, events, layers, problem+json, health. Real databases, real e
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
-from service_testlib import assert_problem, body, sqla_broker_messages
+from service_testlib import TINY_CONFIG, assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select, update
 
 from service.jobs import states, store
@@ -48,7 +49,7 @@ def test_create_job_defaults_and_enqueue_after_commit(client, auth, settings, se
 
 def test_full_request_round_trips(client, auth, settings):
     (settings.models_dir / "my-model").mkdir(parents=True)  # local models are checked at submit (config.json)
-    (settings.models_dir / "my-model" / "config.json").write_text('{"num_hidden_layers": 4}')
+    (settings.models_dir / "my-model" / "config.json").write_text(json.dumps(TINY_CONFIG))
     req = body(k=2, model="local:my-model",
                calibration={"dataset": "wikitext2", "num_samples": 8, "seq_len": 128, "seed": 3, "shuffle": True},
                evaluation={"perplexity": ["wikitext2", "c4"], "tasks": ["arc_easy"], "limit": 10, "speed": True},

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from service_testlib import assert_problem, body, sqla_broker_messages
+from service_testlib import TINY_CONFIG, assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select
 
 from service.core.models import Job
 
-CONFIG = {"model_type": "llama", "num_hidden_layers": 4, "max_position_embeddings": 256}
+CONFIG = TINY_CONFIG
 
 
 @pytest.fixture
@@ -53,3 +53,15 @@ def test_a_local_model_within_its_limits_is_accepted(client, auth, local_model):
     # a Hub model's limits are unknown here: the worker checks its config.json before any download
     assert client.post("/v1/jobs", json=body(k=[1, 400], calibration={"seq_len": 30000}), headers=auth).status_code == 201
 
+
+
+def test_a_local_config_without_the_sizes_the_estimate_needs_is_a_422(client, auth, settings, sessions):
+    d = settings.models_dir / "sizeless"
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps({k: v for k, v in TINY_CONFIG.items() if k != "hidden_size"}))
+    r = client.post("/v1/jobs", json=body(k=1, model="local:sizeless", calibration={"seq_len": 128}), headers=auth)
+    p = assert_problem(r, 422, "validation-error")
+    assert p["errors"][0]["loc"] == ["body", "model", "id"] and "hidden_size" in p["detail"], p
+    with sessions() as s:
+        assert s.scalar(select(func.count()).select_from(Job)) == 0
+    assert sqla_broker_messages(settings) == []
