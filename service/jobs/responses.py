@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from service.jobs.result_schema import JobResult
 from service.jobs.score_fields import SCORE_FIELDS
 
 
@@ -28,6 +29,12 @@ class ArtifactOut(Response):
     created_at: datetime
 
 
+class SelectedLayers(Response):
+    k: int = Field(description="layers replaced in this output", examples=[4])
+    mode: str | None = Field(None, description="attn or block", examples=["attn"])
+    layers: list[int] = Field(description="the replaced layers, ascending", examples=[[19, 21, 22, 23]])
+
+
 class JobOut(Response):
     id: str
     object: Literal["job"] = "job"
@@ -39,8 +46,14 @@ class JobOut(Response):
     cancel_requested: bool
     spec: dict[str, Any]
     metadata: dict[str, str]
-    selected_layers: list[Any] | None
-    metrics: dict[str, Any] | None
+    selected_layers: list[SelectedLayers] | None = Field(description="per output; null until scoring ends "
+                                                         "(also in result.outputs[].layers)")
+    result: JobResult = Field(description="what the job measured, typed: calibration, base, and each output with "
+                              "its metrics, delta and relative change; parts not measured yet are null")
+    metrics: dict[str, dict[str, float | None]] | None = Field(
+        description="DEPRECATED (kept one release): the same figures as flat names by variant, e.g. "
+        '{"k4": {"perplexity/wikitext2/ppl": 21.7}}; read `result` instead. Non-finite values are null',
+        json_schema_extra={"deprecated": True})
     artifacts: list[ArtifactOut]
     error: JobError | None
     estimate: dict[str, Any] | None = Field(default=None, description="memory, disk, time and worker_class (its "
@@ -81,10 +94,21 @@ LayerModeScores = create_model("LayerModeScores", __base__=Response,
                                **{f: (float | None, None) for f in SCORE_FIELDS})  # type: ignore[call-overload]
 
 
+class LayerMark(Response):
+    k: int = Field(description="the output (layers replaced)", examples=[4])
+    mode: str = Field(description="the branch ranked: attn or block", examples=["attn"])
+    selected: bool = Field(description="whether this output replaced the layer", examples=[True])
+    rank: int | None = Field(description="the layer's place by the job's criterion in this mode, 1 = replaced "
+                             "first (an output with k layers replaces ranks 1..k); null when the layer has no "
+                             "score in this mode", examples=[2])
+
+
 class LayerScoresOut(Response):
     layer: int
     attn: LayerModeScores | None = None
     block: LayerModeScores | None = None
+    outputs: list[LayerMark] = Field(default_factory=list, description="one per output of the job; empty until "
+                                     "scoring ends")
 
 
 class LayerList(Response):

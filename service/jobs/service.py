@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import re
-from collections import defaultdict
 from collections.abc import Sequence
 
 from celery import Celery
@@ -29,12 +28,13 @@ from service.core.errors import (
     JobNotFound,
     TooManyActiveJobs,
 )
-from service.core.models import ACTIVE, Job, JobEvent, JobStatus, LayerScore, Team, new_job_id, utcnow
+from service.core.models import ACTIVE, Job, JobEvent, JobStatus, Team, new_job_id, utcnow
 from service.core.settings import Settings
 from service.estimates.placement import placement_for, refuse_unplaced
 from service.jobs import model_checks, states
 from service.jobs.queue import enqueue_job
-from service.jobs.responses import EventList, EventOut, LayerList, LayerModeScores, LayerScoresOut
+from service.jobs.layer_view import layer_list
+from service.jobs.responses import EventList, EventOut, LayerList
 from service.jobs.schemas import JobCreate, check_limits
 from service.keys.auth import Principal
 from service.webhooks.signing import has_secret
@@ -257,9 +257,4 @@ def list_events(session: Session, team_id: int, job_id: str, *, after: int | Non
 
 
 def layer_scores(session: Session, team_id: int, job_id: str) -> LayerList:
-    get_job(session, team_id, job_id)
-    by_layer: dict[int, dict] = defaultdict(dict)
-    for row in session.scalars(select(LayerScore).where(LayerScore.job_id == job_id)
-                               .order_by(LayerScore.layer, LayerScore.mode)):
-        by_layer[row.layer][row.mode] = LayerModeScores.model_validate(row)
-    return LayerList(data=[LayerScoresOut(layer=i, **modes) for i, modes in sorted(by_layer.items())])
+    return layer_list(session, get_job(session, team_id, job_id))

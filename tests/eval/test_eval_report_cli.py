@@ -51,7 +51,7 @@ def test_json_report_base_vs_compressed(models, capsys, monkeypatch):
     assert nbl(argv) == 0
     rep = json.loads(capsys.readouterr().out)  # stdout holds the JSON and nothing else
     assert set(rep["tasks"]) == {"arc_easy", "quiz"} and rep["tasks"]["arc_easy"]["n"] == 3
-    assert set(rep["tasks"]["quiz"]) == {"acc", "acc_norm", "n"} and rep["tasks"]["quiz"]["n"] == 3  # --limit too
+    assert set(rep["tasks"]["quiz"]) == {"acc", "acc_norm", "n", "ppl"} and rep["tasks"]["quiz"]["n"] == 3  # --limit too
     assert set(rep["perplexity"][str(text)]) == {"ppl", "bits_per_byte", "tokens"} and rep["speed"] is None
     assert rep["base"]["model"]["source"] == str(base) and rep["base"]["cached"] is False  # recorded base found
     quiz_acc = rep["tasks"]["quiz"]["acc"], rep["base"]["tasks"]["quiz"]["acc"]
@@ -121,7 +121,7 @@ def test_delta_and_table_rows():
                           "sparsity": None},
                 "params": {"non_embedding_params": 10}, "model": {"source": "m"}}
     d = delta(result(0.5, 12.0, 300.0), result(0.75, 10.0, 200.0))
-    assert d["tasks"]["t"] == {"acc": -0.25, "acc_norm": None, "n": 0}
+    assert d["tasks"]["t"] == {"acc": -0.25, "acc_norm": None, "n": 0, "ppl": None}  # ppl: LAMBADA-style tasks
     assert d["perplexity"]["w"]["ppl"] == 2.0 and d["speed"]["decode_tokens_per_s"] == 100.0
     table = {r[0]: r for r in rows(result(0.5, 12.0, 300.0), result(0.75, 10.0, 200.0))}
     assert table["t acc (n=4)"][3] == "-0.2500" and table["prefill tok/s @512"][3] == "x1.50"

@@ -1,25 +1,22 @@
 """One report, base vs compressed: the JSON view and the printed table, side by side with deltas.
 
-Deltas are model - base; for throughputs the table also shows the ratio (the speed-up). A suite
+Deltas are model - base, "relative" is (model - base) / |base|, both computed by service/jobs/result.py
+as for the API's `result`; for throughputs the table also shows the ratio (the speed-up). A suite
 (benchmarks/suite.py) adds its average, the one number its paper reports, and names the tasks it skipped.
 """
 
 from __future__ import annotations
 
-PPL_KEYS = ("ppl", "bits_per_byte", "tokens")
-TASK_KEYS = ("acc", "acc_norm", "n")
+from service.jobs.result import delta as result_delta, finite, metrics_of, relative
 
 
 def json_view(result: dict) -> dict:
-    """{"perplexity": {name: {ppl, bits_per_byte, tokens}}, "tasks": {name: {acc, acc_norm, n}}, "speed"},
-    and "suite" ({"name", "average", "tasks_run", "tasks_total", "scores", "skipped"}) when one was run."""
-    out = {
-        "perplexity": {k: {m: v[m] for m in PPL_KEYS} for k, v in result["perplexity"].items()},
-        "tasks": {k: {m: v[m] for m in TASK_KEYS} for k, v in result["tasks"].items()},
-        "speed": result["speed"],
-    }
+    """The nested metrics of service/jobs/result.py (perplexity, tasks, speed, params: the API's
+    `result` shape), and "suite" ({"name", "average", "tasks_run", "tasks_total", "scores", "skipped"})
+    when one was run."""
+    out = metrics_of(result)
     if result.get("suite") is not None:
-        out["suite"] = result["suite"]
+        out["suite"] = finite(result["suite"])
     return out
 
 
@@ -29,12 +26,7 @@ def _sub(a, b):
 
 def delta(model: dict, base: dict) -> dict:
     """model - base for every number both views have."""
-    def walk(a, b):
-        if isinstance(a, dict) and isinstance(b, dict):
-            return {k: walk(a[k], b[k]) for k in a if k in b}
-        return _sub(a, b)
-
-    return walk(json_view(model), json_view(base))
+    return result_delta(json_view(model), json_view(base))
 
 
 def report(model: dict, base: dict | None = None) -> dict:
@@ -43,7 +35,8 @@ def report(model: dict, base: dict | None = None) -> dict:
         out["base"] = {**json_view(base), "model": base["model"], "params": base["params"], "cached": base.get("cached"),
                        "seconds": base.get("seconds")}
         out["delta"] = delta(model, base)
-    return out
+        out["relative"] = relative(json_view(model), json_view(base))
+    return finite(out)
 
 
 def _fmt(v, digits: int = 4) -> str:
