@@ -144,9 +144,15 @@ def recipe_diff(specs: list[dict]) -> list[dict]:
     return rows
 
 
+def _plain(s) -> dict:
+    """A selection as a dict, from JobOut (typed) or a stored row."""
+    s = s if isinstance(s, dict) else s.model_dump()
+    return {"mode": s.get("mode"), "k": s.get("k"), "layers": s.get("layers")}
+
+
 def selected_side_by_side(jobs: list) -> list[dict]:
     """One row per (mode, k) present in any job: each job's selected layers, or None."""
-    per_job = [{(s.get("mode"), s.get("k")): sorted(s.get("layers") or []) for s in j.selected_layers or []}
+    per_job = [{(s["mode"], s["k"]): sorted(s["layers"] or []) for s in map(_plain, j.selected_layers or [])}
                for j in jobs]
     keys = sorted(set().union(*per_job), key=lambda mk: (str(mk[0]), mk[1] if isinstance(mk[1], int) else 0))
     return [{"mode": m, "k": k, "layers": [p.get((m, k)) for p in per_job]} for m, k in keys]
