@@ -151,9 +151,9 @@ def cmd_eval(args) -> int:
     if args.card:
         write_eval_card(Path(args.model), result, base_result)
     if args.out:
-        args.out.write_text(json.dumps(full, indent=2) + "\n")
+        args.out.write_text(json.dumps(full, indent=2, allow_nan=False) + "\n")
     if args.json:
-        print(json.dumps(full, indent=2))
+        print(json.dumps(full, indent=2, allow_nan=False))  # report() made it finite: never Infinity
     else:
         print_table(result, base_result)
     return 0

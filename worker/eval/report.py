@@ -7,7 +7,7 @@ as for the API's `result`; for throughputs the table also shows the ratio (the s
 
 from __future__ import annotations
 
-from service.jobs.result import delta as result_delta, finite, metrics_of, relative
+from service.jobs.result import calibration_of, delta as result_delta, finite, metrics_of, output_entry, relative
 
 
 def json_view(result: dict) -> dict:
@@ -37,6 +37,16 @@ def report(model: dict, base: dict | None = None) -> dict:
         out["delta"] = delta(model, base)
         out["relative"] = relative(json_view(model), json_view(base))
     return finite(out)
+
+
+def compress_result(view: dict, base: dict | None, results: dict[int, dict]) -> dict:
+    """`nbl compress --json`'s "result": the API's JobResult shape (service/jobs/result.py) from its
+    calibration, its outputs and the evaluation results (base, and {k: result} of each output)."""
+    base_m = metrics_of(base) if base else None
+    return {"calibration": calibration_of(view["calibration"]), "base": base_m,
+            "outputs": [output_entry(o["k"], o["mode"], o["method"], o["criterion"], o["replaced_layers"],
+                                     metrics_of(results[o["k"]]) if o["k"] in results else None, base_m)
+                        for o in view["outputs"]]}
 
 
 def _fmt(v, digits: int = 4) -> str:
