@@ -14,7 +14,8 @@ from service.api import create_app
 
 PAIRS = [(models.Job, "JobOut"), (models.JobList, "JobList"), (models.Event, "EventOut"),
          (models.EventList, "EventList"), (models.Artifact, "ArtifactOut"), (models.JobError, "JobError"),
-         (models.OutputFile, "OutputFile"), (models.OutputFileList, "OutputFileList")]
+         (models.OutputFile, "OutputFile"), (models.OutputFileList, "OutputFileList"), (models.Result, "JobResult"),
+         (models.Metrics, "Metrics"), (models.Relative, "MetricsRelative"), (models.SelectedLayers, "SelectedLayers")]
 
 
 def _resolve(node: dict, defs: dict) -> dict:
@@ -59,6 +60,8 @@ def compare(client: dict, cdefs: dict, server: dict, sdefs: dict, path: str) -> 
             problems += compare(c["items"], cdefs, s.get("items", {}), sdefs, f"{path}[]")
         if sk == "object" and "properties" in c:
             problems += compare_fields(c, cdefs, s, sdefs, path)
+        if sk == "object" and all(isinstance(x.get("additionalProperties"), dict) for x in (c, s)):  # maps
+            problems += compare(c["additionalProperties"], cdefs, s["additionalProperties"], sdefs, f"{path}{{}}")
     return problems
 
 
@@ -104,6 +107,12 @@ def test_drift_is_caught(server_defs):
     nested["ArtifactOut"]["properties"]["uri"] = {"type": "object"}
     assert check(models.Job, "JobOut", nested) == ["Job.artifacts[].uri: the API sends object, the client takes "
                                                    "['string']"]
+
+    deep = copy.deepcopy(server_defs)  # inside maps, three levels down: every place that sends it
+    deep["PerplexityMetrics"]["properties"]["tokens"] = {"type": "string"}
+    assert check(models.Job, "JobOut", deep) == [
+        f"Job.result.{where}.perplexity{{}}.tokens: the API sends string, the client takes ['integer', 'null']"
+        for where in ("base", "outputs[].metrics", "outputs[].delta")]
 
     optional = copy.deepcopy(server_defs)
     optional["JobOut"]["required"].remove("status")

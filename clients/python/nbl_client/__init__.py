@@ -3,8 +3,10 @@
 from .client import DEFAULT_URL, Client, MissingKey, WaitTimeout
 from .download import ChecksumMismatch, Fetched, UnsafePath
 from .http import ApiError, Unavailable
-from .models import TERMINAL, Artifact, Event, EventList, Job, JobError, JobList, OutputFile, OutputFileList
+from .models import (TERMINAL, Artifact, Event, EventList, Job, JobError, JobList, Metrics, OutputFile, OutputFileList,
+                     OutputResult, Result)
 
 __all__ = ["DEFAULT_URL", "TERMINAL", "ApiError", "Artifact", "ChecksumMismatch", "Client", "Event", "EventList",
+           "Metrics", "OutputResult", "Result",
            "Fetched", "Job", "JobError", "JobList", "MissingKey", "OutputFile", "OutputFileList", "Unavailable",
            "UnsafePath", "WaitTimeout"]

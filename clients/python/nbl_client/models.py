@@ -35,6 +35,88 @@ class Artifact(Model):
     created_at: datetime | None = None
 
 
+class Perplexity(Model):
+    ppl: float | None = None
+    bits_per_byte: float | None = None
+    tokens: int | None = None
+
+
+class Task(Model):
+    acc: float | None = None
+    acc_norm: float | None = None
+    n: int | None = None
+    ppl: float | None = None  # LAMBADA-style tasks only
+
+
+class Params(Model):
+    params: int | None = None
+    non_embedding_params: int | None = None
+
+
+class Speed(Model):
+    prefill_tokens_per_s: dict[str, float | None] | None = None  # by prompt length
+    decode_tokens_per_s: float | None = None
+    decode_context: int | None = None
+    new_tokens: int | None = None
+    kv_cache_bytes_per_token: float | None = None
+    kv_cache_layers: int | None = None
+    params: int | None = None
+    non_embedding_params: int | None = None
+    base_non_embedding_params: int | None = None
+    sparsity: float | None = None
+    repeats: int | None = None
+    threads: int | None = None
+    device: str | None = None
+    dtype: str | None = None
+
+
+class Metrics(Model):
+    """Nested metrics: perplexity[corpus], tasks[task], speed, params; also the shape of `delta`.
+    A null number was not measured (or was not finite)."""
+    perplexity: dict[str, Perplexity] = {}
+    tasks: dict[str, Task] = {}
+    speed: Speed | None = None
+    params: Params | None = None
+
+
+class Relative(Model):
+    """(output - base) / |base| in the shape of Metrics, every number a float (null over a base of 0)."""
+    perplexity: dict[str, dict[str, float | None]] = {}
+    tasks: dict[str, dict[str, float | None]] = {}
+    speed: dict[str, Any] | None = None
+    params: dict[str, float | None] | None = None
+
+
+class Calibration(Model):
+    tokens: int | None = None
+    seconds: float | None = None
+    cached: bool | None = None
+
+
+class OutputResult(Model):
+    k: int
+    mode: str | None = None
+    method: str | None = None
+    criterion: str | None = None
+    layers: list[int] | None = None
+    metrics: Metrics | None = None
+    delta: Metrics | None = None
+    relative: Relative | None = None
+
+
+class Result(Model):
+    """What the job measured: calibration, the base model, and each output with its delta and relative change."""
+    calibration: Calibration | None = None
+    base: Metrics | None = None
+    outputs: list[OutputResult] = []
+
+
+class SelectedLayers(Model):
+    k: int
+    mode: str | None = None
+    layers: list[int] = []
+
+
 class Job(Model):
     id: str
     status: str  # queued | running | cancelling | succeeded | failed | cancelled
@@ -45,8 +127,9 @@ class Job(Model):
     cancel_requested: bool = False
     spec: dict[str, Any] = {}
     metadata: dict[str, str] = {}
-    selected_layers: list[Any] | None = None
-    metrics: dict[str, Any] | None = None
+    selected_layers: list[SelectedLayers] | None = None
+    result: Result | None = None  # None from a server older than `result`
+    metrics: dict[str, Any] | None = None  # deprecated by the server: read `result`
     artifacts: list[Artifact] = []
     error: JobError | None = None
     created_at: datetime | None = None
