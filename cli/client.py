@@ -90,7 +90,9 @@ def add_client_commands(sub) -> None:
 
     p = _parser(sub, "wait", "wait for a job to end; exit 0 succeeded, 1 failed, 2 cancelled, 3 timeout",
                 "Poll the job until it ends: a line on stderr when something changes (and a heartbeat every "
-                "60 s), the job and its metrics on stdout.")
+                "60 s); then on stdout the job and its result as a table: the base, and for each output its "
+                "value, delta and relative change (--json: the job as the API returns it). --junit FILE also "
+                "writes a JUnit XML report for CI: one test case per gate check, else one per output.")
     p.add_argument("job", help="job id")
     p.add_argument("--timeout", type=float, default=0,
                    help="seconds for the job to end, retries while the API is busy included (0: no limit)")
@@ -125,6 +127,8 @@ def add_client_commands(sub) -> None:
 def _wait_args(p) -> None:
     p.add_argument("--interval", type=float, default=1.0, help="first polling interval; it backs off to 15 s")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr (retries and errors are still said)")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="write a JUnit XML report of the job to FILE (one "
+                   "test case per gate check, else per output; written on every exit code, an error case on 3 and 4)")
 
 
 def _client_args(p, timeout: bool = False) -> None:
@@ -173,12 +177,12 @@ def _submit(client: Client, args, body: dict) -> int:
     if not args.json:
         print(f"submitted {job.id}", file=sys.stderr)
     return wait_for(client, job.id, timeout=args.timeout or 0, interval=args.interval, quiet=args.quiet,
-                    as_json=args.json)
+                    as_json=args.json, junit=args.junit)
 
 
 def _wait(client: Client, args) -> int:
     return wait_for(client, args.job, timeout=args.timeout, interval=args.interval, quiet=args.quiet,
-                    as_json=args.json)
+                    as_json=args.json, junit=args.junit)
 
 
 cmd_wait = _run(_wait)

@@ -11,11 +11,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
 from nbl_client import ApiError, Client, Unavailable
 
+from cli import junit as junit_report
 from cli.client_format import eta, event_line, job_lines, metrics_table, readable
+from cli.result_table import result_lines
 
 HEARTBEAT_S = 60.0
 EXIT = {"succeeded": 0, "failed": 1, "cancelled": 2}
@@ -65,19 +68,26 @@ def print_result(job, as_json: bool) -> None:
         return
     for line in job_lines(data):
         print(line)
-    table = metrics_table(data.get("metrics"))
+    # The typed result (base, each output, delta, relative); a server older than `result`: its flat metrics.
+    table = result_lines(data["result"]) if data.get("result") is not None else metrics_table(data.get("metrics"))
     if table:
         print()
         for line in table:
             print(line)
 
 
-def wait_for(client: Client, job_id: str, *, timeout: float, interval: float, quiet: bool, as_json: bool) -> int:
-    """Waits and prints; the exit code by the job's end (0/1/2), 3 on a timeout, 4 if refused."""
+def wait_for(client: Client, job_id: str, *, timeout: float, interval: float, quiet: bool, as_json: bool,
+             junit: Path | None = None) -> int:
+    """Waits and prints; the exit code by the job's end (0/1/2), 3 on a timeout, 4 if refused. `junit`:
+    also write the JUnit XML report there (cli/junit.py), whatever the exit code."""
     try:
         job = client.wait(job_id, timeout=timeout or None, interval=interval,
                           on_poll=None if quiet else WaitPrinter())
     except (Unavailable, ApiError) as e:  # WaitTimeout is an Unavailable
+        if junit is not None:
+            junit_report.write(junit, junit_report.unreachable_xml(job_id, str(e)))
         return failed(e)
+    if junit is not None:
+        junit_report.write(junit, junit_report.junit_xml(job.model_dump(mode="json")))
     print_result(job, as_json)
     return EXIT[job.status]

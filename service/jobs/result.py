@@ -149,11 +149,22 @@ def job_result(spec: Mapping[str, Any], selected: Iterable[Mapping] | None,
     chosen = {int(s["k"]): s for s in selected or [] if isinstance(s, Mapping) and "k" in s}
     ks += [k for k in sorted(chosen) if k not in ks]
     metrics = metrics or {}
-    base = nest(metrics.get("base"))
+    ev = spec.get("evaluation") or {}
+    order = {"perplexity": list(ev.get("perplexity") or []), "tasks": list(ev.get("tasks") or [])}
+
+    def nested(variant: str) -> dict | None:  # in the order the request named them (the store sorts by name)
+        m = nest(metrics.get(variant))
+        for family, names in order.items():
+            if m is not None and names:
+                rank = {n: i for i, n in enumerate(names)}
+                m[family] = dict(sorted(m[family].items(), key=lambda kv: rank.get(kv[0], len(rank))))
+        return m
+
+    base = nested("base")
     return {
         "calibration": calibration_of(metrics.get("calibration")),
         "base": base,
         "outputs": [output_entry(k, (chosen.get(k) or {}).get("mode", comp.get("mode")), comp.get("method"),
                                  comp.get("criterion"), (chosen.get(k) or {}).get("layers"),
-                                 nest(metrics.get(f"k{k}")), base) for k in ks],
+                                 nested(f"k{k}"), base) for k in ks],
     }

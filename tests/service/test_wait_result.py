@@ -1,0 +1,128 @@
+"""`nbl wait` prints the job's typed result (base, each output, delta, relative; readable numbers in
+the evaluation's order) and writes a JUnit XML report, against a live API on SQLite and Postgres;
+the table and the report as pure functions of the API's JSON."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from cli.junit import junit_xml, unreachable_xml
+from cli.main import main
+from cli.result_table import result_lines
+from service.api import create_app
+from service.jobs import states, store
+
+BASE = {"perplexity/wikitext2/ppl": 20.0, "perplexity/wikitext2/bits_per_byte": 1.0, "perplexity/wikitext2/tokens": 4096,
+        "perplexity/c4/ppl": 30.0, "tasks/hellaswag/acc": 0.6, "tasks/hellaswag/n": 40, "tasks/arc_easy/acc": 0.5,
+        "tasks/arc_easy/acc_norm": 0.4, "tasks/arc_easy/n": 40, "params/non_embedding_params": 106_200_000,
+        "speed/prefill_tokens_per_s/4096": 900.0, "speed/prefill_tokens_per_s/512": 2000.0}
+K1 = {**BASE, "perplexity/wikitext2/ppl": 25.0, "tasks/arc_easy/acc": 0.45, "params/non_embedding_params": 99_000_000,
+      "speed/prefill_tokens_per_s/512": 2500.0}
+
+
+@pytest.fixture
+def served(db_url, settings_for, live_server, team_key_for, monkeypatch):
+    settings = settings_for(db_url)
+    monkeypatch.setenv("NBL_API_URL", live_server(create_app(settings)))
+    monkeypatch.setenv("NBL_API_KEY", team_key_for(settings, "ci")["Authorization"].split()[1])
+    return settings
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def finish(settings, job_id: str, status: str = "succeeded") -> None:
+    """What the worker writes (worker/tasks.py): scores' selection, metrics by variant, calibration."""
+    from service.core.db import make_engine, make_sessionmaker
+
+    engine = make_engine(settings)
+    with make_sessionmaker(engine)() as s:
+        token = states.claim_job(s, job_id, 60)
+        store.save_metrics(s, job_id, "base", BASE, lease_token=token)
+        store.save_metrics(s, job_id, "k1", K1, lease_token=token)
+        store.set_selected_layers(s, job_id, [{"k": 1, "mode": "attn", "layers": [2]},
+                                              {"k": 2, "mode": "attn", "layers": [1, 2]}], lease_token=token)
+        store.save_metrics(s, job_id, "calibration", {"tokens": 524288, "seconds": 94.2, "cached": 0.0},
+                           lease_token=token)
+        states.finish(s, job_id, token, status, **({"error_type": "system", "error_message": "out of disk"}
+                                                    if status == "failed" else {}))
+    engine.dispose()
+
+
+def test_wait_prints_the_result_and_writes_junit(served, capsys, tmp_path):
+    code, out, err = run(capsys, "submit", "--model", "acme/m", "--k", "1,2", "--perplexity", "wikitext2,c4",
+                         "--tasks", "hellaswag,arc_easy", "--json")
+    assert code == 0, err
+    job_id = json.loads(out)["id"]
+    finish(served, job_id)
+
+    report = tmp_path / "reports" / "nbl.xml"
+    code, out, _ = run(capsys, "wait", job_id, "--quiet", "--junit", str(report))
+    assert code == 0
+    lines = out.splitlines()
+    assert "calibration: 524,288 tokens, 94.2 s" in out
+    head = next(i for i, line in enumerate(lines) if line.startswith("metric"))
+    assert lines[head].split() == ["metric", "base", "k=1", "delta", "relative"]  # k=2 has no metrics yet
+    table = [line for line in lines[head + 1:] if line.strip()]
+    labels = [line.split("  ")[0].strip() for line in table]
+    assert labels == ["wikitext2 ppl", "wikitext2 bits/byte", "c4 ppl", "hellaswag acc (n=40)", "arc_easy acc (n=40)",
+                      "arc_easy acc_norm (n=40)", "prefill tok/s @512", "prefill tok/s @4096", "non-embedding params"]
+    assert table[0].split()[-4:] == ["20", "25", "+5", "+25.0%"]
+    assert table[-1].split()[-4:] == ["106,200,000", "99,000,000", "-7,200,000", "-6.8%"]
+    assert "e+" not in out
+
+    suite = ET.parse(report).getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "0", "0")
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == ["k1", "k2"]
+    assert "wikitext2 ppl: 25 (base 20, +5, +25.0%)" in cases[0].find("system-out").text
+
+    code, out, _ = run(capsys, "wait", job_id, "--quiet", "--json")
+    assert code == 0 and json.loads(out)["result"]["outputs"][0]["delta"]["perplexity"]["wikitext2"]["ppl"] == 5.0
+
+
+def test_a_failed_job_fails_every_output_case(served, capsys, tmp_path):
+    job_id = json.loads(run(capsys, "submit", "--model", "acme/m", "--k", "1,2", "--json")[1])["id"]
+    finish(served, job_id, "failed")
+    code, _, _ = run(capsys, "wait", job_id, "--quiet", "--junit", str(tmp_path / "r.xml"))
+    suite = ET.parse(tmp_path / "r.xml").getroot()
+    assert code == 1 and (suite.get("tests"), suite.get("failures")) == ("2", "2")
+    assert suite.find("testcase/failure").get("message") == "job failed (system): out of disk"
+
+
+def test_junit_one_case_per_gate_check():
+    job = {"id": "job_x", "status": "succeeded", "spec": {"model": {"id": "acme/m"}},
+           "result": {"outputs": [{"k": 4}, {"k": 8}]},
+           "gates": {"passed": True, "checks": [
+               {"output": "k4", "metric": "perplexity/wikitext2/ppl", "base": 20.0, "value": 21.0, "limit": 22.0,
+                "passed": True},
+               {"output": "k8", "metric": "perplexity/wikitext2/ppl", "base": 20.0, "value": 25.0, "limit": 22.0,
+                "passed": False}]}}
+    suite = ET.fromstring(junit_xml(job))
+    assert [c.get("name") for c in suite.findall("testcase")] == ["k4 perplexity/wikitext2/ppl",
+                                                                   "k8 perplexity/wikitext2/ppl"]
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
+    assert suite.find("testcase/failure").get("message") == "perplexity/wikitext2/ppl = 25 beyond its limit 22 (base 20)"
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props == {"job_id": "job_x", "status": "succeeded", "model": "acme/m"}
+
+
+def test_junit_without_outputs_or_a_job():
+    cancelled = ET.fromstring(junit_xml({"id": "job_x", "status": "cancelled", "result": {"outputs": []}}))
+    assert cancelled.find("testcase").get("name") == "job" and cancelled.get("skipped") == "1"
+    gone = ET.fromstring(unreachable_xml("job_x", "timed out after 5 s"))
+    assert gone.get("errors") == "1" and gone.find("testcase/error").get("message") == "timed out after 5 s"
+
+
+def test_result_table_of_nothing_yet():
+    assert result_lines(None) == [] and result_lines({"calibration": None, "base": None, "outputs": []}) == []
+    only_cal = result_lines({"calibration": {"tokens": 1024, "seconds": 0.0, "cached": True}, "base": None,
+                             "outputs": [{"k": 4, "metrics": None}]})
+    assert only_cal == ["calibration: 1,024 tokens, 0 s (from the statistics cache)"]
