@@ -38,6 +38,7 @@ from service.core.models import (
     UTCDateTime,
     utcnow,
 )
+from service.jobs.result import finite as finite_tree
 from service.webhooks import delivery as webhooks
 
 EVENT_KINDS = {k.value for k in EventKind}
@@ -65,7 +66,8 @@ def event(session: Session, job_id: str, kind: str, *, message: str | None = Non
     if kind not in EVENT_KINDS:
         raise ValueError(f"event kind must be one of {sorted(EVENT_KINDS)}, got {kind!r}")
     ev = JobEvent(job_id=job_id, kind=kind, message=message, stage=stage, progress=finite(progress),
-                  data=dict(data) if data is not None else None, created_at=now or utcnow())
+                  data=finite_tree(dict(data)) if data is not None else None,  # JSON (and Postgres) has no NaN
+                  created_at=now or utcnow())
     session.add(ev)
     return ev
 

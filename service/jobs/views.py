@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from service.core.models import Artifact, Job
 from service.jobs.responses import ArtifactOut, JobError, JobOut
-from service.jobs.result import job_result
+from service.jobs.result import finite, job_result
 from service.outputs.schemas import public_uri
 
 
@@ -28,7 +28,7 @@ def job_views(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
             attempt=j.attempt, cancel_requested=j.cancel_requested, spec=j.spec,
             metadata=j.spec.get("metadata") or {}, selected_layers=j.selected_layers, metrics=j.metrics,
             result=job_result(j.spec, j.selected_layers, j.metrics), artifacts=arts[j.id],
-            error=JobError(type=j.error_type, message=j.error_message) if j.error_type else None, estimate=j.estimate,
+            error=JobError(type=j.error_type, message=j.error_message) if j.error_type else None, estimate=finite(j.estimate),
             created_at=j.created_at, started_at=j.started_at, finished_at=j.finished_at, updated_at=j.updated_at,
         )
         for j in jobs

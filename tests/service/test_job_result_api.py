@@ -103,6 +103,18 @@ def test_old_rows_read_as_nulls(client, auth, sessions):
     assert layers.status_code == 200 and layers.json()["data"] == []  # no scores stored: nothing to mark
 
 
+def test_event_figures_are_finite(client, auth, sessions):
+    """A stage's figures with an unmeasured rate (inf, NaN) are stored and shown as null; Postgres'
+    JSON refuses NaN outright, so unsanitised the write itself fails there."""
+    job_id = client.post("/v1/jobs", json=body(k=4), headers=auth).json()["id"]
+    with sessions() as s:
+        store.add_event(s, job_id, "progress", "scoring", stage="score", progress=float("nan"),
+                        data={"rate": float("inf"), "eta_seconds": float("nan"), "done": [1, float("-inf")], "n": 3})
+    (ev,) = [e for e in strict_json(client.get(f"/v1/jobs/{job_id}/events", headers=auth).text)["data"]
+             if e["kind"] == "progress"]
+    assert ev["progress"] is None and ev["data"] == {"rate": None, "eta_seconds": None, "done": [1, None], "n": 3}
+
+
 def test_the_result_is_documented(client):
     spec = strict_json(client.get("/openapi.json").text)
     defs = spec["components"]["schemas"]
