@@ -100,3 +100,17 @@ def test_an_old_or_new_row_gives_nulls():
     old = job_result({"compression": {"k": 4, "mode": "block"}}, [{"k": 4, "layers": [1]}], {"calibration": {"tokens": 100.0}})
     assert old["calibration"] == {"tokens": 100, "seconds": None, "cached": None}
     assert old["outputs"][0]["mode"] == "block" and old["outputs"][0]["criterion"] is None
+
+
+def test_the_eval_report_is_finite_and_shares_the_shape():
+    """`nbl eval --json` (worker/eval/report.py report): the same nested metrics, delta and relative as a
+    job's output, and no Infinity where a measurement overflowed."""
+    from worker.eval.report import report
+
+    model, base = evaluation(float("inf"), 0.4, 3000.0, 90), evaluation(20.0, 0.5, 2000.0, 100)
+    rep = report(model, base)
+    strict(rep)
+    out = job_result({"compression": {"k": 4}}, [{"k": 4, "layers": [1]}],
+                     {"base": flatten(base), "k4": flatten(model)})["outputs"][0]
+    assert rep["perplexity"]["wikitext2"]["ppl"] is None and rep["delta"]["perplexity"]["wikitext2"]["ppl"] is None
+    assert rep["delta"]["tasks"] == out["delta"]["tasks"] and rep["relative"]["params"] == out["relative"]["params"]
