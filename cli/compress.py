@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
-import time
 from pathlib import Path
 
 from cli.eval import add_eval_options  # argparse wiring only: torch loads inside commands
@@ -73,13 +71,15 @@ def add_compress(sub) -> None:
 
 
 def cmd_compress(args) -> int:
-    from service.core.settings import Settings
-    from worker.engine.compress import run
-    from worker.engine.config import from_recipe
-    from worker.engine.devices import visible
-    from worker.engine.loading import load_model
+    """The job's pipeline (worker/pipeline.py) with the terminal as its sink and --out as its destination:
+    the same stages, the fresh-process load check of every output and the card written once, at publish."""
+    from cli.console_sink import ConsoleSink
     from cli.eval import eval_spec
+    from service.core.settings import Settings
     from worker.eval.report import print_table, report
+    from worker.pipeline import Options, Paths, run
+    from worker.publish.in_place import InPlace
+    from worker.publish.loadcheck import LoadCheckError
 
     if args.max_model_bytes is not None and args.max_model_bytes < 1:
         raise ValueError(f"--max-model-bytes must be positive, got {args.max_model_bytes}")
@@ -89,73 +89,54 @@ def cmd_compress(args) -> int:
         raise ValueError(f"the host cache budget must be a number of bytes, got {args.host_cache_bytes}")
     espec = eval_spec(args) if args.eval else None  # checked before the long part
     settings = Settings()  # the one reader of NBL_*: directories and the defaults of the limits below
-    devices = visible(args.devices, args.device)
-
-    cfg = from_recipe(
-        recipe(args),
-        out=args.out,
-        dtype=args.dtype,
-        device=devices[0],  # the model is loaded there; the other processes read its checkpoint
-        devices=devices,
-        batch_size=args.batch_size,
-        product_dtype=args.stats_precision,
-        use_cache=not args.no_cache,
+    paths = Paths(work_dir=args.out, stats_dir=settings.stats_dir, stats_cache=not args.no_cache,
+                  eval_cache=not args.no_cache, spill_dir=settings.spill_dir, data_dir=settings.data_dir,
+                  models_dir=settings.models_dir, home=settings.home)
+    progress = sys.stderr.isatty() or not args.json
+    options = Options(
+        devices=args.devices, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+        product_dtype=args.stats_precision, check_timeout_s=settings.load_check_timeout_s,
         max_model_bytes=args.max_model_bytes if args.max_model_bytes is not None else settings.max_model_bytes,
         host_cache_bytes=args.host_cache_bytes if args.host_cache_bytes is not None else settings.host_cache_bytes,
-        stats_dir=settings.stats_dir,
-        spill_dir=settings.spill_dir,
-        data_dir=settings.data_dir,
-        models_dir=settings.models_dir,
-        home=settings.home,
-    )
-    progress = sys.stderr.isatty() or not args.json
-    lm, load_s = None, 0.0
-    if espec is not None:  # loaded here, so the base stays in memory for its own evaluation
-        start = time.perf_counter()
-        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes,
-                        models_dir=cfg.models_dir, home=cfg.home)
-        load_s = time.perf_counter() - start
-    result = run(cfg, progress=progress, lm=lm)
-    result.timings["load_s"] += load_s  # run() times only its checks when handed a loaded model
-    view = _json_view(result.as_dict())
-    base, results = None, {}
+        fit_check=False,  # the user chose this machine; the engine's own limits still hold
+        local_paths=True, progress=progress)
+    try:
+        result = run(recipe(args, espec), ConsoleSink(verbose=progress), paths,
+                     InPlace(args.out) if args.out is not None else None, options)
+    except LoadCheckError as e:  # our save is broken, not the input: exit 1, not a usage error's 2
+        print(f"nbl: error: {e}", file=sys.stderr)
+        return 1
+    view = _json_view(result.compressed.as_dict())
+    view["load_check"] = {f"k{k}": c for k, c in result.checks.items()}  # each output reloaded in a fresh process
+    base = result.evaluation.get("base")
+    results = {k: result.evaluation[f"k{k}"] for k in result.selected if f"k{k}" in result.evaluation}
     if espec is not None:
-        base, results = evaluate_compressed(lm, result.outputs, espec, not args.no_cache, sys.stderr.isatty(),
-                                            data_dir=settings.data_dir, home=settings.home)
         view["evaluation"] = {f"k{k}": report(r, base) for k, r in results.items()}  # each as `nbl eval --json`
     if args.json:
         print(json.dumps(view, indent=2))
         return 0
-    print_compress_table(result.as_dict(), args.mode)
+    print_compress_table(result.compressed.as_dict(), args.mode)
     for r in results.values():  # base vs each output, as `nbl eval` prints it
         print_table(r, base)
     return 0
 
 
-def recipe(args) -> R.Recipe:
-    """The flags as the same Recipe a job's request becomes (service/jobs/recipe.py)."""
+def recipe(args, espec=None) -> R.Recipe:
+    """The flags as the same Recipe a job's request becomes (service/jobs/recipe.py); `espec`: what --eval
+    measures (cli/eval.py's EvalSpec of the evaluation flags)."""
+    evaluation = R.Evaluation()
+    if espec is not None:
+        evaluation = R.Evaluation(perplexity=espec.perplexity, tasks=espec.tasks, limit=espec.limit,
+                                  max_tokens=espec.max_tokens, speed=espec.speed, task_files=espec.task_files,
+                                  suite=espec.suite, repeats=espec.repeats, batch_tokens=espec.batch_tokens)
     return R.Recipe(
         model=args.model, revision=args.revision,
         calibration=R.Calibration(dataset=args.dataset, config=args.dataset_config, split=args.split,
                                   text_field=args.text_field, num_samples=args.num_samples, seq_len=args.seq_len,
                                   seed=args.seed, shuffle=args.shuffle),
         compression=R.Compression(ks=tuple(args.k), mode=args.mode, method=args.method, criterion=args.criterion),
+        evaluation=evaluation,
     )
-
-
-def evaluate_compressed(lm, outputs: list[dict], espec, use_cache: bool, progress: bool,
-                        data_dir: Path | None = None, home: Path | None = None) -> tuple[dict, dict]:
-    """The base and every saved output (worker/eval/compare.py); each output's card rewritten with its
-    results, as `nbl eval --card` does. Returns (base result, {k: result})."""
-    from cli.eval import write_eval_card
-    from worker.eval.compare import evaluate_outputs
-
-    paths = {o["k"]: Path(o["path"]) for o in outputs}
-    base, results = evaluate_outputs(lm, paths, espec, use_cache=use_cache, progress=progress, data_dir=data_dir,
-                                     home=home)
-    for k, path in paths.items():
-        write_eval_card(path, results[k], base)
-    return base, results
 
 
 def _json_view(r: dict) -> dict:

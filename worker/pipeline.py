@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Protocol
@@ -26,7 +27,7 @@ from .engine import compress
 from .engine.config import from_recipe
 from .engine.devices import visible
 from .engine.hub_ids import refuse_path_shadowing
-from .engine.loading import load_model
+from .engine.loading import load_model, load_weights
 from .eval.compare import evaluate_outputs
 from .engine.saving import SCORES_FILE
 from . import preflight
@@ -42,20 +43,25 @@ class Cancelled(Exception):
 
 
 class Sink(Protocol):
+    """Where the pipeline's results go: the job's rows (worker/tasks.py DbSink) or the terminal
+    (cli/console_sink.py). Every result goes through it, nothing else is written by the pipeline."""
+
     def progress(self, stage: str, fraction: float, message: str) -> None: ...
     def metrics(self, variant: str, values: dict[str, float]) -> None: ...
     def warning(self, message: str) -> None: ...
     def layer_scores(self, scores: list[dict]) -> None: ...
+    def selection(self, mode: str, selected: dict[int, list[int]]) -> None: ...
     def output(self, k: int, layers: list[int], published: Published) -> None: ...
     def estimate(self, figures: dict) -> None: ...
 
 
 @dataclass
 class Paths:
-    work_dir: Path  # this job's scratch space (outputs before publishing)
-    publish_dir: Path  # local publishing destination
+    work_dir: Path | None  # where outputs are written before publishing (None: score only, `nbl compress` without --out)
+    publish_dir: Path | None = None  # local publishing destination (jobs)
     stats_dir: Path | None = None  # the statistics cache (None: none, a run's sums go to the temp dir)
-    stats_cache: bool = True  # False (NBL_STATS_CACHE_MAX_BYTES=0): a run's sums under stats_dir, then removed
+    stats_cache: bool = True  # False (NBL_STATS_CACHE_MAX_BYTES=0, --no-cache): a run's sums under stats_dir, then removed
+    eval_cache: bool = True  # the base's evaluation is cached per model and spec (False: --no-cache)
     # The rest of the worker's Settings the engine and evaluation need, passed down (they read none).
     spill_dir: Path | None = None  # hidden states past host_cache_bytes
     data_dir: Path | None = None  # the shipped data sets (c4, wikitext2, the evaluation tasks)
@@ -64,10 +70,32 @@ class Paths:
 
 
 @dataclass
+class Options:
+    """How this machine runs a recipe: the worker's Settings, or `nbl compress`'s flags. The recipe says what
+    to do; these say where and within which limits."""
+
+    devices: str | None = None  # Settings.devices / --devices (None: every visible GPU, else the CPU)
+    device: str | None = None  # --device: one device (as devices with one)
+    dtype: str = "auto"
+    batch_size: int | None = None
+    product_dtype: str = "float32"  # per-batch products (the sums are float64 always)
+    max_model_bytes: int | None = None  # the largest input model (None: no limit)
+    host_cache_bytes: int | None = None  # hidden states kept in memory between layers (None: no limit)
+    check_timeout_s: float = 900  # the fresh-process load check of each output
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    fit_check: bool = True  # a job's estimate must fit this worker's devices before anything is downloaded
+    local_paths: bool = False  # the model may be a path on this machine (`nbl compress`; a job's may not)
+    progress: bool = False  # tqdm bars on stderr, beside the sink (a terminal)
+
+
+@dataclass
 class PipelineResult:
     selected: dict[int, list[int]] = field(default_factory=dict)  # k -> layers
     outputs: dict[int, Published] = field(default_factory=dict)  # k -> where it was published
     calibration: dict = field(default_factory=dict)
+    compressed: compress.CompressResult | None = None  # the engine's report: scores, outputs, timings
+    evaluation: dict[str, dict] = field(default_factory=dict)  # variant ("base", "k4") -> its nested result
+    checks: dict[int, dict] = field(default_factory=dict)  # k -> the load check's figures (loadcheck.check)
 
 
 def resolve_model(model_id: str) -> str:
@@ -77,63 +105,77 @@ def resolve_model(model_id: str) -> str:
     return model_id
 
 
-def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination, source: str | None = None,
-        check_timeout_s: float = 900, max_model_bytes: int | None = None, retry: RetryPolicy = RetryPolicy(),
-        host_cache_bytes: int | None = None, devices: str | None = None) -> PipelineResult:
-    """Compress into the job's work dir (engine stages report through `sink.progress`), check that each
-    output reloads alone, evaluate the base and every output as saved, then publish each to
-    `destination` (a local directory or the Hub, built by the task) with its card. `source` is where
-    the model is read (a job's `local:NAME` resolved to its directory; default the recipe's model);
-    `max_model_bytes` the largest input model (None: no limit); `host_cache_bytes` the calibration's
-    in-memory hidden states (None: no limit, else spilt to disk); `devices` the worker's (Settings.devices;
-    None: every visible GPU, else the CPU), which the job's estimate must fit before any download
-    (preflight.fits), and on which calibration runs, one process each.
-    The steps that reach the Hub (load, compress's dataset, publish) are retried by `retry` while their
+def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | None, options: Options = Options(),
+        source: str | None = None) -> PipelineResult:
+    """Load, calibrate, score and compress into `paths.work_dir` (engine stages report through `sink.progress`),
+    check that each output reloads alone, evaluate the base and every output as saved, then publish each to
+    `destination` (a job's directory or Hub repo, built by the task; `nbl compress`'s --out in place) with its
+    card, written there once. `source` is where the model is read (a job's `local:NAME` resolved to its
+    directory; default the recipe's model). A job's estimate must fit this worker's devices before any
+    download (preflight.fits); calibration runs on those devices, one process each.
+    The steps that reach the Hub (load, compress's dataset, publish) are retried by `options.retry` while their
     failure is transient (worker/errors.py); they are idempotent (cached downloads, atomic outputs, adopted commits)."""
-    cfg = from_recipe(recipe, resolve_model(source or recipe.model), out=paths.work_dir,
+    retry = options.retry
+    model = source or recipe.model
+    cfg = from_recipe(recipe, model if options.local_paths else resolve_model(model), out=paths.work_dir,
+                      dtype=options.dtype, batch_size=options.batch_size, product_dtype=options.product_dtype,
                       stats_dir=paths.stats_dir, use_cache=paths.stats_cache, spill_dir=paths.spill_dir,
                       data_dir=paths.data_dir, models_dir=paths.models_dir, home=paths.home,
-                      max_model_bytes=max_model_bytes, host_cache_bytes=host_cache_bytes)
-    cfg.devices = visible(devices)
+                      max_model_bytes=options.max_model_bytes, host_cache_bytes=options.host_cache_bytes)
+    cfg.devices = visible(options.devices, options.device)
     cfg.device = cfg.devices[0]  # the model is loaded there; the other processes read its checkpoint
     cfg.check()
     name = recipe.model  # as the job names it (local:NAME), never a server path
     sink.progress("load", 0.0, f"loading {name}")
     figures: dict = {}  # the job's estimate on this worker's devices, checked before anything is downloaded
-    fit = lambda config: figures.update(preflight.fits(name, config, recipe, devices, host_cache_bytes))  # noqa: E731
+    fit = (lambda config: figures.update(preflight.fits(name, config, recipe, options.devices,  # noqa: E731
+                                                        options.host_cache_bytes))) if options.fit_check else None
     retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len, fit), "reading the model's config")
-    if figures and hasattr(sink, "estimate"):
+    if figures:
         sink.estimate(figures)  # kept on the job when the API could not size it (a Hub model, offline)
+    # Without its weights: calibration reads them one layer at a time; saving and evaluation load them whole.
+    start = time.perf_counter()
     lm = retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes,
-                                      models_dir=cfg.models_dir, home=cfg.home), "loading the model")
+                                      weights=False, models_dir=cfg.models_dir, home=cfg.home), "loading the model")
+    load_s = time.perf_counter() - start
     lm.source = name  # what nbl_scores.json and the card call the base model
     refs: dict[int, loadcheck.Reference] = {}  # k -> logits of the compressed model in memory
     compressed = retry.run(lambda: compress.run(
-        cfg, report=sink.progress, progress=False, lm=lm,
+        cfg, report=sink.progress, progress=options.progress, lm=lm,
         on_saved=lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model))), "calibrating")
+    compressed.timings["load_s"] += load_s  # the engine timed only its checks of the model handed to it
+    result = PipelineResult(calibration=compressed.calibration, compressed=compressed,
+                            selected={o["k"]: o["replaced_layers"] for o in compressed.outputs})
     sink.layer_scores(compressed.scores)
-    result = PipelineResult(calibration=compressed.calibration)
-    outputs = {o["k"]: Path(o["path"]) for o in compressed.outputs}
-    for o in compressed.outputs:
-        result.selected[o["k"]] = o["replaced_layers"]
+    sink.selection(recipe.compression.mode, result.selected)
+    cal = compressed.calibration
+    sink.metrics("calibration", {"tokens": cal.get("tokens"), "seconds": cal.get("seconds"),
+                                 "cached": float(bool(cal.get("cached")))})
+    if paths.work_dir is None or destination is None:
+        return result  # scores and the layers each k would replace; nothing saved
 
-    check(outputs, refs, sink, check_timeout_s)
-    espec = eval_spec(recipe.evaluation)
-    metrics = evaluate(lm, outputs, espec, sink, paths) if not recipe.evaluation.empty() else {}
-    del lm
+    outputs = {o["k"]: Path(o["path"]) for o in compressed.outputs}
+    result.checks = check(outputs, refs, sink, options.check_timeout_s) or {}
+    metrics: dict[str, dict[str, float]] = {}
+    if not recipe.evaluation.empty():
+        load_weights(lm)
+        metrics, result.evaluation = evaluate(lm, outputs, eval_spec(recipe.evaluation), sink, paths, options.progress)
+    lm = None  # the base model goes before publishing (a closure above shares the name)
 
     result.outputs = publish(outputs, result.selected, destination, metrics, recipe.request, sink, retry)
     return result
 
 
-def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float) -> None:
+def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float) -> dict[int, dict]:
     """Every output reloaded in a fresh process must generate and reproduce the in-memory logits; a
-    failure (LoadCheckError) ends the job before anything is published."""
+    failure (LoadCheckError) ends the job before anything is published. Returns each output's figures."""
     sink.progress("check", 0.0, "reloading each output in a fresh process")
+    done = {}
     for j, (k, path) in enumerate(outputs.items(), start=1):
-        res = loadcheck.check(path, refs[k], timeout_s=timeout_s)
+        done[k] = res = loadcheck.check(path, refs[k], timeout_s=timeout_s)
         sink.progress("check", j / len(outputs), f"k={k}: {res['class']} reloads and generates; max |logit "
                       f"difference| {res['max_abs_diff']:.2g} (tolerance {res['tolerance']:.2g})")
+    return done
 
 
 def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destination: Destination,
@@ -176,18 +218,22 @@ def eval_spec(ev: Evaluation) -> EvalSpec:
                     max_tokens=ev.max_tokens, suite=ev.suite, speed=ev.speed, **extra)
 
 
-def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: Paths) -> dict[str, dict[str, float]]:
-    """Base (cached per model and spec) and each output reloaded from disk (worker/eval/compare.py), each
-    stored as soon as measured. Returns the flat metrics by variant: {"base": {...}, "k4": {...}}."""
+def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: Paths,
+             progress: bool = False) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
+    """Base (cached per model and spec unless paths.eval_cache is off) and each output reloaded from disk
+    (worker/eval/compare.py), each stored as soon as measured. Returns the flat metrics by variant
+    ({"base": {...}, "k4": {...}}) and the nested results they come from."""
     metrics: dict[str, dict[str, float]] = {}
+    nested: dict[str, dict] = {}
 
     def record(variant: str, result: dict) -> None:
+        nested[variant] = result
         metrics[variant] = flatten(result)
         sink.metrics(variant, metrics[variant])
 
-    evaluate_outputs(lm, outputs, espec, report=sink.progress, on_result=record, data_dir=paths.data_dir,
-                     home=paths.home)
-    return metrics
+    evaluate_outputs(lm, outputs, espec, use_cache=paths.eval_cache, progress=progress, report=sink.progress,
+                     on_result=record, data_dir=paths.data_dir, home=paths.home)
+    return metrics, nested
 
 
 def flatten(result: dict) -> dict[str, float]:

@@ -36,7 +36,7 @@ from service.estimates.store import keep_estimate
 from . import ownership, retention
 from .errors import RetryPolicy, classify
 from .redact import Redactor
-from .pipeline import Cancelled, Paths, run
+from .pipeline import Cancelled, Options, Paths, run
 from .publish.destination import Published
 from .publish.hub import HubRepo
 from .publish.local import LocalDir
@@ -95,11 +95,14 @@ class DbSink:
     def layer_scores(self, scores: list[dict]) -> None:
         db(store.save_layer_scores, self.job_id, scores, lease_token=self.token)
 
+    def selection(self, mode: str, selected: dict[int, list[int]]) -> None:
+        db(store.set_selected_layers, self.job_id, [{"k": k, "mode": mode, "layers": v} for k, v in selected.items()],
+           lease_token=self.token)
+
     def output(self, k: int, layers: list[int], published: Published) -> None:
         # Retried through a database blip: losing this write after a push would repeat the push.
         db(store.save_artifact, self.job_id, k, published.kind, published.uri, published.revision,
            published.commit_sha, lease_token=self.token)
-
 
     def estimate(self, figures: dict) -> None:
         db(keep_estimate, self.job_id, figures)
@@ -179,19 +182,11 @@ def run_job(job_id: str) -> str:
                       stats_dir=settings.stats_dir, stats_cache=settings.stats_cache_max_bytes > 0,
                       spill_dir=settings.spill_dir, data_dir=settings.data_dir, models_dir=settings.models_dir,
                       home=settings.home)
-        result = run(recipe, DbSink(job_id, token), paths, destination(recipe, job_id),
-                     source=model_source(settings, recipe.model),  # local:NAME -> its directory
-                     check_timeout_s=settings.load_check_timeout_s,
-                     max_model_bytes=settings.max_model_bytes, host_cache_bytes=settings.host_cache_bytes,
-                     devices=settings.devices,
-                     retry=RetryPolicy(settings.hub_attempts, settings.hub_backoff_s))
-        with sessions()() as s:
-            store.set_selected_layers(
-                s, job_id, [{"k": k, "mode": recipe.compression.mode, "layers": v} for k, v in result.selected.items()],
-                lease_token=token)
-            store.save_metrics(s, job_id, "calibration", {
-                "tokens": result.calibration.get("tokens"), "seconds": result.calibration.get("seconds"),
-                "cached": float(bool(result.calibration.get("cached")))}, lease_token=token)
+        options = Options(devices=settings.devices, max_model_bytes=settings.max_model_bytes,
+                          host_cache_bytes=settings.host_cache_bytes, check_timeout_s=settings.load_check_timeout_s,
+                          retry=RetryPolicy(settings.hub_attempts, settings.hub_backoff_s))
+        run(recipe, DbSink(job_id, token), paths, destination(recipe, job_id), options,
+            source=model_source(settings, recipe.model))  # local:NAME -> its directory
     except Cancelled as e:
         status, err_msg = "cancelled", str(e)
     except Exception as e:  # every failure ends the job: none stays in `running`

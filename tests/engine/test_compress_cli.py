@@ -34,6 +34,14 @@ def test_several_k_json_and_cache_hit(tiny_dir, text_file, tmp_path, capsys, mon
     for o in r["outputs"]:
         assert o["path"].endswith(f"k{o['k']}")
         assert json.loads((tmp_path / "out" / f"k{o['k']}" / "config.json").read_text())["nbl"]["layers"] == o["replaced_layers"]
+    # the job's pipeline: each output reloaded in a fresh process, its card written once, at publish, and a
+    # root card over the k{K} folders
+    assert sorted(r["load_check"]) == ["k1", "k2"]
+    assert all(c["max_abs_diff"] <= c["tolerance"] and c["class"].startswith("NBL") for c in r["load_check"].values())
+    for k in (1, 2):
+        card = (tmp_path / "out" / f"k{k}" / "README.md").read_text()
+        assert f'"{tmp_path / "out"}", subfolder="k{k}"' in card or f"subfolder=\"k{k}\"" in card, card
+    assert "k1" in (tmp_path / "out" / "README.md").read_text()
     # the first choice of k=2 contains k=1's: one-shot ranking
     assert set(r["outputs"][0]["replaced_layers"]) <= set(r["outputs"][1]["replaced_layers"])
     nmse = [s["attn"]["nmse"] for s in r["scores"]]
@@ -72,7 +80,7 @@ def test_changed_calibration_misses_the_cache(tiny_dir, text_file, tmp_path, cap
 @pytest.mark.parametrize(
     "extra,message",
     [
-        (["--k", "4"], "k must be below the number of layers (4)"),
+        (["--k", "4"], "k=4 must be below the model's number of layers (4)"),  # preflight, before any data
         (["--k", "0"], "k must be positive"),
         (["--k", "-1"], "k must be positive"),
         (["--k", "1", "--text-field", "body"], "no text field 'body'"),
@@ -91,28 +99,29 @@ def test_bad_inputs_fail_clearly(tiny_dir, text_file, tmp_path, capsys, extra, m
 
 
 def test_refuses_auto_map_unsupported_and_pickled_models(tmp_path, text_file, capsys):
+    # --seq-len within the tiny model's context: the config's own checks (preflight) come first
     auto = save_tiny_checkpoint(tmp_path / "auto")
     cfg = json.loads((auto / "config.json").read_text())
     cfg["auto_map"] = {"AutoModelForCausalLM": "evil.Model"}
     (auto / "config.json").write_text(json.dumps(cfg))
-    code, _, err = _run(capsys, "--model", auto, "--dataset", text_file, "--k", "1")
+    code, _, err = _run(capsys, "--model", auto, "--dataset", text_file, "--k", "1", "--seq-len", "32")
     assert code == 2 and "auto_map" in err and "trust_remote_code" in err
 
     other = save_tiny_checkpoint(tmp_path / "other")
     cfg = json.loads((other / "config.json").read_text())
     cfg["model_type"] = "gpt2"
     (other / "config.json").write_text(json.dumps(cfg))
-    code, _, err = _run(capsys, "--model", other, "--dataset", text_file, "--k", "1")
+    code, _, err = _run(capsys, "--model", other, "--dataset", text_file, "--k", "1", "--seq-len", "32")
     assert code == 2 and "'gpt2' is not supported" in err and "llama" in err and "qwen2" in err
 
     pickled = save_tiny_checkpoint(tmp_path / "pickled")
     for f in pickled.glob("*.safetensors"):
         f.unlink()
     (pickled / "pytorch_model.bin").write_bytes(b"not loaded")
-    code, _, err = _run(capsys, "--model", pickled, "--dataset", text_file, "--k", "1")
+    code, _, err = _run(capsys, "--model", pickled, "--dataset", text_file, "--k", "1", "--seq-len", "32")
     assert code == 2 and "safetensors" in err
 
-    code, _, err = _run(capsys, "--model", tmp_path / "missing.jsonl", "--dataset", text_file, "--k", "1")
+    code, _, err = _run(capsys, "--model", tmp_path / "missing.jsonl", "--dataset", text_file, "--k", "1", "--seq-len", "32")
     assert code == 2
 
 
@@ -190,3 +199,18 @@ def test_host_cache_budget_spills_hidden_states_with_the_same_scores(tiny_dir, t
     assert spill.is_dir() and not list(spill.iterdir())  # spilt there, and removed after the run
     code, _, err = _run(capsys, *args, "--host-cache-bytes", "-1")
     assert code == 2 and "number of bytes" in err
+
+
+def test_an_output_that_does_not_reproduce_the_model_in_memory_exits_1(tiny_dir, text_file, tmp_path, capsys,
+                                                                        monkeypatch):
+    """The fresh-process load check of a job runs for `nbl compress` too: a reference that the reloaded
+    output cannot match (logits shifted after they were taken) fails the run, and no card is written."""
+    from dataclasses import replace
+
+    from worker.publish import loadcheck
+
+    taken = loadcheck.reference
+    monkeypatch.setattr(loadcheck, "reference", lambda model: replace(taken(model), logits=taken(model).logits + 1.0))
+    code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1"))
+    assert code == 1 and "does not reproduce the compressed model" in err and out == "", err
+    assert not (tmp_path / "out" / "README.md").exists()

@@ -47,7 +47,7 @@ def test_the_pipeline_hands_its_estimate_to_the_sink_before_loading(tmp_path):
     """On the way to the data loader (a `csv` dataset stops it there, after the model's checks)."""
     from conftest import save_tiny_checkpoint
     from service.jobs.recipe import Calibration, Compression, Recipe
-    from worker.pipeline import Paths, run
+    from worker.pipeline import Options, Paths, run
     from worker.publish.local import LocalDir
 
     class Sink:
@@ -63,7 +63,7 @@ def test_the_pipeline_hands_its_estimate_to_the_sink_before_loading(tmp_path):
     sink = Sink()
     with pytest.raises(ValueError):
         run(recipe, sink, Paths(work_dir=tmp_path / "work", publish_dir=tmp_path / "pub"),
-            LocalDir(tmp_path / "pub", "alpha", "out", "job_x"), devices="cpu")
+            LocalDir(tmp_path / "pub", "alpha", "out", "job_x"), Options(devices="cpu"))
     names = [name for name, _ in sink.calls]
     assert "estimate" in names and names.index("estimate") < len(names)
     figures = dict(sink.calls)["estimate"][0]

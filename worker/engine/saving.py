@@ -51,12 +51,8 @@ def save_compressed(model, tokenizer, out: Path, family: str, report: dict) -> P
         nbl=model.config.nbl,
     )
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    # The card (README.md, the plot) is written from this file once, at publishing (worker/pipeline.py).
     (tmp / SCORES_FILE).write_text(json.dumps(report, indent=2) + "\n")
-    # The card is part of the output: every saved directory explains itself (the job rewrites it with
-    # its evaluation and recipe before publishing).
-    from ..publish.card import CardInfo, write_card
-
-    write_card(tmp, CardInfo(report=report))
 
     share_modes(tmp)
     if out.exists():
