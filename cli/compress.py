@@ -61,7 +61,9 @@ def add_compress(sub) -> None:
     p.add_argument("--host-cache-bytes", type=int, metavar="N",
                    help="keep at most N bytes of hidden states between layers in memory, the rest on disk under "
                    "NBL_HOME/spill (default: NBL_HOST_CACHE_BYTES, else no limit)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout: calibration, scores, "
+                   "outputs and `result` (the API's job result: base, each output, delta, relative); a number "
+                   "that is not finite (the cond of a singular C_xx) is null")
     ev = p.add_argument_group("evaluation (--eval: the options of `nbl eval`)")
     ev.add_argument("--eval", action="store_true", help="after compressing, evaluate the base and every output "
                     "reloaded from disk (wikitext2 perplexity unless asked otherwise), print base vs each k and "
@@ -76,7 +78,7 @@ def cmd_compress(args) -> int:
     from cli.console_sink import ConsoleSink
     from cli.eval import eval_spec
     from service.core.settings import Settings
-    from worker.eval.report import print_table, report
+    from worker.eval.report import compress_result, finite, print_table, report
     from worker.pipeline import Options, Paths, run
     from worker.publish.in_place import InPlace
     from worker.publish.loadcheck import LoadCheckError
@@ -112,8 +114,9 @@ def cmd_compress(args) -> int:
     results = {k: result.evaluation[f"k{k}"] for k in result.selected if f"k{k}" in result.evaluation}
     if espec is not None:
         view["evaluation"] = {f"k{k}": report(r, base) for k, r in results.items()}  # each as `nbl eval --json`
+    view["result"] = compress_result(view, base, results)  # the shape of the API's job `result`
     if args.json:
-        print(json.dumps(view, indent=2))
+        print(json.dumps(finite(view), indent=2, allow_nan=False))  # JSON has no Infinity: null
         return 0
     print_compress_table(result.compressed.as_dict(), args.mode)
     for r in results.values():  # base vs each output, as `nbl eval` prints it
