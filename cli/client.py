@@ -71,6 +71,9 @@ def add_client_commands(sub) -> None:
     p.add_argument("--max-tokens", type=int, help="perplexity: score only the first N tokens of each corpus")
     p.add_argument("--tasks", help="comma-separated lm-eval tasks")
     p.add_argument("--limit", type=int, help="first N documents of each task")
+    p.add_argument("--task-file", nargs="+", action="extend", default=[], metavar="FILE",
+                   help="your own task, a JSONL file as `nbl eval --task-file` takes it, sent in the request and "
+                   "reported under the file's stem")
     p.add_argument("--speed", action="store_true", default=None)
     p.add_argument("--publish-repo", help="publish to this Hub repo (owner/name)")
     p.add_argument("--public", action="store_true", default=None, help="publish publicly (default private)")

@@ -99,6 +99,10 @@ def build_request(args) -> dict[str, Any]:
     put("evaluation", "limit", args.limit)
     put("evaluation", "max_tokens", args.max_tokens)
     put("evaluation", "speed", args.speed)
+    if args.task_file:  # added to the file's: the server checks every line at submit (a 422 names it)
+        files = [{"name": Path(f).stem, "jsonl": _read_task_file(Path(f))} for f in args.task_file]
+        ev = body.get("evaluation")
+        put("evaluation", "task_files", [*(ev.get("task_files") or [] if isinstance(ev, dict) else []), *files])
     if args.publish_repo and args.local_dir:
         raise ValueError("give --publish-repo or --local-dir, not both")
     if args.publish_repo:
@@ -118,6 +122,15 @@ def build_request(args) -> dict[str, Any]:
     if "model" not in body:
         raise ValueError("give --model or a request file")
     return body
+
+
+def _read_task_file(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read it: {e.strerror or e}") from None
 
 
 def _names(text: str) -> list[str]:

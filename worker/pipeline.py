@@ -32,7 +32,7 @@ from .eval.compare import evaluate_outputs
 from .engine.saving import SCORES_FILE
 from . import preflight
 from .errors import RetryPolicy
-from .eval.evaluate import EvalSpec
+from .eval.evaluate import EvalSpec, check_tasks
 from .publish import loadcheck
 from .publish.card import CardInfo, write_card
 from .publish.destination import Destination, Published
@@ -125,6 +125,10 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     cfg.devices = visible(options.devices, options.device)
     cfg.device = cfg.devices[0]  # the model is loaded there; the other processes read its checkpoint
     cfg.check()
+    if paths.work_dir is not None and destination is not None and not recipe.evaluation.empty():
+        # a task whose data is absent fails the run before any download
+        with tempfile.TemporaryDirectory(prefix="nbl-tasks-") as tmp:
+            check_tasks(eval_spec(recipe.evaluation, Path(tmp)), paths.data_dir)
     name = recipe.model  # as the job names it (local:NAME), never a server path
     sink.progress("load", 0.0, f"loading {name}")
     figures: dict = {}  # the job's estimate on this worker's devices, checked before anything is downloaded
@@ -159,7 +163,9 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     metrics: dict[str, dict[str, float]] = {}
     if not recipe.evaluation.empty():
         load_weights(lm)
-        metrics, result.evaluation = evaluate(lm, outputs, eval_spec(recipe.evaluation), sink, paths, options.progress)
+        with tempfile.TemporaryDirectory(prefix="nbl-tasks-") as tmp:  # a job's task files, as files
+            metrics, result.evaluation = evaluate(lm, outputs, eval_spec(recipe.evaluation, Path(tmp)), sink, paths,
+                                                  options.progress)
     lm = None  # the base model goes before publishing (a closure above shares the name)
 
     result.outputs = publish(outputs, result.selected, destination, metrics, recipe.request, sink, retry)
@@ -211,10 +217,20 @@ def _published(pub: Published) -> str:
             + (f" ({pub.revision}@{pub.commit_sha[:12]})" if pub.commit_sha else ""))
 
 
-def eval_spec(ev: Evaluation) -> EvalSpec:
-    """The evaluation's own spec of a recipe's section (None there: the evaluation's default)."""
+def eval_spec(ev: Evaluation, task_dir: Path | None = None) -> EvalSpec:
+    """The evaluation's own spec of a recipe's section (None there: the evaluation's default). A job's
+    task files are written under `task_dir` as NAME.jsonl, so they are read, reported and cached as
+    `nbl eval --task-file NAME.jsonl` would read the same file."""
     extra = {k: v for k, v in (("repeats", ev.repeats), ("batch_tokens", ev.batch_tokens)) if v is not None}
-    return EvalSpec(perplexity=ev.perplexity, tasks=ev.tasks, task_files=ev.task_files, limit=ev.limit,
+    files = list(ev.task_files)
+    if ev.task_texts:
+        if task_dir is None:
+            raise ValueError("a job's task files need a directory to be written to")
+        task_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in ev.task_texts:
+            (task_dir / f"{name}.jsonl").write_text(text, encoding="utf-8")
+            files.append(str(task_dir / f"{name}.jsonl"))
+    return EvalSpec(perplexity=ev.perplexity, tasks=ev.tasks, task_files=tuple(files), limit=ev.limit,
                     max_tokens=ev.max_tokens, suite=ev.suite, speed=ev.speed, **extra)
 
 

@@ -4,7 +4,7 @@
       model, revision
       calibration    dataset, config, split, text_field, num_samples, seq_len, seed, shuffle
       compression    ks, mode, method, criterion
-      evaluation     perplexity, tasks, limit, max_tokens, speed (+ the CLI's task files, suite, ...)
+      evaluation     perplexity, tasks, task files, limit, max_tokens, speed (+ the CLI's suite, ...)
       publishing     a Hub repo or a local directory name (None: nowhere; the CLI's --out)
 
 A job's stored request becomes a JobCreate (schemas.py), then a Recipe once (`from_request`); `nbl
@@ -15,8 +15,11 @@ attention branches, NBL, CCA ranking). Torch-free: the API imports the schema.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from service.jobs.task_records import text_lines
 
 DATASET = "c4"
 SPLIT = "train"
@@ -52,21 +55,22 @@ class Compression:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """What to measure on the base and on every output. Jobs ask for the first five; the rest are
-    `nbl compress --eval`'s (task files, suites, timing repeats, batching). Empty: no evaluation."""
+    """What to measure on the base and on every output. Jobs ask for the first six; the rest are
+    `nbl compress --eval`'s (task files by path, suites, timing repeats, batching). Empty: no evaluation."""
 
     perplexity: tuple[str, ...] = ()
     tasks: tuple[str, ...] = ()
     limit: int | None = None
     max_tokens: int | None = None
     speed: bool = False
-    task_files: tuple[str, ...] = ()
+    task_texts: tuple[tuple[str, str], ...] = ()  # a job's task files: (name, JSONL text)
+    task_files: tuple[str, ...] = ()  # paths
     suite: str | None = None
     repeats: int | None = None  # None: the evaluation's own default
     batch_tokens: int | None = None
 
     def empty(self) -> bool:
-        return not (self.perplexity or self.tasks or self.task_files or self.suite or self.speed)
+        return not (self.perplexity or self.tasks or self.task_texts or self.task_files or self.suite or self.speed)
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,19 @@ def from_request(spec) -> Recipe:
         calibration=Calibration(**cal.model_dump()),
         compression=Compression(ks=tuple(comp.ks), mode=comp.mode, method=comp.method, criterion=comp.criterion),
         evaluation=Evaluation(perplexity=tuple(ev.perplexity), tasks=tuple(ev.tasks), limit=ev.limit,
-                              max_tokens=ev.max_tokens, speed=ev.speed),
+                              max_tokens=ev.max_tokens, speed=ev.speed,
+                              task_texts=tuple((f.name, f.jsonl) for f in ev.task_files)),
         publishing=publishing,
-        request=spec.model_dump(mode="json"),
+        request=quoted(spec.model_dump(mode="json")),
     )
+
+
+def quoted(request: dict) -> dict:
+    """The request as the model card quotes it: a task file by its name, line count and digest, not
+    its text (a private test set must not be published with the model)."""
+    files = (request.get("evaluation") or {}).get("task_files")
+    if not files:
+        return request
+    digests = [{"name": f["name"], "lines": sum(1 for x in text_lines(f["jsonl"]) if x.strip()),
+                "sha256": hashlib.sha256(f["jsonl"].encode()).hexdigest()} for f in files]
+    return {**request, "evaluation": {**request["evaluation"], "task_files": digests}}

@@ -26,11 +26,13 @@ from pydantic import (
     StrictBool,
     StrictInt,
     Tag,
+    model_validator,
 )
 
 from service.jobs import recipe as R
 from service.jobs.dataset_names import refuse_local_reader
 from service.jobs.score_fields import CRITERIA
+from service.jobs.task_records import parse_lines, text_lines
 from service.core.settings import Settings
 from service.webhooks.urls import MAX_URL_LENGTH, check_syntax
 
@@ -46,7 +48,9 @@ META_KEY = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 
 DATASET_ALIASES = ("c4", "wikitext2")
 PERPLEXITY_CORPORA = ("wikitext2", "c4")
-EVAL_TASKS = ("arc_easy", "arc_challenge", "hellaswag", "boolq", "openbookqa", "lambada_openai", "mmlu")
+# The shipped tasks, and the paper's two that run when lm-eval's data is in the worker's Hugging Face cache
+EVAL_TASKS = ("arc_easy", "arc_challenge", "hellaswag", "boolq", "openbookqa", "lambada_openai", "mmlu",
+              "piqa", "winogrande")
 LOCAL_PREFIX = "local:"
 K_HARD_MAX = 4096  # no model has more layers; Settings.max_k is the deployment's own cap
 
@@ -186,13 +190,37 @@ class CompressionSpec(Request):
         return [self.k] if isinstance(self.k, int) else list(self.k)
 
 
+def _task_jsonl(text: str) -> str:
+    _plain_text(text)  # Postgres stores no NUL; JSON strings hold no raw control characters anyway
+    form, _ = parse_lines(text_lines(text), lambda n: f"line {n}")
+    if form is None:
+        raise ValueError("no records: give at least one JSON line")
+    return text
+
+
+class TaskFile(Request):
+    name: SimpleName = Field(description="the task's name in the results (`nbl eval --task-file`: the file's stem)")
+    jsonl: Annotated[str, Field(min_length=1), AfterValidator(_task_jsonl)] = Field(
+        description='the file\'s text: JSON lines, all {"context", "choices", "label"} or all '
+        '{"contexts", "continuation", "label"}', examples=['{"contexts": ["A", "B"], "continuation": " c", "label": 0}\n'])
+
+
 class EvaluationSpec(Request):
     perplexity: Annotated[list[Literal[PERPLEXITY_CORPORA]], AfterValidator(_distinct)] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(R.PERPLEXITY))
     tasks: Annotated[list[Literal[EVAL_TASKS]], AfterValidator(_distinct)] = Field(default_factory=list)  # type: ignore[valid-type]
+    task_files: list[TaskFile] = Field(default_factory=list, max_length=16, description="your own tasks")
     limit: StrictInt | None = Field(default=None, ge=1, description="first N documents of each task")
     max_tokens: StrictInt | None = Field(default=None, ge=2, description="perplexity: score only the first N tokens")
     speed: StrictBool = False
+
+    @model_validator(mode="after")
+    def _one_result_per_name(self):
+        names = [*self.tasks, *(f.name for f in self.task_files)]
+        clash = sorted({n for n in names if names.count(n) > 1})
+        if clash:
+            raise ValueError(f"two tasks would report under the name {clash[0]!r}: rename the task file")
+        return self
 
 
 class HubPublish(Request):

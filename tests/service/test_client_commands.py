@@ -121,7 +121,7 @@ def test_submit_flags_reach_the_body():
                                "perplexity", "tasks", "limit", "speed", "publish_repo", "public", "publish_revision",
                                "create_pr", "local_dir")}
     args = SimpleNamespace(**flags | {"model": "acme/m", "max_tokens": 128, "webhook_url": "https://ci.example.com/h",
-                                      "metadata": ["a=1"]})
+                                      "metadata": ["a=1"], "task_file": []})
     assert build_request(args) == {"model": {"id": "acme/m"}, "evaluation": {"max_tokens": 128},
                                    "webhook_url": "https://ci.example.com/h", "metadata": {"a": "1"}}
 

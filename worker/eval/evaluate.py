@@ -102,6 +102,22 @@ def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, pr
     return result
 
 
+def check_tasks(spec: EvalSpec, data_dir: Path | None = None) -> None:
+    """Build every task the spec names, on its first document, before a job spends hours calibrating:
+    a task whose data is not here fails the job at once, naming every such task. (A suite's own tasks
+    are skipped when absent, so they are not checked.)"""
+    missing = []
+    for name in spec.tasks:
+        try:
+            load_task(name, 1, data_dir)
+        except DataUnavailable as e:
+            missing.append(str(e))
+    for f in spec.task_files:
+        load_task_file(f, 1)
+    if missing:  # raised outside the except: no offline ConnectionError in its chain, so `user`, not retried
+        raise DataUnavailable("; ".join(missing))
+
+
 # --- the base model's cache ---------------------------------------------------------------------
 def evals_dir(home: Path) -> Path:
     return Path(home) / "evals"
