@@ -79,6 +79,8 @@ def test_a_job_scores_winogrande_and_a_contexts_task_file_as_the_evaluation_does
     mine = run_task(lm.model, lm.tokenizer, task_of_records("wino_like", *parse_lines(TEXT.splitlines(), str)))
     assert base["tasks/winogrande/acc"] == pytest.approx(wino["acc"])
     assert base["tasks/wino_like/acc"] == pytest.approx(mine["acc"])
+    typed = done["result"]["base"]["tasks"]  # the typed result carries them too
+    assert typed["wino_like"]["acc"] == base["tasks/wino_like/acc"] and typed["winogrande"]["acc_norm"] is None
 
     stages = {e["stage"] for e in client.get(f"/v1/jobs/{done['id']}/events", headers=auth).json()["data"]}
     assert {"load", "calibrate"} <= stages, stages  # what the failed job below must not reach
