@@ -151,6 +151,13 @@ def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, re
     assert ppl == {"wikitext2 ppl (base model)": job["metrics"]["base"]["perplexity/wikitext2/ppl"],
                    "wikitext2 ppl (tiny-nbl-attn-k1)": job["metrics"]["k1"]["perplexity/wikitext2/ppl"]}
     assert '"id": "local:tiny"' in card.text and 'from_pretrained("alpha/tiny-nbl"' in card.text
+    res = job["result"]  # the typed result, from the rows the real worker wrote: the card's numbers
+    (out,) = res["outputs"]
+    assert res["base"]["perplexity"]["wikitext2"]["ppl"] == ppl["wikitext2 ppl (base model)"]
+    assert out["metrics"]["perplexity"]["wikitext2"]["ppl"] == ppl["wikitext2 ppl (tiny-nbl-attn-k1)"]
+    assert out["delta"]["perplexity"]["wikitext2"]["ppl"] == pytest.approx(
+        ppl["wikitext2 ppl (tiny-nbl-attn-k1)"] - ppl["wikitext2 ppl (base model)"])
+    assert (out["k"], out["layers"]) == (1, job["selected_layers"][0]["layers"]) and res["calibration"]["tokens"] > 0
     print(f"\nrecorded commit: {commit.id} on {commit.ref}: {commit.title!r}, files {commit.added}")
     print("card excerpt:\n" + commit.files["README.md"].decode()[:2500])
 
