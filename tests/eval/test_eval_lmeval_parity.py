@@ -120,3 +120,44 @@ def test_task_files_score_as_lm_eval(tiny_bpe_llama, tmp_path, form):
     assert got["lm_eval"] == got["ours"], got
     assert (got["ours"]["acc_norm"] is None) == (form == "contexts")
     assert got["max_abs_ll_diff"] is not None and got["max_abs_ll_diff"] < 1e-4, got
+
+
+# --- PIQA and WinoGrande from the data directory, when it holds them -----------------------------
+def piqa_rows(n: int = 8) -> list[dict]:
+    """baber/piqa-schema records (goal, two solutions, label 0/1), made up here."""
+    return [{"goal": f"How do I keep {a} apart from {b}?", "sol1": f"Put {a} on the left.",
+             "sol2": f"Put {b} in a box, then wait.", "label": i % 2} for i, (a, b) in enumerate(
+                 [("Sarah", "Maria"), ("the cup", "the pen"), ("the cat", "the dog"), ("a river", "a lake"),
+                  ("Tom", "Carl"), ("oil", "water"), ("salt", "sugar"), ("the keys", "the coins")][:n])]
+
+
+@pytest.fixture
+def optional_data_dir(tmp_path):
+    import json
+
+    from worker.eval.benchmarks.local_data import OPTIONAL
+
+    for name, rows in (("winogrande", winogrande_rows()), ("piqa", piqa_rows())):
+        path = tmp_path / OPTIONAL[name]
+        path.parent.mkdir(parents=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", ["winogrande", "piqa"])
+def test_piqa_and_winogrande_files_in_the_data_directory_score_as_lm_eval(tiny_bpe_llama, optional_data_dir, name,
+                                                                          monkeypatch):
+    import datasets.config
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", "/nonexistent/hf-datasets-cache")
+    task = load_task(name, data_dir=optional_data_dir)  # read from the file: the empty cache is never asked
+    assert len(task.docs) == 8 and task.metrics == (("acc",) if name == "winogrande" else ("acc", "acc_norm"))
+    assert compare_prompts(name, optional_data_dir) == []
+    model, tok = tiny_bpe_llama
+    got = compare_scores(model, tok, name, 8, optional_data_dir, batch_size=4)
+    assert got["requests"] == 16 and got["lm_eval"] == got["ours"], got
+    assert got["max_abs_ll_diff"] is not None and got["max_abs_ll_diff"] < 1e-4, got
+    (optional_data_dir / "winogrande" / "winogrande_xl_validation.jsonl").unlink()
+    (optional_data_dir / "piqa" / "validation.jsonl").unlink()
+    with pytest.raises(ValueError, match=f"{name}: lm-eval's dataset is not in the local Hugging Face cache"):
+        load_task(name, data_dir=optional_data_dir)  # no file: lm-eval's task, whose data is not cached either

@@ -77,3 +77,16 @@ def test_a_suite_with_no_data_here_is_an_error_not_an_empty_average(tmp_path, mo
                               "--suite", "paper"])
     with pytest.raises(ValueError, match="no task has its data here.*NBL_DATA_DIR"):
         args.func(args)
+
+
+def test_the_base_cache_key_changes_when_winogrande_arrives_in_the_data_directory(tmp_path):
+    from worker.eval.benchmarks.local_data import OPTIONAL
+    from worker.eval.evaluate import EvalSpec, cache_key
+
+    spec = EvalSpec(suite="paper")
+    before = cache_key("fp", spec, "float32", "cpu", tmp_path)  # a cached base would skip winogrande
+    assert cache_key("fp", spec, "float32", "cpu", tmp_path) == before
+    path = tmp_path / OPTIONAL["winogrande"]
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(winogrande_rows(1)[0]) + "\n")
+    assert cache_key("fp", spec, "float32", "cpu", tmp_path) != before

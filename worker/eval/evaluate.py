@@ -23,6 +23,7 @@ import torch
 
 from .harness import run_task
 from .benchmarks.lmeval import DataUnavailable
+from .benchmarks.local_data import OPTIONAL, present
 from .perplexity import corpus_text, perplexity
 from .speed import count_parameters, measure_speed
 from .benchmarks.suite import ABSENT, suite_tasks, summary
@@ -129,6 +130,9 @@ def cache_key(fingerprint: str, spec: EvalSpec, dtype: str, device: str, data_di
     d["task_files"] = [[Path(f).stem, hashlib.sha256(Path(f).expanduser().read_bytes()).hexdigest()]
                        for f in spec.task_files]
     d["data_dir"] = str(data_dir) if data_dir else None  # other files, other numbers
+    extra = [n for n in OPTIONAL if present(n, data_dir)]  # a file added there later: a suite no longer skips it
+    if extra:
+        d["optional"] = extra
     hardware = None
     if spec.speed:
         hardware = [device, torch.get_num_threads(),

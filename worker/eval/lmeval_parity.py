@@ -26,7 +26,7 @@ from .benchmarks.task import Task
 from .benchmarks.task_file import CHOICES, CONTEXTS, METRICS, load_task_file
 from .benchmarks.registry import SHIPPED, local_task
 
-SPLIT = {"hellaswag": "validation", "boolq": "validation"}  # lm-eval evaluates these on validation
+SPLIT = {"hellaswag": "validation", "boolq": "validation", "piqa": "validation", "winogrande": "validation"}
 
 
 def _write(path: Path, docs: list[dict]) -> str:
@@ -103,8 +103,9 @@ def side_by_side(model, tokenizer, task: Task, theirs: dict, their_lls: list[flo
 def compare_scores(model, tokenizer, name: str, limit: int, root: Path, batch_size: int = 8) -> dict:
     """lm-eval's end-to-end numbers next to ours on the first `limit` documents of a shipped task
     (of each subject, for mmlu, 5-shot), read under `root` (the shipped data sets, NBL_DATA_DIR)."""
-    if name not in SHIPPED:
-        raise ValueError(f"compare_scores takes a shipped task: {', '.join(SHIPPED)}")
+    if not local_data.present(name, root):
+        raise ValueError(f"compare_scores takes a task whose data is under {root}: {', '.join(SHIPPED)}, or "
+                         f"{', '.join(local_data.OPTIONAL)} when there")
     with tempfile.TemporaryDirectory() as tmp:
         overrides = lmeval_overrides(name, root, Path(tmp))
         configs = [{**leaf_config(leaf), **cfg} for leaf, cfg in overrides.items()]

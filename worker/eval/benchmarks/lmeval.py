@@ -94,7 +94,8 @@ def lmeval_task(
         except (ConnectionError, OSError) as e:
             raise DataUnavailable(f"{name}: lm-eval's dataset is not in the local Hugging Face cache and the Hub is "
                                   "not contacted during evaluation; the shipped files under NBL_DATA_DIR cover "
-                                  f"{', '.join(local_data.FILES)} ({e})") from e
+                                  f"{', '.join(local_data.FILES)}, and {', '.join(local_data.OPTIONAL)} when there "
+                                  f"({', '.join(local_data.OPTIONAL.values())}) ({e})") from e
         kinds, metrics, docs = set(), set(), []
         for leaf_name in sorted(leaves):
             kind, leaf_metrics, leaf_docs = _leaf_docs(leaves[leaf_name], limit, num_fewshot)

@@ -25,6 +25,18 @@ FILES = {
     "lambada_openai": "lambada_openai/lambada_test.jsonl",
     "mmlu": "mmlu",
 }
+# The paper's other two tasks: not shipped today, read from the data directory when it holds them (the
+# Hub's validation split as JSON lines, the schema of baber/piqa and allenai/winogrande winogrande_xl),
+# else from the Hugging Face cache through lm-eval.
+OPTIONAL = {
+    "piqa": "piqa/validation.jsonl",
+    "winogrande": "winogrande/winogrande_xl_validation.jsonl",
+}
+
+
+def present(name: str, root: Path | None) -> bool:
+    """Whether the data directory `root` holds task `name`'s data."""
+    return root is not None and (name in FILES or (name in OPTIONAL and (Path(root) / OPTIONAL[name]).is_file()))
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -34,7 +46,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def read_docs(name: str, root: Path) -> list[dict]:
     """Documents of a single-file task, Hub schema."""
-    docs = read_jsonl(root / FILES[name])
+    docs = read_jsonl(root / (FILES.get(name) or OPTIONAL[name]))
     if name == "boolq":
         return [{**d, "label": int(str(d["label"]).lower() == "true")} for d in docs]
     if name == "hellaswag":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .task import Doc, choice_doc
+from .task import Doc, choice_doc, multiple_input_doc
 
 MMLU_LETTERS = ["A", "B", "C", "D"]
 MMLU_SHOTS = 5
@@ -27,6 +27,18 @@ def openbookqa(doc: dict) -> Doc:  # openbookqa/openbookqa.yaml
 
 def boolq(doc: dict) -> Doc:  # super_glue/boolq/default.yaml
     return choice_doc(f"{doc['passage']}\nQuestion: {doc['question']}?\nAnswer:", ["no", "yes"], int(doc["label"]))
+
+
+def piqa(doc: dict) -> Doc:  # piqa/piqa.yaml
+    return choice_doc(f"Question: {doc['goal']}\nAnswer:", [doc["sol1"], doc["sol2"]], int(doc["label"]))
+
+
+def winogrande(doc: dict) -> Doc:  # winogrande/default.yaml + preprocess_winogrande.py (multiple_input)
+    """Each option fills the blank: the contexts are the sentence up to the blank with each option,
+    the one continuation the rest after a space; the gold option is answer "1" or "2"."""
+    idx = doc["sentence"].index("_")
+    contexts = [doc["sentence"][:idx] + opt for opt in (doc["option1"], doc["option2"])]
+    return multiple_input_doc(contexts, " " + doc["sentence"][idx + 1 :].strip(), {"1": 0, "2": 1}[doc["answer"]])
 
 
 def hellaswag_preprocess(text: str) -> str:

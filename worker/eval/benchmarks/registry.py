@@ -1,9 +1,9 @@
 """The task registry: names -> Tasks built from the shipped files with lm-eval's prompts.
 
-A name resolves to the shipped files under the data directory (NBL_DATA_DIR) when the caller gives
-one and it names one of them;
-otherwise to lm-eval's own task of that name (read offline from the Hugging Face cache). `limit`
-takes the first N documents, per subject for MMLU, as lm-eval's --limit does.
+A name resolves to the files under the data directory (NBL_DATA_DIR) when the caller gives one and
+it holds that task's data (the shipped seven always; PIQA and WinoGrande when their files are there,
+local_data.OPTIONAL); otherwise to lm-eval's own task of that name (read offline from the Hugging
+Face cache). `limit` takes the first N documents, per subject for MMLU, as lm-eval's --limit does.
 """
 
 from __future__ import annotations
@@ -25,14 +25,16 @@ SINGLE_FILE: dict[str, tuple[Callable[[dict], Doc], str, tuple[str, ...]]] = {
     "boolq": (prompts.boolq, MULTIPLE_CHOICE, ACC),
     "openbookqa": (prompts.openbookqa, MULTIPLE_CHOICE, ACC_NORM),
     "lambada_openai": (prompts.lambada, LOGLIKELIHOOD, ACC),
+    "piqa": (prompts.piqa, MULTIPLE_CHOICE, ACC_NORM),  # when the data directory holds it
+    "winogrande": (prompts.winogrande, MULTIPLE_CHOICE, ACC),  # likewise; multiple_input
 }
-SHIPPED = (*SINGLE_FILE, "mmlu")
+SHIPPED = (*local_data.FILES,)  # always under NBL_DATA_DIR
 
 
 def load_task(name: str, limit: int | None = None, data_dir: Path | None = None) -> Task:
     """`data_dir`: the shipped files (Settings.data_dir); None, or a name it does not ship: lm-eval's task."""
-    if data_dir is not None and name in SHIPPED:
-        return local_task(name, Path(data_dir), limit)
+    if local_data.present(name, data_dir):
+        return local_task(name, Path(data_dir), limit)  # type: ignore[arg-type]
     from .lmeval import lmeval_task
 
     return lmeval_task(name, limit)
