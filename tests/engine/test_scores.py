@@ -118,3 +118,19 @@ def test_cholesky_cca_bound_equals_the_eigendecomposition_definition():
     m = scores.with_residual(scores.layer_moments(st, "attn"))
     rho = scores.canonical_correlations(m)
     assert scores.cca_bound(m) == pytest.approx(float(torch.sum(1 - rho**2)), rel=1e-9)
+
+
+def test_nmse_of_a_branch_without_variance_is_0_when_reproduced_else_inf():
+    """A branch that outputs a constant (zeroed weights) has tr C_yy = 0: no division by zero; its bias
+    reproduces it exactly (0), any other map is as bad as a score can be (inf)."""
+    from worker.engine.scores import LinearMap, Moments, lmmse, nmse
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 3, generator=g, dtype=torch.float64)
+    mu_x, cxx = x.mean(0), torch.cov(x.T, correction=0)
+    for mu_y in (torch.zeros(2, dtype=torch.float64), torch.tensor([1.5, -2.0], dtype=torch.float64)):
+        m = Moments(n=64.0, mu_x=mu_x, mu_y=mu_y, cxx=cxx, cyy=torch.zeros(2, 2, dtype=torch.float64),
+                    cyx=torch.zeros(2, 3, dtype=torch.float64), tr_cyy=0.0)
+        assert nmse(m, lmmse(m)) == 0.0
+        off = LinearMap(weight=torch.zeros(2, 3, dtype=torch.float64), bias=mu_y + 1.0, ridge=0.0)
+        assert nmse(m, off) == float("inf")

@@ -46,4 +46,4 @@ def test_docs_pages_load_only_local_assets(app_client, page, bundle):
 def test_the_swagger_bundle_is_swagger_ui_and_redoc_is_redoc(app_client):
     assert "SwaggerUIBundle" in app_client.get("/docs-assets/swagger-ui-bundle.js").text[:2000]
     assert "Redoc" in app_client.get("/docs-assets/redoc.standalone.js").text[:2000]
-    assert app_client.get("/docs-assets/../service/settings.py").status_code == 404
+    assert app_client.get("/docs-assets/../service/core/settings.py").status_code == 404

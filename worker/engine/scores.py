@@ -113,8 +113,13 @@ def residual_mse(m: Moments, f: LinearMap) -> float:
 
 
 def nmse(m: Moments, f: LinearMap) -> float:
-    """Residual error of the map, normalised by the variance of y."""
-    return residual_mse(m, f) / m.tr_cyy
+    """Residual error of the map, normalised by the variance of y. A y without variance (a branch whose
+    output is constant, e.g. zeroed weights) has nothing to normalise by: 0 when the map reproduces it
+    (its bias does), else inf, the worst score."""
+    err = residual_mse(m, f)
+    if float(m.tr_cyy) > 0:
+        return err / float(m.tr_cyy)
+    return 0.0 if err <= 1e-12 * (1.0 + float(m.mu_y @ m.mu_y)) else float("inf")
 
 
 def inv_sqrt(c: torch.Tensor, floor: float = EIG_FLOOR) -> torch.Tensor:
