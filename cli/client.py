@@ -173,6 +173,8 @@ def _submit(client: Client, args, body: dict) -> int:
         job = client.submit(body, idempotency_key=key, timeout=timeout or None)
     except (Unavailable, ApiError) as e:
         return failed(e)
+    for warning in job.warnings:  # expensive defaults, said before the job runs (also with --quiet)
+        print(f"warning: {warning}", file=sys.stderr)
     if not args.wait:
         print(json.dumps(job.model_dump(mode="json"), indent=2) if args.json else "\n".join(job_lines(
             job.model_dump(mode="json"))))

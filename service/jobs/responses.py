@@ -59,6 +59,11 @@ class JobOut(Response):
     estimate: dict[str, Any] | None = Field(default=None, description="memory, disk, time and worker_class (its "
                                             "queue) from the model's config.json, as POST /v1/estimates answers; "
                                             "null when the API could not read the config (a Hub model, offline)")
+    warnings: list[str] = Field(default_factory=list, description="the job's `warning` events, oldest first: "
+                                "expensive defaults said at submit, and what the worker found (e.g. too few "
+                                "calibration tokens, a truncated evaluation)",
+                                examples=[["evaluation not given: the default is wikitext2 perplexity on the whole "
+                                           "test set, for the base and for every output; ..."]])
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -28,7 +28,7 @@ from service.core.errors import (
     JobNotFound,
     TooManyActiveJobs,
 )
-from service.core.models import ACTIVE, Job, JobEvent, JobStatus, Team, new_job_id, utcnow
+from service.core.models import ACTIVE, EventKind, Job, JobEvent, JobStatus, Team, new_job_id, utcnow
 from service.core.settings import Settings
 from service.estimates.placement import placement_for, refuse_unplaced
 from service.jobs import model_checks, states
@@ -36,6 +36,7 @@ from service.jobs.queue import enqueue_job
 from service.jobs.layer_view import layer_list
 from service.jobs.responses import EventList, EventOut, LayerList
 from service.jobs.schemas import JobCreate, check_limits
+from service.jobs.submit_warnings import submit_warnings
 from service.keys.auth import Principal
 from service.webhooks.signing import has_secret
 
@@ -111,6 +112,8 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
                                    spec=spec.model_dump(mode="json"), idempotency_key=idempotency_key,
                                    request_hash=digest, hub_token_encrypted=_encrypted_hub_token(spec, settings),
                                    **({"estimate": estimate} if estimate is not None else {}))  # else SQL NULL
+        for message in submit_warnings(spec, estimate):  # expensive defaults, said now (JobOut.warnings)
+            states.event(session, job.id, EventKind.warning.value, message=message, stage="submit", now=now)
         session.commit()
     except IntegrityError:
         session.rollback()

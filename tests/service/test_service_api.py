@@ -315,7 +315,8 @@ def engine_scores(n_layers: int = 3) -> list[dict]:
 
 
 def test_events_are_ordered_and_pollable_with_after(client, auth, sessions):
-    job_id = client.post("/v1/jobs", json=body(), headers=auth).json()["id"]
+    given = {"calibration": {"num_samples": 8, "seq_len": 64}, "evaluation": {"perplexity": []}}  # no submit warnings
+    job_id = client.post("/v1/jobs", json=body(**given), headers=auth).json()["id"]
     with sessions() as s:
         token = states.claim_job(s, job_id, 60)
         store.set_progress(s, job_id, "load", 0.0, lease_token=token)
@@ -341,6 +342,7 @@ def test_events_are_ordered_and_pollable_with_after(client, auth, sessions):
     job = client.get(f"/v1/jobs/{job_id}", headers=auth).json()
     assert job["status"] == "running" and job["stage"] == "calibrate"
     assert job["progress"] == pytest.approx(0.27) and job["eta_seconds"] == 85 and job["started_at"]
+    assert job["warnings"] == ["3 of 256 blocks are shorter than seq_len"]  # the worker's warning events
 
 
 def test_results_layers_metrics_artifacts(client, auth, sessions):

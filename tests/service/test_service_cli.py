@@ -95,15 +95,15 @@ def test_submit_and_wait(served, capsys, tmp_path):
     with sessions() as s:
         token = states.claim_job(s, job["id"], 60)
         store.set_progress(s, job["id"], "evaluate", 0.9, lease_token=token)
-        store.save_metrics(s, job["id"], "base", {"perplexity/wikitext2": 20.25}, lease_token=token)
-        store.save_metrics(s, job["id"], "k4", {"perplexity/wikitext2": 23.5}, lease_token=token)
+        store.save_metrics(s, job["id"], "base", {"perplexity/wikitext2/ppl": 20.25}, lease_token=token)
+        store.save_metrics(s, job["id"], "k4", {"perplexity/wikitext2/ppl": 23.5}, lease_token=token)
         states.finish(s, job["id"], token, "succeeded")
     capsys.readouterr()
     assert main(["wait", job["id"], "--interval", "0.1"]) == 0
     out = capsys.readouterr()
-    assert "succeeded" in out.out and "perplexity/wikitext2" in out.out
-    row = next(line for line in out.out.splitlines() if line.startswith("perplexity/wikitext2"))
-    assert row.split()[1:] == ["20.25", "23.5"]
+    assert "succeeded" in out.out and "wikitext2 ppl" in out.out  # the typed result's table (cli/result_table.py)
+    row = next(line for line in out.out.splitlines() if line.startswith("wikitext2 ppl"))
+    assert row.split()[2:4] == ["20.25", "23.5"], out.out
     assert "stage: evaluate" in out.err
 
     # Failed -> 1, cancelled -> 2.

@@ -100,7 +100,8 @@ def test_job_page_draws_the_chart_results_timeline_events_and_outputs(client, al
     # The result table: outputs with their delta and relative change from the base.
     assert "perplexity/wikitext2/ppl" in html and "+1.4 (+6.8%)" in html and "+2.8 (+13.6%)" in html
     assert "287,644" in html  # counts in digits, not 2.876e+05
-    assert '<ul class="warnings"><li>evaluate: evaluation.limit unset' in html  # the warning event
+    assert '<ul class="warnings"><li>submit: evaluation not given' in html  # said at submit (JobOut.warnings)
+    assert '<li>evaluate: evaluation.limit unset' in html  # the worker's warning event
     assert f'href="/v1/jobs/{job}/outputs/4/files"' in html
 
 

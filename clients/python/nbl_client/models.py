@@ -132,6 +132,7 @@ class Job(Model):
     metrics: dict[str, Any] | None = None  # deprecated by the server: read `result`
     artifacts: list[Artifact] = []
     error: JobError | None = None
+    warnings: list[str] = []  # expensive defaults said at submit, and the worker's findings
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
