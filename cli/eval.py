@@ -12,7 +12,6 @@ import logging
 import sys
 from pathlib import Path
 
-from worker.eval.benchmarks.suite import SUITES
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +72,10 @@ def add_eval_options(p) -> None:
     p.add_argument("--task-file", nargs="+", action="extend", default=[], metavar="FILE",
                    help='JSONL of {"context", "choices", "label"} or of {"contexts", "continuation", "label"} '
                    "(one form per file); reported under the file stem")
-    p.add_argument("--suite", choices=sorted(SUITES), help="the tasks a paper averages (paper: the NBL paper's "
-                   "eight), those whose data is here; reports their average and names the tasks skipped")
+    # A name, checked when the command runs (worker/eval/benchmarks/suite.py): building the parser imports no
+    # worker code, so `nbl serve` starts the API without the worker package.
+    p.add_argument("--suite", metavar="NAME", help="the tasks a paper averages (paper: the NBL paper's eight), "
+                   "those whose data is here; reports their average and names the tasks skipped")
     p.add_argument("--limit", type=_positive, help="first N documents of each task (per subject for mmlu)")
     p.add_argument("--speed", action="store_true", help="prefill/decode tokens/s, KV-cache bytes, sparsity")
     p.add_argument("--repeats", type=_positive, default=3, help="timed repeats per speed figure (median; default 3)")

@@ -178,3 +178,15 @@ def test_no_source_file_over_300_lines():
             if n > MAX_LINES:
                 long[f] = n
     assert long == {}
+
+
+def test_the_cli_entry_point_imports_no_worker_code():
+    """`nbl serve` (the API container's command) builds the whole `nbl` parser: that must import neither
+    the worker package nor torch, so the API image runs without them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, cli.main; bad = sorted(m for m in sys.modules if m.split('.')[0] in ('worker', 'torch', "
+            "'transformers')); print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
