@@ -33,14 +33,16 @@ DEFAULT_API_URL = DEFAULT_URL
 EXIT_CODES = """exit codes (nbl submit, wait, jobs, cancel, logs):
   0  submit: the job was accepted (with --wait: it succeeded); wait: the job succeeded;
      jobs, cancel, logs: done
-  1  wait, submit --wait: the job failed
+  1  wait, submit --wait: the job failed (but not by its gates: 5)
   2  wait, submit --wait: the job was cancelled; all: a usage error (bad flag, request file or API
      URL), one line on stderr
   3  wait, submit --wait: the job did not end within --timeout; all: the API was unreachable for
      --connect-timeout seconds in a row, or still busy (429, 502, 503, 504; Retry-After is
      honoured) at --timeout
   4  the API refused the request (an invalid job or filter, an unknown job, a bad key, cancelling a
-     finished job: any 4xx, or a 500), or no API key was given"""
+     finished job: any 4xx, or a 500), or no API key was given
+  5  wait, submit --wait: the job failed its quality gates (error.type quality: no output passed;
+     nothing was published)"""
 
 
 def _parser(sub, name: str, help: str, description: str):
@@ -91,7 +93,8 @@ def add_client_commands(sub) -> None:
     _client_args(p)
     p.set_defaults(func=cmd_submit)
 
-    p = _parser(sub, "wait", "wait for a job to end; exit 0 succeeded, 1 failed, 2 cancelled, 3 timeout",
+    p = _parser(sub, "wait", "wait for a job to end; exit 0 succeeded, 1 failed, 2 cancelled, 3 timeout, "
+                "5 failed its quality gates",
                 "Poll the job until it ends: a line on stderr when something changes (and a heartbeat every "
                 "60 s); then on stdout the job and its result as a table: the base, and for each output its "
                 "value, delta and relative change (--json: the job as the API returns it). --junit FILE also "

@@ -76,6 +76,10 @@ def job_lines(job: dict) -> list[str]:
     for a in job.get("artifacts") or []:
         sha = f" @ {a['commit_sha'][:12]}" if a.get("commit_sha") else ""
         lines.append(f"  {a['kind']} k={a['k']}: {a['uri']}{sha}")
+    gates = job.get("gates") or {}
+    for c in gates.get("checks") or []:
+        lines.append(f"  gate {c['output']} {c['metric']}: {readable(c.get('value'))} vs limit "
+                     f"{readable(c.get('limit'))} (base {readable(c.get('base'))}) {'pass' if c['passed'] else 'FAIL'}")
     if job.get("error"):
         lines.append(f"  error ({job['error']['type']}): {job['error']['message']}")
     return lines

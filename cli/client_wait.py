@@ -22,7 +22,7 @@ from cli.result_table import result_lines
 
 HEARTBEAT_S = 60.0
 EXIT = {"succeeded": 0, "failed": 1, "cancelled": 2}
-EXIT_TIMEOUT, EXIT_API = 3, 4
+EXIT_TIMEOUT, EXIT_API, EXIT_QUALITY = 3, 4, 5
 SHOWN_EVENTS = ("stage", "warning", "status")
 
 
@@ -61,6 +61,13 @@ class WaitPrinter:
                       f"  (still; no change for {readable(int(now - self.changed_at))} s)")
 
 
+def exit_code(job) -> int:
+    """0 succeeded, 1 failed, 2 cancelled; 5 failed because no output passed its quality gates."""
+    if job.status == "failed" and job.error is not None and job.error.type == "quality":
+        return EXIT_QUALITY
+    return EXIT[job.status]
+
+
 def print_result(job, as_json: bool) -> None:
     data = job.model_dump(mode="json")
     if as_json:
@@ -78,7 +85,7 @@ def print_result(job, as_json: bool) -> None:
 
 def wait_for(client: Client, job_id: str, *, timeout: float, interval: float, quiet: bool, as_json: bool,
              junit: Path | None = None) -> int:
-    """Waits and prints; the exit code by the job's end (0/1/2), 3 on a timeout, 4 if refused. `junit`:
+    """Waits and prints; the exit code by the job's end (0/1/2, 5 quality), 3 on a timeout, 4 if refused. `junit`:
     also write the JUnit XML report there (cli/junit.py), whatever the exit code."""
     try:
         job = client.wait(job_id, timeout=timeout or None, interval=interval,
@@ -90,4 +97,4 @@ def wait_for(client: Client, job_id: str, *, timeout: float, interval: float, qu
     if junit is not None:
         junit_report.write(junit, junit_report.junit_xml(job.model_dump(mode="json")))
     print_result(job, as_json)
-    return EXIT[job.status]
+    return exit_code(job)

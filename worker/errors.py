@@ -2,6 +2,7 @@
 whether it is worth another try, and words what the job row says.
 
     the job ran out of time (SoftTimeLimitExceeded)            timeout
+    no output passed its quality gates (QualityFailure)        quality  (the message names the failed checks)
     publishing: the Hub refused the token (HubRefused)         user     (its own message names the token)
     publishing: the Hub failed (HubUnavailable)                system   retried
     anywhere in the cause chain, the first HTTP answer or transport failure decides:
@@ -39,7 +40,7 @@ PROGRAMMING_ERRORS = (KeyError, TypeError, AttributeError, NameError, IndexError
 
 @dataclass(frozen=True)
 class Failure:
-    type: str  # user | system | timeout
+    type: str  # user | system | timeout | quality
     message: str
     retry: bool = False
     traceback: bool = False  # a bug: log where it happened
@@ -104,11 +105,14 @@ def classify(exc: BaseException) -> Failure:
     """The row of the table above that `exc` falls in."""
     from celery.exceptions import SoftTimeLimitExceeded
 
+    from .gates import QualityFailure
     from .publish.hub import HubRefused, HubUnavailable
 
     message = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, SoftTimeLimitExceeded):
         return Failure("timeout", message)
+    if isinstance(exc, QualityFailure):
+        return Failure("quality", str(exc))
     if isinstance(exc, HubRefused):
         return Failure("user", message)
     if isinstance(exc, HubUnavailable):

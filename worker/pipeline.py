@@ -1,9 +1,10 @@
 """The stages of one compression job, run by the worker task: plain functions over a Recipe.
 
-    load -> calibrate (statistics cache) -> score -> compress -> check -> evaluate -> publish
+    load -> calibrate (statistics cache) -> score -> compress -> check -> evaluate -> gates -> publish
 
 The engine's own stages (engine/compress.py) do the first four; this adds the load check (each saved
-output reloaded in a fresh process), evaluation, and publishing (the card rewritten with the results,
+output reloaded in a fresh process), evaluation, the quality gates (worker/gates.py: an output that fails
+one is not published; none passing fails the job), and publishing (the card rewritten with the results,
 then a Destination: a local directory or the Hub, worker/publish).
 
 The pipeline knows nothing of the database or the broker: it reports through a `Sink` (the task
@@ -30,7 +31,7 @@ from .engine.hub_ids import refuse_path_shadowing
 from .engine.loading import load_model, load_weights
 from .eval.compare import evaluate_outputs
 from .engine.saving import SCORES_FILE
-from . import preflight
+from . import gates, preflight
 from .errors import RetryPolicy
 from .eval.evaluate import EvalSpec, check_tasks
 from .publish import loadcheck
@@ -53,6 +54,7 @@ class Sink(Protocol):
     def selection(self, mode: str, selected: dict[int, list[int]]) -> None: ...
     def output(self, k: int, layers: list[int], published: Published) -> None: ...
     def estimate(self, figures: dict) -> None: ...
+    def gates(self, result: dict) -> None: ...
 
 
 @dataclass
@@ -168,7 +170,9 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
                                                   options.progress)
     lm = None  # the base model goes before publishing (a closure above shares the name)
 
-    result.outputs = publish(outputs, result.selected, destination, metrics, recipe.request, sink, retry)
+    outputs = gates.apply(recipe.gates, outputs, metrics, sink)  # QualityFailure when none passes
+    result.outputs = publish(outputs, result.selected, destination, metrics, recipe.request, sink, retry,
+                             several=len(result.selected) > 1)
     return result
 
 
@@ -185,10 +189,12 @@ def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float) ->
 
 
 def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destination: Destination,
-            metrics: dict[str, dict], recipe: Mapping | None, sink: Sink, retry: RetryPolicy = RetryPolicy()) -> dict[int, Published]:
+            metrics: dict[str, dict], recipe: Mapping | None, sink: Sink, retry: RetryPolicy = RetryPolicy(),
+            several: bool | None = None) -> dict[int, Published]:
     """Rewrite each output's card with the evaluation and the recipe, then hand the folder to the
-    destination; record each as soon as it is published. `recipe`: the request the card quotes."""
-    several = len(outputs) > 1
+    destination; record each as soon as it is published. `recipe`: the request the card quotes;
+    `several`: the job made several outputs (k{K} folders and a root card), even if its gates kept one."""
+    several = len(outputs) > 1 if several is None else several
     done: dict[int, Published] = {}
     sink.progress("publish", 0.0, "publishing")
     for j, (k, path) in enumerate(outputs.items(), start=1):

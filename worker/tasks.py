@@ -107,6 +107,9 @@ class DbSink:
     def estimate(self, figures: dict) -> None:
         db(keep_estimate, self.job_id, figures)
 
+    def gates(self, result: dict) -> None:
+        db(store.save_gates, self.job_id, result, lease_token=self.token)
+
 
 class Heartbeat(threading.Thread):
     """Keeps the lease alive while a long batch runs (progress writes alone may be minutes apart)."""

@@ -65,11 +65,12 @@ class EventKind(str, enum.Enum):
 
 
 class ErrorType(str, enum.Enum):
-    """Why a job failed: the caller's input, our system, or a time limit."""
+    """Why a job failed: the caller's input, our system, a time limit, or its quality gates (no output passed)."""
 
     user = "user"
     system = "system"
     timeout = "timeout"
+    quality = "quality"
 
 
 def _values(e: type[enum.Enum]) -> str:
@@ -183,6 +184,7 @@ class Job(Base):
     # A per-job Hub token (publish.token), Fernet ciphertext; set to NULL when the job ends.
     hub_token_encrypted: Mapped[str | None] = mapped_column(Text)
     estimate: Mapped[dict[str, Any] | None]  # service/estimates: memory, disk, time, worker_class (its queue)
+    gates: Mapped[dict[str, Any] | None]  # {"passed", "checks": [...]} of the job's quality gates (worker/gates.py)
 
 
 class JobEvent(Base):

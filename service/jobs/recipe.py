@@ -6,6 +6,7 @@
       compression    ks, mode, method, criterion
       evaluation     perplexity, tasks, task files, limit, max_tokens, speed (+ the CLI's suite, ...)
       publishing     a Hub repo or a local directory name (None: nowhere; the CLI's --out)
+      gates          max_ppl_increase, max_acc_drop (None: every output is published)
 
 A job's stored request becomes a JobCreate (schemas.py), then a Recipe once (`from_request`); `nbl
 compress` builds the same Recipe from its flags. The defaults live here only: the request schema's
@@ -87,6 +88,18 @@ class Publishing:
 
 
 @dataclass(frozen=True)
+class Gates:
+    """Quality gates (service/jobs/gates.py): per corpus the largest relative perplexity rise, per task
+    the largest absolute accuracy drop, both against the base; worker/gates.py checks them."""
+
+    max_ppl_increase: Mapping[str, float] = field(default_factory=dict)
+    max_acc_drop: Mapping[str, float] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return not (self.max_ppl_increase or self.max_acc_drop)
+
+
+@dataclass(frozen=True)
 class Recipe:
     model: str  # a Hub id, `local:NAME` (a job), or a path (`nbl compress`)
     compression: Compression
@@ -94,6 +107,7 @@ class Recipe:
     calibration: Calibration = Calibration()
     evaluation: Evaluation = Evaluation()
     publishing: Publishing | None = None
+    gates: Gates | None = None
     # What the model card quotes: the request as submitted (JSON, no secrets); None (`nbl compress`):
     # the card quotes the output's own report.
     request: Mapping[str, Any] | None = field(default=None, compare=False)
@@ -119,6 +133,7 @@ def from_request(spec) -> Recipe:
                               max_tokens=ev.max_tokens, speed=ev.speed,
                               task_texts=tuple((f.name, f.jsonl) for f in ev.task_files)),
         publishing=publishing,
+        gates=None if spec.gates is None else Gates(**spec.gates.model_dump()),
         request=quoted(spec.model_dump(mode="json")),
     )
 

@@ -16,7 +16,7 @@ class Response(BaseModel):
 
 
 class JobError(Response):
-    type: str = Field(description="user | system | timeout")
+    type: str = Field(description="user | system | timeout | quality (no output passed its gates)")
     message: str | None
 
 
@@ -33,6 +33,22 @@ class SelectedLayers(Response):
     k: int = Field(description="layers replaced in this output", examples=[4])
     mode: str | None = Field(None, description="attn or block", examples=["attn"])
     layers: list[int] = Field(description="the replaced layers, ascending", examples=[[19, 21, 22, 23]])
+
+
+class GateCheck(Response):
+    output: str = Field(description="the output checked: k4, ...")
+    metric: str = Field(description="the flat metric name, e.g. perplexity/wikitext2/ppl or tasks/arc_easy/acc")
+    gate: str = Field(description="max_ppl_increase | max_acc_drop")
+    allowed: float = Field(description="the gate's number: a relative rise (0.10) or an absolute drop (0.02)")
+    base: float | None
+    value: float | None
+    limit: float | None = Field(description="the bound on the value: the most perplexity, the least accuracy")
+    passed: bool
+
+
+class GatesOut(Response):
+    passed: bool = Field(description="some output passed every gate (only those are published)")
+    checks: list[GateCheck]
 
 
 class JobOut(Response):
@@ -64,6 +80,8 @@ class JobOut(Response):
                                 "calibration tokens, a truncated evaluation)",
                                 examples=[["evaluation not given: the default is wikitext2 perplexity on the whole "
                                            "test set, for the base and for every output; ..."]])
+    gates: GatesOut | None = Field(default=None, description="the quality gates' checks, once evaluated; null "
+                                   "when the job has no gates")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -31,6 +31,7 @@ from pydantic import (
 
 from service.jobs import recipe as R
 from service.jobs.dataset_names import refuse_local_reader
+from service.jobs.gates import GatesSpec, gate_errors
 from service.jobs.score_fields import CRITERIA
 from service.jobs.task_records import parse_lines, text_lines
 from service.core.settings import Settings
@@ -272,6 +273,8 @@ class JobCreate(Request):
     calibration: CalibrationSpec = Field(default_factory=CalibrationSpec)
     compression: CompressionSpec
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
+    gates: GatesSpec | None = Field(default=None, description="quality gates on the evaluation: an output that "
+                                    "fails one is not published; none passing fails the job (error.type quality)")
     publish: Publish | None = None
     metadata: dict[MetaKey, MetaValue] = Field(default_factory=dict, max_length=16)
     webhook_url: WebhookUrl | None = Field(
@@ -294,4 +297,4 @@ def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:
     over(("compression", "k"), max(spec.compression.ks), settings.max_k, "k")
     if spec.evaluation.limit is not None:
         over(("evaluation", "limit"), spec.evaluation.limit, settings.max_eval_limit, "limit")
-    return errors
+    return errors + gate_errors(spec)

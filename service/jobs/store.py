@@ -181,3 +181,11 @@ def save_artifact(session: Session, job_id: str, k: int | None, kind: str, uri: 
         row.uri, row.revision, row.commit_sha, row.created_at = uri, revision, commit_sha, utcnow()
     session.commit()
     return True
+
+
+def save_gates(session: Session, job_id: str, gates: Mapping, *, lease_token: str | None = None) -> bool:
+    """The job's quality-gate checks, {"passed": bool, "checks": [...]} (worker/gates.py), shown on the job."""
+    res = session.execute(update(Job).where(owned(job_id, lease_token)).values(gates=dict(gates), updated_at=utcnow())
+                          .execution_options(synchronize_session=False))
+    session.commit()
+    return res.rowcount == 1

@@ -133,6 +133,7 @@ class Job(Model):
     artifacts: list[Artifact] = []
     error: JobError | None = None
     warnings: list[str] = []  # expensive defaults said at submit, and the worker's findings
+    gates: dict[str, Any] | None = None  # {"passed", "checks": [...]} when the job has quality gates
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
