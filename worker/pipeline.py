@@ -31,7 +31,7 @@ from .engine.hub_ids import refuse_path_shadowing
 from .engine.loading import load_model, load_weights
 from .eval.compare import evaluate_outputs
 from .engine.saving import SCORES_FILE
-from . import gates, preflight
+from . import gates, preflight, run_warnings
 from .errors import RetryPolicy
 from .eval.evaluate import EvalSpec, check_tasks
 from .publish import loadcheck
@@ -157,6 +157,9 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     cal = compressed.calibration
     sink.metrics("calibration", {"tokens": cal.get("tokens"), "seconds": cal.get("seconds"),
                                  "cached": float(bool(cal.get("cached")))})
+    caveats = run_warnings.after_compression(  # over-fitted maps, too few tokens: warned now, on the cards later
+        compressed.scores, recipe.compression.mode, result.selected, cal.get("tokens"),
+        getattr(lm.model.config, "hidden_size", None), sink.warning)
     if paths.work_dir is None or destination is None:
         return result  # scores and the layers each k would replace; nothing saved
 
@@ -168,11 +171,12 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
         with tempfile.TemporaryDirectory(prefix="nbl-tasks-") as tmp:  # a job's task files, as files
             metrics, result.evaluation = evaluate(lm, outputs, eval_spec(recipe.evaluation, Path(tmp)), sink, paths,
                                                   options.progress)
+    run_warnings.after_evaluation(caveats, metrics, recipe.evaluation.limit, recipe.evaluation.max_tokens, sink.warning)
     lm = None  # the base model goes before publishing (a closure above shares the name)
 
     outputs = gates.apply(recipe.gates, outputs, metrics, sink)  # QualityFailure when none passes
     result.outputs = publish(outputs, result.selected, destination, metrics, recipe.request, sink, retry,
-                             several=len(result.selected) > 1)
+                             several=len(result.selected) > 1, caveats=caveats)
     return result
 
 
@@ -190,18 +194,21 @@ def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float) ->
 
 def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destination: Destination,
             metrics: dict[str, dict], recipe: Mapping | None, sink: Sink, retry: RetryPolicy = RetryPolicy(),
-            several: bool | None = None) -> dict[int, Published]:
+            several: bool | None = None, caveats: run_warnings.RunWarnings | None = None) -> dict[int, Published]:
     """Rewrite each output's card with the evaluation and the recipe, then hand the folder to the
     destination; record each as soon as it is published. `recipe`: the request the card quotes;
-    `several`: the job made several outputs (k{K} folders and a root card), even if its gates kept one."""
+    `several`: the job made several outputs (k{K} folders and a root card), even if its gates kept one;
+    `caveats`: the run's warnings, listed on each card, which says how much a truncated evaluation scored."""
     several = len(outputs) > 1 if several is None else several
+    caveats = caveats or run_warnings.RunWarnings()
     done: dict[int, Published] = {}
     sink.progress("publish", 0.0, "publishing")
     for j, (k, path) in enumerate(outputs.items(), start=1):
         where, subfolder = destination.location(k, several)
         card_metrics = {"base": metrics.get("base") or {}, "compressed": metrics.get(f"k{k}") or {}}
         write_card(path, CardInfo(report=json.loads((path / SCORES_FILE).read_text()), metrics=card_metrics,
-                                  recipe=recipe, repo_id=where, subfolder=subfolder))
+                                  recipe=recipe, repo_id=where, subfolder=subfolder, warnings=caveats.for_k(k),
+                                  scored=caveats.scored))
         pub = retry.run(lambda: destination.publish(path, k, several), f"publishing k={k}")
         sink.output(k, selected[k], pub)
         done[k] = pub

@@ -1,6 +1,7 @@
 """Quality gates through the real parts (Postgres, Redis, a `celery worker` process, a tiny Llama as
 `local:tiny`): the worker checks each output's evaluation against the base and publishes only those that
 pass; when none does, the job fails with error.type "quality", publishes nothing, and `nbl wait` exits 5.
+The run's warnings (too few calibration tokens, a truncated evaluation) are events and on the card.
 
 The limits come from an ungated job's own numbers (the same model, data and seeds give the same
 metrics): a limit between the two outputs' perplexity rises keeps exactly the better one.
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from huggingface_hub import ModelCard
 from publish_helpers import start_worker, stop
 
 from cli.main import main
@@ -93,7 +95,17 @@ def test_gates_publish_only_passing_outputs_and_fail_the_job_when_none_passes(de
     assert [a["k"] for a in partial["artifacts"]] == [better]
     root = settings.publish_dir / "alpha" / "partial"
     assert (root / f"k{better}" / "model.safetensors").is_file() and not (root / f"k{worse}").exists()
-    assert any(e["kind"] == "warning" and e["message"].startswith(f"k={worse} is not published") for e in events)
+    warnings = [e["message"] for e in events if e["kind"] == "warning"]
+    assert any(w.startswith(f"k={worse} is not published") for w in warnings), warnings
+
+    # the run's warnings (issue 13 §3): 10 x 32 calibration tokens < 10·d = 640; wikitext2 cut at 1,024 tokens
+    assert any(w.startswith("calibration on 320 tokens, fewer than 10·d = 640") for w in warnings), warnings
+    (cut,) = [w for w in warnings if w.startswith("evaluation truncated")]
+    scored = int(partial["metrics"][f"k{better}"]["perplexity/wikitext2/tokens"])
+    assert f"wikitext2 perplexity on {scored:,} of " in cut and "(max_tokens 1,024)" in cut
+    card = ModelCard.load(root / f"k{better}" / "README.md")
+    assert "## Warnings" in card.text and cut in card.text and "**Truncated evaluation**" in card.text
+    assert {r.dataset_args["tokens"] for r in card.data.eval_results} == {scored}
 
     # none passes: failed, error.type quality naming the check, nothing published
     assert none["status"] == "failed" and none["error"]["type"] == "quality", none

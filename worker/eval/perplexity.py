@@ -58,13 +58,15 @@ def perplexity(
     batch_size: int = 1,
     progress: bool = True,
 ) -> dict:
-    """{"ppl", "bits_per_byte", "tokens"} of `text`; `max_tokens` scores only the first tokens."""
+    """{"ppl", "bits_per_byte", "tokens"} of `text`; `max_tokens` scores only the first tokens, and when that
+    cuts the text short, "corpus_tokens" says how many it had (the card and the job's warning quote both)."""
     window = window or default_window(model)
     if window < 2:
         raise ValueError("window must be at least 2 tokens")
     enc = tokenizer(text, return_offsets_mapping=max_tokens is not None)
     ids = torch.tensor(enc["input_ids"], dtype=torch.long)
     n_bytes = len(text.encode("utf-8"))
+    corpus_tokens = len(ids)
     if max_tokens is not None and max_tokens < len(ids):
         ids = ids[:max_tokens]
         # bytes of the text those tokens cover, for an honest bits-per-byte on a prefix
@@ -83,8 +85,7 @@ def perplexity(
         for g in group_list:
             s, c = nll_sum(model, torch.stack(g).to(device))  # (B, T)
             nll, count = nll + s, count + c
-    return {
-        "ppl": math.exp(nll / count),
-        "bits_per_byte": nll / math.log(2) / n_bytes,
-        "tokens": count,
-    }
+    out = {"ppl": math.exp(nll / count), "bits_per_byte": nll / math.log(2) / n_bytes, "tokens": count}
+    if len(ids) < corpus_tokens:
+        out["corpus_tokens"] = corpus_tokens
+    return out

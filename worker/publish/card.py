@@ -19,6 +19,8 @@ from pathlib import Path
 
 from service.jobs.score_fields import SCORE_LABELS
 
+from ..eval.truncation import describe
+from .model_index import eval_results
 from .vllm_usage import vllm_usage
 
 README = "README.md"
@@ -29,22 +31,6 @@ TAGS = ["nbl", "compression"]
 # The score fields (service/jobs/score_fields.py) the card's table shows, in its order, when present.
 SCORE_COLUMNS = [(f, SCORE_LABELS[f]) for f in ("cca_bound", "nmse", "heldout_nmse", "cosine", "loss_rise")]
 
-# model-index: (Hub dataset id, pretty name, config, split) of what worker.eval measures
-PPL_DATASETS = {
-    "wikitext2": ("Salesforce/wikitext", "WikiText-2", "wikitext-2-raw-v1", "test"),
-    "c4": ("allenai/c4", "C4", "en", "validation"),
-}
-TASK_DATASETS = {
-    "arc_easy": ("allenai/ai2_arc", "ARC-Easy", "ARC-Easy", "test"),
-    "arc_challenge": ("allenai/ai2_arc", "ARC-Challenge", "ARC-Challenge", "test"),
-    "hellaswag": ("Rowan/hellaswag", "HellaSwag", None, "validation"),
-    "boolq": ("google/boolq", "BoolQ", None, "validation"),
-    "openbookqa": ("allenai/openbookqa", "OpenBookQA", "main", "test"),
-    "lambada_openai": ("EleutherAI/lambada_openai", "LAMBADA (OpenAI)", "default", "test"),
-    "mmlu": ("cais/mmlu", "MMLU", "all", "test"),
-}
-
-
 @dataclass
 class CardInfo:
     report: dict  # nbl_scores.json of the output
@@ -53,6 +39,8 @@ class CardInfo:
     repo_id: str | None = None  # where it is published, for the loading snippet
     subfolder: str | None = None  # k{K} when one job published several outputs side by side
     plot: str | None = PLOT  # the plot's file name beside README.md, None when there is none
+    warnings: list[str] = field(default_factory=list)  # the run's (worker/run_warnings.py), listed on the card
+    scored: dict[str, dict] = field(default_factory=dict)  # evaluations cut short: how much each scored
 
 
 # --- small readers of the report -----------------------------------------------------------------
@@ -96,38 +84,11 @@ def format_number(v, digits: int = 4) -> str:
 # --- front matter --------------------------------------------------------------------------------
 
 
-def eval_results(metrics: dict, name: str) -> list:
-    """model-index entries: every perplexity and task accuracy, once for the base and once compressed
-    (told apart by the metric name, as model-index has one model per card)."""
-    from huggingface_hub import EvalResult
-
-    out = []
-    for variant, label in (("base", "base model"), ("compressed", name)):
-        flat = metrics.get(variant) or {}
-        for key, value in sorted(flat.items()):
-            parts = key.split("/")
-            if value is None or len(parts) != 3:
-                continue
-            section, what, metric = parts
-            if section == "perplexity" and metric == "ppl":
-                ds = PPL_DATASETS.get(what, (what, what, None, None))
-                mtype, task = "perplexity", "text-generation"
-            elif section == "tasks" and metric in ("acc", "acc_norm"):
-                ds = TASK_DATASETS.get(what, (what, what, None, None))
-                mtype, task = ("accuracy" if metric == "acc" else "acc_norm"), "text-generation"
-            else:
-                continue
-            out.append(EvalResult(task_type=task, dataset_type=ds[0], dataset_name=ds[1], dataset_config=ds[2],
-                                  dataset_split=ds[3], metric_type=mtype, metric_value=float(value),
-                                  metric_name=f"{what} {metric} ({label})"))
-    return out
-
-
 def card_data(info: CardInfo):
     from huggingface_hub import ModelCardData
 
     name = model_name(info.report, info.recipe)
-    results = eval_results(info.metrics, name)
+    results = eval_results(info.metrics, name, info.scored)
     return ModelCardData(
         base_model=hub_base(info.report),
         license=info.report.get("base_license"),
@@ -245,7 +206,7 @@ def eval_rows(base: dict, comp: dict) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def eval_section(metrics: dict) -> str:
+def eval_section(metrics: dict, scored: dict[str, dict] | None = None) -> str:
     base, comp = metrics.get("base") or {}, metrics.get("compressed") or {}
     rows = eval_rows(base, comp)
     if not rows:
@@ -253,7 +214,10 @@ def eval_section(metrics: dict) -> str:
                 "KV cache against the base.\n")
     text = "| metric | base | compressed | change |\n|---|---:|---:|---:|\n"
     text += "".join(f"| {m} | {b} | {c} | {d} |\n" for m, b, c, d in rows)
-    return text + "\nMeasured by the nbl-service evaluation (`worker/eval`); the base and this model on the same data.\n"
+    text += "\nMeasured by the nbl-service evaluation (`worker/eval`); the base and this model on the same data.\n"
+    if scored:
+        text += "\n**Truncated evaluation**, scored on a sample: " + "; ".join(describe(s, i) for s, i in scored.items()) + ".\n"
+    return text
 
 
 def usage_section(repo_id: str | None, subfolder: str | None) -> str:
@@ -281,7 +245,8 @@ def card_text(info: CardInfo) -> str:
         (f"# {model_name(report, info.recipe)}", method_section(report, base)),
         ("## Recipe", recipe),
         ("## Replaced layers and their scores", layers_section(report, info.plot)),
-        ("## Evaluation: base vs compressed", eval_section(info.metrics)),
+        ("## Evaluation: base vs compressed", eval_section(info.metrics, info.scored)),
+        *([("## Warnings", "".join(f"- {w}\n" for w in info.warnings))] if info.warnings else []),
         ("## How to load", usage_section(info.repo_id, info.subfolder)),
         ("## Citation", f"Neural Block Linearization, [arXiv 2505.21077]({PAPER}).\n"),
     ]

@@ -1,0 +1,78 @@
+"""`nbl compress --eval --gate SPEC`: the job's quality gates (service/jobs/gates.py), locally.
+
+    --gate wikitext2:ppl:+10%      perplexity on wikitext2 at most 10 % above the base's (also +0.10)
+    --gate arc_easy:acc:-0.02      accuracy on arc_easy at most 0.02 below the base's (also -2%: 2 points)
+
+The pipeline checks them as it does a job's (worker/gates.py): an output that fails one is not
+published (its card is not written; a warning says so), and when none passes the command exits
+EXIT_QUALITY (5), as `nbl wait` does for a job that failed its gates. Argparse wiring and parsing only:
+nothing heavy is imported here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from service.jobs import recipe as R
+from service.jobs.gates import unmeasured
+
+EXIT_QUALITY = 5
+METRICS = {"ppl": ("max_ppl_increase", "+"), "acc": ("max_acc_drop", "-")}
+_SPEC = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*):(?P<metric>[a-z]+):(?P<sign>[+-]?)(?P<num>[0-9]*\.?[0-9]+)(?P<pct>%?)")
+
+
+def parse_gate(text: str) -> tuple[str, str, float]:
+    """'wikitext2:ppl:+10%' -> ("max_ppl_increase", "wikitext2", 0.10); 'arc_easy:acc:-0.02' ->
+    ("max_acc_drop", "arc_easy", 0.02). A percentage is of the base for ppl, points of accuracy for acc."""
+    m = _SPEC.fullmatch(text.strip())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"--gate takes NAME:ppl:+RISE or NAME:acc:-DROP (e.g. wikitext2:ppl:+10%, "
+                                         f"arc_easy:acc:-0.02), got {text!r}")
+    if m["metric"] not in METRICS:
+        raise argparse.ArgumentTypeError(f"--gate {text}: the metric is ppl (perplexity) or acc (accuracy), "
+                                         f"not {m['metric']!r}")
+    kind, sign = METRICS[m["metric"]]
+    if m["sign"] and m["sign"] != sign:
+        what = "a rise (+)" if sign == "+" else "a drop (-)"
+        raise argparse.ArgumentTypeError(f"--gate {text}: a {m['metric']} gate allows {what}")
+    value = float(m["num"]) / (100 if m["pct"] else 1)
+    if kind == "max_acc_drop" and value > 1:
+        raise argparse.ArgumentTypeError(f"--gate {text}: an accuracy drop is at most 1 (or 100%)")
+    return kind, m["name"], value
+
+
+def add_gate_option(group) -> None:
+    group.add_argument("--gate", action="append", type=parse_gate, default=[], metavar="NAME:ppl:+X|NAME:acc:-X",
+                       help="with --eval, a quality gate (repeatable): wikitext2:ppl:+10%% (perplexity at most 10%% "
+                       "above the base's), arc_easy:acc:-0.02 (accuracy at most 0.02 below); an output that fails "
+                       f"one is not published, and none passing exits {EXIT_QUALITY}")
+
+
+def gates_from_args(args, espec) -> R.Gates | None:
+    """The Recipe's gates from --gate; each must name something --eval measures (checked before compressing)."""
+    if not getattr(args, "gate", None):
+        return None
+    if espec is None:
+        raise ValueError("--gate checks the evaluation: give --eval")
+    found: dict[str, dict[str, float]] = {"max_ppl_increase": {}, "max_acc_drop": {}}
+    for kind, name, value in args.gate:
+        if name in found[kind]:
+            raise ValueError(f"--gate: two {kind} gates on {name}")
+        found[kind][name] = value
+    tasks = [*espec.tasks, *(Path(f).stem for f in espec.task_files)]
+    if espec.suite:
+        tasks += [*espec.suite_only()]
+    errors = unmeasured(found, espec.perplexity, tasks, prefix=())
+    if errors:
+        raise ValueError(errors[0]["msg"].replace("evaluation.perplexity", "--perplexity")
+                         .replace("evaluation.tasks", "--tasks"))
+    return R.Gates(max_ppl_increase=found["max_ppl_increase"], max_acc_drop=found["max_acc_drop"])
+
+
+def check_lines(summary: dict) -> list[str]:
+    """The gates' checks, one line each, as `nbl compress` prints them."""
+    from worker.gates import describe
+
+    return [f"gate {'pass' if c['passed'] else 'FAIL'}: {describe(c)}" for c in summary.get("checks") or []]
