@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from cli.eval import add_eval_options  # argparse wiring only: torch loads inside commands
+from cli.gates import EXIT_QUALITY, add_gate_option, gates_from_args
 from service.jobs import recipe as R
 from service.jobs.score_fields import CRITERIA, SCORE_FIELDS
 
@@ -69,6 +70,7 @@ def add_compress(sub) -> None:
                     "reloaded from disk (wikitext2 perplexity unless asked otherwise), print base vs each k and "
                     "rewrite each output's card with the results")
     add_eval_options(ev)
+    add_gate_option(p, ev)
     p.set_defaults(func=cmd_compress)
 
 
@@ -81,6 +83,7 @@ def cmd_compress(args) -> int:
     from worker.eval.report import compress_result, finite, print_table, report
     from worker.pipeline import Options, Paths, run
     from worker.publish.in_place import InPlace
+    from worker.gates import QualityFailure
     from worker.publish.loadcheck import LoadCheckError
 
     if args.max_model_bytes is not None and args.max_model_bytes < 1:
@@ -102,14 +105,21 @@ def cmd_compress(args) -> int:
         host_cache_bytes=args.host_cache_bytes if args.host_cache_bytes is not None else settings.host_cache_bytes,
         fit_check=False,  # the user chose this machine; the engine's own limits still hold
         local_paths=True, progress=progress)
+    sink = ConsoleSink(verbose=progress)
     try:
-        result = run(recipe(args, espec), ConsoleSink(verbose=progress), paths,
-                     InPlace(args.out) if args.out is not None else None, options)
+        result = run(recipe(args, espec), sink, paths, InPlace(args.out) if args.out is not None else None, options)
     except LoadCheckError as e:  # our save is broken, not the input: exit 1, not a usage error's 2
         print(f"nbl: error: {e}", file=sys.stderr)
         return 1
+    except QualityFailure as e:  # every output failed a --gate (the sink printed the checks): nothing published
+        print(f"nbl: {e}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"gates": sink.gate_checks}, indent=2))
+        return EXIT_QUALITY
     view = _json_view(result.compressed.as_dict())
     view["load_check"] = {f"k{k}": c for k, c in result.checks.items()}  # each output reloaded in a fresh process
+    if sink.gate_checks is not None:
+        view["gates"] = sink.gate_checks  # {"passed", "checks"}: only the outputs that passed got their card
     base = result.evaluation.get("base")
     results = {k: result.evaluation[f"k{k}"] for k in result.selected if f"k{k}" in result.evaluation}
     if espec is not None:
@@ -139,6 +149,7 @@ def recipe(args, espec=None) -> R.Recipe:
                                   seed=args.seed, shuffle=args.shuffle),
         compression=R.Compression(ks=tuple(args.k), mode=args.mode, method=args.method, criterion=args.criterion),
         evaluation=evaluation,
+        gates=gates_from_args(args, espec),
     )
 
 

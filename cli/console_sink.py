@@ -1,8 +1,8 @@
 """The pipeline's sink for `nbl compress`: the terminal instead of the job's rows.
 
 Stage starts and the check and publish results go to stderr as one line each (the engine's tqdm bars
-show the progress within calibration, scoring and evaluation); warnings always. Results are kept for
-the command's own table and JSON, which read worker.pipeline's PipelineResult.
+show the progress within calibration, scoring and evaluation); warnings and the --gate checks always.
+Results are kept for the command's own table and JSON, which read worker.pipeline's PipelineResult.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ class ConsoleSink:
         self.verbose, self.stream = verbose, stream or sys.stderr
         self.stage: str | None = None
         self.warnings: list[str] = []
+        self.gate_checks: dict | None = None  # {"passed", "checks"} of --gate (worker/gates.py)
 
     def _say(self, line: str) -> None:
         print(line, file=self.stream, flush=True)
@@ -29,6 +30,13 @@ class ConsoleSink:
     def warning(self, message: str) -> None:
         self.warnings.append(message)
         self._say(f"warning: {message}")
+
+    def gates(self, result: dict) -> None:
+        from cli.gates import check_lines
+
+        self.gate_checks = result
+        for line in check_lines(result):
+            self._say(line)
 
     # The rest is in the PipelineResult the command prints; a job's sink stores it.
     def metrics(self, variant: str, values: dict[str, float]) -> None: ...

@@ -19,6 +19,11 @@ from service.jobs import recipe as R
 from service.jobs.gates import unmeasured
 
 EXIT_QUALITY = 5
+EXIT_CODES = """exit codes:
+  0  done (with --gate: some output passed every gate; only those got their card)
+  1  an output failed its load check (reloaded in a fresh process, it did not reproduce the model)
+  2  a usage error: a bad flag, model, data set or gate (one line on stderr)
+  5  --gate: no output passed the quality gates (the checks are on stderr; no card was written)"""
 METRICS = {"ppl": ("max_ppl_increase", "+"), "acc": ("max_acc_drop", "-")}
 _SPEC = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*):(?P<metric>[a-z]+):(?P<sign>[+-]?)(?P<num>[0-9]*\.?[0-9]+)(?P<pct>%?)")
 
@@ -43,7 +48,10 @@ def parse_gate(text: str) -> tuple[str, str, float]:
     return kind, m["name"], value
 
 
-def add_gate_option(group) -> None:
+def add_gate_option(parser, group) -> None:
+    """--gate in `group`; the exit codes in the parser's --help."""
+    parser.epilog = EXIT_CODES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     group.add_argument("--gate", action="append", type=parse_gate, default=[], metavar="NAME:ppl:+X|NAME:acc:-X",
                        help="with --eval, a quality gate (repeatable): wikitext2:ppl:+10%% (perplexity at most 10%% "
                        "above the base's), arc_easy:acc:-0.02 (accuracy at most 0.02 below); an output that fails "

@@ -86,9 +86,7 @@ def apply(gates: Gates | None, outputs: dict, metrics: Metrics, sink) -> dict:
         return outputs
     names = {k: f"k{k}" for k in outputs}
     found = checks(gates, metrics, list(names.values()))
-    record = getattr(sink, "gates", None)
-    if record is not None:
-        record(summary(found))
+    sink.gates(summary(found))
     kept = set(passing(found, list(names.values())))
     if not kept:
         raise QualityFailure(found)
