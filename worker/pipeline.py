@@ -159,7 +159,7 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
                                  "cached": float(bool(cal.get("cached")))})
     caveats = run_warnings.after_compression(  # over-fitted maps, too few tokens: warned now, on the cards later
         compressed.scores, recipe.compression.mode, result.selected, cal.get("tokens"),
-        getattr(lm.model.config, "hidden_size", None), sink.warning)
+        run_warnings.hidden_size(lm), sink.warning)
     if paths.work_dir is None or destination is None:
         return result  # scores and the layers each k would replace; nothing saved
 

@@ -13,7 +13,9 @@ compress`) and the model card lists them.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .eval.truncation import describe, scored
 
@@ -57,6 +59,18 @@ def truncated(cut: dict[str, dict]) -> str | None:
     if not cut:
         return None
     return "evaluation truncated, its numbers are of a sample: " + "; ".join(describe(s, i) for s, i in cut.items())
+
+
+def hidden_size(lm) -> int | None:
+    """d of a LoadedModel: its config in memory, else its config.json (loaded without weights, the model
+    is None until something needs them); None when neither says."""
+    if getattr(lm, "model", None) is not None:
+        return getattr(lm.model.config, "hidden_size", None)
+    try:
+        cfg = json.loads((Path(lm.path) / "config.json").read_text())
+    except (OSError, TypeError, ValueError):
+        return None
+    return cfg.get("hidden_size") or (cfg.get("text_config") or {}).get("hidden_size")
 
 
 def after_compression(scores: list[dict], mode: str, selected: dict[int, list[int]], tokens: int | None,

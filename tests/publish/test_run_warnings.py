@@ -105,3 +105,12 @@ def test_gate_flags_must_name_what_eval_measures():
         gates_from_args(SimpleNamespace(gate=[parse_gate("c4:ppl:+5%")]), espec)
     with pytest.raises(ValueError, match="two max_acc_drop gates on arc_easy"):
         gates_from_args(SimpleNamespace(gate=[parse_gate("arc_easy:acc:-0.02")] * 2), espec)
+
+
+def test_the_hidden_size_comes_from_the_config_when_the_weights_are_not_loaded(tmp_path):
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"hidden_size": 576}}))
+    assert W.hidden_size(SimpleNamespace(model=None, path=tmp_path)) == 576
+    assert W.hidden_size(SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(hidden_size=64)), path=None)) == 64
+    assert W.hidden_size(SimpleNamespace(model=None, path=tmp_path / "missing")) is None
