@@ -27,6 +27,7 @@ from cli import client_commands
 from cli.client_download import add_download
 from cli.client_format import job_lines
 from cli.client_wait import failed, wait_for
+from cli.gates import parse_gate
 from cli.job_request import build_request
 
 DEFAULT_API_URL = DEFAULT_URL
@@ -77,6 +78,9 @@ def add_client_commands(sub) -> None:
                    help="your own task, a JSONL file as `nbl eval --task-file` takes it, sent in the request and "
                    "reported under the file's stem")
     p.add_argument("--speed", action="store_true", default=None)
+    p.add_argument("--gate", action="append", type=parse_gate, default=[], metavar="NAME:ppl:+X|NAME:acc:-X",
+                   help="a quality gate (repeatable), as `nbl compress --gate`: wikitext2:ppl:+10%%, arc_easy:acc:-0.02; "
+                   "an output that fails one is not published, none passing fails the job (exit 5 with --wait)")
     p.add_argument("--publish-repo", help="publish to this Hub repo (owner/name)")
     p.add_argument("--public", action="store_true", default=None, help="publish publicly (default private)")
     p.add_argument("--publish-revision")

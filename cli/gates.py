@@ -58,6 +58,16 @@ def add_gate_option(parser, group) -> None:
                        f"one is not published, and none passing exits {EXIT_QUALITY}")
 
 
+def add_to_request(body: dict, gates: list[tuple[str, str, float]]) -> None:
+    """`nbl submit --gate`: each parsed gate into the request's `gates` (on top of the file's); the API
+    checks that the evaluation measures it (a 422 naming the field)."""
+    for kind, name, value in gates:
+        section = body.setdefault("gates", {})
+        if not isinstance(section, dict) or not isinstance(section.setdefault(kind, {}), dict):
+            raise ValueError(f"gates.{kind} must be a mapping")
+        section[kind][name] = value
+
+
 def gates_from_args(args, espec) -> R.Gates | None:
     """The Recipe's gates from --gate; each must name something --eval measures (checked before compressing)."""
     if not getattr(args, "gate", None):

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cli.gates import add_to_request
+
 
 MAX_FILE_BYTES = 1 << 20  # a job request is a few hundred bytes; this bounds `/dev/zero` or a wrong file
 
@@ -103,6 +105,7 @@ def build_request(args) -> dict[str, Any]:
         files = [{"name": Path(f).stem, "jsonl": _read_task_file(Path(f))} for f in args.task_file]
         ev = body.get("evaluation")
         put("evaluation", "task_files", [*(ev.get("task_files") or [] if isinstance(ev, dict) else []), *files])
+    add_to_request(body, getattr(args, "gate", None) or [])
     if args.publish_repo and args.local_dir:
         raise ValueError("give --publish-repo or --local-dir, not both")
     if args.publish_repo:

@@ -131,7 +131,7 @@ def test_help_documents_every_exit_code(capsys):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         text = capsys.readouterr().out
-        assert all(f"\n  {code}  " in text for code in range(5)), command
+        assert all(f"\n  {code}  " in text for code in range(6)), command
 
 
 def test_logs_follow_prints_every_event_until_the_job_ends(served, capsys):

@@ -56,3 +56,23 @@ def test_measured_gates_are_accepted_and_reach_the_recipe(client, auth):
     assert from_request(JobCreate.model_validate(body())).gates is None
     # an integer is a number: 0 allows no rise at all
     assert client.post("/v1/jobs", json=body(gates={"max_ppl_increase": {"wikitext2": 0}}), headers=auth).status_code == 201
+
+
+def test_nbl_submit_gate_flags_go_on_top_of_the_file(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from cli.gates import parse_gate
+    from cli.job_request import build_request
+
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(body(gates={"max_acc_drop": {"arc_easy": 0.05}}, evaluation=EVAL)))
+    flags = {k: None for k in ("model", "revision", "dataset", "dataset_config", "split", "text_field", "num_samples",
+                               "seq_len", "seed", "shuffle", "mode", "method", "criterion", "k", "perplexity", "tasks",
+                               "limit", "max_tokens", "speed", "publish_repo", "public", "publish_revision",
+                               "create_pr", "local_dir", "webhook_url")}
+    args = SimpleNamespace(**flags, file=path, metadata=[], task_file=[],
+                           gate=[parse_gate("wikitext2:ppl:+10%"), parse_gate("arc_easy:acc:-0.02")])
+    gates = build_request(args)["gates"]
+    assert gates["max_acc_drop"] == {"arc_easy": 0.02} and gates["max_ppl_increase"] == {"wikitext2": pytest.approx(0.1)}
+    assert JobCreate.model_validate(build_request(args)).gates is not None
