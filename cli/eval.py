@@ -150,7 +150,7 @@ def cmd_eval(args) -> int:
 
     full = report(result, base_result)
     if args.card:
-        write_eval_card(Path(args.model), result, base_result)
+        write_eval_card(Path(args.model), result, base_result, spec.limit, spec.max_tokens)
     if args.out:
         args.out.write_text(json.dumps(full, indent=2, allow_nan=False) + "\n")
     if args.json:
@@ -160,11 +160,15 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def write_eval_card(path: Path, result: dict, base_result: dict | None) -> None:
-    """The output's card, rewritten with this evaluation (the same card a job publishes)."""
+def write_eval_card(path: Path, result: dict, base_result: dict | None, limit: int | None = None,
+                    max_tokens: int | None = None) -> None:
+    """The output's card, rewritten with this evaluation (the same card a job publishes); an evaluation cut
+    short by limit or max_tokens says how much it scored (worker/eval/truncation.py)."""
     from worker.engine.saving import SCORES_FILE
+    from worker.eval.truncation import scored
     from worker.pipeline import flatten
     from worker.publish.card import CardInfo, write_card
 
     metrics = {"base": flatten(base_result) if base_result else {}, "compressed": flatten(result)}
-    write_card(path, CardInfo(report=json.loads((path / SCORES_FILE).read_text()), metrics=metrics))
+    cut = scored({"base": metrics["compressed"]}, limit, max_tokens)  # the output's own counts
+    write_card(path, CardInfo(report=json.loads((path / SCORES_FILE).read_text()), metrics=metrics, scored=cut))

@@ -114,4 +114,7 @@ def test_nbl_eval_card_rewrites_the_card_with_its_results(tmp_path, text_file, t
     assert values == {"wikitext2 ppl (base model)": full["base"]["perplexity"]["wikitext2"]["ppl"],
                       "wikitext2 ppl (tiny-llama-nbl-attn-k2)": full["perplexity"]["wikitext2"]["ppl"]}
     assert "| wikitext2 perplexity ↓ |" in card.text and "Not evaluated here" not in card.text
+    tokens = full["perplexity"]["wikitext2"]["tokens"]  # 256 of WikiText-2's: the card and model-index say so
+    assert f"**Truncated evaluation**, scored on a sample: wikitext2 perplexity on {tokens:,} of " in card.text
+    assert {r.dataset_args["tokens"] for r in card.data.eval_results} == {tokens}
     assert main(["eval", "--model", str(tiny_dir), "--card"]) == 2  # not a compressed output: refused
