@@ -1,8 +1,9 @@
 """`nbl wait JOB` (and `nbl submit --wait`): follow a job through nbl_client's Client.wait.
 
-On stderr, a line only when something changes (status, stage, progress to 0.1 %, or a stage,
-warning or status event), and a heartbeat when nothing has for HEARTBEAT_S, so a CI log shows the
-job is alive without a line per poll. The job itself (and its metrics table) goes to stdout.
+On stderr, a line only when something changes (status, stage, the job's progress to 0.1 %, the
+stage's to 1 %, or a stage, warning or status event), each with the stage's progress and the ETA, and
+a heartbeat when nothing has for HEARTBEAT_S, so a CI log shows the job is alive without a line per
+poll. The job itself (and its metrics table) goes to stdout.
 """
 
 from __future__ import annotations
@@ -52,13 +53,16 @@ class WaitPrinter:
         for ev in events.data:
             if ev.kind in SHOWN_EVENTS:
                 self._say(event_line(ev.model_dump(mode="json")))
-        state = (job.status, job.stage, round(job.progress * 1000))
-        if state != self.state:
+        stage_progress = getattr(job, "stage_progress", None)  # None from a server before migration 0008
+        state = (job.status, job.stage, round(job.progress * 1000), round((stage_progress or 0) * 100))
+        line = (f"{job.status:<10} {job.stage or '':<10} {job.progress:6.1%}"
+                + (f"  (stage {stage_progress:4.0%})" if job.stage and stage_progress is not None else "")
+                + eta(job.eta_seconds))
+        if state != self.state:  # the ETA alone moves at every poll: it rides on the lines that change
             self.state, self.changed_at = state, now
-            self._say(f"{job.status:<10} {job.stage or '':<10} {job.progress:6.1%}{eta(job.eta_seconds)}")
+            self._say(line)
         elif now - self.last_line >= self.heartbeat_s:
-            self._say(f"{job.status:<10} {job.stage or '':<10} {job.progress:6.1%}{eta(job.eta_seconds)}"
-                      f"  (still; no change for {readable(int(now - self.changed_at))} s)")
+            self._say(f"{line}  (still; no change for {readable(int(now - self.changed_at))} s)")
 
 
 def exit_code(job) -> int:

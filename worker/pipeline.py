@@ -31,7 +31,7 @@ from .engine.hub_ids import refuse_path_shadowing
 from .engine.loading import load_model, load_weights
 from .eval.compare import evaluate_outputs
 from .engine.saving import SCORES_FILE
-from . import gates, preflight, run_warnings
+from . import gates, preflight, progress, run_warnings
 from .errors import RetryPolicy
 from .eval.evaluate import EvalSpec, check_tasks
 from .publish import loadcheck
@@ -55,6 +55,7 @@ class Sink(Protocol):
     def output(self, k: int, layers: list[int], published: Published) -> None: ...
     def estimate(self, figures: dict) -> None: ...
     def gates(self, result: dict) -> None: ...
+    # optional: replan(costs) receives each stage's expected cost once the model is loaded (progress.plan)
 
 
 @dataclass
@@ -145,6 +146,8 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
                                       weights=False, models_dir=cfg.models_dir, home=cfg.home), "loading the model")
     load_s = time.perf_counter() - start
     lm.source = name  # what nbl_scores.json and the card call the base model
+    if hasattr(sink, "replan"):  # the stages' costs, now that the layer count is known (worker/progress.py)
+        sink.replan(progress.plan(recipe, getattr(getattr(lm.model, "config", None), "num_hidden_layers", None)))
     refs: dict[int, loadcheck.Reference] = {}  # k -> logits of the compressed model in memory
     compressed = retry.run(lambda: compress.run(
         cfg, report=sink.progress, progress=options.progress, lm=lm,

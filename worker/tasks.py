@@ -37,6 +37,7 @@ from . import ownership, retention
 from .errors import RetryPolicy, classify
 from .redact import Redactor
 from .pipeline import Cancelled, Options, Paths, run
+from .progress import StageCost, Tracker, plan
 from .publish.destination import Published
 from .publish.hub import HubRepo
 from .publish.local import LocalDir
@@ -67,21 +68,28 @@ def db(fn, *args, **kwargs):
 
 
 class DbSink:
-    """Writes the pipeline's progress to the job row; raises Cancelled when a cancel was requested."""
+    """Writes the pipeline's progress to the job row, as the job's fraction, the stage's and the ETA
+    (worker/progress.py); raises Cancelled when a cancel was requested. The stages report at least
+    every few seconds of work, so a cancel is seen within about a second of the next report."""
 
-    def __init__(self, job_id: str, token: str):
+    def __init__(self, job_id: str, token: str, costs: dict[str, StageCost] | None = None):
         self.job_id, self.token = job_id, token
         self.redact = Redactor.for_settings(settings)  # events never carry a server path (worker/redact.py)
-        self.started = time.monotonic()
+        self.tracker = Tracker(costs or {})
         self._last = 0.0
+        self._stage: str | None = None
+
+    def replan(self, costs: dict[str, StageCost]) -> None:
+        self.tracker.replan(costs)
 
     def progress(self, stage: str, fraction: float, message: str) -> None:
+        fig = self.tracker.update(stage, fraction)
         now = time.monotonic()
-        if fraction not in (0.0, 1.0) and now - self._last < 1.0:
+        if stage == self._stage and fraction < 1.0 and now - self._last < 1.0:
             return  # at most one write a second, but every stage start and end
-        self._last = now
-        if not db(store.set_progress, self.job_id, stage, fraction, message=self.redact(message),
-                  lease_token=self.token):
+        self._last, self._stage = now, stage
+        if not db(store.set_progress, self.job_id, stage, fig.progress, fig.eta_seconds, message=self.redact(message),
+                  stage_progress=fig.stage_progress, data=fig.data(), lease_token=self.token):
             raise Cancelled("lease lost: another worker owns this job now")
         if db(states.cancel_requested, self.job_id):
             raise Cancelled("cancelled by request")
@@ -188,7 +196,7 @@ def run_job(job_id: str) -> str:
         options = Options(devices=settings.devices, max_model_bytes=settings.max_model_bytes,
                           host_cache_bytes=settings.host_cache_bytes, check_timeout_s=settings.load_check_timeout_s,
                           retry=RetryPolicy(settings.hub_attempts, settings.hub_backoff_s))
-        run(recipe, DbSink(job_id, token), paths, destination(recipe, job_id), options,
+        run(recipe, DbSink(job_id, token, plan(recipe)), paths, destination(recipe, job_id), options,
             source=model_source(settings, recipe.model))  # local:NAME -> its directory
     except Cancelled as e:
         status, err_msg = "cancelled", str(e)

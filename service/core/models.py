@@ -14,21 +14,8 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Boolean,
-    CheckConstraint,
-    DateTime,
-    Float,
-    ForeignKey,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Text,
-    UniqueConstraint,
-)
+from sqlalchemy import (JSON, BigInteger, Boolean, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer,
+                        MetaData, String, Text, UniqueConstraint)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -161,7 +148,8 @@ class Job(Base):
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"))
     status: Mapped[str] = mapped_column(String(16), default=JobStatus.queued.value)
     stage: Mapped[str | None] = mapped_column(String(32))
-    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)  # the whole job's (worker/progress.py)
+    stage_progress: Mapped[float | None] = mapped_column(Float)  # the current stage's (migration 0008)
     eta_seconds: Mapped[float | None] = mapped_column(Float)
     spec: Mapped[dict[str, Any]]
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
@@ -201,6 +189,8 @@ class JobEvent(Base):
     stage: Mapped[str | None] = mapped_column(String(32))
     message: Mapped[str | None] = mapped_column(Text)
     progress: Mapped[float | None] = mapped_column(Float)
+    stage_progress: Mapped[float | None] = mapped_column(Float)  # as on the job when the event was written
+    eta_seconds: Mapped[float | None] = mapped_column(Float)
     data: Mapped[dict[str, Any] | None]
 
 

@@ -56,8 +56,12 @@ class JobOut(Response):
     object: Literal["job"] = "job"
     status: Literal["queued", "running", "cancelling", "succeeded", "failed", "cancelled"]
     stage: str | None
-    progress: float
-    eta_seconds: float | None
+    progress: float = Field(description="the whole job's fraction done, 0 to 1, weighted by each stage's expected "
+                            "cost; it never goes back within an attempt")
+    stage_progress: float | None = Field(default=None, description="the current stage's fraction done, 0 to 1")
+    eta_seconds: float | None = Field(description="seconds left, from this job's measured rates (tokens/s in "
+                                      "calibration, layers/s in scoring, documents/s in evaluation); null before "
+                                      "the first measurement and once the job ends")
     attempt: int
     cancel_requested: bool
     spec: dict[str, Any]
@@ -102,7 +106,10 @@ class EventOut(Response):
     stage: str | None
     message: str | None
     progress: float | None
-    data: dict[str, Any] | None
+    stage_progress: float | None = None
+    eta_seconds: float | None = None
+    data: dict[str, Any] | None = Field(description="stage events: the previous stage; progress events: the "
+                                        "stage's measured rate {value, unit}; status events: the status")
 
 
 class EventList(Response):

@@ -60,12 +60,14 @@ def owned(job_id: str, lease_token: str | None):
 
 
 def event(session: Session, job_id: str, kind: str, *, message: str | None = None, stage: str | None = None,
-          progress: float | None = None, data: Mapping | None = None, now=None) -> JobEvent:
+          progress: float | None = None, data: Mapping | None = None, now=None, stage_progress: float | None = None,
+          eta: float | None = None) -> JobEvent:
     """Add a row to the job's event log (no commit). service.jobs.store uses it for stage, progress,
     log and warning events; the status events are written below, with their transitions."""
     if kind not in EVENT_KINDS:
         raise ValueError(f"event kind must be one of {sorted(EVENT_KINDS)}, got {kind!r}")
     ev = JobEvent(job_id=job_id, kind=kind, message=message, stage=stage, progress=finite(progress),
+                  stage_progress=finite(stage_progress), eta_seconds=finite(eta),
                   data=finite_tree(dict(data)) if data is not None else None,  # JSON (and Postgres) has no NaN
                   created_at=now or utcnow())
     session.add(ev)
@@ -180,7 +182,7 @@ def finish(session: Session, job_id: str, lease_token: str, status: str, error_t
                               "error_type": error_type, "error_message": (error_message or None) and error_message[:4000],
                               "eta_seconds": None, "hub_token_encrypted": None}  # a job's own token dies with it
     if status == JobStatus.succeeded.value:
-        values["progress"] = 1.0
+        values.update(progress=1.0, stage_progress=1.0)
     res = session.execute(update(Job).where(owned(job_id, lease_token)).values(**values)
                           .execution_options(synchronize_session=False))
     if res.rowcount != 1:
@@ -242,7 +244,7 @@ def requeue_lost(session: Session, job, max_attempts: int, now: datetime) -> str
         .where(Job.id == job.id, Job.status == JobStatus.running.value, Job.lease_token == job.lease_token,
                Job.lease_expires_at < now)
         .values(status=JobStatus.queued.value, lease_token=None, lease_expires_at=None, dispatched_at=None,
-                progress=0.0, eta_seconds=None, updated_at=now)
+                progress=0.0, stage_progress=None, eta_seconds=None, updated_at=now)
         .execution_options(synchronize_session=False))
     if res.rowcount != 1:
         session.rollback()

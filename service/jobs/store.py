@@ -12,7 +12,7 @@ Typical task body (worker side):
 
     token = states.claim_job(s, job_id, settings.lease_seconds)
     if token is None: return                      # not ours (done, cancelled, or running elsewhere)
-    store.set_progress(s, job_id, "calibrate", 0.1, eta=300, lease_token=token)
+    store.set_progress(s, job_id, "calibrate", 0.1, eta=300, stage_progress=0.4, lease_token=token)
     if states.cancel_requested(s, job_id): states.finish(s, job_id, token, "cancelled"); return
     ...
     states.finish(s, job_id, token, "succeeded")
@@ -73,20 +73,25 @@ def add_event(session: Session, job_id: str, kind: str, message: str | None = No
 
 
 def set_progress(session: Session, job_id: str, stage: str, progress: float, eta: float | None = None,
-                 message: str | None = None, *, lease_token: str | None = None) -> bool:
-    """Record the current stage, progress in [0, 1] and ETA in seconds; extends the lease.
+                 message: str | None = None, *, stage_progress: float | None = None, data: Mapping | None = None,
+                 lease_token: str | None = None) -> bool:
+    """Record the current stage, the job's progress in [0, 1], the stage's (`stage_progress`, default
+    `progress`) and the ETA in seconds; extends the lease.
 
-    Events: a `stage` event when the stage changes, a `progress` event each time progress crosses a
-    tenth, and a `log` event for a message. False when the job is not (or no longer) ours.
+    Events, each with the three figures and `data` (the worker's measured rate): a `stage` event when
+    the stage changes, a `progress` event each time the job's or the stage's progress crosses a tenth,
+    and a `log` event for a message. False when the job is not (or no longer) ours.
     """
     progress = min(max(float(progress), 0.0), 1.0)
+    stage_progress = progress if stage_progress is None else min(max(float(stage_progress), 0.0), 1.0)
     now = utcnow()
-    row = session.execute(select(Job.stage, Job.progress, Job.lease_expires_at, Job.heartbeat_at)
+    row = session.execute(select(Job.stage, Job.progress, Job.stage_progress, Job.lease_expires_at, Job.heartbeat_at)
                           .where(owned(job_id, lease_token))).first()
     if row is None:
         session.rollback()
         return False
-    values: dict[str, Any] = {"stage": stage, "progress": progress, "eta_seconds": finite(eta), "updated_at": now}
+    values: dict[str, Any] = {"stage": stage, "progress": progress, "stage_progress": stage_progress,
+                              "eta_seconds": finite(eta), "updated_at": now}
     if lease_token is not None and row.lease_expires_at is not None and row.heartbeat_at is not None:
         values.update(heartbeat_at=now, lease_expires_at=now + max(row.lease_expires_at - row.heartbeat_at,
                                                                    timedelta(seconds=5)))
@@ -95,14 +100,17 @@ def set_progress(session: Session, job_id: str, stage: str, progress: float, eta
     if res.rowcount != 1:
         session.rollback()
         return False
+    figures = dict(stage=stage, progress=progress, stage_progress=stage_progress, eta=eta, now=now)
+    extra = dict(data or {})
     if stage != row.stage:
-        event(session, job_id, EventKind.stage.value, stage=stage, progress=progress, message=message or stage,
-               data={"previous": row.stage}, now=now)
+        event(session, job_id, EventKind.stage.value, message=message or stage,
+              data={"previous": row.stage, **extra}, **figures)
     else:
-        if math.floor(progress * 10) != math.floor(row.progress * 10):
-            event(session, job_id, EventKind.progress.value, stage=stage, progress=progress, now=now)
+        tenth = lambda x: math.floor((x or 0.0) * 10)  # noqa: E731
+        if tenth(progress) != tenth(row.progress) or tenth(stage_progress) != tenth(row.stage_progress):
+            event(session, job_id, EventKind.progress.value, data=extra or None, **figures)
         if message:
-            event(session, job_id, EventKind.log.value, stage=stage, progress=progress, message=message, now=now)
+            event(session, job_id, EventKind.log.value, message=message, data=extra or None, **figures)
     session.commit()
     return True
 

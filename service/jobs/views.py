@@ -29,7 +29,8 @@ def job_views(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
             warnings[job_id].append(message or "")
     return [
         JobOut(
-            id=j.id, status=j.status, stage=j.stage, progress=j.progress, eta_seconds=j.eta_seconds,
+            id=j.id, status=j.status, stage=j.stage, progress=j.progress, stage_progress=j.stage_progress,
+            eta_seconds=j.eta_seconds,
             attempt=j.attempt, cancel_requested=j.cancel_requested, spec=j.spec,
             metadata=j.spec.get("metadata") or {}, selected_layers=j.selected_layers, metrics=j.metrics,
             result=job_result(j.spec, j.selected_layers, j.metrics), artifacts=arts[j.id],

@@ -76,7 +76,8 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
     n_layers = cal.stats.num_layers
     t = time.perf_counter()
     report("score", 0.0, "scoring layers")
-    scores = cal.scores if cal.scores is not None else score_stage(cal.stats, cfg.ridge, progress)
+    scores = cal.scores if cal.scores is not None else score_stage(
+        cal.stats, cfg.ridge, progress, on_layer=lambda i, n: report("score", i / n, f"scored layer {i}/{n}"))
     if cfg.criterion == "loss":
         if len(cal.held_blocks) == 0:
             raise ValueError("criterion 'loss' needs held-out blocks: use num_samples >= 2 and holdout_fraction > 0")
@@ -85,7 +86,7 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
             layer_source(lm), cal.held_blocks, cfg.mode, cfg.method,
             lambda i: fit_maps(cal.stats, cfg.mode, [i], cfg.ridge, split="fit")[i],
             batch_size=cal.meta.get("batch_size", 1), progress=progress,
-            on_layer=lambda i, n: report("score", i / n, f"loss probe {i}/{n}"),
+            on_pass=lambda done, total: report("score", done / total, f"loss probe {done}/{total} layer passes"),
             host_bytes=cfg.host_cache_bytes, spill_dir=spill_dir(cfg),
         )
         for s, r in zip(scores, rises):

@@ -68,7 +68,7 @@ def loss_rise(
     maps: Callable[[int], LinearMap] | dict | None = None,
     batch_size: int = 1,
     progress: bool = True,
-    on_layer: Callable[[int, int], None] | None = None,
+    on_pass: Callable[[int, int], None] | None = None,
     *,
     device=None,
     host_bytes: int | None = None,
@@ -77,6 +77,9 @@ def loss_rise(
     """For each layer alone: mean loss on `blocks` with it replaced minus the base model's.
 
     `model`: a model in memory or a layer_source; `maps(i)` (or maps[i]) the map of layer i (nbl only).
+    `on_pass(done, total)` after each layer pass of one batch (layer l makes l + 2 of them per batch) and
+    each LM-head pass of a stream, so reports stay a pass apart, at most a few seconds on SmolLM2 on a
+    CPU, even at the last layers; it may raise to cancel.
     """
     source = as_source(model)
     device = torch.device(device) if device is not None else source.device
@@ -90,6 +93,10 @@ def loss_rise(
         source.release_stem()
         for b in range(len(batches)):
             cache.put((BASE, b), cache.pop(b))
+        # An LM-head pass over a stream counts as vocab / 12d layer passes (a layer holds ~12 d² weights).
+        head = max(1, round(source.config.vocab_size / (12 * source.config.hidden_size)))
+        done, total_passes = 0, len(batches) * (sum(i + 2 for i in range(n_layers)) + head * len(streams))
+        tick = on_pass or (lambda done, total: None)
         for i in tqdm(range(n_layers), desc="loss probe", unit="layer", disable=not progress):
             layer = source.layer(i, device)
             fmap = get_map(i) if method == "nbl" else None
@@ -99,13 +106,17 @@ def loss_rise(
                     base_in = cache.get((BASE, b)).to(device)
                     with _replaced_layer(layer, i, source.config.hidden_size, mode, method, fmap) as rep:
                         cache.put((i, b), _out(rep(base_in, **kw)))
+                    done += 1
+                    tick(done, total_passes)
                     for j in streams[1 : i + 1]:  # streams whose replaced layer is behind
                         cache.put((j, b), _out(layer(cache.get((j, b)).to(device), **kw)))
+                        done += 1
+                        tick(done, total_passes)
                     cache.put((BASE, b), _out(layer(base_in, **kw)))
+                    done += 1
+                    tick(done, total_passes)
             finally:
                 source.release(i)
-            if on_layer is not None:
-                on_layer(i + 1, n_layers)
         norm, lm_head = source.head(device)
         try:
             losses = {}
@@ -117,6 +128,8 @@ def loss_rise(
                     total += float(torch.nn.functional.cross_entropy(
                         logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="sum"))
                     count += target.numel()
+                    done += head
+                    tick(done, total_passes)
                 losses[s] = total / count
         finally:
             source.release_head()

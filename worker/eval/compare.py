@@ -25,16 +25,22 @@ def evaluate_outputs(lm, outputs: dict[int, Path], spec: EvalSpec, *, use_cache:
     """(base result, {k: output result}); `on_result(variant, result)` sees "base", then "k{K}" each.
     `data_dir`: the shipped data sets; `home`: where the base's result is cached (evaluate.py)."""
     n = len(outputs) + 1
+
+    def within(j: int, what: str) -> Callable[[float], None]:  # model j of n, a fraction of its evaluation
+        return lambda f: report("evaluate", (j + f) / n, what)
+
     report("evaluate", 0.0, "evaluating the base model")
-    base = evaluate_cached(lm, spec, use_cache=use_cache, progress=progress, data_dir=data_dir, home=home)
+    base = evaluate_cached(lm, spec, use_cache=use_cache, progress=progress, data_dir=data_dir, home=home,
+                           on_progress=within(0, "evaluating the base model"))
     on_result("base", base)
     param = next(lm.model.parameters())
     results: dict[int, dict] = {}
     for j, (k, path) in enumerate(outputs.items(), start=1):
-        report("evaluate", j / n, f"evaluating k={k} from {Path(path).name}")
+        what = f"evaluating k={k} from {Path(path).name}"
+        report("evaluate", j / n, what)
         out = load_compressed(path, param.dtype, str(param.device), home)
         results[k] = evaluate_model(out, spec, base_non_embedding=base["params"]["non_embedding_params"],
-                                    progress=progress, data_dir=data_dir)
+                                    progress=progress, data_dir=data_dir, on_progress=within(j, what))
         del out  # one compressed copy in memory at a time
         on_result(f"k{k}", results[k])
     report("evaluate", 1.0, "evaluated")

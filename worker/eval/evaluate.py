@@ -18,10 +18,12 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from .harness import run_task
+from .steps import Steps, beating, part_weights
 from .benchmarks.lmeval import DataUnavailable
 from .benchmarks.local_data import OPTIONAL, present
 from .perplexity import corpus_text, perplexity
@@ -57,10 +59,14 @@ class EvalSpec:
 
 
 def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, progress: bool = True,
-                   data_dir: Path | None = None) -> dict:
+                   data_dir: Path | None = None, on_progress: Callable[[float], None] | None = None) -> dict:
     """Every evaluation `spec` asks for, on a loaded model (LoadedModel from load_for_eval); named corpora
-    and tasks read the shipped files under `data_dir` (Settings.data_dir) when given."""
+    and tasks read the shipped files under `data_dir` (Settings.data_dir) when given. `on_progress(fraction)`
+    is called before every decoder layer's forward and after every window or batch (steps.py); it may
+    raise to cancel. The speed runs go without it, so that nothing but the model is timed."""
     model, tok = lm.model, lm.tokenizer
+    steps = Steps(part_weights(spec), on_progress)
+    parts = iter(range(len(steps.weights)))
     result = {
         "model": {"source": lm.source, "fingerprint": lm.fingerprint, "family": lm.family,
                   "nbl": getattr(model.config, "nbl", None)},
@@ -70,7 +76,9 @@ def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, pr
     for name in spec.perplexity:
         start = time.perf_counter()
         text = corpus_text(name, data_dir)
-        result["perplexity"][name] = perplexity(model, tok, text, max_tokens=spec.max_tokens, progress=progress)
+        with beating(model, on_progress and steps.beat):
+            result["perplexity"][name] = perplexity(model, tok, text, max_tokens=spec.max_tokens, progress=progress,
+                                                    on_window=steps.part(next(parts)))
         result["seconds"][f"perplexity/{name}"] = time.perf_counter() - start
     tasks = [(None, lambda n=n: load_task(n, spec.limit, data_dir)) for n in spec.tasks]
     tasks += [(n, lambda n=n: load_task(n, spec.limit, data_dir)) for n in spec.suite_only()]
@@ -78,6 +86,7 @@ def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, pr
     skipped: dict[str, str] = {}
     for optional, build in tasks:
         start = time.perf_counter()
+        tick = steps.part(next(parts))
         try:
             task = build()
         except DataUnavailable:
@@ -88,7 +97,8 @@ def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, pr
             continue
         if task.name in result["tasks"]:
             raise ValueError(f"two tasks report under the name {task.name!r}")
-        result["tasks"][task.name] = run_task(model, tok, task, spec.batch_tokens, progress)
+        with beating(model, on_progress and steps.beat):
+            result["tasks"][task.name] = run_task(model, tok, task, spec.batch_tokens, progress, on_batch=tick)
         result["seconds"][f"task/{task.name}"] = time.perf_counter() - start
     if spec.suite:
         result["suite"] = summary(spec.suite, result["tasks"], skipped)
@@ -96,10 +106,12 @@ def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, pr
             raise ValueError(f"suite {spec.suite}: no task has its data here ({', '.join(skipped)}); set "
                              "NBL_DATA_DIR to the shipped files or fill the Hugging Face cache")
     if spec.speed:
+        steps.part(next(parts))
         start = time.perf_counter()
         result["speed"] = measure_speed(model, spec.speed_lengths, spec.new_tokens, repeats=spec.repeats,
                                         base_non_embedding=base_non_embedding)
         result["seconds"]["speed"] = time.perf_counter() - start
+    steps.finish()
     return result
 
 
@@ -158,7 +170,8 @@ def store(home: Path, key: str, result: dict) -> None:
 
 
 def evaluate_cached(lm, spec: EvalSpec, use_cache: bool = True, progress: bool = True,
-                    data_dir: Path | None = None, home: Path | None = None) -> dict:
+                    data_dir: Path | None = None, home: Path | None = None,
+                    on_progress: Callable[[float], None] | None = None) -> dict:
     """evaluate_model, read from / written to the cache under `home` (Settings.home; None: no cache);
     `result["cached"]` says which."""
     model = lm.model
@@ -170,7 +183,8 @@ def evaluate_cached(lm, spec: EvalSpec, use_cache: bool = True, progress: bool =
         log.info("base evaluation read from the cache (%s)", key)
         return {**hit, "cached": True}
     own = count_parameters(model)["non_embedding_params"]  # a base is its own base: sparsity 0
-    result = evaluate_model(lm, spec, base_non_embedding=own, progress=progress, data_dir=data_dir)
+    result = evaluate_model(lm, spec, base_non_embedding=own, progress=progress, data_dir=data_dir,
+                            on_progress=on_progress)
     if use_cache:
         store(home, key, result)
     return {**result, "cached": False}

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .loglikelihood import loglikelihoods
 from .metrics import aggregate, choice_metrics, perplexity_of
 from .benchmarks.task import LOGLIKELIHOOD, Task
 
 
-def run_task(model, tokenizer, task: Task, batch_tokens: int = 2048, progress: bool = False) -> dict:
-    """{"acc", "acc_norm", "n", ...} of `task`; LAMBADA-style tasks add "ppl"."""
+def run_task(model, tokenizer, task: Task, batch_tokens: int = 2048, progress: bool = False,
+             on_batch: Callable[[int, int], None] | None = None) -> dict:
+    """{"acc", "acc_norm", "n", ...} of `task`; LAMBADA-style tasks add "ppl". `on_batch(done, total)`
+    after each batch of continuations (it may raise to cancel)."""
     pairs = [pair for d in task.docs for pair in d.pairs()]
-    results = loglikelihoods(model, tokenizer, pairs, batch_tokens, progress)
+    results = loglikelihoods(model, tokenizer, pairs, batch_tokens, progress, on_batch=on_batch)
     per_doc, lls_target, at = [], [], 0
     for d in task.docs:
         n = len(d.pairs())

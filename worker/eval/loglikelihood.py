@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
+from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
@@ -108,8 +109,10 @@ def score(
     batch_tokens: int = 2048,
     progress: bool = False,
     share_prefix: bool = True,
+    on_batch: Callable[[int, int], None] | None = None,
 ) -> list[tuple[float, bool]]:
-    """(log-likelihood, greedy) of each (context tokens, continuation tokens) request.
+    """(log-likelihood, greedy) of each (context tokens, continuation tokens) request; `on_batch(done,
+    total)` after each batch (it may raise to cancel).
 
     With `share_prefix` a common prefix runs once (KV cache); the numbers then match a full forward
     to float rounding (about 1e-5 in float32), not bit for bit.
@@ -125,7 +128,7 @@ def score(
 
     out: list[tuple[float, bool] | None] = [None] * len(requests)
     memo: dict = {}
-    for shared, rows in tqdm(batches, desc="loglikelihood", unit="batch", disable=not progress):
+    for n_done, (shared, rows) in enumerate(tqdm(batches, desc="loglikelihood", unit="batch", disable=not progress), 1):
         logits = _logits(model, shared, rows, device, memo)  # (B, T - shared, V)
         for r, inp in enumerate(rows):
             end = len(inp) - shared
@@ -136,11 +139,14 @@ def score(
                 target = torch.tensor(cont, device=lp.device)
                 ll = lp.gather(1, target[:, None]).sum()
                 out[i] = (float(ll), bool((lp.argmax(-1) == target).all()))
+        if on_batch is not None:
+            on_batch(n_done, len(batches))
     return out  # type: ignore[return-value]
 
 
 def loglikelihoods(model, tokenizer, pairs: list[tuple[str, str]], batch_tokens: int = 2048,
-                   progress: bool = False, share_prefix: bool = True) -> list[tuple[float, bool]]:
+                   progress: bool = False, share_prefix: bool = True,
+                   on_batch: Callable[[int, int], None] | None = None) -> list[tuple[float, bool]]:
     """(log-likelihood, greedy) of each (context, continuation) string pair."""
     requests = [encode_pair(tokenizer, c, k) for c, k in pairs]
-    return score(model, requests, max_length(model, tokenizer), batch_tokens, progress, share_prefix)
+    return score(model, requests, max_length(model, tokenizer), batch_tokens, progress, share_prefix, on_batch)

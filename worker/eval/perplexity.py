@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
@@ -57,9 +58,11 @@ def perplexity(
     max_tokens: int | None = None,
     batch_size: int = 1,
     progress: bool = True,
+    on_window: Callable[[int, int], None] | None = None,
 ) -> dict:
     """{"ppl", "bits_per_byte", "tokens"} of `text`; `max_tokens` scores only the first tokens, and when that
-    cuts the text short, "corpus_tokens" says how many it had (the card and the job's warning quote both)."""
+    cuts the text short, "corpus_tokens" says how many it had (the card and the job's warning quote both).
+    `on_window(done, total)` after each batch of windows (it may raise to cancel)."""
     window = window or default_window(model)
     if window < 2:
         raise ValueError("window must be at least 2 tokens")
@@ -85,6 +88,8 @@ def perplexity(
         for g in group_list:
             s, c = nll_sum(model, torch.stack(g).to(device))  # (B, T)
             nll, count = nll + s, count + c
+        if on_window is not None:
+            on_window(min(start + batch_size, len(windows)), len(windows))
     out = {"ppl": math.exp(nll / count), "bits_per_byte": nll / math.log(2) / n_bytes, "tokens": count}
     if len(ids) < corpus_tokens:
         out["corpus_tokens"] = corpus_tokens

@@ -122,6 +122,7 @@ class Job(Model):
     status: str  # queued | running | cancelling | succeeded | failed | cancelled
     stage: str | None = None
     progress: float = 0.0
+    stage_progress: float | None = None
     eta_seconds: float | None = None
     attempt: int = 0
     cancel_requested: bool = False
@@ -157,6 +158,8 @@ class Event(Model):
     stage: str | None = None
     message: str | None = None
     progress: float | None = None
+    stage_progress: float | None = None
+    eta_seconds: float | None = None
     data: dict[str, Any] | None = None
 
 
