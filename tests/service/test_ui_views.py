@@ -79,6 +79,12 @@ def test_timeline_spans_end_where_the_next_stage_starts():
     (_, last) = views.timeline(ev + [NS(kind="progress", stage="score", message=None, progress=0.3,
                                         created_at=T0 + timedelta(seconds=38))], failed, now=T0)
     assert (last["progress"], last["current"], last["done"]) == (0.3, False, False)  # where it stopped
+    # since migration 0008: each stage's own fraction, the job's beside it
+    (_, last) = views.timeline(ev + [NS(kind="progress", stage="score", message=None, progress=0.3, stage_progress=0.8,
+                                        created_at=T0 + timedelta(seconds=38))], failed, now=T0)
+    assert last["progress"] == 0.8
+    (_, now_) = views.timeline(ev, NS(status="running", progress=0.25, stage_progress=0.5, finished_at=None), now=T0)
+    assert (now_["progress"], now_["current"]) == (0.5, True)
 
 
 def test_recipe_diff_and_layers_side_by_side():
