@@ -101,6 +101,15 @@ class PipelineResult:
     checks: dict[int, dict] = field(default_factory=dict)  # k -> the load check's figures (loadcheck.check)
 
 
+def layer_count(model_dir: Path) -> int | None:
+    """The decoder layers its config.json says (the weights are not loaded yet); None if it does not say."""
+    try:
+        n = json.loads((Path(model_dir) / "config.json").read_text()).get("num_hidden_layers")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return n if isinstance(n, int) and n > 0 else None
+
+
 def resolve_model(model_id: str) -> str:
     """A Hub id, or the directory the task resolved `local:NAME` to (service.core.paths.model_source, the
     one place that maps local names)."""
@@ -147,7 +156,7 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     load_s = time.perf_counter() - start
     lm.source = name  # what nbl_scores.json and the card call the base model
     if hasattr(sink, "replan"):  # the stages' costs, now that the layer count is known (worker/progress.py)
-        sink.replan(progress.plan(recipe, getattr(getattr(lm.model, "config", None), "num_hidden_layers", None)))
+        sink.replan(progress.plan(recipe, layer_count(lm.path)))
     refs: dict[int, loadcheck.Reference] = {}  # k -> logits of the compressed model in memory
     compressed = retry.run(lambda: compress.run(
         cfg, report=sink.progress, progress=options.progress, lm=lm,

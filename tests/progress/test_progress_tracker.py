@@ -97,3 +97,11 @@ def test_a_stage_done_at_once_measures_nothing():
     assert tr.update("score", 0.0).eta_seconds is None  # no rate from a cache hit
     clock.t += 3
     assert tr.update("score", 0.3).eta_seconds == pytest.approx(7.0)
+
+
+def test_the_layer_count_comes_from_the_config_before_the_weights_load(tmp_path):
+    from conftest import save_tiny_checkpoint
+    from worker.pipeline import layer_count
+
+    assert layer_count(save_tiny_checkpoint(tmp_path / "m", layers=3)) == 3
+    assert layer_count(tmp_path / "absent") is None  # the plan then assumes progress.LAYERS
