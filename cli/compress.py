@@ -62,6 +62,10 @@ def add_compress(sub) -> None:
     p.add_argument("--host-cache-bytes", type=int, metavar="N",
                    help="keep at most N bytes of hidden states between layers in memory, the rest on disk under "
                    "NBL_HOME/spill (default: NBL_HOST_CACHE_BYTES, else no limit)")
+    p.add_argument("--no-load-check", action="store_true",
+                   help="do not reload each output in a fresh process to check that it loads, generates and "
+                   "reproduces the model in memory (a job always checks; this saves a process start and a "
+                   "model load per output)")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout: calibration, scores, "
                    "outputs and `result` (the API's job result: base, each output, delta, relative); a number "
                    "that is not finite (the cond of a singular C_xx) is null")
@@ -104,7 +108,7 @@ def cmd_compress(args) -> int:
         max_model_bytes=args.max_model_bytes if args.max_model_bytes is not None else settings.max_model_bytes,
         host_cache_bytes=args.host_cache_bytes if args.host_cache_bytes is not None else settings.host_cache_bytes,
         fit_check=False,  # the user chose this machine; the engine's own limits still hold
-        local_paths=True, progress=progress)
+        load_check=not args.no_load_check, local_paths=True, progress=progress)
     sink = ConsoleSink(verbose=progress)
     try:
         result = run(recipe(args, espec), sink, paths, InPlace(args.out) if args.out is not None else None, options)

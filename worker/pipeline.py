@@ -87,6 +87,7 @@ class Options:
     check_timeout_s: float = 900  # the fresh-process load check of each output
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     fit_check: bool = True  # a job's estimate must fit this worker's devices before anything is downloaded
+    load_check: bool = True  # reload each output in a fresh process before it counts (`nbl compress --no-load-check`)
     local_paths: bool = False  # the model may be a path on this machine (`nbl compress`; a job's may not)
     progress: bool = False  # tqdm bars on stderr, beside the sink (a terminal)
 
@@ -160,7 +161,8 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     refs: dict[int, loadcheck.Reference] = {}  # k -> logits of the compressed model in memory
     compressed = retry.run(lambda: compress.run(
         cfg, report=sink.progress, progress=options.progress, lm=lm,
-        on_saved=lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model))), "calibrating")
+        on_saved=(lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model))) if options.load_check
+        else None), "calibrating")
     compressed.timings["load_s"] += load_s  # the engine timed only its checks of the model handed to it
     result = PipelineResult(calibration=compressed.calibration, compressed=compressed,
                             selected={o["k"]: o["replaced_layers"] for o in compressed.outputs})
@@ -176,7 +178,8 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
         return result  # scores and the layers each k would replace; nothing saved
 
     outputs = {o["k"]: Path(o["path"]) for o in compressed.outputs}
-    result.checks = check(outputs, refs, sink, options.check_timeout_s) or {}
+    if options.load_check:
+        result.checks = check(outputs, refs, sink, options.check_timeout_s) or {}
     metrics: dict[str, dict[str, float]] = {}
     if not recipe.evaluation.empty():
         load_weights(lm)

@@ -31,7 +31,7 @@ def test_nbl_compress_writes_a_card_and_plot_into_every_output(tmp_path, text_fi
 
     out = tmp_path / "out"
     assert main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), "--num-samples", "8",
-                 "--seq-len", "32", "--k", "1,2", "--out", str(out), "--json"]) == 0
+                 "--seq-len", "32", "--k", "1,2", "--out", str(out), "--json", "--no-load-check"]) == 0
     for k in (1, 2):
         d = out / f"k{k}"
         assert (d / PLOT).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -53,7 +53,7 @@ def test_card_metadata_parses_back_with_model_index(tmp_path, text_file, tiny_di
     from cli.main import main
 
     main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), "--num-samples", "8", "--seq-len", "32",
-          "--k", "2", "--out", str(tmp_path / "out"), "--json"])
+          "--k", "2", "--out", str(tmp_path / "out"), "--json", "--no-load-check"])
     report = hub_report(json.loads((tmp_path / "out" / "nbl_scores.json").read_text()))
     recipe = {"model": {"id": "HuggingFaceTB/SmolLM2-135M-Instruct"}, "compression": {"k": 2, "mode": "attn"}}
     path = tmp_path / "README.md"
@@ -105,7 +105,7 @@ def test_nbl_eval_card_rewrites_the_card_with_its_results(tmp_path, text_file, t
 
     out = tmp_path / "out"
     main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), "--num-samples", "8", "--seq-len", "32",
-          "--k", "2", "--out", str(out), "--json"])
+          "--k", "2", "--out", str(out), "--json", "--no-load-check"])
     capsys.readouterr()
     assert main(["eval", "--model", str(out), "--perplexity", "wikitext2", "--max-tokens", "256", "--card", "--json"]) == 0
     full = json.loads(capsys.readouterr().out)
