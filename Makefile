@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 test: install
-	$(PY) -m pytest -q -rs --ignore=tests/serving
+	$(PY) -m pytest -q -rs --durations=25 --ignore=tests/serving
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow" --ignore=tests/serving
