@@ -32,7 +32,7 @@ def lowest(k: int) -> list[int]:
 
 def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/SmolLM2-135M-Instruct",
              metadata=None, finish: str | None = "succeeded", error_message: str | None = None,
-             ppl_shift: float = 0.0, pause: float = 0.0) -> str:
+             ppl_shift: float = 0.0, pause: float = 0.0, gate: float | None = None) -> str:
     """A job of the key's team; `finish=None` leaves it running in the evaluate stage. `pause`
     seconds between stages give the timeline visible widths (the browser test's screenshots)."""
     spec = JobCreate.model_validate({"model": {"id": model}, "compression": {"k": list(ks)},
@@ -60,6 +60,15 @@ def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/Sm
                                                     "tasks/arc_easy/acc": 0.61 - k * 0.01,
                                                     "perplexity/wikitext2/tokens": 287644})
             store.save_artifact(s, job_id, k, "model", f"/v1/jobs/{job_id}/outputs/{k}/files", lease_token=token)
+        if gate is not None:  # +gate relative WikiText-2 perplexity, checked as the worker checks it
+            from service.jobs.recipe import Gates
+            from worker import gates
+
+            from service.core.models import Job
+
+            stored = s.get(Job, job_id).metrics  # {"base": {...}, "k2": {...}}: what the worker's check reads
+            found = gates.checks(Gates(max_ppl_increase={"wikitext2": gate}), stored, [f"k{k}" for k in ks])
+            store.save_gates(s, job_id, gates.summary(found), lease_token=token)
         time.sleep(pause)
         if finish == "failed":
             states.finish(s, job_id, token, "failed", "user", error_message)

@@ -159,3 +159,14 @@ def test_compare_shows_recipe_differences_selected_layers_and_metric_deltas(clie
     assert "attn k=2" in layers and "attn k=4" in layers and "—" in layers  # a has no k=4 output
     assert "+1 (+4.6%)" in html  # k2 perplexity: b is 1.0 above a
     assert client.get(f"/ui/compare?ids={a}", headers=alpha).status_code == 422
+
+
+def test_job_page_shows_the_gate_checks(client, alpha, sessions, settings):
+    """+10% WikiText-2 perplexity: k=2 (+6.8%) passes, k=4 (+13.6%) fails; each check is a row."""
+    job = seed_job(sessions, settings, _key(alpha), ks=(2, 4), gate=0.10)
+    html = client.get(f"/ui/jobs/{job}", headers=alpha).text
+    assert "<h2>Gates: passed</h2>" in html
+    rows = html.split('<table class="gates">')[1].split("</table>")[0].split("<tr>")[2:]
+    assert [("k2" in r, "k4" in r, "pass" in r, "FAIL" in r) for r in rows] == [
+        (True, False, True, False), (False, True, False, True)], rows
+    assert "22.57" in rows[0] and "23.32" in rows[1]  # the limit 20.52 x 1.1, and k=4's perplexity
