@@ -13,10 +13,14 @@ from pathlib import Path
 from cli.eval import add_eval_options  # argparse wiring only: torch loads inside commands
 from cli.gates import EXIT_QUALITY, add_gate_option, gates_from_args
 from service.jobs import recipe as R
-from service.jobs.score_fields import CRITERIA, SCORE_FIELDS
+from cli.selection_options import add_selection_options, print_selection, selection_from_args
+from service.jobs.score_fields import CRITERIA, MEASURED, SCORE_FIELDS
 
 
 def _ks(text: str) -> list[int]:
+    """K, K1,K2,... or `auto` (an empty list: the largest k within --max-ppl-increase)."""
+    if text.strip() == "auto":
+        return []
     try:
         ks = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -45,8 +49,10 @@ def add_compress(sub) -> None:
     p.add_argument("--shuffle", action="store_true", help="take documents in a seeded random order")
     p.add_argument("--mode", choices=R.MODES, default=R.MODE)
     p.add_argument("--method", choices=R.METHODS, default=R.METHOD)
-    p.add_argument("--criterion", choices=CRITERIA, default=R.CRITERION)
-    p.add_argument("--k", type=_ks, required=True, help="layers to replace: K or K1,K2,... (one output each)")
+    p.add_argument("--criterion", choices=CRITERIA + MEASURED, default=R.CRITERION,
+                   help="greedy and auto measure layer sets on the selection data (see --selection-dataset)")
+    p.add_argument("--k", type=_ks, required=True, help="layers to replace: K or K1,K2,... (one output each), or "
+                   "auto with --max-ppl-increase")
     p.add_argument("--out", type=Path, help="output directory (DIR/k{K} for several k)")
     p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
     p.add_argument("--device", default="auto", help="the one device to run on (as --devices with one device)")
@@ -75,6 +81,7 @@ def add_compress(sub) -> None:
                     "rewrite each output's card with the results")
     add_eval_options(ev)
     add_gate_option(p, ev)
+    add_selection_options(p)
     p.set_defaults(func=cmd_compress)
 
 
@@ -94,6 +101,8 @@ def cmd_compress(args) -> int:
         raise ValueError(f"--max-model-bytes must be positive, got {args.max_model_bytes}")
     if args.eval and args.out is None:
         raise ValueError("--eval evaluates the saved outputs: give --out")
+    if (args.max_ppl_increase is not None) != (args.k == []):
+        raise ValueError("--k auto and --max-ppl-increase go together: the largest k within that budget")
     if args.host_cache_bytes is not None and args.host_cache_bytes < 0:
         raise ValueError(f"the host cache budget must be a number of bytes, got {args.host_cache_bytes}")
     espec = eval_spec(args) if args.eval else None  # checked before the long part
@@ -108,7 +117,8 @@ def cmd_compress(args) -> int:
         max_model_bytes=args.max_model_bytes if args.max_model_bytes is not None else settings.max_model_bytes,
         host_cache_bytes=args.host_cache_bytes if args.host_cache_bytes is not None else settings.host_cache_bytes,
         fit_check=False,  # the user chose this machine; the engine's own limits still hold
-        load_check=not args.no_load_check, local_paths=True, progress=progress)
+        load_check=not args.no_load_check, local_paths=True, progress=progress,
+        greedy_width=args.greedy_width or settings.greedy_width)
     sink = ConsoleSink(verbose=progress)
     try:
         result = run(recipe(args, espec), sink, paths, InPlace(args.out) if args.out is not None else None, options)
@@ -151,8 +161,9 @@ def recipe(args, espec=None) -> R.Recipe:
         calibration=R.Calibration(dataset=args.dataset, config=args.dataset_config, split=args.split,
                                   text_field=args.text_field, num_samples=args.num_samples, seq_len=args.seq_len,
                                   seed=args.seed, shuffle=args.shuffle),
-        compression=R.Compression(ks=tuple(args.k), mode=args.mode, method=args.method, criterion=args.criterion),
-        evaluation=evaluation,
+        compression=R.Compression(ks=tuple(args.k), mode=args.mode, method=args.method, criterion=args.criterion,
+                                  max_ppl_increase=args.max_ppl_increase),
+        evaluation=evaluation, selection=selection_from_args(args),
         gates=gates_from_args(args, espec),
     )
 
@@ -167,6 +178,7 @@ def _json_view(r: dict) -> dict:
         ],
         "outputs": r["outputs"],
         "timings": r["timings"],
+        **({"selection": r["selection"]} if r.get("selection") else {}),
     }
 
 
@@ -187,5 +199,7 @@ def print_compress_table(r: dict, mode: str) -> None:
             line += f" {m['loss_rise']:>9.4f}"
         print(line)
     print()
+    if r.get("selection"):
+        print_selection(r["selection"])
     for o in r["outputs"]:
         print(f"k={o['k']:<3} {o['mode']}/{o['method']}/{o['criterion']}: layers {o['replaced_layers']} -> {o['path']}")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Mapping, Protocol
 
 from service.jobs.recipe import Evaluation, Recipe
+from service.jobs.score_fields import GREEDY_WIDTH
 
 from .engine import compress
 from .engine.config import from_recipe
@@ -90,6 +91,7 @@ class Options:
     load_check: bool = True  # reload each output in a fresh process before it counts (`nbl compress --no-load-check`)
     local_paths: bool = False  # the model may be a path on this machine (`nbl compress`; a job's may not)
     progress: bool = False  # tqdm bars on stderr, beside the sink (a terminal)
+    greedy_width: int = GREEDY_WIDTH  # the greedy criterion's candidates per step (Settings.greedy_width)
 
 
 @dataclass
@@ -133,7 +135,7 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     cfg = from_recipe(recipe, model if options.local_paths else resolve_model(model), out=paths.work_dir,
                       dtype=options.dtype, batch_size=options.batch_size, product_dtype=options.product_dtype,
                       stats_dir=paths.stats_dir, use_cache=paths.stats_cache, spill_dir=paths.spill_dir,
-                      data_dir=paths.data_dir, models_dir=paths.models_dir, home=paths.home,
+                      data_dir=paths.data_dir, models_dir=paths.models_dir, home=paths.home, greedy_width=options.greedy_width,
                       max_model_bytes=options.max_model_bytes, host_cache_bytes=options.host_cache_bytes)
     cfg.devices = visible(options.devices, options.device)
     cfg.device = cfg.devices[0]  # the model is loaded there; the other processes read its checkpoint

@@ -195,6 +195,7 @@ def run_job(job_id: str) -> str:
                       home=settings.home)
         options = Options(devices=settings.devices, max_model_bytes=settings.max_model_bytes,
                           host_cache_bytes=settings.host_cache_bytes, check_timeout_s=settings.load_check_timeout_s,
+                          greedy_width=settings.greedy_width,
                           retry=RetryPolicy(settings.hub_attempts, settings.hub_backoff_s))
         run(recipe, DbSink(job_id, token, plan(recipe)), paths, destination(recipe, job_id), options,
             source=model_source(settings, recipe.model))  # local:NAME -> its directory

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.jobs.score_fields import GREEDY_WIDTH
+
 
 def _env(*names: str) -> AliasChoices:
     return AliasChoices(*names)
@@ -120,6 +122,9 @@ class Settings(BaseSettings):
                                          validation_alias=_env("NBL_HOST_CACHE_BYTES", "host_cache_bytes"),
                                          description="hidden states kept in memory between calibration layers; the "
                                          "rest is spilt to NBL_HOME/spill (default: no limit)")
+    # The worker passes it to measured selection (CompressConfig.greedy_width).
+    greedy_width: int = Field(default=GREEDY_WIDTH, ge=1, validation_alias=_env("NBL_GREEDY_WIDTH", "greedy_width"),
+                              description="candidate layers the greedy criterion tries per step")
     # The worker passes it to calibration (CompressConfig.devices); `nbl worker --devices` sets it too.
     devices: str | None = Field(default=None, pattern=r"^\s*[\w:]+(\s*,\s*[\w:]+)*\s*$",
                                 validation_alias=_env("NBL_DEVICES", "devices"),

@@ -3,7 +3,8 @@
     Recipe
       model, revision
       calibration    dataset, config, split, text_field, num_samples, seq_len, seed, shuffle
-      compression    ks, mode, method, criterion
+      compression    ks, mode, method, criterion (+ k auto's budget: max_ppl_increase, ks empty)
+      selection      dataset, config, split, text_field, num_samples (None: the calibration's held-out tenth)
       evaluation     perplexity, tasks, task files, limit, max_tokens, speed (+ the CLI's suite, ...)
       publishing     a Hub repo or a local directory name (None: nowhere; the CLI's --out)
       gates          max_ppl_increase, max_acc_drop (None: every output is published)
@@ -31,6 +32,7 @@ SEED = 0
 MODES = ("attn", "block")
 METHODS = ("nbl", "drop")
 MODE, METHOD, CRITERION = "attn", "nbl", "cca"
+SELECTION_SAMPLES = 32  # selection blocks (of the calibration's length) when a selection dataset is named
 PERPLEXITY = ("wikitext2",)  # a job's default evaluation; `nbl compress --eval` asking nothing gets the same
 
 
@@ -52,6 +54,18 @@ class Compression:
     mode: str = MODE
     method: str = METHOD
     criterion: str = CRITERION
+    max_ppl_increase: float | None = None  # k auto: the largest k within this rise of the selection perplexity
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The data measured criteria (greedy, auto) and k auto score layer sets on; never the evaluation's."""
+
+    dataset: str
+    config: str | None = None
+    split: str = "validation"
+    text_field: str = TEXT_FIELD
+    num_samples: int = SELECTION_SAMPLES
 
 
 @dataclass(frozen=True)
@@ -108,6 +122,7 @@ class Recipe:
     evaluation: Evaluation = Evaluation()
     publishing: Publishing | None = None
     gates: Gates | None = None
+    selection: Selection | None = None
     # What the model card quotes: the request as submitted (JSON, no secrets); None (`nbl compress`):
     # the card quotes the output's own report.
     request: Mapping[str, Any] | None = field(default=None, compare=False)

@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from .auto_k import MEASURED
 from .calibration_stage import CalibrationResult, Report, calibration_stage, layer_source, no_report, spill_dir
 from .config import CompressConfig
 from .loading import LoadedModel, load_model, load_weights
@@ -27,6 +28,7 @@ from .loss_probe import loss_rise
 from .saving import save_compressed
 from .score_stage import fit_maps, score_stage
 from .selection import choose
+from .selection_stage import selection_stage
 from .surgery import Plan, replaced
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,7 @@ class CompressResult:
     scores: list[dict]
     outputs: list[dict] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
+    selection: dict | None = None  # measured selection (greedy, auto, k auto): auto_k.Chooser.record
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -57,7 +60,7 @@ def run(cfg: CompressConfig, report: Report = no_report, progress: bool = True, 
                         models_dir=cfg.models_dir, home=cfg.home)
     source = layer_source(lm)
     n_layers = source.config.num_hidden_layers
-    if max(cfg.ks) >= n_layers:
+    if cfg.ks and max(cfg.ks) >= n_layers:
         raise ValueError(f"k must be below the number of layers ({n_layers}), got {max(cfg.ks)}")
     timings["load_s"] = time.perf_counter() - t
 
@@ -91,6 +94,9 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
         )
         for s, r in zip(scores, rises):
             s[cfg.mode]["loss_rise"] = r
+    chosen, selection = None, None  # k -> (layers, the criterion that chose them), when measured on the selection data
+    if cfg.criterion in MEASURED or cfg.max_ppl_increase is not None:
+        chosen, selection = selection_stage(cfg, lm, cal, scores, report)
     timings["score_s"] = time.perf_counter() - t
 
     result = CompressResult(
@@ -107,18 +113,20 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
         },
         scores=scores,
         timings=timings,
+        selection=selection,
     )
+    ks = list(chosen) if chosen is not None else cfg.ks
 
     t = time.perf_counter()
-    for j, k in enumerate(cfg.ks):
-        layers = choose(scores, cfg.mode, cfg.criterion, k)
+    for j, k in enumerate(ks):
+        layers, criterion = chosen[k] if chosen is not None else (choose(scores, cfg.mode, cfg.criterion, k), cfg.criterion)
         plan = Plan(cfg.mode, cfg.method, tuple(layers))
         maps = fit_maps(cal.stats, cfg.mode, layers, cfg.ridge) if cfg.method == "nbl" else {}
-        out = None if cfg.out is None else Path(cfg.out) if len(cfg.ks) == 1 else Path(cfg.out) / f"k{k}"
-        output = {"k": k, "mode": cfg.mode, "method": cfg.method, "criterion": cfg.criterion,
+        out = None if cfg.out is None else Path(cfg.out) if len(ks) == 1 else Path(cfg.out) / f"k{k}"
+        output = {"k": k, "mode": cfg.mode, "method": cfg.method, "criterion": criterion,
                   "replaced_layers": layers, "path": str(out) if out else None}
         if out is not None:
-            report("compress", j / len(cfg.ks), f"k={k}: layers {layers} -> {out}")
+            report("compress", j / len(ks), f"k={k}: layers {layers} -> {out}")
             load_weights(lm)  # saving still writes from the whole model in memory
             with replaced(lm.model, plan, maps):
                 save_compressed(lm.model, lm.tokenizer, out, lm.family, _scores_report(cfg, lm, result, plan))
@@ -144,4 +152,5 @@ def _scores_report(cfg: CompressConfig, lm: LoadedModel, result: CompressResult,
         "replaced_layers": sorted(plan.layers),
         "calibration": result.calibration,
         "layers": result.scores,
+        **({"selection": result.selection} if result.selection is not None else {}),
     }

@@ -12,6 +12,8 @@ from service.jobs import recipe as R
 
 from .data import DatasetSpec
 from .scores import DEFAULT_RIDGE
+from .auto_k import MEASURED
+from .greedy import DEFAULT_WIDTH
 from .selection import CRITERIA
 from .stats import BRANCHES
 
@@ -36,6 +38,12 @@ class CompressConfig:
     batch_size: int | None = None
     holdout_fraction: float = 0.1
     ridge: float = DEFAULT_RIDGE
+    # Measured selection (auto_k.py): its data (None: the calibration's held-out tenth), the greedy's candidates
+    # per step, and k auto's budget (set: ks is ignored, the largest k within it is found)
+    selection: DatasetSpec | None = None
+    selection_samples: int = R.SELECTION_SAMPLES
+    greedy_width: int = DEFAULT_WIDTH
+    max_ppl_increase: float | None = None
     product_dtype: str = "float32"
     # Directories and limits come from the caller (Settings at the top); the engine reads no variable.
     stats_dir: Path | None = None  # the statistics cache (None: none; the run's sums go to a temporary directory)
@@ -53,10 +61,12 @@ class CompressConfig:
             raise ValueError(f"mode must be one of {BRANCHES}, got {self.mode!r}")
         if self.method not in R.METHODS:
             raise ValueError(f"method must be 'nbl' or 'drop', got {self.method!r}")
-        if self.criterion not in CRITERIA:
-            raise ValueError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
-        if not self.ks:
-            raise ValueError("give at least one k")
+        if self.criterion not in CRITERIA + MEASURED:
+            raise ValueError(f"criterion must be one of {CRITERIA + MEASURED}, got {self.criterion!r}")
+        if self.max_ppl_increase is not None and not self.max_ppl_increase > 0:
+            raise ValueError(f"max_ppl_increase must be positive, got {self.max_ppl_increase}")
+        if not self.ks and self.max_ppl_increase is None:
+            raise ValueError("give at least one k, or k auto with a budget")
         if any(k <= 0 for k in self.ks):
             raise ValueError(f"k must be positive, got {self.ks}")
         if self.product_dtype not in ("float32", "float64"):
@@ -66,7 +76,12 @@ class CompressConfig:
 def from_recipe(recipe: R.Recipe, model: str | None = None, **machine) -> CompressConfig:
     """The engine's config of `recipe`; `model`: where to read it (a job's local:NAME resolved to its
     directory), default the recipe's; `machine`: out, dtype, device, directories and limits."""
-    cal, comp = recipe.calibration, recipe.compression
+    cal, comp, sel = recipe.calibration, recipe.compression, recipe.selection
+    if sel is not None:
+        machine.setdefault("selection", DatasetSpec(sel.dataset, sel.config, sel.split, sel.text_field))
+        machine.setdefault("selection_samples", sel.num_samples)
+    if comp.max_ppl_increase is not None:
+        machine.setdefault("max_ppl_increase", comp.max_ppl_increase)
     return CompressConfig(
         model=model or recipe.model, revision=recipe.revision,
         dataset=DatasetSpec(cal.dataset, cal.config, cal.split, cal.text_field), ks=list(comp.ks),

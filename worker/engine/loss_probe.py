@@ -35,7 +35,7 @@ BASE = "base"
 
 
 @contextmanager
-def _replaced_layer(layer: torch.nn.Module, i: int, d: int, mode: str, method: str, fmap: LinearMap | None):
+def replaced_layer(layer: torch.nn.Module, i: int, d: int, mode: str, method: str, fmap: LinearMap | None):
     """Layer `i` with its attention branch (attn) or itself (block) replaced, as modeling_nbl does."""
     ref = next(layer.parameters())
     cls = NBLAttention if mode == "attn" else NBLBlock
@@ -55,7 +55,7 @@ def _replaced_layer(layer: torch.nn.Module, i: int, d: int, mode: str, method: s
         layer.input_layernorm, layer.self_attn = ln1, attn
 
 
-def _out(o):
+def layer_output(o):
     return o[0] if isinstance(o, tuple) else o
 
 
@@ -104,15 +104,15 @@ def loss_rise(
                 for b in range(len(batches)):
                     kw = kwargs[b][i]
                     base_in = cache.get((BASE, b)).to(device)
-                    with _replaced_layer(layer, i, source.config.hidden_size, mode, method, fmap) as rep:
-                        cache.put((i, b), _out(rep(base_in, **kw)))
+                    with replaced_layer(layer, i, source.config.hidden_size, mode, method, fmap) as rep:
+                        cache.put((i, b), layer_output(rep(base_in, **kw)))
                     done += 1
                     tick(done, total_passes)
                     for j in streams[1 : i + 1]:  # streams whose replaced layer is behind
-                        cache.put((j, b), _out(layer(cache.get((j, b)).to(device), **kw)))
+                        cache.put((j, b), layer_output(layer(cache.get((j, b)).to(device), **kw)))
                         done += 1
                         tick(done, total_passes)
-                    cache.put((BASE, b), _out(layer(base_in, **kw)))
+                    cache.put((BASE, b), layer_output(layer(base_in, **kw)))
                     done += 1
                     tick(done, total_passes)
             finally:

@@ -1,0 +1,58 @@
+"""`nbl compress --criterion greedy|auto`, `--k auto` and the selection data, on a tiny model: the layers saved
+are the ones the selection record chose, measured on the data it names, with as many tokens as it says."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from cli import main as cli
+
+
+def run(args, capsys):
+    code = cli.main(["compress", *args, "--json", "--no-load-check"])
+    out = capsys.readouterr()
+    return code, out
+
+
+BASE = ["--num-samples", "12", "--seq-len", "32"]
+
+
+def test_greedy_on_the_held_out_tenth_by_default(tiny_dir, text_file, capsys):
+    code, out = run(["--model", str(tiny_dir), "--dataset", str(text_file), *BASE, "--criterion", "greedy",
+                     "--k", "1,2"], capsys)
+    assert code == 0, out.err
+    view = json.loads(out.out)
+    sel = view["selection"]
+    assert sel["data"]["source"] == "calibration held-out" and sel["data"]["in_distribution"] is True
+    assert sel["data"]["num_samples"] == 1 and sel["tokens"] == 31  # a tenth of 12 blocks: 1 block of 32
+    outputs = {o["k"]: o for o in view["outputs"]}
+    assert {o["criterion"] for o in outputs.values()} == {"greedy"}
+    assert set(outputs[1]["replaced_layers"]) < set(outputs[2]["replaced_layers"])  # nested
+    assert [s["added"] for s in sel["greedy_steps"]] == [outputs[1]["replaced_layers"][0],
+                                                          *(set(outputs[2]["replaced_layers"]) - set(outputs[1]["replaced_layers"]))]
+    for t in sel["tried"]:
+        assert t["layers"] == outputs[t["k"]]["replaced_layers"] and t["heldout_ppl"] > 0
+    assert sel["greedy_steps"][1]["heldout_ppl"] == pytest.approx(sel["tried"][1]["heldout_ppl"])
+
+
+def test_k_auto_with_criterion_auto_on_a_selection_dataset(tiny_dir, text_file, tmp_path, capsys):
+    code, out = run(["--model", str(tiny_dir), "--dataset", str(text_file), *BASE, "--criterion", "auto",
+                     "--k", "auto", "--max-ppl-increase", "1e9", "--selection-dataset", str(text_file),
+                     "--selection-split", "train", "--selection-samples", "3"], capsys)
+    assert code == 0, out.err
+    sel = json.loads(out.out)["selection"]
+    assert sel["data"]["in_distribution"] is True and sel["data"]["split"] == "train"  # the calibration's own file
+    assert sel["tokens"] == 3 * 31 and sel["k"] == 3  # any rise fits a budget of 1e9: the tiny model's 4 layers - 1
+    assert {t["criterion"] for t in sel["tried"]} == {"cca", "cosine", "nmse", "greedy"}
+    best = min(t["heldout_ppl"] for t in sel["tried"] if t["k"] == 3)
+    won = next(t for t in sel["tried"] if t["k"] == 3 and t["criterion"] == sel["criterion"])
+    assert won["heldout_ppl"] == best and math.isfinite(best)
+
+
+def test_k_auto_needs_a_budget_and_a_budget_needs_k_auto(tiny_dir, capsys):
+    for args in (["--k", "auto"], ["--k", "2", "--max-ppl-increase", "0.1"]):
+        code, out = run(["--model", str(tiny_dir), *args], capsys)
+        assert code == 2 and "--k auto and --max-ppl-increase go together" in out.err

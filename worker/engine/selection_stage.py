@@ -1,0 +1,54 @@
+"""The selection stage of a measured criterion (greedy, auto) or of `k: auto`: which layers, scored on the
+selection data, never on the evaluation's.
+
+Selection data: the request's (`cfg.selection`, cut into blocks of the calibration's length), else the
+calibration's held-out tenth, which the result then calls in-distribution. Maps come from the cached sums:
+on the held-out tenth, from the other blocks' sums (the maps must not have seen the blocks that score them);
+on separate selection data, from all the sums, as the outputs' maps are. No calibration forward pass.
+"""
+
+from __future__ import annotations
+
+from .auto_k import Chooser
+from .calibration_stage import CalibrationResult, Report, layer_source
+from .config import CompressConfig
+from .data import load_texts, make_blocks
+from .loading import LoadedModel, load_weights
+from .score_stage import fit_maps
+from .set_loss import SetLoss
+
+
+def selection_data(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult):
+    """(blocks, what the result says of them, the sums' split the maps are fitted on)."""
+    if cfg.selection is None:
+        if len(cal.held_blocks) == 0:
+            raise ValueError(f"criterion {cfg.criterion!r} and k auto need selection data: give a selection "
+                             "dataset, or calibrate on at least 2 blocks so a tenth is held out")
+        data = {"source": "calibration held-out", "in_distribution": True, **cfg.dataset.key(),
+                "num_samples": len(cal.held_blocks)}
+        return cal.held_blocks, data, "fit"
+    blocks = make_blocks(load_texts(cfg.selection, cfg.data_dir), lm.tokenizer, cfg.selection_samples, cfg.seq_len)
+    data = {"source": "selection dataset", "in_distribution": cfg.selection == cfg.dataset, **cfg.selection.key(),
+            "num_samples": cfg.selection_samples}
+    return blocks, data, None
+
+
+def selection_stage(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult, scores: list[dict],
+                    report: Report) -> tuple[dict[int, tuple[list[int], str]], dict]:
+    """k -> (layers, the criterion that chose them), and the `selection` record (auto_k.Chooser.record)."""
+    report("score", 0.0, "selection: measuring layer sets on the selection data")
+    blocks, data, split = selection_data(cfg, lm, cal)
+    load_weights(lm)  # the sets' losses walk the layers many times: the weights stay in memory
+    set_loss = SetLoss(layer_source(lm), blocks, cfg.mode, cfg.method,
+                       lambda i: fit_maps(cal.stats, cfg.mode, [i], cfg.ridge, split=split)[i],
+                       batch_size=cal.meta.get("batch_size", 1))
+
+    def loss(layers):
+        value = set_loss(layers)
+        report("score", 1.0, f"selection: {len(set_loss.memo)} layer sets measured")
+        return value
+
+    chooser = Chooser(scores, cfg.mode, cfg.criterion, loss, set_loss.base, cfg.greedy_width)
+    ks = [chooser.auto_k(cfg.max_ppl_increase)] if cfg.max_ppl_increase is not None else list(cfg.ks)
+    chosen = {k: chooser.layers(k) for k in ks}
+    return chosen, chooser.record(data, set_loss.tokens, chosen)
