@@ -9,7 +9,8 @@ from service.api.deps import PrincipalDep, SettingsDep
 from service.core.errors import InvalidRequest
 from service.jobs import model_checks
 from service.jobs.responses import Problem
-from service.jobs.schemas import JobCreate, check_limits
+from service.jobs.limits import check_limits
+from service.jobs.schemas import JobCreate
 
 from .placement import placement_for
 from .schemas import EstimateOut

@@ -8,7 +8,7 @@ attention branches, NBL, CCA ranking. The worker turns a JobCreate into a Recipe
 Names are checked against grammars, not resolved: a model is a Hub id or `local:NAME` (NAME under
 NBL_MODELS_DIR); a local publish target is a NAME under NBL_PUBLISH_DIR. Paths, URLs and `..` never
 get through. Limits that depend on the deployment (max samples, max k) are checked by
-`check_limits` with the Settings; the exact layer count is the worker's to check.
+limits.py's `check_limits` with the Settings; the exact layer count is the worker's to check.
 """
 
 from __future__ import annotations
@@ -16,25 +16,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Discriminator,
-    Field,
-    SecretStr,
-    StrictBool,
-    StrictInt,
-    Tag,
-    model_validator,
-)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, SecretStr, StrictBool, StrictInt,
+                      Tag, model_serializer, model_validator)
 
 from service.jobs import recipe as R
 from service.jobs.dataset_names import refuse_local_reader
-from service.jobs.gates import GatesSpec, gate_errors
-from service.jobs.score_fields import CRITERIA
+from service.jobs.gates import GatesSpec
+from service.jobs.score_fields import CRITERIA, MEASURED
+from service.jobs.selection_schema import BudgetSpec, check_budget, without_none
 from service.jobs.task_records import parse_lines, text_lines
-from service.core.settings import Settings
 from service.webhooks.urls import MAX_URL_LENGTH, check_syntax
 
 # --- grammars ------------------------------------------------------------------------------------
@@ -162,33 +152,49 @@ class ModelSpec(Request):
     revision: Revision | None = Field(default=None, description="Hub branch, tag or commit (default: main)")
 
 
+DatasetName = Annotated[str, Field(max_length=200, json_schema_extra=_doc_pattern(_P_HUB)), AfterValidator(dataset_name)]
+DatasetConfig = Annotated[str, Field(json_schema_extra=_doc_pattern(_CONFIG.pattern)),
+                          AfterValidator(_pattern(_CONFIG, "dataset config"))]
+Split = Annotated[str, Field(max_length=64, json_schema_extra=_doc_pattern(_SPLIT.pattern)),
+                  AfterValidator(_pattern(_SPLIT, "split"))]
+TextField = Annotated[str, Field(json_schema_extra=_doc_pattern(_FIELD.pattern)), AfterValidator(_pattern(_FIELD, "text field"))]
+
+
 class CalibrationSpec(Request):
-    dataset: Annotated[str, Field(max_length=200, json_schema_extra=_doc_pattern(_P_HUB)),
-                       AfterValidator(dataset_name)] = Field(
-        default=R.DATASET, description="`c4`, `wikitext2`, or a Hub dataset id")
-    config: Annotated[str, Field(json_schema_extra=_doc_pattern(_CONFIG.pattern)),
-                      AfterValidator(_pattern(_CONFIG, "dataset config"))] | None = None
-    split: Annotated[str, Field(max_length=64, json_schema_extra=_doc_pattern(_SPLIT.pattern)),
-                     AfterValidator(_pattern(_SPLIT, "split"))] = R.SPLIT
-    text_field: Annotated[str, Field(json_schema_extra=_doc_pattern(_FIELD.pattern)),
-                          AfterValidator(_pattern(_FIELD, "text field"))] = R.TEXT_FIELD
+    dataset: DatasetName = Field(default=R.DATASET, description="`c4`, `wikitext2`, or a Hub dataset id")
+    config: DatasetConfig | None = None
+    split: Split = R.SPLIT
+    text_field: TextField = R.TEXT_FIELD
     num_samples: StrictInt = Field(default=R.NUM_SAMPLES, ge=1, description="calibration blocks")
     seq_len: StrictInt = Field(default=R.SEQ_LEN, ge=2, description="tokens per block (2 at least: a next token to predict)")
     seed: StrictInt = Field(default=R.SEED, ge=0, le=2**32 - 1)
     shuffle: StrictBool = False
 
 
+class SelectionSpec(Request):
+    """The data measured criteria (greedy, auto) and k auto score layer sets on; never the evaluation's."""
+    dataset: DatasetName = Field(description="`c4`, `wikitext2`, or a Hub dataset id: a sample of your target domain")
+    config: DatasetConfig | None = None
+    split: Split = "validation"
+    text_field: TextField = R.TEXT_FIELD
+    num_samples: StrictInt = Field(default=R.SELECTION_SAMPLES, ge=1, description="selection blocks")
+
+
 class CompressionSpec(Request):
     mode: Literal[R.MODES] = R.MODE  # type: ignore[valid-type]
     method: Literal[R.METHODS] = R.METHOD  # type: ignore[valid-type]
-    criterion: Literal[CRITERIA] = R.CRITERION  # type: ignore[valid-type]
+    criterion: Literal[CRITERIA + MEASURED] = R.CRITERION  # type: ignore[valid-type]
     k: Annotated[KValue | Annotated[list[KValue], Field(min_length=1, max_length=16)],
-                 AfterValidator(_k_values)] = Field(
-        description="layers to replace; a list gives one output per k from one calibration", examples=[4, [4, 8]])
+                 AfterValidator(_k_values)] | Literal["auto"] = Field(
+        description="layers to replace; a list gives one output per k from one calibration; auto: the largest "
+        "within budget.max_ppl_increase", examples=[4, [4, 8], "auto"])
+    budget: BudgetSpec | None = Field(default=None, description="with k auto: the selection perplexity's largest rise")
+    _k_auto = model_validator(mode="after")(check_budget)
+    _dump = model_serializer(mode="wrap")(without_none("budget"))  # a request without one dumps as before
 
     @property
     def ks(self) -> list[int]:
-        return [self.k] if isinstance(self.k, int) else list(self.k)
+        return [] if self.k == "auto" else [self.k] if isinstance(self.k, int) else list(self.k)
 
 
 def _task_jsonl(text: str) -> str:
@@ -273,6 +279,8 @@ class JobCreate(Request):
     calibration: CalibrationSpec = Field(default_factory=CalibrationSpec)
     compression: CompressionSpec
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
+    selection: SelectionSpec | None = Field(default=None, description="the data greedy, auto and k auto measure on "
+                                            "(default: the calibration's held-out tenth)")
     gates: GatesSpec | None = Field(default=None, description="quality gates on the evaluation: an output that "
                                     "fails one is not published; none passing fails the job (error.type quality)")
     publish: Publish | None = None
@@ -281,20 +289,4 @@ class JobCreate(Request):
         default=None, description="POSTed job.running, job.succeeded, job.failed and job.cancelled events, signed "
         "per Standard Webhooks with your team's secret; http(s) to a public address",
         examples=["https://ci.example.com/hooks/nbl"])
-
-
-def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:
-    """The deployment's limits, as validation errors in FastAPI's shape (empty when all is well)."""
-    errors = []
-
-    def over(loc: tuple, value: int, limit: int, what: str) -> None:
-        if value > limit:
-            errors.append({"loc": ["body", *loc], "msg": f"{what} must be at most {limit} on this server, got {value}",
-                           "type": "limit_exceeded", "input": value})
-
-    over(("calibration", "num_samples"), spec.calibration.num_samples, settings.max_num_samples, "num_samples")
-    over(("calibration", "seq_len"), spec.calibration.seq_len, settings.max_seq_len, "seq_len")
-    over(("compression", "k"), max(spec.compression.ks), settings.max_k, "k")
-    if spec.evaluation.limit is not None:
-        over(("evaluation", "limit"), spec.evaluation.limit, settings.max_eval_limit, "limit")
-    return errors + gate_errors(spec)
+    _dump = model_serializer(mode="wrap")(without_none("selection"))

@@ -6,7 +6,7 @@ from service.jobs import recipe as R
 from service.jobs.recipe import from_request
 from service.jobs.responses import LayerModeScores
 from service.jobs.schemas import JobCreate
-from service.jobs.score_fields import CRITERIA, CRITERION_FIELD, SCORE_FIELDS
+from service.jobs.score_fields import CRITERIA, CRITERION_FIELD, MEASURED, SCORE_FIELDS
 
 
 def test_a_minimal_request_gets_the_recipes_defaults():
@@ -41,7 +41,7 @@ def test_the_openapi_shows_the_recipes_defaults():
     props = JobCreate.model_json_schema()["$defs"]
     assert props["CalibrationSpec"]["properties"]["num_samples"]["default"] == R.NUM_SAMPLES
     assert props["CompressionSpec"]["properties"]["criterion"]["default"] == R.CRITERION
-    assert props["CompressionSpec"]["properties"]["criterion"]["enum"] == list(CRITERIA)
+    assert props["CompressionSpec"]["properties"]["criterion"]["enum"] == list(CRITERIA + MEASURED)
 
 
 def test_nbl_compress_flags_build_the_same_recipe_as_a_request():
