@@ -45,7 +45,9 @@ def test_compress_on_two_cpu_processes_prints_the_scores_of_one(tiny_dir, text_f
     assert launches == [["cpu", "cpu"]]
     assert two["outputs"][0]["replaced_layers"] == one["outputs"][0]["replaced_layers"]
     for got, want in zip(two["scores"], one["scores"], strict=True):
-        assert got["attn"] == pytest.approx(want["attn"], rel=1e-10)
+        assert got["attn"].keys() == want["attn"].keys()
+        for key, value in want["attn"].items():  # a non-finite score (a singular layer's cond) is null in JSON
+            assert got["attn"][key] == (None if value is None else pytest.approx(value, rel=1e-10)), key
 
 
 @pytest.mark.parametrize("flags, message", [
