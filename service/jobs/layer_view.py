@@ -38,9 +38,12 @@ def layer_list(session: Session, job: Job) -> LayerList:
     marks: dict[int, list[LayerMark]] = defaultdict(list)
     for sel in job.selected_layers or []:
         mode = sel.get("mode") or comp.get("mode") or R.MODE
-        scored = {i: getattr(modes[mode], field) for i, modes in by_layer.items() if modes.get(mode) is not None}
-        rank = ranks(scored, criterion) if field else {}
+        rank = {}  # a measured criterion (greedy, auto) ranks sets, not layers: no rank
+        if field:
+            rank = ranks({i: getattr(modes[mode], field) for i, modes in by_layer.items() if modes.get(mode) is not None},
+                         criterion)
         chosen = set(sel.get("layers") or [])
         for i in by_layer:
-            marks[i].append(LayerMark(k=sel["k"], mode=mode, selected=i in chosen, rank=rank.get(i)))
+            marks[i].append(LayerMark(k=sel["k"], mode=mode, selected=i in chosen, rank=rank.get(i),
+                                      criterion=sel.get("criterion")))
     return LayerList(data=[LayerScoresOut(layer=i, outputs=marks[i], **modes) for i, modes in sorted(by_layer.items())])

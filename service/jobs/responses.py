@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_serializer
 
 from service.jobs.result_schema import JobResult
 from service.jobs.score_fields import SCORE_FIELDS
+from service.jobs.selection_out import SelectionOut
+from service.jobs.selection_schema import without_none
 
 
 class Response(BaseModel):
@@ -33,6 +35,10 @@ class SelectedLayers(Response):
     k: int = Field(description="layers replaced in this output", examples=[4])
     mode: str | None = Field(None, description="attn or block", examples=["attn"])
     layers: list[int] = Field(description="the replaced layers, ascending", examples=[[19, 21, 22, 23]])
+    criterion: str | None = Field(None, description="measured selection (greedy, auto): the criterion that won; "
+                                  "absent otherwise",
+                                  examples=["cosine"])
+    _dump = model_serializer(mode="wrap")(without_none("criterion"))  # a per-layer criterion: as before
 
 
 class GateCheck(Response):
@@ -86,6 +92,8 @@ class JobOut(Response):
                                            "test set, for the base and for every output; ..."]])
     gates: GatesOut | None = Field(default=None, description="the quality gates' checks, once evaluated; null "
                                    "when the job has no gates")
+    selection: SelectionOut | None = Field(default=None, description="criterion greedy or auto, or k auto: the "
+                                           "layer sets measured on the selection data and the one kept per k")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -128,9 +136,13 @@ class LayerMark(Response):
     k: int = Field(description="the output (layers replaced)", examples=[4])
     mode: str = Field(description="the branch ranked: attn or block", examples=["attn"])
     selected: bool = Field(description="whether this output replaced the layer", examples=[True])
+    criterion: str | None = Field(None, description="measured selection (greedy, auto): the criterion that chose "
+                                  "this output's layers; absent otherwise",
+                                  examples=["greedy"])
+    _dump = model_serializer(mode="wrap")(without_none("criterion"))  # ranked by the job's criterion: as before
     rank: int | None = Field(description="the layer's place by the job's criterion in this mode, 1 = replaced "
                              "first (an output with k layers replaces ranks 1..k); null when the layer has no "
-                             "score in this mode", examples=[2])
+                             "score in this mode, or the criterion measures layer sets (greedy, auto)", examples=[2])
 
 
 class LayerScoresOut(Response):

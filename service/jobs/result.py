@@ -145,7 +145,7 @@ def job_result(spec: Mapping[str, Any], selected: Iterable[Mapping] | None,
     "k4", ...). Anything not stored yet (a queued job, an older row) is null."""
     comp = spec.get("compression") or {}
     ks = comp.get("k")
-    ks = [ks] if isinstance(ks, int) else list(ks or [])
+    ks = [ks] if isinstance(ks, int) else list(ks) if isinstance(ks, list) else []  # "auto": the k it found, below
     chosen = {int(s["k"]): s for s in selected or [] if isinstance(s, Mapping) and "k" in s}
     ks += [k for k in sorted(chosen) if k not in ks]
     metrics = metrics or {}
@@ -165,6 +165,7 @@ def job_result(spec: Mapping[str, Any], selected: Iterable[Mapping] | None,
         "calibration": calibration_of(metrics.get("calibration")),
         "base": base,
         "outputs": [output_entry(k, (chosen.get(k) or {}).get("mode", comp.get("mode")), comp.get("method"),
-                                 comp.get("criterion"), (chosen.get(k) or {}).get("layers"),
+                                 (chosen.get(k) or {}).get("criterion") or comp.get("criterion"),
+                                 (chosen.get(k) or {}).get("layers"),
                                  nested(f"k{k}"), base) for k in ks],
     }

@@ -191,6 +191,15 @@ def save_artifact(session: Session, job_id: str, k: int | None, kind: str, uri: 
     return True
 
 
+def save_selection(session: Session, job_id: str, selection: Mapping, *, lease_token: str | None = None) -> bool:
+    """What a measured selection (greedy, auto, k auto) tried and chose (auto_k.Chooser.record), shown on the job."""
+    res = session.execute(update(Job).where(owned(job_id, lease_token)).values(selection=dict(selection),
+                                                                              updated_at=utcnow())
+                          .execution_options(synchronize_session=False))
+    session.commit()
+    return res.rowcount == 1
+
+
 def save_gates(session: Session, job_id: str, gates: Mapping, *, lease_token: str | None = None) -> bool:
     """The job's quality-gate checks, {"passed": bool, "checks": [...]} (worker/gates.py), shown on the job."""
     res = session.execute(update(Job).where(owned(job_id, lease_token)).values(gates=dict(gates), updated_at=utcnow())

@@ -36,7 +36,7 @@ def job_views(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
             result=job_result(j.spec, j.selected_layers, j.metrics), artifacts=arts[j.id],
             error=JobError(type=j.error_type, message=j.error_message) if j.error_type else None, estimate=finite(j.estimate),
             warnings=warnings[j.id],
-            gates=j.gates,
+            gates=j.gates, selection=j.selection,
             created_at=j.created_at, started_at=j.started_at, finished_at=j.finished_at, updated_at=j.updated_at,
         )
         for j in jobs

@@ -23,6 +23,11 @@ from .selection import choose
 __all__ = ["MEASURED", "Chooser"]
 
 
+def ppl(loss: float) -> float | None:
+    """exp(loss), None where it is not a finite number (JSON and the job's row hold no Infinity)."""
+    return math.exp(loss) if math.isfinite(loss) and loss < 700 else None
+
+
 class Chooser:
     """`layers(k)` -> (layers, criterion that won); every set it scored is in `tried`."""
 
@@ -50,9 +55,9 @@ class Chooser:
         for criterion, layers in self.options(k).items():
             loss = self.loss(tuple(layers))
             scored.append((loss, criterion, layers))
-            self.tried.append({"k": k, "criterion": criterion, "layers": layers, "loss": loss,
-                               "heldout_ppl": math.exp(loss)})
-        loss, criterion, layers = min(scored, key=lambda t: t[0])  # min keeps the first of equal losses
+            self.tried.append({"k": k, "criterion": criterion, "layers": layers, "loss": loss, "heldout_ppl": ppl(loss)})
+        # the first of equal losses wins; NaN (a broken set) last
+        loss, criterion, layers = min(scored, key=lambda t: (math.isnan(t[0]), t[0]))
         for t in self.tried[-len(scored):]:
             t["chosen"] = t["criterion"] == criterion
         self.done[k] = layers, criterion
@@ -81,7 +86,7 @@ class Chooser:
         ks = sorted(chosen)
         return {"criterion": self.criterion if len(ks) != 1 else chosen[ks[0]][1],
                 "k": ks[0] if len(ks) == 1 else ks, "data": data, "tokens": tokens,
-                "base_ppl": math.exp(self.base_loss),
+                "base_ppl": ppl(self.base_loss),
                 "chosen": [{"k": k, "criterion": chosen[k][1], "layers": chosen[k][0]} for k in ks],
                 "tried": [{key: t[key] for key in ("k", "criterion", "layers", "heldout_ppl")} for t in self.tried],
-                "greedy_steps": [{"added": s["added"], "heldout_ppl": math.exp(s["loss"])} for s in self.greedy.steps]}
+                "greedy_steps": [{"added": s["added"], "heldout_ppl": ppl(s["loss"])} for s in self.greedy.steps]}

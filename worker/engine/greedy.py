@@ -11,6 +11,7 @@ Pure over `loss(layers) -> float`: the engine passes a SetLoss, the tests any fu
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 from service.jobs.score_fields import GREEDY_WIDTH
@@ -51,6 +52,6 @@ class Greedy:
     def _step(self) -> None:
         candidates = [i for i in self.order if i not in self.chosen][: self.width]
         tried = {c: self.loss(tuple(sorted([*self.chosen, c]))) for c in candidates}
-        best = min(candidates, key=lambda c: (tried[c], c))  # ties: the lower layer, for a stable choice
+        best = min(candidates, key=lambda c: (math.isnan(tried[c]), tried[c], c))  # ties: the lower layer; NaN last
         self.chosen.append(best)
         self.steps.append({"added": best, "loss": tried[best], "tried": tried})

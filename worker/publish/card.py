@@ -20,6 +20,7 @@ from pathlib import Path
 from service.jobs.score_fields import SCORE_LABELS
 
 from ..eval.truncation import describe
+from .card_selection import selection_section
 from .model_index import eval_results
 from .vllm_usage import vllm_usage
 
@@ -241,9 +242,11 @@ def card_text(info: CardInfo) -> str:
     if cal.get("tokens"):
         recipe += (f"\nCalibration: {format_number(cal.get('num_samples'))} × {format_number(cal.get('seq_len'))} = "
                    f"{format_number(cal['tokens'])} tokens.\n")
+    selection = selection_section(report.get("selection"), len(report.get("replaced_layers") or []))
     sections = [
         (f"# {model_name(report, info.recipe)}", method_section(report, base)),
         ("## Recipe", recipe),
+        *([("## Selection", selection)] if selection else []),
         ("## Replaced layers and their scores", layers_section(report, info.plot)),
         ("## Evaluation: base vs compressed", eval_section(info.metrics, info.scored)),
         *([("## Warnings", "".join(f"- {w}\n" for w in info.warnings))] if info.warnings else []),
