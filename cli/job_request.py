@@ -88,7 +88,14 @@ def build_request(args) -> dict[str, Any]:
     put("compression", "mode", args.mode)
     put("compression", "method", args.method)
     put("compression", "criterion", args.criterion)
-    if args.k is not None:
+    if getattr(args, "max_ppl_increase", None) is not None:
+        put("compression", "budget", {"max_ppl_increase": args.max_ppl_increase})
+    put("selection", "dataset", getattr(args, "selection_dataset", None))
+    put("selection", "split", getattr(args, "selection_split", None))
+    put("selection", "num_samples", getattr(args, "selection_samples", None))
+    if args.k is not None and args.k.strip() == "auto":
+        put("compression", "k", "auto")
+    elif args.k is not None:
         try:
             ks = [int(x) for x in args.k.split(",") if x.strip()]
         except ValueError:

@@ -88,3 +88,18 @@ def test_nbl_compress_flags_build_the_same_recipe_as_the_request():
     spec = job(compression={"k": "auto", "criterion": "auto", "budget": {"max_ppl_increase": 0.1}},
                selection={"dataset": "wikitext2", "num_samples": 16})
     assert recipe(args) == dataclasses.replace(from_request(spec), evaluation=R.Evaluation())
+
+
+def test_nbl_submit_flags_make_a_request_the_api_takes():
+    from cli.client import add_client_commands
+    from cli.job_request import build_request
+
+    parser = argparse.ArgumentParser()
+    add_client_commands(parser.add_subparsers())
+    args = parser.parse_args(["submit", "--model", "acme/m", "--k", "auto", "--max-ppl-increase", "0.2",
+                                      "--criterion", "greedy", "--selection-dataset", "wikitext2",
+                                      "--selection-split", "validation", "--selection-samples", "8"])
+    body = build_request(args)
+    assert body["compression"] == {"criterion": "greedy", "k": "auto", "budget": {"max_ppl_increase": 0.2}}
+    r = from_request(JobCreate.model_validate(body))
+    assert r.compression.max_ppl_increase == 0.2 and r.selection == R.Selection("wikitext2", None, "validation", "text", 8)
