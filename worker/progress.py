@@ -21,8 +21,9 @@ from typing import Callable
 
 from service.estimates.model import EVAL_TOKENS_PER_CORPUS, TASK_DOCS, TASK_TOKENS_PER_DOC
 from service.jobs.recipe import Recipe
+from worker.engine.auto_k import MEASURED, expected_sets
 
-STAGES = ("load", "calibrate", "score", "compress", "check", "evaluate", "publish")
+STAGES = ("load", "calibrate", "score", "select", "compress", "check", "evaluate", "publish")  # select: measured only
 LAYERS = 32  # before the model's config is read (only the loss probe's cost is not linear in layers)
 # Token-layers per layer of each stage's one unit of work, measured on SmolLM2-135M (CPU, 2 cores under
 # load, bench/results/progress_smollm2.json): scoring a layer from its sums ~0.9 s, saving an output ~4 s,
@@ -53,11 +54,14 @@ def plan(recipe: Recipe, layers: int | None = None) -> dict[str, StageCost]:
     L = layers or LAYERS
     cal, ev = recipe.calibration, recipe.evaluation
     tokens = cal.num_samples * cal.seq_len
-    outputs = len(recipe.ks)
+    outputs = len(recipe.ks) or 1  # k auto: one output
     score = StageCost(L, "layers", L * SCORE_PER_LAYER)
     if recipe.compression.criterion == "loss":  # layer l runs on l + 2 streams of the held-out tenth, then
         held = max(1, cal.num_samples // 10) * cal.seq_len  # the LM head on each of the L + 1 streams
         score = StageCost(L, "layers", L * SCORE_PER_LAYER + held * (L * (L + 3) / 2 + (L + 1) * HEAD_LAYERS))
+    comp, k_auto = recipe.compression, recipe.compression.max_ppl_increase is not None
+    sets = expected_sets(comp.criterion, recipe.ks, L, k_auto=k_auto) if comp.criterion in MEASURED or k_auto else 0
+    sel_tokens = (recipe.selection.num_samples if recipe.selection else max(1, cal.num_samples // 10)) * cal.seq_len
     ppl_tokens = ev.max_tokens or EVAL_TOKENS_PER_CORPUS
     task_docs = (len(ev.tasks) + len(ev.task_files)) * (ev.limit or TASK_DOCS)
     docs = len(ev.perplexity) * -(-ppl_tokens // WINDOW) + task_docs + (4 if ev.speed else 0)
@@ -67,6 +71,8 @@ def plan(recipe: Recipe, layers: int | None = None) -> dict[str, StageCost]:
         "load": StageCost(1, "models", L * LOAD_PER_LAYER),
         "calibrate": StageCost(tokens, "tokens", tokens * L + L * SCORE_PER_LAYER),
         "score": score,
+        # a set runs from its first replaced layer on (L/2 on average), then the LM head (set_loss.py)
+        "select": StageCost(sets, "layer sets", sets * sel_tokens * (L / 2 + HEAD_LAYERS)),
         "compress": StageCost(outputs, "outputs", outputs * L * SAVE_PER_LAYER),
         "check": StageCost(outputs, "outputs", outputs * L * CHECK_PER_LAYER),
         "evaluate": StageCost(models * docs, "documents",

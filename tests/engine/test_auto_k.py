@@ -56,3 +56,25 @@ def test_k_auto_with_no_k_within_the_budget_says_so():
         ch.auto_k(0.001)  # even layer 4 alone costs 0.01 in loss, a 1% rise
     with pytest.raises(ValueError, match="positive"):
         ch.auto_k(0)
+
+
+def test_the_expected_sets_price_the_selection_and_a_measured_job_plans_a_select_stage():
+    from service.jobs.recipe import Calibration, Compression, Recipe, Selection
+    from worker.engine.auto_k import expected_sets
+    from worker.progress import plan
+
+    assert expected_sets("cca", [4], 30) == 2  # the base and one set
+    assert expected_sets("greedy", [2], 4, width=8) == 1 + 4 + 3  # every layer, then the three left
+    assert expected_sets("auto", [2, 4], 30, width=8) == 1 + 4 * 8 + 2 * 3
+    ch = Chooser(SCORES, "attn", "auto", loss, base_loss=2.0, width=6)
+    ch.layers(2)  # measured: 6 + 5 greedy sets and 3 fixed ones, some the same set
+    assert len({tuple(t["layers"]) for t in ch.tried} | {(i,) for i in range(6)}) <= expected_sets("auto", [2], 6, 6)
+
+    def job(criterion, selection=None, ks=(4,), **kw):
+        return Recipe(model="local:m", compression=Compression(ks=ks, criterion=criterion, **kw),
+                      calibration=Calibration(num_samples=40, seq_len=256), selection=selection)
+    assert plan(job("cca"), 30)["select"].weight == 0  # a per-layer criterion measures no sets
+    held, sel = plan(job("greedy"), 30)["select"], plan(job("greedy", selection=Selection("wikitext2", num_samples=8)), 30)["select"]
+    assert held.units == sel.units == expected_sets("greedy", (4,), 30) and sel.weight == pytest.approx(2 * held.weight)
+    auto_k = plan(job("cosine", ks=(), max_ppl_increase=0.1), 30)
+    assert auto_k["select"].units == expected_sets("cosine", (), 30, k_auto=True) and auto_k["compress"].units == 1

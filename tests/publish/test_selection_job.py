@@ -30,10 +30,13 @@ def test_a_criterion_auto_k_auto_job_records_the_table_and_the_winner(deployment
         with TestClient(create_app(settings)) as c:
             (job,) = run_jobs(c, auth, [JOB], worker, log)
             layers = c.get(f"/v1/jobs/{job['id']}/layers", headers=auth).json()["data"]
+            events = c.get(f"/v1/jobs/{job['id']}/events", headers=auth).json()["data"]
     finally:
         stop(worker)
     assert job["status"] == "succeeded", (job, log.read_text()[-4000:])
     sel = job["selection"]
+    stages = [e["stage"] for e in events if e.get("stage")]
+    assert "select" in stages and stages.index("select") > stages.index("score")  # its own stage, priced by the plan
     assert sel["k"] == 3 and sel["data"]["in_distribution"] is True  # any rise the tiny model shows fits +10,000%: 4 layers - 1
     assert sel["tokens"] == 2 * 31  # the held-out tenth of 20 blocks of 32
     at3 = {t["criterion"]: t for t in sel["tried"] if t["k"] == 3}

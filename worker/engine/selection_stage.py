@@ -9,7 +9,7 @@ on separate selection data, from all the sums, as the outputs' maps are. No cali
 
 from __future__ import annotations
 
-from .auto_k import Chooser
+from .auto_k import Chooser, expected_sets
 from .calibration_stage import CalibrationResult, Report, layer_source
 from .config import CompressConfig
 from .data import load_texts, make_blocks
@@ -36,7 +36,9 @@ def selection_data(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult)
 def selection_stage(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult, scores: list[dict],
                     report: Report) -> tuple[dict[int, tuple[list[int], str]], dict]:
     """k -> (layers, the criterion that chose them), and the `selection` record (auto_k.Chooser.record)."""
-    report("score", 0.0, "selection: measuring layer sets on the selection data")
+    expected = expected_sets(cfg.criterion, cfg.ks, cal.stats.num_layers, cfg.greedy_width,
+                             cfg.max_ppl_increase is not None)
+    report("select", 0.0, f"measuring about {expected} layer sets on the selection data")
     blocks, data, split = selection_data(cfg, lm, cal)
     load_weights(lm)  # the sets' losses walk the layers many times: the weights stay in memory
     set_loss = SetLoss(layer_source(lm), blocks, cfg.mode, cfg.method,
@@ -45,7 +47,8 @@ def selection_stage(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult
 
     def loss(layers):
         value = set_loss(layers)
-        report("score", 1.0, f"selection: {len(set_loss.memo)} layer sets measured")
+        done = len(set_loss.memo) + 1  # and the base
+        report("select", min(done / expected, 0.99), f"{done} layer sets measured (about {expected} expected)")
         return value
 
     chooser = Chooser(scores, cfg.mode, cfg.criterion, loss, set_loss.base, cfg.greedy_width)
