@@ -103,3 +103,4 @@ def test_nbl_submit_flags_make_a_request_the_api_takes():
     assert body["compression"] == {"criterion": "greedy", "k": "auto", "budget": {"max_ppl_increase": 0.2}}
     r = from_request(JobCreate.model_validate(body))
     assert r.compression.max_ppl_increase == 0.2 and r.selection == R.Selection("wikitext2", None, "validation", "text", 8)
+
