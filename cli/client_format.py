@@ -72,7 +72,13 @@ def job_lines(job: dict) -> list[str]:
     if job.get("metadata"):
         lines.append("  metadata " + " ".join(f"{k}={v}" for k, v in sorted(job["metadata"].items())))
     for sel in job.get("selected_layers") or []:
-        lines.append(f"  k={sel.get('k')}: layers {sel.get('layers')}")
+        lines.append(f"  k={sel.get('k')}: layers {sel.get('layers')}" + (f" (chosen by {sel['criterion']})"
+                                                                         if sel.get("criterion") else ""))
+    measured = job.get("selection") or {}
+    for t in measured.get("tried") or []:  # the held-out table of a measured selection (greedy, auto, k auto)
+        ppl = t.get("heldout_ppl")
+        lines.append(f"  selection k={t['k']} {t['criterion']}: ppl {'n/a' if ppl is None else f'{ppl:.3f}'} "
+                     f"layers {t['layers']}")
     for a in job.get("artifacts") or []:
         sha = f" @ {a['commit_sha'][:12]}" if a.get("commit_sha") else ""
         lines.append(f"  {a['kind']} k={a['k']}: {a['uri']}{sha}")

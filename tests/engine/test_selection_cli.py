@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -56,3 +57,26 @@ def test_k_auto_needs_a_budget_and_a_budget_needs_k_auto(tiny_dir, capsys):
     for args in (["--k", "auto"], ["--k", "2", "--max-ppl-increase", "0.1"]):
         code, out = run(["--model", str(tiny_dir), *args], capsys)
         assert code == 2 and "--k auto and --max-ppl-increase go together" in out.err
+
+
+def test_the_table_names_the_selection_and_every_set_measured(tiny_dir, text_file, capsys):
+    code = cli.main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), *BASE, "--criterion", "auto",
+                     "--k", "2", "--no-load-check"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "selection on calibration held-out (in-distribution): 31 tokens" in out
+    rows = [line for line in out.splitlines() if line[2:].startswith("k=2 ")]
+    assert sorted(re.search(r"k=2\s+(\w+)", line).group(1) for line in rows) == ["cca", "cosine", "greedy", "nmse"]
+    assert sum(line.startswith("*") for line in rows) == 1  # the one kept
+
+
+def test_nbl_wait_prints_the_winner_and_the_table():
+    from cli.client_format import job_lines
+
+    job = {"id": "job_1", "status": "succeeded", "spec": {"compression": {"criterion": "auto", "k": "auto"}},
+           "selected_layers": [{"k": 2, "mode": "attn", "layers": [1, 3], "criterion": "greedy"}],
+           "selection": {"tried": [{"k": 2, "criterion": "cca", "layers": [0, 1], "heldout_ppl": 30.5},
+                                   {"k": 2, "criterion": "greedy", "layers": [1, 3], "heldout_ppl": None}]}}
+    text = "\n".join(job_lines(job))
+    assert "k=2: layers [1, 3] (chosen by greedy)" in text
+    assert "selection k=2 cca: ppl 30.500 layers [0, 1]" in text and "selection k=2 greedy: ppl n/a" in text
