@@ -80,3 +80,22 @@ def test_nbl_wait_prints_the_winner_and_the_table():
     text = "\n".join(job_lines(job))
     assert "k=2: layers [1, 3] (chosen by greedy)" in text
     assert "selection k=2 cca: ppl 30.500 layers [0, 1]" in text and "selection k=2 greedy: ppl n/a" in text
+
+
+def test_selection_on_the_calibration_dataset_takes_the_blocks_after_the_calibrations(text_file):
+    from types import SimpleNamespace
+
+    from conftest import tiny_tokenizer
+    from worker.engine.config import CompressConfig
+    from worker.engine.data import DatasetSpec, load_texts, make_blocks
+    from worker.engine.selection_stage import selection_data
+
+    tok = tiny_tokenizer()
+    spec = DatasetSpec(str(text_file))
+    cfg = CompressConfig(model="m", dataset=spec, ks=[1], num_samples=12, seq_len=32, shuffle=True, seed=3,
+                         criterion="greedy", selection=spec, selection_samples=3)
+    blocks, data, split = selection_data(cfg, SimpleNamespace(tokenizer=tok), None)
+    every = make_blocks(load_texts(spec), tok, 15, 32, True, 3)
+    assert blocks.tolist() == every[12:].tolist() and data["in_distribution"] is True and split is None
+    calibration = {tuple(b) for b in every[:12].tolist()}
+    assert not any(tuple(b) in calibration for b in blocks.tolist())

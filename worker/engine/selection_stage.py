@@ -1,8 +1,9 @@
 """The selection stage of a measured criterion (greedy, auto) or of `k: auto`: which layers, scored on the
 selection data, never on the evaluation's.
 
-Selection data: the request's (`cfg.selection`, cut into blocks of the calibration's length), else the
-calibration's held-out tenth, which the result then calls in-distribution. Maps come from the cached sums:
+Selection data: the request's (`cfg.selection`, cut into blocks of the calibration's length; when it is the
+calibration's own dataset, the blocks that follow the calibration's), else the calibration's held-out tenth,
+which the result then calls in-distribution. Maps come from the cached sums:
 on the held-out tenth, from the other blocks' sums (the maps must not have seen the blocks that score them);
 on separate selection data, from all the sums, as the outputs' maps are. No calibration forward pass.
 """
@@ -27,8 +28,13 @@ def selection_data(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult)
         data = {"source": "calibration held-out", "in_distribution": True, **cfg.dataset.key(),
                 "num_samples": len(cal.held_blocks)}
         return cal.held_blocks, data, "fit"
-    blocks = make_blocks(load_texts(cfg.selection, cfg.data_dir), lm.tokenizer, cfg.selection_samples, cfg.seq_len)
-    data = {"source": "selection dataset", "in_distribution": cfg.selection == cfg.dataset, **cfg.selection.key(),
+    same = cfg.selection == cfg.dataset
+    if same:  # the calibration's own data: the blocks after the calibration's, in its order, which no map has seen
+        blocks = make_blocks(load_texts(cfg.selection, cfg.data_dir), lm.tokenizer, cfg.num_samples + cfg.selection_samples,
+                             cfg.seq_len, cfg.shuffle, cfg.seed)[cfg.num_samples:]
+    else:
+        blocks = make_blocks(load_texts(cfg.selection, cfg.data_dir), lm.tokenizer, cfg.selection_samples, cfg.seq_len)
+    data = {"source": "selection dataset", "in_distribution": same, **cfg.selection.key(),
             "num_samples": cfg.selection_samples}
     return blocks, data, None
 
