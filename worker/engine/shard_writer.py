@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import struct
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
@@ -84,7 +83,8 @@ def write_safetensors(path: Path, entries: dict[str, torch.Tensor], value: Calla
                 raise ValueError(f"{name}: shape {tuple(t.shape)} in the base, the compressed model expects "
                                  f"{tuple(want.shape)}")
             t = t.detach().to("cpu", want.dtype).contiguous()
-            f.write(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+            f.write(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+            del t
 
 
 def write_shards(out: Path, base: Path, model, extra: dict[str, torch.Tensor],
@@ -102,21 +102,18 @@ def write_shards(out: Path, base: Path, model, extra: dict[str, torch.Tensor],
     if missing:
         raise ValueError(f"the base checkpoint {base} lacks {len(missing)} tensors of the compressed model, "
                          f"e.g. {missing[:3]}")
-    with ExitStack() as stack:
-        from safetensors import safe_open
+    from safetensors import safe_open
 
-        opened: dict[str, object] = {}
+    def value(name: str) -> torch.Tensor:
+        if name in extra:
+            return extra[name]
+        # opened per tensor: the file's mapping goes with it, so the host holds one tensor (pages of a
+        # mapping kept open stay resident: the whole base, once every tensor was read)
+        with safe_open(str(Path(base) / files[name]), "pt", device="cpu") as f:
+            return f.get_tensor(name)
 
-        def value(name: str) -> torch.Tensor:
-            if name in extra:
-                return extra[name]
-            file = files[name]
-            if file not in opened:
-                opened[file] = stack.enter_context(safe_open(str(Path(base) / file), "pt", device="cpu"))
-            return opened[file].get_tensor(name)
-
-        for shard, names in split.filename_to_tensors.items():
-            write_safetensors(Path(out) / shard, {n: entries[n] for n in names}, value)
+    for shard, names in split.filename_to_tensors.items():
+        write_safetensors(Path(out) / shard, {n: entries[n] for n in names}, value)
     written = list(split.filename_to_tensors)
     if split.is_sharded:
         index = {"metadata": {"total_parameters": model.num_parameters(), **split.metadata},
