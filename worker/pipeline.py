@@ -29,7 +29,7 @@ from .engine import compress
 from .engine.config import from_recipe
 from .engine.devices import visible
 from .engine.hub_ids import refuse_path_shadowing
-from .engine.loading import load_model, load_weights
+from .engine.loading import load_model, load_weights, release_weights
 from .eval.compare import evaluate_outputs
 from .engine.saving import SCORES_FILE
 from . import gates, preflight, progress, run_warnings
@@ -152,7 +152,6 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len, fit), "reading the model's config")
     if figures:
         sink.estimate(figures)  # kept on the job when the API could not size it (a Hub model, offline)
-    # Without its weights: calibration reads them one layer at a time; saving and evaluation load them whole.
     start = time.perf_counter()
     lm = retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes,
                                       weights=False, models_dir=cfg.models_dir, home=cfg.home), "loading the model")
@@ -180,7 +179,8 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
         return result  # scores and the layers each k would replace; nothing saved
 
     outputs = {o["k"]: Path(o["path"]) for o in compressed.outputs}
-    if options.load_check:
+    if options.load_check:  # the base (whole after a measured selection) leaves memory before each output loads
+        release_weights(lm)
         result.checks = check(outputs, refs, sink, options.check_timeout_s) or {}
     metrics: dict[str, dict[str, float]] = {}
     if not recipe.evaluation.empty():

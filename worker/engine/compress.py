@@ -7,7 +7,8 @@ The stages live one to a file: the request (config.py), calibration (calibration
 layer, each layer scored as soon as its sums are complete and written to its own shard of the
 statistics cache), scores and maps read one shard at a time (score_stage.py); this file chooses the
 layers and saves each output. Given no loaded model, `run` reads the weights one layer at a time from
-the checkpoint (layer_source.py) and loads the whole model only to save outputs or for the `loss` probe.
+the checkpoint (layer_source.py); each output is written tensor by tensor from the checkpoint's shards
+(saving.write_compressed), so the whole model is never loaded to save.
 """
 
 from __future__ import annotations
@@ -18,18 +19,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import torch
-
 from .auto_k import MEASURED
 from .calibration_stage import CalibrationResult, Report, calibration_stage, layer_source, no_report, spill_dir
 from .config import CompressConfig
-from .loading import LoadedModel, load_model, load_weights
+from .layerwise_logits import LayerwiseModel
+from .loading import LoadedModel, load_model
 from .loss_probe import loss_rise
-from .saving import save_compressed
+from .saving import write_compressed
 from .score_stage import fit_maps, score_stage
 from .selection import choose
 from .selection_stage import selection_stage
-from .surgery import Plan, replaced
+from .surgery import Plan
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +47,10 @@ class CompressResult:
 
 
 def run(cfg: CompressConfig, report: Report = no_report, progress: bool = True, lm: LoadedModel | None = None,
-        on_saved: Callable[[dict, torch.nn.Module], None] | None = None) -> CompressResult:
-    """`on_saved(output, model)` runs after each output is saved, while `model` is still the compressed
-    one in memory (the job's load check takes its reference logits there). Without `lm`, the model is
-    loaded without weights and calibrated layer by layer from its checkpoint."""
+        on_saved: Callable[[dict, LayerwiseModel], None] | None = None) -> CompressResult:
+    """`on_saved(output, model)` runs after each output is saved; `model` gives the compressed model's
+    logits one decoder layer at a time (the job's load check takes its reference logits there). Without
+    `lm`, the model is loaded without weights and calibrated layer by layer from its checkpoint."""
     cfg.check()
     timings = {}
     t = time.perf_counter()
@@ -127,11 +127,11 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
                   "replaced_layers": layers, "path": str(out) if out else None}
         if out is not None:
             report("compress", j / len(ks), f"k={k}: layers {layers} -> {out}")
-            load_weights(lm)  # saving still writes from the whole model in memory
-            with replaced(lm.model, plan, maps):
-                save_compressed(lm.model, lm.tokenizer, out, lm.family, _scores_report(cfg, lm, result, plan))
-                if on_saved is not None:
-                    on_saved(output, lm.model)
+            # written tensor by tensor from the base's shards: the whole model is never in memory
+            write_compressed(lm.path, plan.as_config(), maps, lm.dtype, lm.tokenizer, out, lm.family,
+                             _scores_report(cfg, lm, result, plan), cfg.max_shard_size)
+            if on_saved is not None:
+                on_saved(output, LayerwiseModel(layer_source(lm), plan, maps))
         result.outputs.append(output)
     timings["compress_s"] = time.perf_counter() - t
     report("compress", 1.0, "done")

@@ -15,6 +15,7 @@ from .scores import DEFAULT_RIDGE
 from .auto_k import MEASURED
 from .greedy import DEFAULT_WIDTH
 from .selection import CRITERIA
+from .shard_writer import MAX_SHARD_SIZE
 from .stats import BRANCHES
 
 
@@ -54,6 +55,7 @@ class CompressConfig:
     data_dir: Path | None = None  # the shipped data sets that `c4` and `wikitext2` name (None: the Hub)
     models_dir: Path | None = None  # where a GGUF input is converted
     home: Path | None = None  # where local weights' digests are memoised (None: hashed every time)
+    max_shard_size: int | str = MAX_SHARD_SIZE  # an output's safetensors shards, as save_pretrained's argument
 
     def check(self) -> None:
         """Checks that need no model; k against the layer count is checked after loading."""

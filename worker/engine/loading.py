@@ -13,6 +13,7 @@ or the content hash of local files, fingerprint.py); the statistics cache is key
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,6 +123,17 @@ def load_weights(lm: LoadedModel) -> LoadedModel:
         net = AutoModelForCausalLM.from_pretrained(lm.path, dtype=lm.dtype, trust_remote_code=False,
                                                    use_safetensors=True)
         lm.model = net.to(lm.device).eval()
+    return lm
+
+
+def release_weights(lm: LoadedModel) -> LoadedModel:
+    """Drop the whole model, if loaded, and return its device memory to the driver: a fresh process (the
+    load check) is about to load an output beside this one."""
+    if lm.model is not None:
+        lm.model = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
     return lm
 
 

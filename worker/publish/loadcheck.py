@@ -1,13 +1,14 @@
 """The load check before publishing: the saved directory, reloaded in a fresh Python process the way a
 user loads it (`AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=True)`), must generate, and
-its logits on fixed token ids must match those of the compressed model still in memory.
+its logits on fixed token ids must match those of the compressed model, computed before the reload
+(one decoder layer at a time, from the base checkpoint and the maps: engine/layerwise_logits.py).
 
 Why a fresh process: in the worker, modeling_nbl and the surgery are already imported, so an
 in-process reload can pass while the directory alone is broken (a missing file, a class that only
 exists in our package, weights saved under the wrong names). The child cannot import `worker` or
 `service` at all, and runs from an empty directory with an empty Hugging Face cache, offline.
 
-    ref = reference(model)              # in memory, right after saving (compress.run's on_saved)
+    ref = reference(model)              # right after saving (compress.run's on_saved)
     check(out_dir, ref)                 # later, before publishing; raises LoadCheckError
 """
 
@@ -42,15 +43,20 @@ CHILD = textwrap.dedent(
     p = torch.load(probe, weights_only=True)
     tok = AutoTokenizer.from_pretrained(path)
     tok("load check")
+    spread = p["max_memory"] is not None  # larger than one device: accelerate places it (device_map="auto")
+    kw = dict(device_map="auto", max_memory=p["max_memory"], offload_folder=p["offload"]) if spread else {}
     model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True, dtype=p["dtype"],
-                                                 use_safetensors=True).to(p["device"]).eval()
-    ids = p["ids"].to(p["device"])
+                                                 use_safetensors=True, **kw)
+    model = (model if spread else model.to(p["device"])).eval()
+    first = model.device if spread else torch.device(p["device"])  # meta: all of it offloaded to disk
+    ids = p["ids"].to("cpu" if first.type == "meta" else first)
     with torch.no_grad():
         logits = model(ids).logits.float().cpu()
         prompt = ids[:, : p["prompt"]]
         gen = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=p["new"],
                              min_new_tokens=p["new"], do_sample=False, pad_token_id=0).cpu()
-    torch.save({"logits": logits, "generated": gen, "cls": type(model).__name__}, out)
+    placed = sorted({str(d) for d in getattr(model, "hf_device_map", {}).values()}) if spread else [p["device"]]
+    torch.save({"logits": logits, "generated": gen, "cls": type(model).__name__, "placed": placed}, out)
     """
 )
 
@@ -75,11 +81,15 @@ def probe_ids(vocab_size: int, n: int = PROBE_TOKENS) -> torch.Tensor:
 
 @torch.no_grad()
 def reference(model) -> Reference:
-    """The compressed model's logits on the probe ids, taken in memory before anything is reloaded."""
-    param = next(model.parameters())
+    """The compressed model's logits on the probe ids, taken before anything is reloaded. `model`: the
+    compressed model in memory, or engine/layerwise_logits.LayerwiseModel, which computes them one
+    decoder layer at a time from the base checkpoint and the maps (compress.run's on_saved)."""
     ids = probe_ids(model.config.vocab_size)
-    logits = model(ids.to(param.device)).logits.float().cpu()  # (1, T, V)
-    return Reference(ids=ids, logits=logits, dtype=param.dtype, device=param.device.type)
+    if isinstance(model, torch.nn.Module):
+        param = next(model.parameters())
+        logits = model(ids.to(param.device)).logits.float().cpu()  # (1, T, V)
+        return Reference(ids=ids, logits=logits, dtype=param.dtype, device=param.device.type)
+    return Reference(ids=ids, logits=model.logits(ids), dtype=model.dtype, device=model.device.type)
 
 
 def tolerance(ref: Reference) -> float:
@@ -95,14 +105,32 @@ def _child_env(hf_home: str) -> dict[str, str]:
     return env
 
 
-def check(path: str | Path, ref: Reference, timeout_s: float = 900) -> dict:
-    """Reload `path` in a fresh process and compare; returns {"max_abs_diff", "tolerance", "class"}.
+def max_memory_for(path: Path, ref: Reference, headroom: float = 1.25) -> dict | None:
+    """None when the output's weights (x headroom) fit the free memory of the reference's device, else
+    accelerate's max_memory over every visible GPU and the host (the rest offloaded to disk)."""
+    if ref.device != "cuda":
+        return None  # on the CPU, host memory is the one device
+    weights = sum(f.stat().st_size for f in Path(path).glob("*.safetensors"))
+    free = [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
+    if weights * headroom <= free[0]:
+        return None
+    import psutil
+
+    return {**{i: int(b / headroom) for i, b in enumerate(free)}, "cpu": int(psutil.virtual_memory().available / 2)}
+
+
+def check(path: str | Path, ref: Reference, timeout_s: float = 900, max_memory: dict | None = None) -> dict:
+    """Reload `path` in a fresh process and compare; returns {"max_abs_diff", "tolerance", "class", "placed"
+    (where the weights went: the device, or device_map's devices and "disk")}.
+    `max_memory` (accelerate's, e.g. {0: bytes, "cpu": bytes}): load with device_map="auto" within it,
+    the rest offloaded to disk; None: max_memory_for decides (one device when the output fits it).
     Raises LoadCheckError saying what went wrong."""
     path = Path(path).resolve()
+    max_memory = max_memory if max_memory is not None else max_memory_for(path, ref)
     with tempfile.TemporaryDirectory(prefix="nbl-loadcheck-") as tmp:
         probe, out = Path(tmp) / "probe.pt", Path(tmp) / "out.pt"
         torch.save({"ids": ref.ids, "dtype": ref.dtype, "device": ref.device, "prompt": PROMPT_TOKENS,
-                    "new": NEW_TOKENS}, probe)
+                    "new": NEW_TOKENS, "max_memory": max_memory, "offload": str(Path(tmp) / "offload")}, probe)
         cwd = Path(tmp) / "cwd"
         cwd.mkdir()
         try:
@@ -128,4 +156,4 @@ def check(path: str | Path, ref: Reference, timeout_s: float = 900) -> dict:
     generated = got["generated"].shape[-1] - PROMPT_TOKENS
     if generated != NEW_TOKENS:
         raise LoadCheckError(f"load check: {path.name} generated {generated} tokens, expected {NEW_TOKENS}")
-    return {"max_abs_diff": diff, "tolerance": tol, "class": got["cls"]}
+    return {"max_abs_diff": diff, "tolerance": tol, "class": got["cls"], "placed": got["placed"]}
