@@ -1,6 +1,7 @@
 """Peak host memory of `nbl compress` on CPU against the size of the weights (issue 12's target).
 
     .venv/bin/python bench/memory_cpu.py [--layers 24] [--hidden 1024] [--num-samples 32] [--seq-len 512]
+        [--save [--load-check]] [--out bench/results/memory_cpu.json]
 
 Builds a random Llama (d=1024, 24 layers, float32 safetensors, about 1.5 GB, SmolLM2's tokenizer) in
 a scratch directory, then runs, each in its own process:
@@ -8,7 +9,8 @@ a scratch directory, then runs, each in its own process:
     python -c "import torch, transformers"                       the baseline
     nbl compress --model DIR --dataset c4 --num-samples 32 --seq-len 512 --mode attn --k 4 --no-cache --json
 
-and reads each one's peak RSS with /usr/bin/time. The target: the compress run's peak minus the
+and reads each one's peak RSS with /usr/bin/time. `--save` adds `--out DIR --no-load-check` (the output
+written too; `--load-check` keeps the fresh-process reload, whose own peak /usr/bin/time counts as well). The target: the compress run's peak minus the
 baseline's stays below half the weights' bytes. Before issue 12 it was the weights plus 2 GB of sums.
 Writes bench/results/memory_cpu.json, with the machine's load average (other work only adds time).
 """
@@ -82,6 +84,8 @@ def main() -> None:
     ap.add_argument("--num-samples", type=int, default=32)
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--batch-size", type=int, help="blocks per batch (default: nbl compress's, 4096 tokens on CPU)")
+    ap.add_argument("--save", action="store_true", help="also write the output (nbl compress --out)")
+    ap.add_argument("--load-check", action="store_true", help="with --save: keep the fresh-process load check")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "memory_cpu.json")
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed)")
     args = ap.parse_args()
@@ -103,6 +107,9 @@ def main() -> None:
                "--k", "4", "--no-cache", "--json"]
         if args.batch_size:
             cmd += ["--batch-size", str(args.batch_size)]
+        if args.save:
+            shutil.rmtree(work / "out", ignore_errors=True)
+            cmd += ["--out", str(work / "out"), *([] if args.load_check else ["--no-load-check"])]
         load_before = os.getloadavg()
         peak, seconds, out = peak_rss(cmd, {**env, "NBL_HOME": str(work / "home")})
         report = json.loads(out)
@@ -111,6 +118,9 @@ def main() -> None:
             "model": {"layers": args.layers, "hidden": args.hidden, "intermediate": args.intermediate,
                       "dtype": "float32", "weights_bytes": weights},
             "tokens": report["calibration"]["tokens"],
+            "saved": args.save, "load_check": args.save and args.load_check,
+            "code": subprocess.run(["git", "-C", os.getcwd(), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                   text=True).stdout.strip(),
             "baseline_peak_rss_bytes": base,
             "compress_peak_rss_bytes": peak,
             "peak_minus_baseline_bytes": peak - base,
