@@ -23,7 +23,7 @@ test: install
 	$(PY) -m pytest -q -rs --durations=25 --ignore=tests/serving
 
 test-fast: install
-	$(PY) -m pytest -q -m "not slow" --ignore=tests/serving
+	$(PY) -m pytest -q -m "not slow and not e2e" --ignore=tests/serving
 
 demo: install
 	bash scripts/demo.sh

@@ -107,3 +107,21 @@ def load_smollm2(home: Path):
     from worker.engine.loading import load_model
 
     return load_model(str(smollm2_gguf()), models_dir=home / "models", home=home)
+
+
+# Files whose tests run the system end to end: a real worker, server or fresh Python processes per test.
+# They run in `make test` (and CI) like the rest; `make test-fast` leaves them out with `not e2e`.
+E2E_FILES = {
+    "integration/test_job_e2e.py", "integration/test_path_leaks.py", "publish/test_publish_job.py",
+    "publish/test_gates_job.py", "publish/test_selection_job.py", "publish/test_loadcheck.py",
+    "publish/test_loadcheck_device_map.py", "publish/test_hub_failures_job.py", "engine/test_data_parallel.py",
+    "engine/test_devices_options.py", "progress/test_job_progress.py", "estimates/test_routing_redis.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).parent
+    for item in items:
+        rel = Path(str(item.fspath)).relative_to(here).as_posix() if str(item.fspath).startswith(str(here)) else ""
+        if rel in E2E_FILES or rel.startswith("faults/"):
+            item.add_marker(pytest.mark.e2e)
