@@ -4,6 +4,8 @@ on /layers and on the card, with the held-out table; the output replaces the lay
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 from huggingface_hub import ModelCard
@@ -47,6 +49,9 @@ def test_a_criterion_auto_k_auto_job_records_the_table_and_the_winner(deployment
     marks = [m for row in layers for m in row["outputs"]]
     assert {m["criterion"] for m in marks} == {won["criterion"]}
     assert sorted(row["layer"] for row in layers if row["outputs"][0]["selected"]) == won["layers"]
-    card = ModelCard.load(settings.publish_dir / "alpha" / "auto" / "README.md")
+    out = settings.publish_dir / "alpha" / "auto"
+    assert json.loads((out / "nbl_scores.json").read_text())["recipe"]["max_ppl_increase"] == 100  # the plot's budget line
+    assert (out / "nbl_scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    card = ModelCard.load(out / "README.md")
     assert "## Selection" in card.text and f"This output (k=3): **{won['criterion']}**" in card.text
     assert "held-out tenth (in-distribution" in card.text and f"| 3 | greedy | {at3['greedy']['layers']} |" in card.text
