@@ -118,3 +118,19 @@ def test_nbl_eval_card_rewrites_the_card_with_its_results(tmp_path, text_file, t
     assert f"**Truncated evaluation**, scored on a sample: wikitext2 perplexity on {tokens:,} of " in card.text
     assert {r.dataset_args["tokens"] for r in card.data.eval_results} == {tokens}
     assert main(["eval", "--model", str(tiny_dir), "--card"]) == 2  # not a compressed output: refused
+
+
+def test_card_command_of_a_k_auto_run_gives_the_budget_and_the_selection_data():
+    from worker.publish.card import recipe_section
+
+    report = {"base_model": "m", "recipe": {"dataset": {"path": "c4", "split": "train"}, "num_samples": 8,
+                                            "criterion": "auto", "k": 5, "max_ppl_increase": 0.1},
+              "selection": {"data": {"source": "selection dataset", "path": "wikitext2", "config": None,
+                                     "split": "validation", "text_field": "text", "num_samples": 16}}}
+    text = recipe_section(report, None)
+    assert "--k auto --max-ppl-increase 0.1" in text and "--k 5" not in text
+    assert "--selection-dataset wikitext2" in text and "--selection-samples 16" in text
+    assert "--selection-split" not in text  # validation is the default
+    held = {**report, "recipe": {**report["recipe"], "max_ppl_increase": None},
+            "selection": {"data": {"source": "calibration held-out", "num_samples": 1}}}
+    assert "--k 5" in recipe_section(held, None) and "--selection" not in recipe_section(held, None)

@@ -144,13 +144,30 @@ def recipe_section(report: dict, recipe: dict | None) -> str:
             args.append(f"--text-field {ds['text_field']}")
     for key in ("num_samples", "seq_len", "seed", "mode", "method", "criterion", "k"):
         if key in r:
-            args.append(f"--{key.replace('_', '-')} {r[key]}")
+            auto = key == "k" and r.get("max_ppl_increase") is not None  # k auto: the budget, not the k it found
+            args.append(f"--k auto --max-ppl-increase {r['max_ppl_increase']}" if auto
+                        else f"--{key.replace('_', '-')} {r[key]}")
     if r.get("shuffle"):
         args.append("--shuffle")
+    args += selection_args((report.get("selection") or {}).get("data") or {})
     text = "```\nnbl compress " + " \\\n    ".join(args) + "\n```\n"
     if report.get("base_fingerprint"):
         text += f"\nBase weights: `{report['base_fingerprint']}`.\n"
     return text
+
+
+def selection_args(data: dict) -> list[str]:
+    """The selection flags that reproduce a run measured on separate selection data (none for the held-out tenth)."""
+    if data.get("source") != "selection dataset":
+        return []
+    args = [f"--selection-dataset {data.get('path')}"]
+    if data.get("config"):
+        args.append(f"--selection-config {data['config']}")
+    if data.get("split", "validation") != "validation":
+        args.append(f"--selection-split {data['split']}")
+    if data.get("text_field", "text") != "text":
+        args.append(f"--selection-text-field {data['text_field']}")
+    return args + [f"--selection-samples {data.get('num_samples')}"]
 
 
 def layers_section(report: dict, plot: str | None) -> str:
