@@ -38,15 +38,15 @@ def test_a_fixed_criterion_is_measured_but_not_replaced():
     assert [t["criterion"] for t in ch.tried] == ["cca"] and ch.tried[0]["heldout_ppl"] == pytest.approx(math.exp(2.9))
 
 
-def test_k_auto_is_the_largest_k_within_the_budget_by_bisection():
+def test_k_auto_is_the_largest_k_within_the_budget_by_doubling_then_bisection():
     ch = Chooser(SCORES, "attn", "auto", loss, base_loss=2.0, width=6)
     # best set per k: 0.01, 0.06, 0.26 (greedy 2, 4, 5), 0.56, 0.96; a budget of e^0.3 - 1 allows k = 3
     k = ch.auto_k(math.expm1(0.3))
     assert k == 3
-    assert sorted({t["k"] for t in ch.tried}) == [3, 4]  # 1..5 bisected: 3 fits, 4 does not
+    assert sorted({t["k"] for t in ch.tried}) == [1, 2, 3, 4]  # doubled 1, 2 (fit), 4 (does not), then 3 fits
     rec = ch.record({"source": "x"}, 100, {k: ch.layers(k)})
     assert rec["k"] == 3 and rec["criterion"] == "greedy" and rec["tokens"] == 100 and rec["base_ppl"] == pytest.approx(math.e ** 2)
-    assert {(t["k"], t["criterion"]) for t in rec["tried"]} == {(k, c) for k in (3, 4) for c in ("cca", "cosine", "nmse", "greedy")}
+    assert {(t["k"], t["criterion"]) for t in rec["tried"]} == {(k, c) for k in (1, 2, 3, 4) for c in ("cca", "cosine", "nmse", "greedy")}
     assert rec["chosen"] == [{"k": 3, "criterion": "greedy", "layers": [2, 4, 5]}]
 
 
@@ -78,3 +78,17 @@ def test_the_expected_sets_price_the_selection_and_a_measured_job_plans_a_select
     assert held.units == sel.units == expected_sets("greedy", (4,), 30) and sel.weight == pytest.approx(2 * held.weight)
     auto_k = plan(job("cosine", ks=(), max_ppl_increase=0.1), 30)
     assert auto_k["select"].units == expected_sets("cosine", (), 30, k_auto=True) and auto_k["compress"].units == 1
+
+
+@pytest.mark.parametrize("n_layers", [2, 3, 7, 30, 33])
+def test_k_auto_finds_the_largest_fitting_k_for_every_threshold_and_measures_the_k_above_it(n_layers):
+    """Any monotone loss curve and any budget: the k found is the last that fits, k + 1 was measured and failed
+    (unless k is L - 1), and the greedy is never grown past twice the k found."""
+    scores = [{"layer": i, "attn": {"cca_bound": float(i), "cosine": 1.0 - i / 100, "nmse": float(i)}}
+              for i in range(n_layers)]
+    for answer in range(1, n_layers):
+        ch = Chooser(scores, "attn", "greedy", lambda layers: 2.0 + 0.1 * len(layers), base_loss=2.0, width=2)
+        k = ch.auto_k(math.expm1(0.1 * answer + 0.05))
+        tried = {t["k"] for t in ch.tried}
+        assert k == answer and (k + 1 in tried or k == n_layers - 1), (n_layers, answer, sorted(tried))
+        assert len(ch.greedy.chosen) <= 2 * k
