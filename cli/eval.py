@@ -51,6 +51,8 @@ def add_eval(sub) -> None:
     add_eval_options(p)
     p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
     p.add_argument("--device", default="auto")
+    p.add_argument("--devices", metavar="LIST", help="a model larger than the first of these is spread over them "
+                   "with device_map=auto, the rest offloaded (e.g. cuda:0,cuda:1; default: every visible GPU)")
     p.add_argument("--threads", type=_positive, help="CPU threads for torch (default: torch's choice; on a busy "
                    "machine 1 can be much faster than several)")
     p.add_argument("--no-cache", action="store_true", help="re-evaluate the base even if its result is cached")
@@ -120,13 +122,15 @@ def _base_source(args) -> tuple[str | None, str | None]:
 
 def cmd_eval(args) -> int:
     from service.core.settings import Settings
+    from worker.engine.devices import visible
     from worker.eval.compressed import is_compressed_dir, load_for_eval
     from worker.eval.evaluate import evaluate_cached, evaluate_model
     from worker.eval.report import print_table, report
 
     spec = eval_spec(args)
     settings = Settings()  # NBL_DATA_DIR, NBL_MODELS_DIR, NBL_HOME, NBL_MAX_MODEL_BYTES
-    where = dict(max_bytes=settings.max_model_bytes, models_dir=settings.models_dir, home=settings.home)
+    where = dict(max_bytes=settings.max_model_bytes, models_dir=settings.models_dir, home=settings.home,
+                 devices=visible(args.devices, args.device))  # over which a model larger than one is spread
     if args.card and not is_compressed_dir(args.model):
         raise ValueError("--card rewrites the card of an `nbl compress` output: give its directory as --model")
     progress = sys.stderr.isatty()

@@ -29,7 +29,7 @@ from .engine import compress
 from .engine.config import from_recipe
 from .engine.devices import visible
 from .engine.hub_ids import refuse_path_shadowing
-from .engine.loading import load_model, load_weights, release_weights
+from .engine.loading import load_model, release_weights
 from .eval.compare import evaluate_outputs
 from .engine.saving import SCORES_FILE
 from . import gates, preflight, progress, run_warnings
@@ -181,13 +181,12 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     outputs = {o["k"]: Path(o["path"]) for o in compressed.outputs}
     if options.load_check:  # the base (whole after a measured selection) leaves memory before each output loads
         release_weights(lm)
-        result.checks = check(outputs, refs, sink, options.check_timeout_s) or {}
+        result.checks = check(outputs, refs, sink, options.check_timeout_s, devices=cfg.devices) or {}
     metrics: dict[str, dict[str, float]] = {}
-    if not recipe.evaluation.empty():
-        load_weights(lm)
+    if not recipe.evaluation.empty():  # a base not in memory (released above) is loaded over cfg.devices: compare.py
         with tempfile.TemporaryDirectory(prefix="nbl-tasks-") as tmp:  # a job's task files, as files
             metrics, result.evaluation = evaluate(lm, outputs, eval_spec(recipe.evaluation, Path(tmp)), sink, paths,
-                                                  options.progress)
+                                                  options.progress, cfg.devices)
     run_warnings.after_evaluation(caveats, metrics, recipe.evaluation.limit, recipe.evaluation.max_tokens, sink.warning)
     lm = None  # the base model goes before publishing (a closure above shares the name)
 
@@ -197,13 +196,13 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     return result
 
 
-def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float) -> dict[int, dict]:
-    """Every output reloaded in a fresh process must generate and reproduce the in-memory logits; a
-    failure (LoadCheckError) ends the job before anything is published. Returns each output's figures."""
+def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float, devices=None) -> dict[int, dict]:
+    """Every output reloaded in a fresh process (over the run's `devices` when larger than the first) must generate
+    and reproduce the in-memory logits; a failure (LoadCheckError) ends the job before anything is published."""
     sink.progress("check", 0.0, "reloading each output in a fresh process")
     done = {}
     for j, (k, path) in enumerate(outputs.items(), start=1):
-        done[k] = res = loadcheck.check(path, refs[k], timeout_s=timeout_s)
+        done[k] = res = loadcheck.check(path, refs[k], timeout_s=timeout_s, devices=devices)
         sink.progress("check", j / len(outputs), f"k={k}: {res['class']} reloads and generates; max |logit "
                       f"difference| {res['max_abs_diff']:.2g} (tolerance {res['tolerance']:.2g})")
     return done
@@ -264,11 +263,11 @@ def eval_spec(ev: Evaluation, task_dir: Path | None = None) -> EvalSpec:
                     max_tokens=ev.max_tokens, suite=ev.suite, speed=ev.speed, **extra)
 
 
-def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: Paths,
-             progress: bool = False) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
+def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: Paths, progress: bool = False,
+             devices: list[str] | None = None) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
     """Base (cached per model and spec unless paths.eval_cache is off) and each output reloaded from disk
-    (worker/eval/compare.py), each stored as soon as measured. Returns the flat metrics by variant
-    ({"base": {...}, "k4": {...}}) and the nested results they come from."""
+    (worker/eval/compare.py), over `devices` when larger than the first, each stored as soon as measured.
+    Returns the flat metrics by variant ({"base": {...}, "k4": {...}}) and the nested results they come from."""
     metrics: dict[str, dict[str, float]] = {}
     nested: dict[str, dict] = {}
 
@@ -278,7 +277,7 @@ def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: P
         sink.metrics(variant, metrics[variant])
 
     evaluate_outputs(lm, outputs, espec, use_cache=paths.eval_cache, progress=progress, report=sink.progress,
-                     on_result=record, data_dir=paths.data_dir, home=paths.home)
+                     on_result=record, data_dir=paths.data_dir, home=paths.home, devices=devices)
     return metrics, nested
 
 

@@ -82,7 +82,7 @@ def test_a_job_calibrates_on_the_workers_devices(sqlite_clean_url, settings_for,
     save_tiny_checkpoint(settings.models_dir / "tiny")
     monkeypatch.setattr(tasks, "settings", settings)
     monkeypatch.setattr(tasks, "_sessions", None)
-    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s: None)  # fresh-process load check
+    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None)  # fresh-process load check
     job = {"model": {"id": "local:tiny"}, "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},
            "compression": {"mode": "attn", "k": 1}, "evaluation": {"perplexity": []},
            "publish": {"local_dir": "out"}}

@@ -74,7 +74,7 @@ def install() -> None:
     if os.environ.get("NBL_FAULT_SKIP_LOADCHECK") == "1":  # a fresh interpreter per output: 5 s a job here
         from worker import pipeline
 
-        pipeline.check = lambda outputs, refs, sink, timeout_s: None
+        pipeline.check = lambda outputs, refs, sink, timeout_s, devices=None: None
     extra = json.loads(os.environ.get("NBL_FAULT_TRANSPORT_OPTIONS") or "{}")
     tasks.celery.conf.broker_transport_options = {**tasks.celery.conf.broker_transport_options, **extra}
 

@@ -24,6 +24,7 @@ from .fingerprint import dir_digest, file_digest
 from .gguf import convert_gguf
 from .hub_download import fetch_from_hub
 from .model_rules import ModelError, check_model_size, family_of, no_custom_code
+from .placement import max_memory_for, place, spread_kwargs
 
 
 @dataclass
@@ -67,11 +68,13 @@ def load_model(
     weights: bool = True,
     models_dir: Path | None = None,
     home: Path | None = None,
+    devices: list[str] | None = None,
 ) -> LoadedModel:
     """`max_bytes`: refuse weights larger than this, before reading (or downloading) them; None: no limit.
     `weights=False`: locate and check the checkpoint and load the tokenizer, but no weight (load_weights).
     `models_dir`: where a GGUF file is converted (Settings.models_dir; required for GGUF input);
-    `home`: where local files' digests are memoised (Settings.home; None: hashed every time)."""
+    `home`: where local files' digests are memoised (Settings.home; None: hashed every time);
+    `devices`: the run's devices, over which a model larger than the first is spread (placement.py)."""
     from transformers import AutoTokenizer
 
     device = resolve_device(device)
@@ -112,17 +115,19 @@ def load_model(
         dtype=torch_dtype,
         device=device,
     )
-    return load_weights(lm) if weights else lm
+    return load_weights(lm, max_memory_for(path, devices)) if weights else lm
 
 
-def load_weights(lm: LoadedModel) -> LoadedModel:
-    """Load the whole model onto its device, once (saving and the loss probe still need it whole)."""
+def load_weights(lm: LoadedModel, max_memory: dict | None = None) -> LoadedModel:
+    """Load the whole model onto its device, once (saving and the loss probe still need it whole);
+    `max_memory`: spread it with device_map="auto" within that instead (placement.py: larger than a device)."""
     from transformers import AutoModelForCausalLM
 
     if lm.model is None:
+        kw = spread_kwargs(max_memory)
         net = AutoModelForCausalLM.from_pretrained(lm.path, dtype=lm.dtype, trust_remote_code=False,
-                                                   use_safetensors=True)
-        lm.model = net.to(lm.device).eval()
+                                                   use_safetensors=True, **kw)
+        lm.model = place(net, lm.device, kw)
     return lm
 
 

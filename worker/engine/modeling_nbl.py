@@ -95,7 +95,9 @@ class NBLBlock(nn.Module):
         _release_cache_slot(cache if cache is not None else past_key_values, self.layer_idx)
         if self.linear is None:
             return hidden_states
-        return hidden_states + self.linear(hidden_states)  # (B, T, d)
+        out = self.linear(hidden_states)  # (B, T, d)
+        # under device_map a hook may run the map on another device than the residual came from
+        return hidden_states.to(out.device) + out
 
 
 def validate_plan(plan: dict, num_layers: int) -> None:

@@ -1,5 +1,6 @@
 """Base vs compressed: the base model evaluated once (cached per model and spec), then every output
-reloaded from disk, as users will load it, in the base's dtype and on its device.
+reloaded from disk, as users will load it, in the base's dtype and on its device; each one larger than
+the run's first device spread over its devices with device_map="auto" (engine/placement.py).
 
 Shared by the job pipeline (which stores each result as it comes, through `on_result`) and by
 `nbl compress --eval` (which prints and returns them).
@@ -10,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from ..engine.loading import load_weights, release_weights
+from ..engine.placement import input_device, max_memory_for
 from .compressed import load_compressed
 from .evaluate import EvalSpec, evaluate_cached, evaluate_model
 
@@ -21,10 +24,13 @@ def _noop(*args) -> None:
 def evaluate_outputs(lm, outputs: dict[int, Path], spec: EvalSpec, *, use_cache: bool = True,
                      progress: bool = False, report: Callable[[str, float, str], None] = _noop,
                      on_result: Callable[[str, dict], None] = _noop, data_dir: Path | None = None,
-                     home: Path | None = None) -> tuple[dict, dict[int, dict]]:
+                     home: Path | None = None, devices: list[str] | None = None) -> tuple[dict, dict[int, dict]]:
     """(base result, {k: output result}); `on_result(variant, result)` sees "base", then "k{K}" each.
-    `data_dir`: the shipped data sets; `home`: where the base's result is cached (evaluate.py)."""
+    `data_dir`: the shipped data sets; `home`: where the base's result is cached (evaluate.py); `devices`:
+    the run's devices (a base not loaded yet, lm.model None, is loaded over them too)."""
     n = len(outputs) + 1
+    if lm.model is None:
+        load_weights(lm, max_memory_for(lm.path, devices))
 
     def within(j: int, what: str) -> Callable[[float], None]:  # model j of n, a fraction of its evaluation
         return lambda f: report("evaluate", (j + f) / n, what)
@@ -33,12 +39,13 @@ def evaluate_outputs(lm, outputs: dict[int, Path], spec: EvalSpec, *, use_cache:
     base = evaluate_cached(lm, spec, use_cache=use_cache, progress=progress, data_dir=data_dir, home=home,
                            on_progress=within(0, "evaluating the base model"))
     on_result("base", base)
-    param = next(lm.model.parameters())
+    dtype, device = lm.model.dtype, devices[0] if devices else str(input_device(lm.model))
+    release_weights(lm)  # the base leaves the devices before each output is placed on them
     results: dict[int, dict] = {}
     for j, (k, path) in enumerate(outputs.items(), start=1):
         what = f"evaluating k={k} from {Path(path).name}"
         report("evaluate", j / n, what)
-        out = load_compressed(path, param.dtype, str(param.device), home)
+        out = load_compressed(path, dtype, device, home, max_memory_for(path, devices))
         results[k] = evaluate_model(out, spec, base_non_embedding=base["params"]["non_embedding_params"],
                                     progress=progress, data_dir=data_dir, on_progress=within(j, what))
         del out  # one compressed copy in memory at a time

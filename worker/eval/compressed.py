@@ -19,6 +19,7 @@ from pathlib import Path
 from ..engine import modeling_nbl
 from ..engine.fingerprint import dir_digest
 from ..engine.loading import LoadedModel, ModelError, load_model, resolve_device, resolve_dtype
+from ..engine.placement import max_memory_for, place, spread_kwargs
 
 log = logging.getLogger(__name__)
 MODELING_FILE = "modeling_nbl.py"
@@ -33,8 +34,10 @@ def is_compressed_dir(path: str | Path) -> bool:
     return str(config.get("model_type", "")).startswith("nbl_") and (path / MODELING_FILE).is_file()
 
 
-def load_compressed(path: str | Path, dtype=None, device: str | None = None, home: Path | None = None) -> LoadedModel:
-    """`home`: where weight digests are memoised (fingerprint.py; None: hashed every time)."""
+def load_compressed(path: str | Path, dtype=None, device: str | None = None, home: Path | None = None,
+                    max_memory: dict | None = None) -> LoadedModel:
+    """`home`: where weight digests are memoised (fingerprint.py; None: hashed every time); `max_memory`:
+    spread it with device_map="auto" within that (placement.py: larger than one device), else on `device`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path).expanduser()
@@ -52,16 +55,17 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None, hom
     # stderr: stdout must stay clean for --json.
     with contextlib.redirect_stdout(sys.stderr):
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+    kw = spread_kwargs(max_memory)
     if ours:
         with contextlib.redirect_stdout(sys.stderr):
             model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=True,
-                                                         use_safetensors=True)
+                                                         use_safetensors=True, **kw)
     else:
         log.warning("%s: %s differs from the installed one; loading with the installed classes, not its code",
                     path, MODELING_FILE)
         cls = getattr(modeling_nbl, modeling_nbl.class_names(family)[1])
-        model = cls.from_pretrained(path, dtype=torch_dtype, use_safetensors=True)
-    model.to(device).eval()
+        model = cls.from_pretrained(path, dtype=torch_dtype, use_safetensors=True, **kw)
+    model = place(model, device, kw)
     return LoadedModel(
         model=model, tokenizer=tokenizer, source=str(path), revision=None,
         fingerprint="dir:" + dir_digest(path, home), family=family, path=path,
@@ -70,12 +74,13 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None, hom
 
 def load_for_eval(model: str, revision: str | None = None, dtype=None, device: str | None = None,
                   max_bytes: int | None = None, models_dir: Path | None = None,
-                  home: Path | None = None) -> LoadedModel:
-    """A compressed output or any input model; `models_dir` and `home` as load_model takes them."""
+                  home: Path | None = None, devices: list[str] | None = None) -> LoadedModel:
+    """A compressed output or any input model; `models_dir`, `home` and `devices` (over which a model
+    larger than one device is spread) as load_model takes them."""
     if is_compressed_dir(model):
-        return load_compressed(model, dtype, device, home)
+        return load_compressed(model, dtype, device, home, max_memory_for(Path(model).expanduser(), devices))
     return load_model(model, revision=revision, dtype=dtype, device=device, max_bytes=max_bytes,
-                      models_dir=models_dir, home=home)
+                      models_dir=models_dir, home=home, devices=devices)
 
 
 def recorded_base(path: str | Path) -> tuple[str, str | None] | None:

@@ -22,6 +22,7 @@ from typing import Callable
 
 import torch
 
+from ..engine.placement import input_device
 from .harness import run_task
 from .steps import Steps, beating, part_weights
 from .benchmarks.lmeval import DataUnavailable
@@ -175,8 +176,7 @@ def evaluate_cached(lm, spec: EvalSpec, use_cache: bool = True, progress: bool =
     """evaluate_model, read from / written to the cache under `home` (Settings.home; None: no cache);
     `result["cached"]` says which."""
     model = lm.model
-    param = next(model.parameters())
-    key = cache_key(lm.fingerprint, spec, str(param.dtype).removeprefix("torch."), str(param.device), data_dir)
+    key = cache_key(lm.fingerprint, spec, str(model.dtype).removeprefix("torch."), str(input_device(model)), data_dir)
     use_cache = use_cache and home is not None
     hit = cached(home, key) if use_cache else None
     if hit is not None:

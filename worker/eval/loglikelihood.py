@@ -22,6 +22,7 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
+from ..engine.placement import input_device
 from .kv import cache_kwarg, cache_of, keep_last_logits
 from .token_split import encode_pair, max_length
 
@@ -117,7 +118,7 @@ def score(
     With `share_prefix` a common prefix runs once (KV cache); the numbers then match a full forward
     to float rounding (about 1e-5 in float32), not bit for bit.
     """
-    device = next(model.parameters()).device
+    device = input_device(model)  # under device_map, where its first layer runs
     users: dict[tuple[int, ...], list[int]] = defaultdict(list)  # model input -> requests reading it
     for i, (ctx, cont) in enumerate(requests):
         if len(cont) > window:

@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..engine.likelihood import nll_sum
+from ..engine.placement import input_device
 
 CORPORA = {"wikitext2": "wikitext-2/wiki.test.raw", "c4": "c4/c4_validation_2k.jsonl"}
 
@@ -75,7 +76,7 @@ def perplexity(
         # bytes of the text those tokens cover, for an honest bits-per-byte on a prefix
         end = max(e for _, e in enc["offset_mapping"][:max_tokens])
         n_bytes = len(text[:end].encode("utf-8"))
-    device = next(model.parameters()).device
+    device = input_device(model)  # under device_map, where its first layer runs
     windows = [ids[i : i + window] for i in range(0, len(ids), window)]
     windows = [w for w in windows if len(w) >= 2]
     nll, count = 0.0, 0

@@ -20,6 +20,7 @@ import time
 
 import torch
 
+from ..engine.placement import input_device
 from .kv import cache_kwarg, cache_of, keep_last_logits
 
 
@@ -89,7 +90,7 @@ def measure_speed(
     base_non_embedding: int | None = None,
     seed: int = 0,
 ) -> dict:
-    device = next(model.parameters()).device
+    device = input_device(model)  # under device_map, where its first layer runs
     vocab = model.config.vocab_size
     window = getattr(model.config, "max_position_embeddings", None) or max(*lengths, decode_context + new_tokens)
     decode_context = max(1, min(decode_context, window - new_tokens))  # a short window shortens the context

@@ -24,6 +24,9 @@ from pathlib import Path
 
 import torch
 
+from ..engine import placement
+from ..engine.devices import default_devices
+
 PROBE_TOKENS = 16
 PROMPT_TOKENS = 6
 NEW_TOKENS = 8
@@ -105,31 +108,29 @@ def _child_env(hf_home: str) -> dict[str, str]:
     return env
 
 
-def max_memory_for(path: Path, ref: Reference, headroom: float = 1.25) -> dict | None:
-    """None when the output's weights (x headroom) fit the free memory of the reference's device, else
-    accelerate's max_memory over every visible GPU and the host (the rest offloaded to disk)."""
+def max_memory_for(path: Path, ref: Reference, devices: list[str] | None = None) -> dict | None:
+    """None when the output's weights fit the first of `devices` (the run's; None: every visible GPU) or
+    the reference was taken on the CPU, else accelerate's max_memory over those GPUs and the host, the
+    rest offloaded to disk (engine/placement.py, as evaluation places it)."""
     if ref.device != "cuda":
         return None  # on the CPU, host memory is the one device
-    weights = sum(f.stat().st_size for f in Path(path).glob("*.safetensors"))
-    free = [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
-    if weights * headroom <= free[0]:
-        return None
-    import psutil
-
-    return {**{i: int(b / headroom) for i, b in enumerate(free)}, "cpu": int(psutil.virtual_memory().available / 2)}
+    return placement.max_memory_for(path, devices or default_devices(torch.cuda.device_count()))
 
 
-def check(path: str | Path, ref: Reference, timeout_s: float = 900, max_memory: dict | None = None) -> dict:
+def check(path: str | Path, ref: Reference, timeout_s: float = 900, max_memory: dict | None = None,
+          devices: list[str] | None = None) -> dict:
     """Reload `path` in a fresh process and compare; returns {"max_abs_diff", "tolerance", "class", "placed"
-    (where the weights went: the device, or device_map's devices and "disk")}.
-    `max_memory` (accelerate's, e.g. {0: bytes, "cpu": bytes}): load with device_map="auto" within it,
-    the rest offloaded to disk; None: max_memory_for decides (one device when the output fits it).
-    Raises LoadCheckError saying what went wrong."""
+    (where the weights went: the device, or device_map's devices and "disk"), "devices" (those it could
+    spread over)}. `max_memory` (accelerate's, e.g. {0: bytes, "cpu": bytes}): load with device_map="auto"
+    within it, the rest offloaded to disk; None: max_memory_for decides over `devices` (the run's; None:
+    every visible GPU), one device when the output fits the first. Raises LoadCheckError saying what went wrong."""
     path = Path(path).resolve()
-    max_memory = max_memory if max_memory is not None else max_memory_for(path, ref)
+    devices = list(devices or default_devices(torch.cuda.device_count()))
+    max_memory = max_memory if max_memory is not None else max_memory_for(path, ref, devices)
     with tempfile.TemporaryDirectory(prefix="nbl-loadcheck-") as tmp:
         probe, out = Path(tmp) / "probe.pt", Path(tmp) / "out.pt"
-        torch.save({"ids": ref.ids, "dtype": ref.dtype, "device": ref.device, "prompt": PROMPT_TOKENS,
+        device = devices[0] if devices[0].startswith(ref.device) else ref.device  # one device: the run's first
+        torch.save({"ids": ref.ids, "dtype": ref.dtype, "device": device, "prompt": PROMPT_TOKENS,
                     "new": NEW_TOKENS, "max_memory": max_memory, "offload": str(Path(tmp) / "offload")}, probe)
         cwd = Path(tmp) / "cwd"
         cwd.mkdir()
@@ -156,4 +157,4 @@ def check(path: str | Path, ref: Reference, timeout_s: float = 900, max_memory: 
     generated = got["generated"].shape[-1] - PROMPT_TOKENS
     if generated != NEW_TOKENS:
         raise LoadCheckError(f"load check: {path.name} generated {generated} tokens, expected {NEW_TOKENS}")
-    return {"max_abs_diff": diff, "tolerance": tol, "class": got["cls"], "placed": got["placed"]}
+    return {"max_abs_diff": diff, "tolerance": tol, "class": got["cls"], "placed": got["placed"], "devices": devices}
