@@ -46,7 +46,7 @@ def api(sqlite_clean_url, settings_for, team_key_for, monkeypatch, tmp_path):
     save_tiny_checkpoint(settings.models_dir / "tiny")
     monkeypatch.setattr(tasks, "settings", settings)
     monkeypatch.setattr(tasks, "_sessions", None)
-    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s: None)
+    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None)
     with TestClient(create_app(settings)) as client:
         yield settings, client, team_key_for(settings, "alpha")
 

@@ -33,7 +33,7 @@ def here(sqlite_clean_url, settings_for, team_key_for, monkeypatch):
     save_tiny_checkpoint(settings.models_dir / "tiny")
     monkeypatch.setattr(tasks, "settings", settings)
     monkeypatch.setattr(tasks, "_sessions", None)
-    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s: None)  # 5 s a fresh process
+    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None)  # 5 s a fresh process
     calls: list[tuple[str, float]] = []
     hooks: dict = {"slow": {}}
     progress = tasks.DbSink.progress

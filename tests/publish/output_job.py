@@ -48,7 +48,7 @@ def served(pg_url, settings_for, team_key_for, live_server, monkeypatch) -> Serv
     save_tiny_checkpoint(settings.models_dir / "tiny")
     monkeypatch.setattr(tasks, "settings", settings)
     monkeypatch.setattr(tasks, "_sessions", None)
-    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s: None)  # test_loadcheck.py's
+    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None)  # test_loadcheck.py's
     url = live_server(create_app(settings))
     auth, other = team_key_for(settings, "alpha"), team_key_for(settings, "beta")
     resp = httpx.post(f"{url}/v1/jobs", json=JOB, headers=auth)

@@ -45,7 +45,7 @@ def here(sqlite_clean_url, settings_for, team_key_for, monkeypatch):
         save_tiny_checkpoint(settings.models_dir / "tiny")
         monkeypatch.setattr(tasks, "settings", settings)
         monkeypatch.setattr(tasks, "_sessions", None)  # built from the settings above on first use
-        monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s: None)
+        monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None)
         seen, hooks = {}, {}
         progress = tasks.DbSink.progress
 
