@@ -83,7 +83,7 @@ def main() -> None:
     ap.add_argument("--intermediate", type=int, default=2304)
     ap.add_argument("--num-samples", type=int, default=32)
     ap.add_argument("--seq-len", type=int, default=512)
-    ap.add_argument("--batch-size", type=int, help="blocks per batch (default: nbl compress's, 4096 tokens on CPU)")
+    ap.add_argument("--batch-size", type=int, help="blocks per batch (default: nbl compress's, 2048 tokens on CPU)")
     ap.add_argument("--save", action="store_true", help="also write the output (nbl compress --out)")
     ap.add_argument("--load-check", action="store_true", help="with --save: keep the fresh-process load check")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "memory_cpu.json")

@@ -58,7 +58,7 @@ def add_compress(sub) -> None:
     p.add_argument("--device", default="auto", help="the one device to run on (as --devices with one device)")
     p.add_argument("--devices", metavar="LIST", help="calibrate data-parallel, one process per device: "
                    "cuda:0,cuda:1, or cpu,cpu (default: every visible GPU, else cpu)")
-    p.add_argument("--batch-size", type=int, help="blocks per forward pass (default: about 4k tokens on CPU)")
+    p.add_argument("--batch-size", type=int, help="blocks per forward pass (default: 2,048 tokens on CPU, 16,384 on a GPU)")
     p.add_argument("--stats-precision", choices=["float32", "float64"], default="float32",
                    help="precision of per-batch products (sums are always float64)")
     p.add_argument("--no-cache", action="store_true",

@@ -90,7 +90,7 @@ class Estimate:
 
 def default_batch_size(seq_len: int, on_gpu: bool) -> int:
     """As worker/engine/calibration_stage.default_batch_size (a test keeps the two equal)."""
-    return max(1, (16384 if on_gpu else 4096) // seq_len)
+    return max(1, (16384 if on_gpu else 2048) // seq_len)
 
 
 def holdout_count(num_blocks: int, fraction: float) -> int:

@@ -7,7 +7,7 @@ import pytest
 
 from configs import LLAMA_8B, LLAMA_70B, TINY
 from service.estimates.classes import DEFAULT, parse_classes, place
-from service.estimates.model import Options, default_batch_size, estimate, holdout_count, sums_bytes
+from service.estimates.model import CUDA_CONTEXT_HOST, Options, default_batch_size, estimate, holdout_count, sums_bytes
 from service.estimates.shapes import ShapeError, shape_of
 
 GiB = 2**30
@@ -57,7 +57,8 @@ def test_cpu_puts_everything_on_the_host():
     opts = Options(num_samples=32, seq_len=512, ks=(4,), outputs=False, whole_model=False, dtype="bfloat16")
     gpu, cpu = estimate(shape, opts, ["cuda:0"]), estimate(shape, opts, ["cpu"])
     assert cpu.device_bytes == 0 and gpu.device_bytes > 0
-    assert cpu.host_bytes > gpu.host_bytes  # the layer, its sums and the batch moved to the host
+    # the layer, its sums and the batch moved to the host (the GPU run's host also holds the CUDA runtime's own)
+    assert cpu.host_bytes > gpu.host_bytes - CUDA_CONTEXT_HOST
 
 
 def test_spill_moves_hidden_states_to_disk():

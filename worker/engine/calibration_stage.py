@@ -45,8 +45,10 @@ def no_report(stage: str, fraction: float, message: str) -> None:
 
 
 def default_batch_size(seq_len: int, device: str) -> int:
-    # Larger batches make the per-batch stats products efficient; keep activations modest.
-    tokens = 16384 if device.startswith("cuda") else 4096
+    # Larger batches make the per-batch stats products efficient; keep activations modest. On CPU 2,048
+    # tokens: the products are as fast, and the host peak of a d=1024 model at 32 x 512 falls from 0.56x to
+    # 0.48x its weights (bench/results/memory_cpu.json against memory_cpu_bs4.json).
+    tokens = 16384 if device.startswith("cuda") else 2048
     return max(1, tokens // seq_len)
 
 
