@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (selection_table.py may run beside)")
     ap.add_argument("--selection", type=Path, default=HERE / "results" / "selection_table.json")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "accuracy_table")
+    ap.add_argument("--resume", action="store_true", help="keep the models --out's JSON already scored on these tasks")
     args = ap.parse_args()
     os.environ.setdefault("NBL_DATA_DIR", str(HERE.parent.parent / "shared" / "data"))
     settings = Settings()
@@ -70,6 +71,11 @@ def main() -> None:
            "machine": f"{os.cpu_count()} CPUs, float32", "calibration_s": round(time.perf_counter() - t0, 1),
            "threads": args.threads, "rows": []}
     done: dict[tuple, dict] = {}
+    if args.resume and args.out.with_suffix(".json").exists():
+        for r in json.loads(args.out.with_suffix(".json").read_text())["rows"]:
+            if all(t in r for t in tasks):
+                done[(r["method"], tuple(r["layers"]))] = {**{t: r[t] for t in tasks}, "seconds": r["seconds"],
+                                                           "resumed": True}
     loaded = {t: load_task(t, args.limit, settings.data_dir) for t in tasks}
     for name, method, criterion, k, layers in rows:
         if layers is None:
