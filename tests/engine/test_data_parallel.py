@@ -71,7 +71,9 @@ def test_each_process_multiplies_with_the_thread_count_of_one(tmp_path):
         x = torch.randn(1024, 64, generator=torch.Generator().manual_seed(0))
         two_threads = torch.mm(x.T, x)
         torch.set_num_threads(1)
-        assert not torch.equal(torch.mm(x.T, x), two_threads)  # else this test could not fail
+        if torch.equal(torch.mm(x.T, x), two_threads):  # then this test could not fail: say so, do not pass
+            pytest.skip("this machine's BLAS sums a 1024-token float32 product the same at 1 and 2 threads, so "
+                        "a process with the wrong thread count would go unnoticed here (seen on an AMD EPYC)")
         torch.set_num_threads(2)
         kw = dict(batch_size=4, holdout=1, progress=False, modes=("attn",))
         one = calibrate(CheckpointLayers(path, torch.float32), blocks, **kw)
