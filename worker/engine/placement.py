@@ -71,7 +71,8 @@ def place(model: torch.nn.Module, device: str, kwargs: dict) -> torch.nn.Module:
 def input_device(model: torch.nn.Module) -> torch.device:
     """Where a forward's input ids go: the input embedding's device; when device_map offloaded it (meta),
     the device accelerate runs the model on (its hooks bring each layer's weights there)."""
-    device = model.get_input_embeddings().weight.device
+    embed = getattr(model, "get_input_embeddings", None)  # any nn.Module that scores tokens, not only HF models
+    device = embed().weight.device if embed is not None else next(model.parameters()).device
     if device.type != "meta":
         return device
     return torch.device(getattr(getattr(model, "_hf_hook", None), "execution_device", None) or "cpu")
