@@ -135,13 +135,7 @@ def recipe_section(report: dict, recipe: dict | None) -> str:
     if report.get("base_revision"):
         args.append(f"--revision {report['base_revision']}")
     if ds:
-        args.append(f"--dataset {ds.get('path')}")
-        if ds.get("config"):
-            args.append(f"--dataset-config {ds['config']}")
-        if ds.get("split", "train") != "train":
-            args.append(f"--split {ds['split']}")
-        if ds.get("text_field", "text") != "text":
-            args.append(f"--text-field {ds['text_field']}")
+        args += dataset_args(ds, ("--dataset", "--dataset-config", "--split", "--text-field"), "train")
     for key in ("num_samples", "seq_len", "seed", "mode", "method", "criterion", "k"):
         if key in r:
             auto = key == "k" and r.get("max_ppl_increase") is not None  # k auto: the budget, not the k it found
@@ -156,18 +150,25 @@ def recipe_section(report: dict, recipe: dict | None) -> str:
     return text
 
 
+def dataset_args(ds: dict, flags: tuple[str, str, str, str], default_split: str) -> list[str]:
+    """A dataset's flags (name, config, split, text field), the defaults left out."""
+    name, config, split, text_field = flags
+    args = [f"{name} {ds.get('path')}"]
+    if ds.get("config"):
+        args.append(f"{config} {ds['config']}")
+    if ds.get("split", default_split) != default_split:
+        args.append(f"{split} {ds['split']}")
+    if ds.get("text_field", "text") != "text":
+        args.append(f"{text_field} {ds['text_field']}")
+    return args
+
+
 def selection_args(data: dict) -> list[str]:
     """The selection flags that reproduce a run measured on separate selection data (none for the held-out tenth)."""
     if data.get("source") != "selection dataset":
         return []
-    args = [f"--selection-dataset {data.get('path')}"]
-    if data.get("config"):
-        args.append(f"--selection-config {data['config']}")
-    if data.get("split", "validation") != "validation":
-        args.append(f"--selection-split {data['split']}")
-    if data.get("text_field", "text") != "text":
-        args.append(f"--selection-text-field {data['text_field']}")
-    return args + [f"--selection-samples {data.get('num_samples')}"]
+    flags = ("--selection-dataset", "--selection-config", "--selection-split", "--selection-text-field")
+    return dataset_args(data, flags, "validation") + [f"--selection-samples {data.get('num_samples')}"]
 
 
 def layers_section(report: dict, plot: str | None) -> str:
