@@ -105,3 +105,36 @@ def pop_manifest(files: dict[str, bytes]) -> list[dict]:
     assert listed == [{"path": p, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
                       for p, d in sorted(files.items()) if not p.startswith(".nbl-")]
     return listed
+
+
+def run_smollm2_job(request, settings_for, team_key_for, tmp_path: Path, job: dict, timeout_s: float = 900):
+    """The real SmolLM2 as `local:smollm2` behind Postgres, Redis and a `celery worker`: submit `job`, wait until
+    it ends. Returns (settings, the job, its events, the worker's log path)."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from conftest import smollm2_gguf
+    from service.api import create_app
+    from worker.engine.gguf import convert_gguf
+
+    redis_url, queue, _ = request.getfixturevalue("redis_queue")
+    settings = settings_for(request.getfixturevalue("pg_url"), broker_url=redis_url, queue_name=queue)
+    settings.ensure_dirs()
+    convert_gguf(smollm2_gguf(), settings.models_dir / "smollm2")
+    auth = team_key_for(settings)
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, log)
+    try:
+        with TestClient(create_app(settings)) as c:
+            r = c.post("/v1/jobs", json=job, headers=auth)
+            assert r.status_code == 201, r.text
+            job_id = r.json()["id"]
+            deadline = time.monotonic() + timeout_s
+            while (done := c.get(f"/v1/jobs/{job_id}", headers=auth).json())["status"] not in ("succeeded", "failed"):
+                assert time.monotonic() < deadline and worker.poll() is None, log.read_text()[-4000:]
+                time.sleep(1)
+            events = c.get(f"/v1/jobs/{job_id}/events", headers=auth).json()["data"]
+    finally:
+        stop(worker)
+    return settings, done, events, log

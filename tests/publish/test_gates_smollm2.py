@@ -5,14 +5,9 @@ why: the failed check and the run's warning that 1,024 tokens are fewer than 10Â
 
 from __future__ import annotations
 
-import time
 
 import pytest
-from fastapi.testclient import TestClient
-from publish_helpers import start_worker, stop
-
-from conftest import smollm2_gguf
-from service.api import create_app
+from publish_helpers import run_smollm2_job
 
 pytestmark = pytest.mark.slow
 
@@ -28,27 +23,7 @@ JOB = {
 
 def test_smollm2_job_that_fails_its_gate_ends_failed_quality_and_publishes_nothing(request, settings_for,
                                                                                   team_key_for, tmp_path):
-    from worker.engine.gguf import convert_gguf
-
-    redis_url, queue, _ = request.getfixturevalue("redis_queue")
-    settings = settings_for(request.getfixturevalue("pg_url"), broker_url=redis_url, queue_name=queue)
-    settings.ensure_dirs()
-    convert_gguf(smollm2_gguf(), settings.models_dir / "smollm2")
-    auth = team_key_for(settings)
-    log = tmp_path / "worker.log"
-    worker = start_worker(settings, log)
-    try:
-        with TestClient(create_app(settings)) as c:
-            r = c.post("/v1/jobs", json=JOB, headers=auth)
-            assert r.status_code == 201, r.text
-            job_id = r.json()["id"]
-            deadline = time.monotonic() + 600
-            while (job := c.get(f"/v1/jobs/{job_id}", headers=auth).json())["status"] not in ("succeeded", "failed"):
-                assert time.monotonic() < deadline and worker.poll() is None, log.read_text()[-4000:]
-                time.sleep(1)
-            events = c.get(f"/v1/jobs/{job_id}/events", headers=auth).json()["data"]
-    finally:
-        stop(worker)
+    settings, job, events, log = run_smollm2_job(request, settings_for, team_key_for, tmp_path, JOB, 600)
 
     assert job["status"] == "failed" and job["error"]["type"] == "quality", (job, log.read_text()[-4000:])
     (check,) = job["gates"]["checks"]

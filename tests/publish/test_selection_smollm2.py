@@ -8,14 +8,9 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import pytest
-from fastapi.testclient import TestClient
-from publish_helpers import start_worker, stop
-
-from conftest import smollm2_gguf
-from service.api import create_app
+from publish_helpers import run_smollm2_job
 
 pytestmark = pytest.mark.slow
 BUDGET = 0.20
@@ -32,26 +27,7 @@ JOB = {
 
 
 def test_smollm2_k_auto_job_publishes_the_largest_k_within_the_budget(request, settings_for, team_key_for, tmp_path):
-    from worker.engine.gguf import convert_gguf
-
-    redis_url, queue, _ = request.getfixturevalue("redis_queue")
-    settings = settings_for(request.getfixturevalue("pg_url"), broker_url=redis_url, queue_name=queue)
-    settings.ensure_dirs()
-    convert_gguf(smollm2_gguf(), settings.models_dir / "smollm2")
-    auth = team_key_for(settings)
-    log = tmp_path / "worker.log"
-    worker = start_worker(settings, log)
-    try:
-        with TestClient(create_app(settings)) as c:
-            r = c.post("/v1/jobs", json=JOB, headers=auth)
-            assert r.status_code == 201, r.text
-            job_id = r.json()["id"]
-            deadline = time.monotonic() + 900
-            while (job := c.get(f"/v1/jobs/{job_id}", headers=auth).json())["status"] not in ("succeeded", "failed"):
-                assert time.monotonic() < deadline and worker.poll() is None, log.read_text()[-4000:]
-                time.sleep(1)
-    finally:
-        stop(worker)
+    settings, job, events, log = run_smollm2_job(request, settings_for, team_key_for, tmp_path, JOB, 900)
 
     assert job["status"] == "succeeded", (job, log.read_text()[-4000:])
     sel = job["selection"]
