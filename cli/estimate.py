@@ -17,11 +17,23 @@ def _positive(text: str) -> int:
     return int(text)
 
 
-def _ks(text: str) -> list[int]:
+def _ks(text: str) -> list[int] | str:
+    if text.strip() == "auto":
+        return "auto"
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         raise argparse.ArgumentTypeError("give at least one k")
     return [_positive(p) for p in parts]
+
+
+def _gib(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of GiB, got {text!r}")
+    return int(value * 2**30)
 
 
 def _names(text: str) -> list[str]:
@@ -39,14 +51,22 @@ def add_estimate(sub) -> None:
     p.add_argument("--batch-size", type=_positive, help="blocks per forward pass (default: nbl compress's)")
     p.add_argument("--mode", choices=["attn", "block"], default="attn")
     p.add_argument("--method", choices=["nbl", "drop"], default="nbl")
-    p.add_argument("--criterion", choices=["cca", "nmse", "cosine", "loss"], default="cca")
-    p.add_argument("--k", type=_ks, default=[4], help="K or K1,K2,... (default 4)")
+    p.add_argument("--criterion", choices=["cca", "nmse", "cosine", "loss", "greedy", "auto"], default="cca")
+    p.add_argument("--k", type=_ks, default=[4], help="K or K1,K2,... (default 4), or auto (one output)")
+    p.add_argument("--selection-samples", type=_positive, metavar="N",
+                   help="selection blocks of greedy/auto/k auto (nbl compress --selection-samples with "
+                   "--selection-dataset; default: the calibration's held-out tenth)")
     p.add_argument("--out", action="store_true", help="outputs are saved (as nbl compress --out; a job always does)")
+    p.add_argument("--no-load-check", action="store_true", help="as nbl compress --no-load-check")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     p.add_argument("--stats-precision", choices=["float32", "float64"], default="float32")
     p.add_argument("--host-cache-bytes", type=int, metavar="N", help="default: NBL_HOST_CACHE_BYTES, else no limit")
     p.add_argument("--devices", metavar="LIST", help="torch devices, one process each (cuda:0,cuda:1 or cpu); "
                    "default: those of the worker class the job goes to")
+    p.add_argument("--device-memory", type=_gib, metavar="GIB", help="each GPU's memory, with --devices: a model "
+                   "larger than one is spread over the GPUs, the host and disk as the worker does (default: "
+                   "assumed to fit one)")
+    p.add_argument("--host-memory", type=_gib, metavar="GIB", help="the host's memory, with --device-memory")
     p.add_argument("--job", action="store_true", help="estimate a job (outputs saved, the whole model loaded, "
                    "wikitext2 perplexity unless --perplexity says otherwise) rather than nbl compress")
     ev = p.add_argument_group("evaluation (as nbl compress --eval)")
@@ -66,6 +86,7 @@ def cmd_estimate(args) -> int:
     from service.estimates.jobs import as_json, classes
     from service.estimates.model import Options, estimate
     from service.estimates.shapes import shape_of
+    from service.estimates.spread import Memory
 
     if args.host_cache_bytes is not None and args.host_cache_bytes < 0:
         raise ValueError(f"the host cache budget must be a number of bytes, got {args.host_cache_bytes}")
@@ -77,9 +98,12 @@ def cmd_estimate(args) -> int:
         raise ValueError(str(e)) from None
     evaluate = args.eval or args.job
     perplexity = args.perplexity if args.perplexity is not None else (["wikitext2"] if evaluate else [])
+    k_auto = args.k == "auto"
     opts = Options(
         num_samples=args.num_samples, seq_len=args.seq_len, batch_size=args.batch_size, mode=args.mode,
-        method=args.method, criterion=args.criterion, ks=tuple(args.k), dtype=args.dtype,
+        method=args.method, criterion=args.criterion, ks=(1,) if k_auto else tuple(args.k), dtype=args.dtype,
+        k_auto=k_auto, selection_samples=args.selection_samples, load_check=not args.no_load_check,
+        greedy_width=settings.greedy_width,
         stats_precision=args.stats_precision, host_cache_bytes=host_cache_bytes,
         outputs=args.out or args.job, whole_model=evaluate,
         perplexity=tuple(perplexity) if evaluate else (), eval_max_tokens=args.max_tokens,
@@ -87,7 +111,7 @@ def cmd_estimate(args) -> int:
     placement = place(shape, opts, classes(settings), settings.task_time_limit_s)
     worker_class = queue_of(settings.queue_name, placement.cls) if placement.cls else None
     devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
-    est = estimate(shape, opts, devices) if devices else placement.estimate
+    est = estimate(shape, opts, devices, Memory(args.device_memory, args.host_memory)) if devices else placement.estimate
     view = as_json(est, worker_class) | {"refusal": placement.reason or None}
     if args.json:
         print(json.dumps(view, indent=2))

@@ -59,12 +59,14 @@ def fits(name: str, config: dict, recipe, devices_setting: str | None, host_cach
     from service.estimates.jobs import as_json, job_options
     from service.estimates.model import estimate
     from service.estimates.shapes import ShapeError, shape_of
+    from service.estimates.spread import Memory
 
     from .capacity import own
 
     devices, me = own(devices_setting)
     try:
-        est = estimate(shape_of(config), job_options(recipe, host_cache_bytes), devices)
+        est = estimate(shape_of(config), job_options(recipe, host_cache_bytes), devices,
+                       Memory(me.device_bytes or None, me.host_bytes))  # a model larger than a device is spread
     except ShapeError as e:
         raise ModelError(f"{name}: {e}") from None
     over = []

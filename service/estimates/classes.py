@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .model import Estimate, Options, estimate
 from .shapes import Shape
+from .spread import Memory
 
 GiB = 2**30
 _CLASS = re.compile(r"([a-z0-9][a-z0-9-]{0,31})=(\d+)x(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)")
@@ -34,8 +35,13 @@ class WorkerClass:
         """The devices an estimate for this class assumes: one process per GPU, or one on the CPU."""
         return [f"cuda:{i}" for i in range(self.devices)] or ["cpu"]
 
+    def memory(self) -> Memory:
+        return Memory(self.device_bytes if self.devices else None, self.host_bytes)
+
     def holds(self, est: Estimate) -> bool:
-        return est.device_bytes <= self.device_bytes and est.host_bytes <= self.host_bytes
+        """Its devices and host hold the peaks, and no weight would be offloaded to disk: the worker falls
+        back to that (placement.py), but a job is not routed where every forward pass reads the disk."""
+        return est.device_bytes <= self.device_bytes and est.host_bytes <= self.host_bytes and not est.disk.get("offload")
 
 
 def parse_classes(text: str) -> list[WorkerClass]:
@@ -67,10 +73,10 @@ class Placement:
 def place(shape: Shape, opts: Options, classes: list[WorkerClass], time_limit_s: float | None) -> Placement:
     """The first class that holds the job's estimate and can finish it in time."""
     for cls in classes:
-        est = estimate(shape, opts, cls.device_list())
+        est = estimate(shape, opts, cls.device_list(), cls.memory())
         if cls.holds(est) and (time_limit_s is None or est.seconds[0] <= time_limit_s):
             return Placement(cls, est)
-    cls, est = max(((c, estimate(shape, opts, c.device_list())) for c in classes),
+    cls, est = max(((c, estimate(shape, opts, c.device_list(), c.memory())) for c in classes),
                    key=lambda ce: (ce[0].devices * ce[0].device_bytes, ce[0].host_bytes))
     return Placement(None, est, refusal(cls, est, time_limit_s))
 
@@ -83,6 +89,8 @@ def refusal(cls: WorkerClass, est: Estimate, time_limit_s: float | None) -> str:
                      f"device of {cls.name}")
     if est.host_bytes > cls.host_bytes:
         parts.append(f"{gb(est.host_bytes)} of host memory, over the {gb(cls.host_bytes)} of {cls.name}")
+    if est.disk.get("offload"):
+        parts.append(f"{gb(est.disk['offload'])} of its weights offloaded to disk beyond {cls.name}'s GPUs and host")
     if time_limit_s is not None and est.seconds[0] > time_limit_s:
         parts.append(f"at least {est.seconds[0]:,.0f} s, over the task time limit of {time_limit_s:,.0f} s")
     return "the job needs " + "; ".join(parts) if parts else ""

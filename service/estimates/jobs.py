@@ -1,6 +1,7 @@
 """A job's estimate: its Recipe read as estimate Options, placed on the worker classes.
 
-A job always saves its outputs and loads the whole model (worker/pipeline.py), so both phases count.
+A job always saves its outputs, reloads each in a fresh process and evaluates (worker/pipeline.py), so every
+phase counts.
 The stored form (jobs.estimate, the API's answers) is `as_json`: the figures of the class the job
 goes to, or of the largest class when none holds it.
 """
@@ -9,16 +10,19 @@ from __future__ import annotations
 
 from service.core.settings import Settings
 from service.jobs.recipe import Recipe
+from service.jobs.score_fields import GREEDY_WIDTH
 
 from .classes import Placement, WorkerClass, parse_classes, place, queue_of
 from .model import Estimate, Options
 from .shapes import shape_of
 
 
-def job_options(recipe: Recipe, host_cache_bytes: int | None, **overrides) -> Options:
+def job_options(recipe: Recipe, host_cache_bytes: int | None, greedy_width: int = GREEDY_WIDTH, **overrides) -> Options:
     """A job's Recipe (service/jobs/recipe.py: the API's and the worker's one form of the request)."""
     cal, comp, ev = recipe.calibration, recipe.compression, recipe.evaluation
     return Options(
+        k_auto=comp.max_ppl_increase is not None, greedy_width=greedy_width,
+        selection_samples=recipe.selection.num_samples if recipe.selection is not None else None,
         num_samples=cal.num_samples, seq_len=cal.seq_len, mode=comp.mode, method=comp.method,
         criterion=comp.criterion, ks=tuple(comp.ks) or (1,), host_cache_bytes=host_cache_bytes, outputs=True,  # k auto: one
         whole_model=True, perplexity=tuple(ev.perplexity), eval_max_tokens=ev.max_tokens, tasks=tuple(ev.tasks),
@@ -31,7 +35,8 @@ def classes(settings: Settings) -> list[WorkerClass]:
 
 def place_job(config: dict, recipe: Recipe, settings: Settings) -> Placement:
     """Raises ShapeError (a ValueError) when config.json lacks a number the estimate needs."""
-    return place(shape_of(config), job_options(recipe, settings.host_cache_bytes), classes(settings), settings.task_time_limit_s)
+    return place(shape_of(config), job_options(recipe, settings.host_cache_bytes, settings.greedy_width), classes(settings),
+                 settings.task_time_limit_s)
 
 
 def as_json(est: Estimate, worker_class: str | None) -> dict:

@@ -1,18 +1,25 @@
 """What a compression needs, before anything is downloaded: pure arithmetic on a Shape and the options.
 
-Two phases, as the code runs today:
+The phases, as the code runs today (worker/pipeline.py, worker/engine):
 
     calibrate   layer by layer (worker/engine/calibrate.py): one layer's weights, one layer's float64
                 sums, one batch of activations on each device; the hidden states of all blocks on the
-                host (activations.py), spilt to disk past NBL_HOST_CACHE_BYTES.
-    whole       the whole model in memory on the device: `nbl compress --out` loads it to save
-                (engine/loading.load_weights), a job loads it up front (worker/pipeline.py), and a
-                job's evaluation holds the base beside each output reloaded from disk, while the load
-                check reloads each output in a child process: two models at once.
+                host (activations.py), spilt to disk past NBL_HOST_CACHE_BYTES. Nothing else is loaded:
+                the model is a meta-device skeleton until then.
+    select      measured selection (criterion greedy/auto, k auto): the whole model on the first device
+                when it fits, else read layer by layer again for every set; the base's hidden states at
+                each layer a set starts at, on the host (set_loss.py)
+    save        each output written tensor by tensor from the base's shards (shard_writer.py): one tensor
+                and its cast copy on the host
+    check       each output reloaded in a fresh process (publish/loadcheck.py): a second runtime beside
+                the first, and one whole model placed as below
+    evaluate    the base, then each output, one whole model at a time (eval/compare.py)
 
-On `cpu` every byte is host memory (device_bytes 0). Data-parallel devices (`--devices`) split the
-blocks; each process holds its own layer, sums and batch. The constants below were measured on this
-machine (bench/estimate_accuracy.py checks the result against peak RSS).
+A whole model goes where worker/engine/placement.py puts it (spread.py): on one GPU when it fits, else
+spread over the GPUs, the host and disk. On `cpu` every byte is host memory (device_bytes 0).
+Data-parallel devices (`--devices`) split the calibration blocks; each process holds its own layer,
+sums and batch. The constants below were measured on this machine (bench/estimate_accuracy.py checks
+the result against peak RSS).
 """
 
 from __future__ import annotations
@@ -20,13 +27,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from service.jobs.score_fields import MEASURED
+from service.jobs.selection_sets import expected_sets
+
 from .shapes import DTYPE_BYTES, Shape
+from .spread import Memory, spread
 
 GB = 10**9
 # Host memory of a process before any model: python + torch + transformers imported (268 MB measured,
 # bench/results/memory_cpu.json), plus the tokenizer, the calibration texts and glibc's arenas.
 RUNTIME_HOST = 450 * 10**6
-SAVE_FACTOR = 1.5
 CUDA_CONTEXT_HOST = 1 * GB  # the CUDA runtime's own host memory once a device is initialised
 CUDA_CONTEXT_DEVICE = 600 * 10**6  # CUDA context + cuBLAS workspace on each device
 # A batch's transients per token, in units of d (model dtype): layer input and output, the normed
@@ -35,6 +45,8 @@ ACT_WIDTHS_D = 8
 # Accumulation transients per token (stats.py LayerAccumulator.add), float32 columns of width d:
 # x, y, h.float(), h + y as float.
 ACC_WIDTHS_D = 4
+NEW_TOKENS = 8  # publish/loadcheck.NEW_TOKENS
+PROBE_ACTS = 64 * 10**6  # the load check: a 14-token prompt and 8 generated tokens (publish/loadcheck.py)
 EVAL_TOKENS_PER_CORPUS = 300_000  # wikitext-2 test is ~290k tokens with a 49k-128k vocabulary
 TASK_TOKENS_PER_DOC = 4 * 128  # ~4 choices of ~128 tokens
 TASK_DOCS = 2_000  # a task's documents when no limit is given (order of magnitude)
@@ -64,7 +76,11 @@ class Options:
     stats_precision: str = "float32"
     host_cache_bytes: int | None = None  # None: no limit, nothing spilt
     outputs: bool = True  # saved outputs (a job always; `nbl compress` with --out)
-    whole_model: bool = True  # the whole model loaded (a job; `nbl compress --eval`)
+    whole_model: bool = True  # evaluated: the base and each output loaded whole (a job; `nbl compress --eval`)
+    load_check: bool = True  # each saved output reloaded in a fresh process (`nbl compress --no-load-check`)
+    k_auto: bool = False  # k found by measurement (ks holds one k, the output it makes)
+    selection_samples: int | None = None  # blocks measured selection scores sets on (None: the held-out tenth)
+    greedy_width: int = 8
     perplexity: tuple[str, ...] = ()
     eval_max_tokens: int | None = None
     tasks: tuple[str, ...] = ()
@@ -107,7 +123,9 @@ def sums_bytes(d: int, modes: int) -> int:
     return 8 * (2 * per_split + modes * d * d + (1 + modes) * d)
 
 
-def estimate(shape: Shape, opts: Options, devices: list[str]) -> Estimate:
+def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = Memory()) -> Estimate:
+    """`memory`: what each device and the host hold, when known (a worker class, a worker's own): a whole
+    model larger than one device is then spread as the worker spreads it (spread.py)."""
     on_gpu = any(dev.startswith("cuda") for dev in devices)
     procs = max(1, len(devices))
     dtype = opts.dtype if opts.dtype not in ("auto", None) else ("bfloat16" if on_gpu else "float32")
@@ -145,61 +163,93 @@ def estimate(shape: Shape, opts: Options, devices: list[str]) -> Estimate:
         cal_host = runtime + in_memory + procs * (per_proc + sums)
     phases = {"calibrate": {"device": cal_device, "host": cal_host}}
 
-    # -- whole: the model in memory (saving, a job's evaluation and load check) ------------------
+    # -- the phases that hold a whole model, or stream one to disk ----------------------------------
     model_b = shape.params * dt
-    if opts.whole_model or opts.outputs:
-        copies = 2 if (opts.whole_model and opts.outputs) else 1  # base + an output reloaded (eval, check)
-        eval_acts = min(opts.seq_len, 2048) * (shape.vocab * 4 + (ACT_WIDTHS_D * d + 3 * I) * dt)
-        # save_pretrained serializes through host buffers: 1.5x the model at peak, measured on SmolLM2
-        # (bench/results/estimate_accuracy.json)
-        saving = SAVE_FACTOR * model_b if opts.outputs else 0
-        # a job's load check reloads each output in a fresh process (`nbl compress --out` has none)
-        child = RUNTIME_HOST if opts.outputs and opts.whole_model else 0
-        if on_gpu:  # a job's calibration runs beside the model already loaded
-            cal_beside = model_b + per_proc if opts.whole_model else 0
-            whole_dev = max(copies * model_b + eval_acts, cal_beside) + CUDA_CONTEXT_DEVICE
-            phases["whole"] = {"device": whole_dev, "host": runtime + child + in_memory + max(saving, model_b)}
+    gpus = sum(dev.startswith("cuda") for dev in devices)
+    ctx_dev = CUDA_CONTEXT_DEVICE if on_gpu else 0
+    one = RUNTIME_HOST + (CUDA_CONTEXT_HOST if on_gpu else 0)  # one process' runtime (the first; the check's child)
+    placed = spread(model_b, gpus, memory, ctx_dev)
+    window = min(opts.seq_len, 2048)  # perplexity windows (eval/perplexity.default_window)
+    eval_acts = window * (shape.vocab * 4 + (ACT_WIDTHS_D * d + 3 * I) * dt)
+    if measured(opts):
+        sel_tokens = selection_blocks(opts) * opts.seq_len
+        sel_acts = tokens_b * (shape.vocab * 4 + (ACT_WIDTHS_D * d + 3 * I) * dt)  # a batch's logits for the loss
+        starts = min(L, expected_sets(opts.criterion, opts.ks, L, opts.greedy_width, opts.k_auto))
+        sel_hidden = starts * sel_tokens * d * dt  # the base's inputs at each layer a set starts at
+        if placed.disk or placed.offloaded[0]:  # too large for the device: each set reads the layers again
+            phases["select"] = {"device": (layer_w + sel_acts + ctx_dev) if on_gpu else 0,
+                                "host": one + sel_hidden + layer_w + (0 if on_gpu else sel_acts)}
         else:
-            cal_beside = model_b + in_memory + per_proc + sums if opts.whole_model else 0
-            phases["whole"] = {"device": 0, "host": runtime + child + max(saving, copies * model_b + eval_acts,
-                                                                           cal_beside)}
+            phases["select"] = {"device": placed.device + sel_acts + ctx_dev if on_gpu else 0,
+                                "host": one + sel_hidden + placed.host + (0 if on_gpu else sel_acts)}
+    if opts.outputs:  # one tensor at a time and its cast copy; the largest is the embedding (or LM head)
+        phases["save"] = {"device": 0, "host": one + 2 * max(shape.embed_params, shape.intermediate * d) * dt}
+        if opts.load_check:  # the parent keeps its runtime; the child places one output and generates a few tokens
+            phases["check"] = {"device": placed.device + ctx_dev + (PROBE_ACTS if on_gpu else 0),
+                               "host": one + one + placed.host + (0 if on_gpu else PROBE_ACTS)}
+    if opts.whole_model:  # the base, then each output, one at a time
+        phases["evaluate"] = {"device": placed.device + eval_acts + ctx_dev if on_gpu else 0,
+                              "host": one + placed.host + (0 if on_gpu else eval_acts)}
 
     device_bytes = max(p["device"] for p in phases.values())
     host_bytes = max(p["host"] for p in phases.values())
     n_out = len(opts.ks) if opts.outputs else 0
+    evaluated = opts.whole_model or (opts.outputs and opts.load_check) or (measured(opts) and not placed.disk)
     disk = {
         "download": shape.params * shape.checkpoint_bytes_per_param,
         "spill": spill,
         "stats_cache": L * sums_bytes(d, 1),  # one shard per layer, kept (or removed after --no-cache)
         "outputs": n_out * model_b,
+        "offload": placed.disk if evaluated else 0,  # accelerate's disk offload of a model larger than the devices
     }
     return Estimate(device_bytes=int(device_bytes), host_bytes=int(host_bytes), disk={k: int(v) for k, v in disk.items()},
-                    seconds=_seconds(shape, opts, on_gpu, procs, disk["download"]), devices=list(devices),
-                    phases=phases, dtype=dtype, batch_size=bs)
+                    seconds=_seconds(shape, opts, on_gpu, procs, disk["download"], placed.transfer_s()),
+                    devices=list(devices), phases=phases, dtype=dtype, batch_size=bs)
 
 
-def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: int) -> tuple[float, float]:
-    """(fast, slow): forward flops 2 x params per token plus attention 2 T H hd; the statistics'
-    products 2 d² per token for Σxxᵀ, Σyyᵀ, Σyxᵀ each; the loss probe ~L/2 passes over the held-out
-    blocks; evaluation one forward of the base and of each output over its tokens."""
+def measured(opts: Options) -> bool:
+    """Selection by measurement on the selection data (selection_stage.py)."""
+    return opts.criterion in MEASURED or opts.k_auto
+
+
+def selection_blocks(opts: Options) -> int:
+    """As worker/engine/selection_stage.selection_data: the named data's blocks, else the held-out tenth."""
+    return opts.selection_samples or holdout_count(opts.num_samples, opts.holdout_fraction)
+
+
+def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: int,
+             transfer: tuple[float, float]) -> tuple[float, float]:
+    """(fast, slow): forward flops 2 x params per token plus attention 2 T H hd; the statistics' products
+    2 d² per token for Σyxᵀ and 10/16 of that for the symmetric Σxxᵀ and Σyyᵀ (stats.gram); the loss probe
+    ~L/2 passes over the held-out blocks; measured selection ~L/2 layers per set over the selection blocks;
+    evaluation one forward of the base and of each output over its tokens. `transfer`: what each forward of
+    a whole model spends bringing offloaded weights to the GPU (spread.py)."""
     d, L = shape.hidden, shape.layers
     tokens = opts.num_samples * opts.seq_len
     attn = 2 * opts.seq_len * shape.heads * shape.head_dim
     fwd_layer = 2 * shape.layer_params + attn  # per token
+    head = 2 * shape.embed_params
     forward = tokens * L * fwd_layer
-    products = tokens * L * 3 * 2 * d * d
+    products = tokens * L * (1 + 2 * 10 / 16) * 2 * d * d
     if opts.criterion == "loss":
         held = holdout_count(opts.num_samples, opts.holdout_fraction) * opts.seq_len
-        forward += held * (L * L / 2 * fwd_layer + (L + 1) * 2 * shape.embed_params)
+        forward += held * (L * L / 2 * fwd_layer + (L + 1) * head)
+    sets = expected_sets(opts.criterion, opts.ks, L, opts.greedy_width, opts.k_auto) if measured(opts) else 0
+    selection = sets * selection_blocks(opts) * opts.seq_len * (L / 2 * fwd_layer + head)
     eval_tokens = len(opts.perplexity) * (opts.eval_max_tokens or EVAL_TOKENS_PER_CORPUS)
     eval_tokens += len(opts.tasks) * (opts.eval_limit or TASK_DOCS) * TASK_TOKENS_PER_DOC
-    evaluation = (1 + len(opts.ks)) * eval_tokens * (L * fwd_layer + 2 * shape.embed_params)
+    models = 1 + len(opts.ks)
+    evaluation = models * eval_tokens * (L * fwd_layer + head)
+    # forward passes of a whole model: evaluation windows, the load check's prompt and generated tokens, the sets
+    passes = (models * math.ceil(eval_tokens / min(opts.seq_len, 2048)) if opts.whole_model else 0)
+    passes += len(opts.ks) * (1 + NEW_TOKENS) if opts.outputs and opts.load_check else 0
+    passes += sets * max(1, math.ceil(selection_blocks(opts) / max(1, default_batch_size(opts.seq_len, on_gpu))))
     out = []
     for i in (1, 0):  # the fast end, then the slow end
         if on_gpu:  # calibration is split between the processes; evaluation runs in one
             compute = (forward / GPU_FORWARD_FLOPS[i] + products / GPU_PRODUCT_FLOPS[i]) / procs
-            compute += evaluation / GPU_FORWARD_FLOPS[i]
+            compute += (evaluation + selection) / GPU_FORWARD_FLOPS[i] + passes * transfer[i]
         else:
-            compute = (forward + products) / CPU_FLOPS[i] / procs + evaluation / CPU_FLOPS[i]
+            compute = (forward + products) / CPU_FLOPS[i] / procs + (evaluation + selection) / CPU_FLOPS[i]
         out.append(compute + download / DOWNLOAD_BPS[i] + STARTUP_S[1 - i])
     return round(out[0], 1), round(out[1], 1)

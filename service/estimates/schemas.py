@@ -10,6 +10,8 @@ class DiskOut(BaseModel):
     spill: int = Field(description="hidden states past NBL_HOST_CACHE_BYTES, under NBL_HOME/spill")
     stats_cache: int = Field(description="one float64 shard of sums per layer (the statistics cache)")
     outputs: int = Field(description="one saved checkpoint per k")
+    offload: int = Field(0, description="weights accelerate offloads to disk when a whole model is larger than the "
+                         "devices and half the host; a worker class with any is not chosen")
 
 
 class PhaseOut(BaseModel):
@@ -30,6 +32,8 @@ class EstimateOut(BaseModel):
     devices: list[str]
     dtype: str
     batch_size: int
-    phases: dict[str, PhaseOut] = Field(description="calibrate: layer by layer; whole: the whole model loaded "
-                                        "(saving, evaluation, load check)")
+    phases: dict[str, PhaseOut] = Field(description="calibrate: layer by layer; select: measured selection "
+                                        "(greedy, auto, k auto); save: tensor by tensor; check: each output reloaded "
+                                        "in a fresh process; evaluate: the base and each output, one at a time. A "
+                                        "whole model larger than one device is spread over the GPUs and the host")
     refusal: str | None = None

@@ -99,3 +99,25 @@ def test_selection_on_the_calibration_dataset_takes_the_blocks_after_the_calibra
     assert blocks.tolist() == every[12:].tolist() and data["in_distribution"] is True and split is None
     calibration = {tuple(b) for b in every[:12].tolist()}
     assert not any(tuple(b) in calibration for b in blocks.tolist())
+
+
+def test_a_model_larger_than_its_device_is_selected_layer_by_layer_with_the_same_result(tiny_dir, text_file, capsys,
+                                                                                        monkeypatch):
+    """On a GPU too small for the whole model (placement.max_memory_for answers a spread), the greedy's sets read
+    their layers from the checkpoint again instead of loading the model: the same sets, the same losses."""
+    from worker.engine import selection_stage
+
+    args = ["--model", str(tiny_dir), "--dataset", str(text_file), *BASE, "--criterion", "greedy", "--k", "2"]
+    code, out = run(args, capsys)
+    assert code == 0, out.err
+    whole = json.loads(out.out)["selection"]
+    loaded = []
+    monkeypatch.setattr(selection_stage, "max_memory_for", lambda path, devices: {0: 1, "cpu": 1})
+    monkeypatch.setattr(selection_stage, "load_weights", lambda lm, *a: loaded.append(lm))
+    code, out = run(args, capsys)
+    assert code == 0, out.err
+    streamed = json.loads(out.out)["selection"]
+    assert loaded == []  # never loaded whole
+    assert [t["layers"] for t in streamed["tried"]] == [t["layers"] for t in whole["tried"]]
+    for a, b in zip(streamed["greedy_steps"], whole["greedy_steps"]):
+        assert a["added"] == b["added"] and a["heldout_ppl"] == pytest.approx(b["heldout_ppl"], rel=1e-6)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from configs import LLAMA_70B, TINY, write_config
 from cli.main import main
 
@@ -62,3 +64,27 @@ def test_hub_id_offline_is_a_clear_error(tmp_path, capsys, monkeypatch):
     code, out, err = run(capsys, "--model", "meta-llama/Llama-3.1-70B", "--k", "8")
     assert code == 2 and out == ""
     assert "cannot fetch config.json from the Hub" in err and "give a directory holding its config.json" in err
+
+
+def test_a_70b_job_goes_to_one_80gb_gpu_and_measured_selection_is_priced(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("NBL_HOME", str(tmp_path / "home"))
+    model = write_config(tmp_path / "llama-70b", LLAMA_70B)
+    common = ["--model", str(model), "--num-samples", "256", "--seq-len", "2048", "--job"]
+    code, out, _ = run(capsys, *common, "--k", "8", "--json")
+    assert code == 0
+    job = json.loads(out)
+    assert job["worker_class"] == "nbl-gpu-80g" and job["disk"]["offload"] == 0, job
+    assert set(job["phases"]) == {"calibrate", "save", "check", "evaluate"}
+    code, out, _ = run(capsys, *common, "--k", "auto", "--criterion", "greedy", "--selection-samples", "32", "--json")
+    assert code == 0
+    auto = json.loads(out)
+    assert "select" in auto["phases"] and auto["seconds"][0] > job["seconds"][0]
+    assert auto["disk"]["outputs"] == job["disk"]["outputs"] > 0  # k auto makes one output, as one k does
+    # the same job on a GPU said to hold 24 GiB, with a 64 GiB host: the weights that fit neither go to disk
+    code, out, _ = run(capsys, *common, "--k", "8", "--devices", "cuda:0", "--device-memory", "24", "--host-memory",
+                       "64", "--json")
+    small = json.loads(out)
+    assert code == 0 and small["disk"]["offload"] > 50e9 and small["device_bytes"] <= 24 * GiB
+    with pytest.raises(SystemExit) as exit_:
+        main(["estimate", *common, "--k", "8", "--device-memory", "0"])
+    assert exit_.value.code == 2 and "expected a positive number of GiB" in capsys.readouterr().err

@@ -7,8 +7,9 @@ import pytest
 
 from configs import LLAMA_8B, LLAMA_70B, TINY
 from service.estimates.classes import DEFAULT, parse_classes, place
-from service.estimates.model import CUDA_CONTEXT_HOST, Options, default_batch_size, estimate, holdout_count, sums_bytes
+from service.estimates.model import CUDA_CONTEXT_DEVICE, CUDA_CONTEXT_HOST, Options, default_batch_size, estimate, holdout_count, sums_bytes
 from service.estimates.shapes import ShapeError, shape_of
+from service.estimates.spread import HEADROOM, Memory, Spread, spread
 
 GiB = 2**30
 
@@ -82,10 +83,57 @@ def test_two_devices_share_the_blocks_and_the_time():
 def test_placement_smallest_class_that_holds_it():
     classes = parse_classes(DEFAULT)
     assert place(shape_of(TINY), Options(num_samples=8, seq_len=32), classes, 21600).cls.name == "cpu"
-    p8 = place(shape_of(LLAMA_8B), Options(), classes, 21600)  # too slow for the CPU, two 16 GB models: 80g
-    assert p8.cls.name == "gpu-80g"
-    p70 = place(shape_of(LLAMA_70B), Options(), classes, 21600)  # a job loads the whole model: none holds it
-    assert p70.cls is None and "over the 85.9 GB of each device of gpu-8x80g" in p70.reason
+    p8 = place(shape_of(LLAMA_8B), Options(), classes, 21600)  # too slow for the CPU; 16 GB x 1.25 fit 24 GiB
+    assert p8.cls.name == "gpu-24g"
+    assert p8.estimate.disk["offload"] == 0 and p8.estimate.phases["evaluate"]["device"] < 24 * GiB
+
+
+def test_a_70b_job_goes_to_one_80gb_gpu_with_the_rest_of_its_weights_on_the_host():
+    """Issue 12: calibration layer by layer, saving tensor by tensor, and a whole model (evaluation, load check)
+    spread over the GPU and the host as placement.py does: a Llama-3.1-70B-shaped job runs on one 80 GB GPU."""
+    classes = parse_classes(DEFAULT)
+    p70 = place(shape_of(LLAMA_70B), Options(num_samples=256, seq_len=2048, ks=(8,)), classes, 21600)
+    assert p70.cls.name == "gpu-80g", p70.reason
+    est, model_b = p70.estimate, shape_of(LLAMA_70B).params * 2
+    assert est.device_bytes <= 80 * GiB and est.disk["offload"] == 0
+    on_gpu = int((80 * GiB - CUDA_CONTEXT_DEVICE) / HEADROOM)  # placement.plan's max_memory for the GPU
+    assert est.phases["evaluate"]["host"] > model_b - on_gpu  # the rest offloaded to the host
+    assert est.phases["save"]["host"] < model_b / 10  # one tensor at a time
+    # 24 GiB would leave 52 GB of it on disk, read on every forward pass: not routed there
+    only_24 = place(shape_of(LLAMA_70B), Options(num_samples=256, seq_len=2048, ks=(8,)), classes[:2], 21600)
+    assert only_24.cls is None and "offloaded to disk beyond gpu-24g's GPUs and host" in only_24.reason
+    # eight GPUs hold it all: nothing offloaded, each GPU under the one GPU's share
+    eight = estimate(shape_of(LLAMA_70B), Options(ks=(8,)), classes[3].device_list(), classes[3].memory())
+    assert eight.phases["evaluate"]["device"] <= est.phases["evaluate"]["device"] and eight.disk["offload"] == 0
+
+
+def test_spread_is_the_workers_placement():
+    from worker.engine import placement
+
+    assert HEADROOM == placement.HEADROOM
+    for weights in (10 * GiB, 70 * GiB, 300 * GiB):
+        for gpus, free in ((1, 80 * GiB), (2, 24 * GiB), (4, 80 * GiB)):
+            host = 256 * GiB
+            plan = placement.plan(weights, [f"cuda:{i}" for i in range(gpus)], {i: free for i in range(gpus)}, host)
+            got = spread(weights, gpus, Memory(free, host), context=0)
+            if plan is None:
+                assert got.device == weights and got.offloaded == (0, 0)
+            else:
+                assert got.device == min(weights, plan[0])
+                assert got.host + got.disk == max(0, weights - sum(plan[i] for i in range(gpus)))
+                assert got.host <= plan["cpu"]
+    assert spread(10 * GiB, 0, Memory(), 0) == Spread(0, 10 * GiB, 0)  # the CPU: all on the host
+    assert spread(500 * GiB, 1, Memory(), 0).device == 500 * GiB  # no device size: assumed to fit
+
+
+def test_measured_selection_is_a_phase_that_streams_a_model_larger_than_its_device():
+    opts = Options(num_samples=256, seq_len=2048, ks=(8,), criterion="greedy")
+    small = estimate(shape_of(LLAMA_8B), opts, ["cuda:0"], Memory(80 * GiB, 256 * GiB))
+    big = estimate(shape_of(LLAMA_70B), opts, ["cuda:0"], Memory(80 * GiB, 256 * GiB))
+    assert small.phases["select"]["device"] > shape_of(LLAMA_8B).params * 2  # the whole 8B model stays on the GPU
+    assert big.phases["select"]["device"] < 20 * GiB  # 70B: one layer at a time
+    plain = estimate(shape_of(LLAMA_8B), Options(num_samples=256, seq_len=2048, ks=(8,)), ["cuda:0"])
+    assert "select" not in plain.phases and small.seconds[0] > plain.seconds[0]
 
 
 @pytest.mark.parametrize("bad", ["cpu", "cpu=0x0", "CPU=0x0/64", "a=1x2/3,a=1x2/3", ""])

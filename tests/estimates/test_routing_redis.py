@@ -31,7 +31,7 @@ def test_jobs_go_to_their_class_queue_and_a_cpu_worker_takes_only_its_own(pg_url
     with TestClient(create_app(settings)) as c:
         small = c.post("/v1/jobs", json={**JOB, "model": {"id": "local:tiny"}}, headers=auth).json()["id"]
         big = c.post("/v1/jobs", json={**JOB, "model": {"id": "local:eight"}}, headers=auth).json()["id"]
-    cpu_q, gpu_q = f"{queue}-cpu", f"{queue}-gpu-80g"
+    cpu_q, gpu_q = f"{queue}-cpu", f"{queue}-gpu-24g"
     assert [decode_message(m)["args"] for m in r.lrange(cpu_q, 0, -1)] == [[small]]
     assert [decode_message(m)["args"] for m in r.lrange(gpu_q, 0, -1)] == [[big]]
 
@@ -76,5 +76,5 @@ def test_the_reconciler_resends_to_the_jobs_own_queue(pg_url, settings_for, redi
     with make_sessionmaker(make_engine(up))() as s:
         assert dispatch_queued(s, celery) == [resp.json()["id"]]
     celery.close()
-    assert [decode_message(m)["args"] for m in r.lrange(f"{queue}-gpu-80g", 0, -1)] == [[resp.json()["id"]]]
+    assert [decode_message(m)["args"] for m in r.lrange(f"{queue}-gpu-24g", 0, -1)] == [[resp.json()["id"]]]
     assert r.llen(f"{queue}-cpu") == 0

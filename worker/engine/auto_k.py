@@ -16,6 +16,7 @@ import math
 from typing import Callable
 
 from service.jobs.score_fields import MEASURED  # the criteria that need selection data (beside `loss`)
+from service.jobs.selection_sets import expected_sets  # priced once, for the API's estimate too
 
 from .greedy import CHEAP, DEFAULT_WIDTH, Greedy, candidate_order
 from .selection import choose
@@ -26,16 +27,6 @@ __all__ = ["MEASURED", "Chooser", "expected_sets"]
 def ppl(loss: float) -> float | None:
     """exp(loss), None where it is not a finite number (JSON and the job's row hold no Infinity)."""
     return math.exp(loss) if math.isfinite(loss) and loss < 700 else None
-
-
-def expected_sets(criterion: str, ks, n_layers: int, width: int = DEFAULT_WIDTH, k_auto: bool = False) -> int:
-    """About how many layer sets a selection measures, the base included: its progress, and a job's plan.
-    k auto is priced at most: the greedy's depth as L/2 and log2(L) tried ks (doubling stops near the k found, so
-    a small budget measures fewer)."""
-    top = n_layers // 2 if k_auto else max(ks, default=1)
-    tried = max(1, math.ceil(math.log2(max(n_layers, 2)))) if k_auto else len(ks)
-    greedy = sum(min(width, n_layers - s) for s in range(top)) if criterion in MEASURED else 0
-    return 1 + greedy + tried * (3 if criterion == "auto" else 0 if criterion == "greedy" else 1)
 
 
 class Chooser:

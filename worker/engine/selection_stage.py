@@ -15,6 +15,7 @@ from .calibration_stage import CalibrationResult, Report, layer_source
 from .config import CompressConfig
 from .data import load_texts, make_blocks
 from .loading import LoadedModel, load_weights
+from .placement import max_memory_for
 from .score_stage import fit_maps
 from .set_loss import SetLoss
 
@@ -46,7 +47,10 @@ def selection_stage(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult
                              cfg.max_ppl_increase is not None)
     report("select", 0.0, f"measuring about {expected} layer sets on the selection data")
     blocks, data, split = selection_data(cfg, lm, cal)
-    load_weights(lm)  # the sets' losses walk the layers many times: the weights stay in memory
+    if max_memory_for(lm.path, cfg.devices) is None:  # fits the first device (or the CPU's host)
+        load_weights(lm)  # the sets' losses walk the layers many times: the weights stay in memory
+    # else larger than the device: every set reads its layers from the checkpoint again (slower, but no
+    # device holds more than a layer; service/estimates prices it)
     set_loss = SetLoss(layer_source(lm), blocks, cfg.mode, cfg.method,
                        lambda i: fit_maps(cal.stats, cfg.mode, [i], cfg.ridge, split=split)[i],
                        batch_size=cal.meta.get("batch_size", 1))
