@@ -171,6 +171,12 @@ def gram(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def cross(y: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """yᵀx into `out` (d, d). With gram(), the two products a batch is made of (bench/product_precision.py
+    substitutes both to measure other product precisions)."""
+    return torch.mm(y.T, x, out=out)
+
+
 class LayerAccumulator:
     """Adds one batch at a time into a LayerStats; holds nothing but the sums, and only those of the
     `branches` (modes) asked for: x's sums are shared, each branch adds Σy, Σyyᵀ, Σyxᵀ and Σcos."""
@@ -223,7 +229,7 @@ class LayerAccumulator:
             gram(y, prod)
             st.yy[b] += prod
             bs.yy_tr += torch.diagonal(prod).sum(dtype=torch.float64)
-            bs.yx += torch.mm(y.T, x, out=prod)
+            bs.yx += cross(y, x, prod)
             # DROP baseline: cosine between the stream before and after the branch is added.
             hf = h.float()
             bs.cos += torch.nn.functional.cosine_similarity(hf, hf + y_raw.float(), dim=-1).sum(dtype=torch.float64)
