@@ -59,8 +59,9 @@ def add_compress(sub) -> None:
     p.add_argument("--devices", metavar="LIST", help="calibrate data-parallel, one process per device: "
                    "cuda:0,cuda:1, or cpu,cpu (default: every visible GPU, else cpu)")
     p.add_argument("--batch-size", type=int, help="blocks per forward pass (default: 2,048 tokens on CPU, 16,384 on a GPU)")
-    p.add_argument("--stats-precision", choices=["float32", "float64"], default="float32",
-                   help="precision of per-batch products (sums are always float64)")
+    p.add_argument("--stats-precision", choices=["auto", "float32", "tf32", "float64"], default="auto",
+                   help="precision of per-batch products (sums are always float64); auto: tf32 on a GPU (its "
+                   "scores within 2.2e-5 of float64 products', bench/results/product_precision.md), else float32")
     p.add_argument("--no-cache", action="store_true",
                    help="neither read nor write the statistics cache (nor, with --eval, the base's evaluation cache)")
     p.add_argument("--max-model-bytes", type=int, metavar="N",

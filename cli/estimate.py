@@ -59,7 +59,7 @@ def add_estimate(sub) -> None:
     p.add_argument("--out", action="store_true", help="outputs are saved (as nbl compress --out; a job always does)")
     p.add_argument("--no-load-check", action="store_true", help="as nbl compress --no-load-check")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    p.add_argument("--stats-precision", choices=["float32", "float64"], default="float32")
+    p.add_argument("--stats-precision", choices=["auto", "float32", "tf32", "float64"], default="auto")
     p.add_argument("--host-cache-bytes", type=int, metavar="N", help="default: NBL_HOST_CACHE_BYTES, else no limit")
     p.add_argument("--devices", metavar="LIST", help="torch devices, one process each (cuda:0,cuda:1 or cpu); "
                    "default: those of the worker class the job goes to")

@@ -82,7 +82,7 @@ class Options:
     device: str | None = None  # --device: one device (as devices with one)
     dtype: str = "auto"
     batch_size: int | None = None
-    product_dtype: str = "float32"  # per-batch products (the sums are float64 always)
+    product_dtype: str = "auto"  # per-batch products: tf32 on a GPU, else float32 (the sums are float64 always)
     max_model_bytes: int | None = None  # the largest input model (None: no limit)
     host_cache_bytes: int | None = None  # hidden states kept in memory between layers (None: no limit)
     check_timeout_s: float = 900  # the fresh-process load check of each output

@@ -58,6 +58,7 @@ CPU_FLOPS = (3e9, 2e11)
 STARTUP_S = (5, 60)  # imports, tokenizing the calibration texts, reading the stem
 GPU_FORWARD_FLOPS = (5e13, 4e14)
 GPU_PRODUCT_FLOPS = (1e13, 6e13)
+GPU_TF32_FLOPS = (4e13, 3e14)  # TF32 products (the GPU default, --stats-precision auto): spec sheets, not measured
 DOWNLOAD_BPS = (1e8, 1e9)  # 100 MB/s to 1 GB/s from the Hub
 
 
@@ -73,7 +74,7 @@ class Options:
     criterion: str = "cca"
     ks: tuple[int, ...] = (4,)
     dtype: str = "auto"  # float32 on CPU, bfloat16 on GPU (engine/loading.resolve_dtype)
-    stats_precision: str = "float32"
+    stats_precision: str = "auto"  # the products' precision: auto and tf32 are float32 buffers
     host_cache_bytes: int | None = None  # None: no limit, nothing spilt
     outputs: bool = True  # saved outputs (a job always; `nbl compress` with --out)
     whole_model: bool = True  # evaluated: the base and each output loaded whole (a job; `nbl compress --eval`)
@@ -130,7 +131,7 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     procs = max(1, len(devices))
     dtype = opts.dtype if opts.dtype not in ("auto", None) else ("bfloat16" if on_gpu else "float32")
     dt = DTYPE_BYTES[dtype]
-    pt = DTYPE_BYTES[opts.stats_precision]
+    pt = DTYPE_BYTES.get(opts.stats_precision, 4)  # tf32 and auto multiply float32 buffers
     d, L, I = shape.hidden, shape.layers, shape.intermediate
     bs = opts.batch_size or default_batch_size(opts.seq_len, on_gpu)
     tokens_b = min(bs, math.ceil(opts.num_samples / procs)) * opts.seq_len
@@ -247,7 +248,8 @@ def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: in
     out = []
     for i in (1, 0):  # the fast end, then the slow end
         if on_gpu:  # calibration is split between the processes; evaluation runs in one
-            compute = (forward / GPU_FORWARD_FLOPS[i] + products / GPU_PRODUCT_FLOPS[i]) / procs
+            rate = GPU_PRODUCT_FLOPS if opts.stats_precision in ("float32", "float64") else GPU_TF32_FLOPS
+            compute = (forward / GPU_FORWARD_FLOPS[i] + products / rate[i]) / procs
             compute += (evaluation + selection) / GPU_FORWARD_FLOPS[i] + passes * transfer[i]
         else:
             compute = (forward + products) / CPU_FLOPS[i] / procs + (evaluation + selection) / CPU_FLOPS[i]

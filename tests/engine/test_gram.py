@@ -21,3 +21,30 @@ def test_gram_splits_wide_products_and_leaves_narrow_ones_whole():
     assert gram_blocks(64) == 1
     assert gram_blocks(300) == 2
     assert gram_blocks(4096) == 4
+
+
+def test_products_auto_is_tf32_on_a_gpu_and_float32_on_the_cpu():
+    from worker.engine.stats import resolve_products
+
+    assert resolve_products("auto", "cpu") == "float32" and resolve_products("auto", torch.device("cuda:1")) == "tf32"
+    assert resolve_products("float64", "cuda:0") == "float64"
+    with pytest.raises(ValueError, match="product precision must be one of"):
+        resolve_products("bf16", "cpu")
+
+
+def test_tf32_products_switch_torchs_flag_for_the_products_only_and_change_nothing_on_the_cpu():
+    from worker.engine.calibrate import calibrate
+    from worker.engine.stats import tf32_matmuls
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    before = torch.backends.cuda.matmul.allow_tf32
+    with tf32_matmuls(True):
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, vocab_size=128)).eval()
+    blocks = torch.randint(128, (4, 16))
+    plain, tf32 = (calibrate(model, blocks, 2, 1, progress=False, modes=("attn",), tf32=t) for t in (False, True))
+    for a, b in zip(plain.stats, tf32.stats):
+        assert torch.equal(a.splits["fit"].xx, b.splits["fit"].xx) and torch.equal(a.yy["attn"], b.yy["attn"])

@@ -129,6 +129,7 @@ def calibrate(
     devices: list[str] | None = None,
     timeout_s: float = distributed.TIMEOUT_S,
     group=None,
+    tf32: bool = False,
 ) -> Calibration:
     """Run `blocks` (num_blocks, seq_len) through `model` (a model in memory or a layer_source), layer
     by layer; the last `holdout` blocks go to 'held'. Sums are kept for `modes` only.
@@ -145,10 +146,10 @@ def calibrate(
     source = as_source(model)
     if group is None and devices is not None and len(devices) > 1:
         path = source.checkpoint_dir()
-        job = dict(blocks=blocks, batch_size=batch_size, holdout=holdout, product_dtype=product_dtype,
+        job = dict(blocks=blocks, batch_size=batch_size, holdout=holdout, product_dtype=product_dtype, tf32=tf32,
                    modes=tuple(modes), host_bytes=host_bytes, spill_dir=spill_dir, path=path, dtype=source.dtype)
         with distributed.launch(devices, calibrate, job, timeout_s) as group:
-            return calibrate(source, blocks, batch_size, holdout, product_dtype, on_batch, progress, modes=modes,
+            return calibrate(source, blocks, batch_size, holdout, product_dtype, on_batch, progress, modes=modes, tf32=tf32,
                              device=devices[0], host_bytes=host_bytes, spill_dir=spill_dir, on_layer=on_layer,
                              group=group)
     group = group or distributed.SOLO
@@ -174,7 +175,7 @@ def calibrate(
         source.release_stem()
         for i in range(n_layers):
             layer = source.layer(i, device)
-            acc = LayerAccumulator(d, device, product_dtype, modes)
+            acc = LayerAccumulator(d, device, product_dtype, modes, tf32=tf32)
             stats_bytes = acc.nbytes()
             attn: list[torch.Tensor] = []
             hook = None

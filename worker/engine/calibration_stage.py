@@ -19,7 +19,7 @@ from .data import load_texts, make_blocks
 from .layer_source import CheckpointLayers, ModelLayers
 from .loading import LoadedModel
 from .score_stage import layer_scores
-from .stats import LayerStats
+from .stats import LayerStats, resolve_products
 from .stats_cache import Shards
 
 Report = Callable[[str, float, str], None]
@@ -63,6 +63,7 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
                       source=None) -> CalibrationResult:
     """Sums for every layer, from the cache when the same calibration ran before for this mode."""
     source = source or layer_source(lm)
+    products = resolve_products(cfg.product_dtype, source.device)  # auto: tf32 on a GPU, float32 on the CPU
     key = stats_cache.cache_key(
         model=lm.fingerprint,
         dataset=cfg.dataset.key(),
@@ -72,7 +73,7 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
         shuffle=cfg.shuffle,
         dtype=str(source.dtype),
         holdout_fraction=cfg.holdout_fraction,
-        product_dtype=cfg.product_dtype,
+        product_dtype=products,
     )
     caching = cfg.use_cache and cfg.stats_dir is not None
     if caching:
@@ -106,7 +107,8 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
             blocks,
             batch_size=bs,
             holdout=holdout,
-            product_dtype=getattr(torch, cfg.product_dtype),
+            product_dtype=torch.float64 if products == "float64" else torch.float32,
+            tf32=products == "tf32",
             on_batch=lambda done, total: report("calibrate", done / total,
                                                 f"layer {(done - 1) * n_layers // total + 1}/{n_layers}"),
             progress=progress,

@@ -16,7 +16,7 @@ from .auto_k import MEASURED
 from .greedy import DEFAULT_WIDTH
 from .selection import CRITERIA
 from .shard_writer import MAX_SHARD_SIZE
-from .stats import BRANCHES
+from .stats import BRANCHES, PRODUCTS
 
 
 @dataclass
@@ -45,7 +45,7 @@ class CompressConfig:
     selection_samples: int = R.SELECTION_SAMPLES
     greedy_width: int = DEFAULT_WIDTH
     max_ppl_increase: float | None = None
-    product_dtype: str = "float32"
+    product_dtype: str = "auto"  # the per-batch products: auto (tf32 on a GPU, else float32), float32, tf32, float64
     # Directories and limits come from the caller (Settings at the top); the engine reads no variable.
     stats_dir: Path | None = None  # the statistics cache (None: none; the run's sums go to a temporary directory)
     use_cache: bool = True
@@ -71,8 +71,8 @@ class CompressConfig:
             raise ValueError("give at least one k, or k auto with a budget")
         if any(k <= 0 for k in self.ks):
             raise ValueError(f"k must be positive, got {self.ks}")
-        if self.product_dtype not in ("float32", "float64"):
-            raise ValueError("product_dtype must be float32 or float64")
+        if self.product_dtype not in PRODUCTS:
+            raise ValueError(f"product_dtype must be one of {', '.join(PRODUCTS)}")
 
 
 def from_recipe(recipe: R.Recipe, model: str | None = None, **machine) -> CompressConfig:

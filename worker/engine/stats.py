@@ -26,6 +26,7 @@ all blocks, for the scores of the whole calibration: five d x d matrices per lay
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -148,6 +149,34 @@ def _scratch(d: int, dtype: torch.dtype, device) -> torch.Tensor:
     return buf
 
 
+PRODUCTS = ("auto", "float32", "tf32", "float64")
+
+
+def resolve_products(name: str, device) -> str:
+    """The per-batch products' precision. `auto`: TF32 on a GPU, whose worst relative CCA-bound error against
+    float64 products was 2.2e-5 on SmolLM2 (bench/results/product_precision.md; the issue's bound is 1e-4),
+    float32 on the CPU (TF32 is a GPU format)."""
+    if name not in PRODUCTS:
+        raise ValueError(f"product precision must be one of {', '.join(PRODUCTS)}, got {name!r}")
+    if name == "auto":
+        return "tf32" if str(device).startswith("cuda") else "float32"
+    return name
+
+
+@contextmanager
+def tf32_matmuls(on: bool):
+    """TF32 for CUDA float32 matmuls inside the block (torch's global flag, restored after)."""
+    if not on:
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
 def gram_blocks(d: int) -> int:
     """Column blocks for gram(): ~4 blocks of >= 128 columns. At 1 CPU thread, N = 2,048 tokens, xᵀx took
     10.6 ms whole vs 5.5 ms in 4 blocks at d=576, 29.3 vs 20.9 ms at d=1024, 262 vs 220 ms at d=4096."""
@@ -181,10 +210,12 @@ class LayerAccumulator:
     """Adds one batch at a time into a LayerStats; holds nothing but the sums, and only those of the
     `branches` (modes) asked for: x's sums are shared, each branch adds Σy, Σyyᵀ, Σyxᵀ and Σcos."""
 
-    def __init__(self, d: int, device, product_dtype: torch.dtype = torch.float32, branches=BRANCHES):
+    def __init__(self, d: int, device, product_dtype: torch.dtype = torch.float32, branches=BRANCHES,
+                 tf32: bool = False):
         self.d = d
         self.device = device
         self.product_dtype = product_dtype
+        self.tf32 = tf32  # float32 products on TF32 tensor cores (a GPU; resolve_products)
         self.branches = tuple(branches)
         self.stats: LayerStats | None = None
         # Allocated now, before any forward pass: sums allocated at the first batch would sit in the
@@ -212,7 +243,10 @@ class LayerAccumulator:
     @torch.no_grad()
     def add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str) -> None:
         """h: (N, d) layer inputs; ys: branch -> (N, d) branch outputs; split: 'fit' or 'held'."""
-        ys = {b: ys[b] for b in self.branches}
+        with tf32_matmuls(self.tf32 and h.is_cuda):
+            self._add(h, {b: ys[b] for b in self.branches}, split)
+
+    def _add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str) -> None:
         if self.stats is None:
             self.start(self.shift_of(h, ys))
         st, dt = self.stats, self.product_dtype
