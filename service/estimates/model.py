@@ -46,6 +46,13 @@ ACT_WIDTHS_D = 8
 # x, y, h.float(), h + y as float.
 ACC_WIDTHS_D = 4
 NEW_TOKENS = 8  # publish/loadcheck.NEW_TOKENS
+
+
+def LOGIT_BYTES(dt: int) -> int:  # noqa: N802 (a constant of the dtype)
+    """Bytes per token and vocabulary entry of a loss (engine/likelihood.nll_sum): the logits in the model's
+    dtype, their float32 copy, cross_entropy's log-softmax. Measured: SmolLM2 evaluated 2.28 GB, random
+    d=1024 x 24 3.31 GB (bench/results/estimate_accuracy.md); one float32 copy alone left both 26-34% short."""
+    return dt + 4 + 4
 PROBE_ACTS = 64 * 10**6  # the load check: a 14-token prompt and 8 generated tokens (publish/loadcheck.py)
 EVAL_TOKENS_PER_CORPUS = 300_000  # wikitext-2 test is ~290k tokens with a 49k-128k vocabulary
 TASK_TOKENS_PER_DOC = 4 * 128  # ~4 choices of ~128 tokens
@@ -170,11 +177,11 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     ctx_dev = CUDA_CONTEXT_DEVICE if on_gpu else 0
     one = RUNTIME_HOST + (CUDA_CONTEXT_HOST if on_gpu else 0)  # one process' runtime (the first; the check's child)
     placed = spread(model_b, gpus, memory, ctx_dev)
-    window = min(opts.seq_len, 2048)  # perplexity windows (eval/perplexity.default_window)
-    eval_acts = window * (shape.vocab * 4 + (ACT_WIDTHS_D * d + 3 * I) * dt)
+    window = min(shape.context, 2048)  # perplexity windows (eval/perplexity.default_window)
+    eval_acts = window * (shape.vocab * LOGIT_BYTES(dt) + (ACT_WIDTHS_D * d + 3 * I) * dt)
     if measured(opts):
         sel_tokens = selection_blocks(opts) * opts.seq_len
-        sel_acts = tokens_b * (shape.vocab * 4 + (ACT_WIDTHS_D * d + 3 * I) * dt)  # a batch's logits for the loss
+        sel_acts = tokens_b * (shape.vocab * LOGIT_BYTES(dt) + (ACT_WIDTHS_D * d + 3 * I) * dt)  # a batch's loss
         starts = min(L, expected_sets(opts.criterion, opts.ks, L, opts.greedy_width, opts.k_auto))
         sel_hidden = starts * sel_tokens * d * dt  # the base's inputs at each layer a set starts at
         if placed.disk or placed.offloaded[0]:  # too large for the device: each set reads the layers again
@@ -242,7 +249,7 @@ def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: in
     models = 1 + len(opts.ks)
     evaluation = models * eval_tokens * (L * fwd_layer + head)
     # forward passes of a whole model: evaluation windows, the load check's prompt and generated tokens, the sets
-    passes = (models * math.ceil(eval_tokens / min(opts.seq_len, 2048)) if opts.whole_model else 0)
+    passes = (models * math.ceil(eval_tokens / min(shape.context, 2048)) if opts.whole_model else 0)
     passes += len(opts.ks) * (1 + NEW_TOKENS) if opts.outputs and opts.load_check else 0
     passes += sets * max(1, math.ceil(selection_blocks(opts) / max(1, default_batch_size(opts.seq_len, on_gpu))))
     out = []

@@ -26,6 +26,7 @@ class Shape:
     vocab: int  # V
     tied: bool  # the LM head shares the embedding matrix
     checkpoint_bytes_per_param: int  # as stored on the Hub (config torch_dtype), for the download
+    context: int = 2048  # max_position_embeddings: the evaluation's perplexity windows are min(this, 2048)
 
     @property
     def layer_params(self) -> int:
@@ -67,4 +68,5 @@ def shape_of(config: dict) -> Shape:
         vocab=_int(cfg, "vocab_size"),
         tied=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
         checkpoint_bytes_per_param=DTYPE_BYTES.get(str(stored), 2),
+        context=_int(cfg, "max_position_embeddings", 2048),
     )

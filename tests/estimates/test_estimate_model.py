@@ -131,7 +131,7 @@ def test_measured_selection_is_a_phase_that_streams_a_model_larger_than_its_devi
     small = estimate(shape_of(LLAMA_8B), opts, ["cuda:0"], Memory(80 * GiB, 256 * GiB))
     big = estimate(shape_of(LLAMA_70B), opts, ["cuda:0"], Memory(80 * GiB, 256 * GiB))
     assert small.phases["select"]["device"] > shape_of(LLAMA_8B).params * 2  # the whole 8B model stays on the GPU
-    assert big.phases["select"]["device"] < 20 * GiB  # 70B: one layer at a time
+    assert big.phases["select"]["device"] < shape_of(LLAMA_70B).params * 2 / 4  # 70B: a layer and a batch's logits at a time
     plain = estimate(shape_of(LLAMA_8B), Options(num_samples=256, seq_len=2048, ks=(8,)), ["cuda:0"])
     assert "select" not in plain.phases and small.seconds[0] > plain.seconds[0]
 
