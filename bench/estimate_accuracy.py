@@ -154,7 +154,7 @@ def main() -> None:
 def report(rows: list[dict], out: Path) -> None:
     big = estimate(shape_of(LLAMA_70B), Options(num_samples=256, seq_len=2048, ks=(8,), outputs=False,
                                                 whole_model=False), ["cuda:0"])
-    job = place(shape_of(LLAMA_70B), Options(num_samples=256, seq_len=2048, ks=(8,)), parse_classes(
+    job = place(shape_of(LLAMA_70B), Options(num_samples=256, seq_len=2048, ks=(8,), perplexity=("wikitext2",)), parse_classes(
         "cpu=0x0/64,gpu-24g=1x24/128,gpu-80g=1x80/256,gpu-8x80g=8x80/1024"), 6 * 3600)
     result = {"rows": rows, "llama_70b_calibration_one_gpu": {
         "device_bytes": big.device_bytes, "host_bytes": big.host_bytes, "disk": big.disk, "seconds": big.seconds,
