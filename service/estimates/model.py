@@ -184,7 +184,7 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
         sel_acts = tokens_b * (shape.vocab * LOGIT_BYTES(dt) + (ACT_WIDTHS_D * d + 3 * I) * dt)  # a batch's loss
         starts = min(L, expected_sets(opts.criterion, opts.ks, L, opts.greedy_width, opts.k_auto))
         sel_hidden = starts * sel_tokens * d * dt  # the base's inputs at each layer a set starts at
-        if placed.disk or placed.offloaded[0]:  # too large for the device: each set reads the layers again
+        if gpus and placed.device < model_b:  # larger than the first GPU: each set reads the layers again
             phases["select"] = {"device": (layer_w + sel_acts + ctx_dev) if on_gpu else 0,
                                 "host": one + sel_hidden + layer_w + (0 if on_gpu else sel_acts)}
         else:
@@ -202,13 +202,13 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     device_bytes = max(p["device"] for p in phases.values())
     host_bytes = max(p["host"] for p in phases.values())
     n_out = len(opts.ks) if opts.outputs else 0
-    evaluated = opts.whole_model or (opts.outputs and opts.load_check) or (measured(opts) and not placed.disk)
+    placed_whole = opts.whole_model or (opts.outputs and opts.load_check)  # check and evaluate spread; selection streams
     disk = {
         "download": shape.params * shape.checkpoint_bytes_per_param,
         "spill": spill,
         "stats_cache": L * sums_bytes(d, 1),  # one shard per layer, kept (or removed after --no-cache)
         "outputs": n_out * model_b,
-        "offload": placed.disk if evaluated else 0,  # accelerate's disk offload of a model larger than the devices
+        "offload": placed.disk if placed_whole else 0,  # accelerate's disk offload of a model larger than the devices
     }
     return Estimate(device_bytes=int(device_bytes), host_bytes=int(host_bytes), disk={k: int(v) for k, v in disk.items()},
                     seconds=_seconds(shape, opts, on_gpu, procs, disk["download"], placed.transfer_s()),
