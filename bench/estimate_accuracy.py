@@ -178,7 +178,7 @@ def report(rows: list[dict], out: Path) -> None:
     b = result["llama_70b_calibration_one_gpu"]
     lines += ["", "Each row's estimate is `nbl estimate` with the same options on `--devices cpu`; `--reuse` "
               "re-estimates the stored peaks with today's formulas. The evaluated rows' peak is the evaluation's "
-              "loss over a 2,048-token window: service/estimates/model.py's LOGIT_BYTES (the logits, their float32 "
+              "loss over a 2,048-token window: service/estimates/model.py's logit_bytes (the logits, their float32 "
               "copy and the log-softmax) was set from these two rows (one float32 copy alone left them 26-34% "
               "short), so they check its structure, not independently its constant; the other rows are "
               "independent of any constant set from them."]

@@ -22,7 +22,6 @@ import json
 import platform
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -56,17 +55,6 @@ def reset(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
-
-
-@contextmanager
-def products(name: str):
-    """TF32 for the products' fp32 matmuls, or not (the default: TF32 off)."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def build(preset: str, layers: int | None, seq_len: int, dtype: torch.dtype, device: torch.device):
@@ -142,11 +130,10 @@ def main(argv: list[str] | None = None) -> dict:
             score_s += time.perf_counter() - t0
 
         reset(device)
-        with products(name):
-            t = time.perf_counter()
-            calibrate(model, blocks, bs, hold, torch.float32, progress=False, modes=(args.mode,), device=device,
-                      on_layer=on_layer)
-            sync(device)
+        t = time.perf_counter()  # tf32: the engine's own switch (stats.tf32_matmuls), as --stats-precision tf32
+        calibrate(model, blocks, bs, hold, torch.float32, progress=False, modes=(args.mode,), device=device,
+                  on_layer=on_layer, tf32=name == "tf32")
+        sync(device)
         total = time.perf_counter() - t
         seconds[f"calibrate_{name}"] = total - score_s
         seconds[f"score_{name}"] = score_s

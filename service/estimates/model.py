@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from service.jobs.score_fields import MEASURED
+from service.jobs.score_fields import GREEDY_WIDTH, MEASURED
 from service.jobs.selection_sets import expected_sets
 
 from .shapes import DTYPE_BYTES, Shape
@@ -47,12 +47,6 @@ ACT_WIDTHS_D = 8
 ACC_WIDTHS_D = 4
 NEW_TOKENS = 8  # publish/loadcheck.NEW_TOKENS
 
-
-def LOGIT_BYTES(dt: int) -> int:  # noqa: N802 (a constant of the dtype)
-    """Bytes per token and vocabulary entry of a loss (engine/likelihood.nll_sum): the logits in the model's
-    dtype, their float32 copy, cross_entropy's log-softmax. Measured: SmolLM2 evaluated 2.28 GB, random
-    d=1024 x 24 3.31 GB (bench/results/estimate_accuracy.md); one float32 copy alone left both 26-34% short."""
-    return dt + 4 + 4
 PROBE_ACTS = 64 * 10**6  # the load check: a 14-token prompt and 8 generated tokens (publish/loadcheck.py)
 EVAL_TOKENS_PER_CORPUS = 300_000  # wikitext-2 test is ~290k tokens with a 49k-128k vocabulary
 TASK_TOKENS_PER_DOC = 4 * 128  # ~4 choices of ~128 tokens
@@ -67,6 +61,13 @@ GPU_FORWARD_FLOPS = (5e13, 4e14)
 GPU_PRODUCT_FLOPS = (1e13, 6e13)
 GPU_TF32_FLOPS = (4e13, 3e14)  # TF32 products (the GPU default, --stats-precision auto): spec sheets, not measured
 DOWNLOAD_BPS = (1e8, 1e9)  # 100 MB/s to 1 GB/s from the Hub
+
+
+def logit_bytes(dt: int) -> int:
+    """Bytes per token and vocabulary entry of a loss (engine/likelihood.nll_sum): the logits in the model's
+    dtype, their float32 copy, cross_entropy's log-softmax. Measured: SmolLM2 evaluated 2.28 GB, random
+    d=1024 x 24 3.31 GB (bench/results/estimate_accuracy.md); one float32 copy alone left both 26-34% short."""
+    return dt + 4 + 4
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class Options:
     load_check: bool = True  # each saved output reloaded in a fresh process (`nbl compress --no-load-check`)
     k_auto: bool = False  # k found by measurement (ks holds one k, the output it makes)
     selection_samples: int | None = None  # blocks measured selection scores sets on (None: the held-out tenth)
-    greedy_width: int = 8
+    greedy_width: int = GREEDY_WIDTH
     perplexity: tuple[str, ...] = ()
     eval_max_tokens: int | None = None
     tasks: tuple[str, ...] = ()
@@ -178,15 +179,15 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     one = RUNTIME_HOST + (CUDA_CONTEXT_HOST if on_gpu else 0)  # one process' runtime (the first; the check's child)
     placed = spread(model_b, gpus, memory, ctx_dev)
     window = min(shape.context, 2048)  # perplexity windows (eval/perplexity.default_window)
-    eval_acts = window * (shape.vocab * LOGIT_BYTES(dt) + (ACT_WIDTHS_D * d + 3 * I) * dt)
+    loss_per_token = shape.vocab * logit_bytes(dt) + (ACT_WIDTHS_D * d + 3 * I) * dt  # a forward and its loss
+    eval_acts = window * loss_per_token
     if measured(opts):
         sel_tokens = selection_blocks(opts) * opts.seq_len
-        sel_acts = tokens_b * (shape.vocab * LOGIT_BYTES(dt) + (ACT_WIDTHS_D * d + 3 * I) * dt)  # a batch's loss
+        sel_acts = tokens_b * loss_per_token  # one batch of the selection blocks
         starts = min(L, expected_sets(opts.criterion, opts.ks, L, opts.greedy_width, opts.k_auto))
         sel_hidden = starts * sel_tokens * d * dt  # the base's inputs at each layer a set starts at
         if gpus and placed.device < model_b:  # larger than the first GPU: each set reads the layers again
-            phases["select"] = {"device": (layer_w + sel_acts + ctx_dev) if on_gpu else 0,
-                                "host": one + sel_hidden + layer_w + (0 if on_gpu else sel_acts)}
+            phases["select"] = {"device": layer_w + sel_acts + ctx_dev, "host": one + sel_hidden + layer_w}
         else:
             phases["select"] = {"device": placed.device + sel_acts + ctx_dev if on_gpu else 0,
                                 "host": one + sel_hidden + placed.host + (0 if on_gpu else sel_acts)}

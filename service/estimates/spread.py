@@ -6,7 +6,7 @@ the arithmetic of worker/engine/placement.plan, without torch.
                      to the host first, then moves it: a transient host copy)
     larger           accelerate's device_map="auto": each GPU up to its free memory / HEADROOM, the host up to
                      half its memory, the rest offloaded to disk; offloaded weights travel to the GPU on every
-                     forward pass, which the time estimate prices (OFFLOAD_BPS)
+                     forward pass, which the time estimate prices (HOST_/DISK_OFFLOAD_BPS)
 
 Without a device size (`nbl estimate --devices cuda:0` without --device-memory) a model is assumed to fit one.
 """
