@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 
 def _positive(text: str) -> int:
@@ -31,7 +32,7 @@ def _gib(text: str) -> int:
         value = float(text)
     except ValueError:
         value = -1
-    if not value > 0:
+    if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a positive number of GiB, got {text!r}")
     return int(value * 2**30)
 

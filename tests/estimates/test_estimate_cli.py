@@ -85,6 +85,7 @@ def test_a_70b_job_goes_to_one_80gb_gpu_and_measured_selection_is_priced(tmp_pat
                        "64", "--json")
     small = json.loads(out)
     assert code == 0 and small["disk"]["offload"] > 50e9 and small["device_bytes"] <= 24 * GiB
-    with pytest.raises(SystemExit) as exit_:
-        main(["estimate", *common, "--k", "8", "--device-memory", "0"])
-    assert exit_.value.code == 2 and "expected a positive number of GiB" in capsys.readouterr().err
+    for bad in ("0", "inf", "nan", "-1", "lots"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["estimate", *common, "--k", "8", "--device-memory", bad])
+        assert exit_.value.code == 2 and "expected a positive number of GiB" in capsys.readouterr().err
