@@ -63,7 +63,7 @@ def split_bf16(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def products(name: str):
     """(gram, cross) computing the products as `name` does."""
     if name == "tf32":
-        return (lambda x, out: GRAM(tf32(x), out)), (lambda y, x, out: CROSS(tf32(y), tf32(x), out))
+        return (lambda x, out, mirror=True: GRAM(tf32(x), out, mirror)), (lambda y, x, out: CROSS(tf32(y), tf32(x), out))
 
     def three(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         (ah, al), (bh, bl) = split_bf16(a), split_bf16(b)
@@ -71,7 +71,7 @@ def products(name: str):
         return out.add_(ah.T @ bl).add_(al.T @ bh)
 
     if name == "bf16x3":
-        return (lambda x, out: three(x, x, out)), (lambda y, x, out: three(y, x, out))
+        return (lambda x, out, mirror=True: three(x, x, out)), (lambda y, x, out: three(y, x, out))
     return GRAM, CROSS
 
 

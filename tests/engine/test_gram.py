@@ -48,3 +48,21 @@ def test_tf32_products_switch_torchs_flag_for_the_products_only_and_change_nothi
     plain, tf32 = (calibrate(model, blocks, 2, 1, progress=False, modes=("attn",), tf32=t) for t in (False, True))
     for a, b in zip(plain.stats, tf32.stats):
         assert torch.equal(a.splits["fit"].xx, b.splits["fit"].xx) and torch.equal(a.yy["attn"], b.yy["attn"])
+
+
+@pytest.mark.parametrize("d", [64, 300, 576])
+def test_upper_blocks_added_then_mirrored_equal_whole_products_added(d):
+    """The accumulator adds only gram()'s upper blocks into its float64 total and mirrors once: the same
+    bits as adding the whole (mirrored) float32 product every batch."""
+    from worker.engine.stats import add_upper, mirror_upper
+
+    g = torch.Generator().manual_seed(d)
+    whole = torch.zeros(d, d, dtype=torch.float64)
+    upper = torch.zeros(d, d, dtype=torch.float64)
+    prod = torch.empty(d, d)
+    for _ in range(3):
+        x = torch.randn(100, d, generator=g) + 2.0
+        whole += gram(x, prod)
+        add_upper(upper, gram(x, prod, mirror=False))
+    mirror_upper(upper)
+    assert torch.equal(upper, whole) and torch.equal(upper, upper.T)

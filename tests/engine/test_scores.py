@@ -134,3 +134,24 @@ def test_nmse_of_a_branch_without_variance_is_0_when_reproduced_else_inf():
         assert nmse(m, lmmse(m)) == 0.0
         off = LinearMap(weight=torch.zeros(2, 3, dtype=torch.float64), bias=mu_y + 1.0, ridge=0.0)
         assert nmse(m, off) == float("inf")
+
+
+def test_the_sums_read_mid_way_are_whole_and_later_batches_still_count():
+    """LayerAccumulator adds Σxxᵀ and Σyyᵀ on their upper blocks and mirrors them when `stats` is read:
+    a read between batches sees whole symmetric sums, and batches added after it still count."""
+    d = 300  # wide enough for stats.gram to work in blocks
+    g = torch.Generator().manual_seed(5)
+    batches = [(torch.randn(40, d, generator=g) + 1.0, torch.randn(40, d, generator=g)) for _ in range(3)]
+    acc, ref = (LayerAccumulator(d, "cpu", branches=("attn",)) for _ in range(2))
+    for h, y in batches[:2]:
+        acc.add(h, {"attn": y}, "fit")
+    mid = acc.stats.splits["fit"].xx.clone()
+    assert torch.equal(mid, mid.T)
+    acc.add(batches[2][0], {"attn": batches[2][1]}, "fit")
+    for h, y in batches:
+        ref.add(h, {"attn": y}, "fit")
+    xx, yy = acc.stats.splits["fit"].xx, acc.stats.yy["attn"]
+    assert not torch.equal(xx, mid) and torch.equal(xx, ref.stats.splits["fit"].xx) and torch.equal(xx, xx.T)
+    assert torch.equal(yy, yy.T)
+    x = torch.cat([h for h, _ in batches]).double() - acc.stats.shift_x
+    torch.testing.assert_close(xx, x.T @ x, rtol=1e-5, atol=1e-3)
