@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> dict:
             score_s += time.perf_counter() - t0
 
         reset(device)
-        t = time.perf_counter()  # tf32: the engine's own switch (stats.tf32_matmuls), as --stats-precision tf32
+        t = time.perf_counter()  # tf32: the engine's own switch (products.tf32_matmuls), as --stats-precision tf32
         calibrate(model, blocks, bs, hold, torch.float32, progress=False, modes=(args.mode,), device=device,
                   on_layer=on_layer, tf32=name == "tf32")
         sync(device)

@@ -229,7 +229,7 @@ def selection_blocks(opts: Options) -> int:
 def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: int,
              transfer: tuple[float, float]) -> tuple[float, float]:
     """(fast, slow): forward flops 2 x params per token plus attention 2 T H hd; the statistics' products
-    2 d² per token for Σyxᵀ and 10/16 of that for the symmetric Σxxᵀ and Σyyᵀ (stats.gram); the loss probe
+    2 d² per token for Σyxᵀ and 10/16 of that for the symmetric Σxxᵀ and Σyyᵀ (products.gram); the loss probe
     ~L/2 passes over the held-out blocks; measured selection ~L/2 layers per set over the selection blocks;
     evaluation one forward of the base and of each output over its tokens. `transfer`: what each forward of
     a whole model spends bringing offloaded weights to the GPU (spread.py)."""

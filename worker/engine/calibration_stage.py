@@ -19,7 +19,8 @@ from .data import load_texts, make_blocks
 from .layer_source import CheckpointLayers, ModelLayers
 from .loading import LoadedModel
 from .score_stage import layer_scores
-from .stats import LayerStats, resolve_products
+from .products import resolve_products
+from .stats import LayerStats
 from .stats_cache import Shards
 
 Report = Callable[[str, float, str], None]

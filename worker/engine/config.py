@@ -16,7 +16,8 @@ from .auto_k import MEASURED
 from .greedy import DEFAULT_WIDTH
 from .selection import CRITERIA
 from .shard_writer import MAX_SHARD_SIZE
-from .stats import BRANCHES, PRODUCTS
+from .products import PRODUCTS
+from .stats import BRANCHES
 
 
 @dataclass
