@@ -38,8 +38,14 @@ def test_redis_restart_with_a_running_and_a_queued_job(pg_url, redis_server, clu
     assert time.monotonic() - t0 < 10  # a couple of quick publish retries, then the reconciler's job
     during = resp.json()["id"]
     engine = create_engine(pg_url)
-    with engine.connect() as conn:
-        assert conn.scalar(select(Job.dispatched_at).where(Job.id == during)) is None
+
+    def undispatched():
+        with engine.connect() as conn:
+            return conn.scalar(select(Job.dispatched_at).where(Job.id == during)) is None
+
+    # A reconcile pass may be mid-send: it claims dispatched_at before it talks to the broker and puts
+    # it back when the send fails, so the row reads "not sent" once that pass gives up.
+    wait_until(undispatched, timeout=20, what="the failed sends to leave the job undispatched", every=0.05)
     ready = c.client.get("/readyz")
     assert ready.status_code == 503 and ready.json()["checks"]["broker"] != "ok"
 
