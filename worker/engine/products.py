@@ -55,13 +55,11 @@ def gram(x: torch.Tensor, out: torch.Tensor, mirror: bool = True) -> torch.Tenso
     The result is exactly symmetric, as xᵀx is. `mirror=False` leaves the blocks below the diagonal
     unwritten, for a caller that adds only the upper ones (add_upper) and mirrors its total once."""
     edges = band_edges(x.shape[1])
-    if len(edges) == 2:
-        return torch.mm(x.T, x, out=out)
     xt = x.T
     for a, b in zip(edges, edges[1:]):
         torch.mm(xt[a:b], x[:, a:], out=out[a:b, a:])  # row band a:b from the diagonal on
-        if a and mirror:
-            out[a:b, :a].copy_(out[:a, a:b].T)
+    if mirror:
+        mirror_upper(out)
     return out
 
 
@@ -74,12 +72,16 @@ def add_upper(total: torch.Tensor, prod: torch.Tensor) -> None:
 
 
 def mirror_upper(total: torch.Tensor) -> None:
-    """Write gram()'s blocks below the diagonal of `total` from those above it: exactly symmetric, and the
-    same bits as adding mirrored products batch by batch (each lower entry is the same sum in the same order)."""
+    """Write `total`'s lower triangle from its upper one: gram()'s blocks below the diagonal, and the lower
+    halves of the diagonal blocks, which a matrix product need not make exactly symmetric (on some CPUs'
+    kernels (i, j) and (j, i) are summed in different orders). The result is exactly symmetric, and the
+    same bits as mirroring each batch's product before adding it (each entry is the same sum in the same order)."""
     edges = band_edges(total.shape[0])
     for a, b in zip(edges, edges[1:]):
         if a:
             total[a:b, :a].copy_(total[:a, a:b].T)
+        diag = total[a:b, a:b]
+        diag.copy_(torch.triu(diag) + torch.triu(diag, 1).T)
 
 
 def cross(y: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
