@@ -57,11 +57,14 @@ _TRIM = _malloc_trim()
 
 
 def release_free_memory() -> None:
-    """Hand freed heap pages back to the OS (glibc). Each batch frees its activations between the
-    long-lived sums; without this, peak RSS on SmolLM2 grew by ~0.5 GB of free-but-held pages. It costs
-    time (SmolLM2, 16 x 512, 1 thread: 28.1/26.6 s with it, 23.1/21.1 s with none), but trimming once per layer
-    raised the peak (d=1024 x 24: 0.49x the weights vs 0.42x) without a measurable gain at 64 x 512 (1.44 vs
-    1.39 of the forward pass, within this machine's noise), so it stays per batch."""
+    """Hand freed heap pages back to the OS (glibc). Each batch frees its activations; without this,
+    glibc keeps the freed pages and the heap grows from layer to layer (random Llama d=1024 x 24,
+    bench/memory_cpu.py: 0.78x the weights with no trim, 0.55x trimming once a layer, 0.47x every
+    batch). The cost is that the next batch faults its activations in again; with transparent huge
+    pages for the heap (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, set in the worker image; README,
+    "CPU speed") those faults are 2 MB each and calibration's overhead over the forward pass fell
+    from 0.47 to 0.23 (SmolLM2, 16 x 512, 1 thread). The layer-long tensors live outside the heap
+    (host_memory.py), so what is trimmed is activations only."""
     if _TRIM is not None:
         _TRIM(0)
 
@@ -194,7 +197,7 @@ def calibrate(
                         group.agree_shift(acc, x, ys)
                     acc.add(x, ys, split)
                     if i + 1 < n_layers:
-                        cache.put(b, out)  # the next layer's input replaces this one's
+                        cache.overwrite(b, out)  # the next layer's input replaces this one's (h: used up)
                     del h, out, x, ys
                     release_free_memory()
                     bar.update(1)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from .host_memory import off_heap_copy
+
 
 def layer_prefix(i: int) -> str:
     return f"model.layers.{i}."
@@ -76,8 +78,9 @@ class CheckpointLayers:
         self.files = tensor_files(self.path)
         self._stem_ready = False
 
-    def _read(self, prefix: str, device) -> dict[str, torch.Tensor]:
-        """Every tensor whose name starts with `prefix` (prefix removed), cast to the model's dtype."""
+    def _read(self, prefix: str, device, off_heap: bool = False) -> dict[str, torch.Tensor]:
+        """Every tensor whose name starts with `prefix` (prefix removed), cast to the model's dtype;
+        `off_heap`: each in its own host mapping (host_memory.py), for a decoder layer's weights."""
         from safetensors import safe_open
 
         out = {}
@@ -89,7 +92,8 @@ class CheckpointLayers:
             with safe_open(str(self.path / file), "pt", device="cpu") as f:
                 for name in names:
                     t = f.get_tensor(name)
-                    out[name[len(prefix):]] = t.to(device, self.dtype if t.is_floating_point() else t.dtype)
+                    t = t.to(device, self.dtype if t.is_floating_point() else t.dtype)
+                    out[name[len(prefix):]] = off_heap_copy(t) if off_heap else t
         return out
 
     def stem(self, device) -> torch.nn.Module:
@@ -129,7 +133,7 @@ class CheckpointLayers:
 
     def layer(self, i: int, device) -> torch.nn.Module:
         layer = self.model.model.layers[i]
-        layer.load_state_dict(self._read(layer_prefix(i), device), strict=True, assign=True)
+        layer.load_state_dict(self._read(layer_prefix(i), device, off_heap=True), strict=True, assign=True)
         return layer
 
     def release(self, i: int) -> None:

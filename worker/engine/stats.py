@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .host_memory import off_heap_zeros
 from .products import add_upper, cross, gram, mirror_upper, tf32_matmuls
 
 BRANCHES = ("attn", "block")
@@ -58,12 +59,12 @@ class SplitSums:
 
     @classmethod
     def zeros(cls, d: int, device, branches=BRANCHES) -> SplitSums:
-        z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
+        z = lambda *s: off_heap_zeros(s, torch.float64, device)  # noqa: E731  (host_memory.py: why)
         return cls(
-            n=z(()),
+            n=z(),
             x=z(d),
             xx=z(d, d),
-            branches={b: BranchSums(y=z(d), yy_tr=z(()), yx=z(d, d), cos=z(())) for b in branches},
+            branches={b: BranchSums(y=z(d), yy_tr=z(), yx=z(d, d), cos=z()) for b in branches},
         )
 
     def __add__(self, other: SplitSums) -> SplitSums:
@@ -169,7 +170,7 @@ class LayerAccumulator:
         # heap between the batch's transient activations, whose freed space glibc then cannot
         # give back (measured on SmolLM2: +0.9 GB peak RSS).
         self._zeros = {s: SplitSums.zeros(d, device, self.branches) for s in SPLITS}
-        self._yy = {b: torch.zeros(d, d, dtype=torch.float64, device=device) for b in self.branches}
+        self._yy = {b: off_heap_zeros((d, d), torch.float64, device) for b in self.branches}
 
     def shift_of(self, x: torch.Tensor, ys: dict[str, torch.Tensor]) -> torch.Tensor:
         """The first batch's means in float64, [x, then each branch], as one (d * (1 + branches),)
