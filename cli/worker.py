@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 
@@ -50,6 +52,9 @@ def cmd_worker(args) -> int:
     if args.devices is not None:
         settings.devices = args.devices  # the jobs this worker runs (forked or inline) read it here
     visible(settings.devices)  # a device this machine lacks: refused now (exit 2), not at the first job
+    if sys.platform == "linux" and "glibc.malloc.hugetlb" not in os.environ.get("GLIBC_TUNABLES", ""):
+        print("nbl worker: GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (set in the worker image) makes CPU calibration "
+              "faster; it must be set before the process starts (README, CPU speed)", file=sys.stderr)
 
     # solo on SQLite (it must never fork while holding SQLite state), else prefork: worker/pool.py
     pool = pool_options(settings)
