@@ -60,10 +60,9 @@ def release_free_memory() -> None:
     """Hand freed heap pages back to the OS (glibc). Each batch frees its activations; without this,
     glibc keeps the freed pages and the heap grows from layer to layer (random Llama d=1024 x 24,
     bench/memory_cpu.py: 0.78x the weights with no trim, 0.55x trimming once a layer, 0.47x every
-    batch). The cost is that the next batch faults its activations in again; with transparent huge
-    pages for the heap (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, set in the worker image; README,
-    "CPU speed") those faults are 2 MB each and calibration's overhead over the forward pass fell
-    from 0.47 to 0.23 (SmolLM2, 16 x 512, 1 thread). The layer-long tensors live outside the heap
+    batch). The cost is that the next batch faults its activations in again, which transparent huge
+    pages for the heap make cheaper (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, set in the worker image;
+    README, Benchmarks, "Calibration cost"). The layer-long tensors live outside the heap
     (host_memory.py), so what is trimmed is activations only."""
     if _TRIM is not None:
         _TRIM(0)
