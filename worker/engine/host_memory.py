@@ -31,8 +31,7 @@ def off_heap_zeros(shape: tuple[int, ...], dtype: torch.dtype, device="cpu") -> 
     return torch.frombuffer(buf, dtype=dtype, count=count).view(shape)
 
 
-def off_heap_copy(t: torch.Tensor) -> torch.Tensor:
-    """A CPU tensor's copy in its own mapping (other devices: `t` itself)."""
-    if t.device.type != "cpu":
-        return t
-    return off_heap_zeros(tuple(t.shape), t.dtype).copy_(t)
+def off_heap_copy(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A CPU tensor's copy in its own mapping, cast to `dtype` on the way (one copy, no heap
+    intermediate)."""
+    return off_heap_zeros(tuple(t.shape), dtype or t.dtype).copy_(t)

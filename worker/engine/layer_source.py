@@ -92,8 +92,9 @@ class CheckpointLayers:
             with safe_open(str(self.path / file), "pt", device="cpu") as f:
                 for name in names:
                     t = f.get_tensor(name)
-                    t = t.to(device, self.dtype if t.is_floating_point() else t.dtype)
-                    out[name[len(prefix):]] = off_heap_copy(t) if off_heap else t
+                    dtype = self.dtype if t.is_floating_point() else t.dtype
+                    on_host = torch.device(device).type == "cpu"
+                    out[name[len(prefix):]] = off_heap_copy(t, dtype) if off_heap and on_host else t.to(device, dtype)
         return out
 
     def stem(self, device) -> torch.nn.Module:

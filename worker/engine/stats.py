@@ -166,9 +166,9 @@ class LayerAccumulator:
         # Σxxᵀ and Σyyᵀ are added on their upper blocks only (no per-batch mirror copies, 10/16 of the
         # float64 additions); reading `stats` mirrors them whole.
         self._mirrored = True
-        # Allocated now, before any forward pass: sums allocated at the first batch would sit in the
-        # heap between the batch's transient activations, whose freed space glibc then cannot
-        # give back (measured on SmolLM2: +0.9 GB peak RSS).
+        # Allocated now, before any forward pass, and on the host each in its own mapping, not in the
+        # heap between the batches' activations (host_memory.py; from the heap at the first batch they
+        # cost +0.9 GB of peak RSS on SmolLM2).
         self._zeros = {s: SplitSums.zeros(d, device, self.branches) for s in SPLITS}
         self._yy = {b: off_heap_zeros((d, d), torch.float64, device) for b in self.branches}
 
