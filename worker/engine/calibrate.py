@@ -17,8 +17,6 @@ one-pass calibration (tests/engine/test_sequential.py).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import resource
 import time
 from dataclasses import dataclass
@@ -31,6 +29,7 @@ from tqdm.auto import tqdm
 from . import distributed
 from .activations import HiddenCache
 from .devices import share
+from .heap import calibration_heap, release_free_memory
 from .layer_source import as_source
 from .stats import BRANCHES, LayerAccumulator, LayerStats
 
@@ -43,29 +42,6 @@ class Calibration:
     stats_bytes: int  # float64 sums held at once: one layer's
     peak_rss_bytes: int  # process peak resident memory
     peak_device_bytes: int | None  # CUDA peak allocation, on GPU
-
-
-def _malloc_trim():
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim if hasattr(libc, "malloc_trim") else None
-    except OSError:  # not glibc
-        return None
-
-
-_TRIM = _malloc_trim()
-
-
-def release_free_memory() -> None:
-    """Hand freed heap pages back to the OS (glibc). Each batch frees its activations; without this,
-    glibc keeps the freed pages and the heap grows from layer to layer (random Llama d=1024 x 24,
-    bench/memory_cpu.py: 0.78x the weights with no trim, 0.55x trimming once a layer, 0.47x every
-    batch). The cost is that the next batch faults its activations in again, which transparent huge
-    pages for the heap make cheaper (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, set in the worker image;
-    README, Benchmarks, "Calibration cost"). The layer-long tensors live outside the heap
-    (host_memory.py), so what is trimmed is activations only."""
-    if _TRIM is not None:
-        _TRIM(0)
 
 
 def holdout_count(num_blocks: int, fraction: float = 0.1) -> int:
@@ -173,7 +149,7 @@ def calibrate(
     t0 = time.perf_counter()
     total = n_layers * len(batches)
     bar = tqdm(total=total, desc="calibrate", unit="batch", disable=not progress)
-    with HiddenCache(host_bytes, spill_dir) as cache:
+    with HiddenCache(host_bytes, spill_dir) as cache, calibration_heap():
         kwargs = first_pass(source, blocks, batches, device, cache)
         source.release_stem()
         for i in range(n_layers):
@@ -198,7 +174,6 @@ def calibrate(
                     if i + 1 < n_layers:
                         cache.overwrite(b, out)  # the next layer's input replaces this one's (h: used up)
                     del h, out, x, ys
-                    release_free_memory()
                     bar.update(1)
                     if on_batch is not None:
                         on_batch(i * len(batches) + b + 1, total)
@@ -214,7 +189,7 @@ def calibrate(
             else:
                 kept.append(acc.stats)
             del acc
-            release_free_memory()
+            release_free_memory()  # once a layer: large activations never entered the heap (heap.py)
     bar.close()
     seconds = time.perf_counter() - t0
     return Calibration(
