@@ -12,7 +12,7 @@ heap, freed activations split the free space and the heap grows from layer to la
 Measured with bench/memory_cpu.py (random Llama d=1024 x 24, peak RSS over the import baseline, as a
 fraction of the weights, GLIBC_TUNABLES=glibc.malloc.hugetlb=1): trimming after every batch with glibc's
 defaults 0.47, 0.48, 0.48 (calibration 58-61 s); once a layer with the defaults 0.42, 0.42, 0.59 (the heap
-grew on one run in three); this policy 0.41, 0.42, 0.43 (56-61 s). On SmolLM2 (bench/engine_cpu.py's
+grew on one run in three); this policy 0.40, 0.42, 0.42, 0.43 (58-62 s). On SmolLM2 (bench/engine_cpu.py's
 pair at 32 x 512, alternated in one process) calibration took 34.8-35.0 s against 35.9-37.4 s.
 
 On exit the thresholds go to glibc's own ceiling (32 MB mmap, 64 MB trim), where its dynamic thresholds
