@@ -42,7 +42,8 @@ print(json.dumps(seen))
 
 def _run(body: str = "pass") -> dict:
     code = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests" / "engine"), body=body)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]  # the child's traceback, not just its exit code
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
