@@ -4,9 +4,14 @@ delivery time (DNS can change between the two: rebinding).
 A webhook URL is `http(s)://host[:port]/path?query` with an ASCII host (IDNs in punycode, so no
 look-alikes), no credentials and no fragment. Every address the host resolves to must be public:
 loopback, RFC 1918, CGNAT, link-local (the cloud metadata service at 169.254.169.254), ULA,
-multicast, reserved and unspecified addresses are refused, including IPv4 hidden inside IPv6
-(mapped, 6to4, Teredo, NAT64). An allowlist of networks (NBL_WEBHOOK_ALLOWLIST) lets an operator
-reach a private receiver on purpose.
+site-local, multicast, documentation, reserved and unspecified addresses are refused. IPv4 inside
+IPv6 passes only when it is public and carried by a form that routes to it (mapped, NAT64's
+well-known prefix, 6to4); compatible, translated, local-use NAT64 and Teredo addresses are refused
+whatever they carry. `is_public` alone decides, at submit and at delivery. It does not trust Python's
+`is_global`, which calls ::7f00:1, fec0::1 or 192.0.0.8 global: an address passes only when it is
+outside every special-purpose block below (IANA's registries) and, for IPv6, inside 2000::/3, the
+global unicast space. An allowlist of networks (NBL_WEBHOOK_ALLOWLIST) lets an operator reach a
+private receiver on purpose.
 """
 
 from __future__ import annotations
@@ -21,7 +26,29 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], list[str]]
 
 MAX_URL_LENGTH = 2048
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _nets(*cidrs: str) -> tuple[Network, ...]:
+    return tuple(ipaddress.ip_network(c) for c in cidrs)
+
+
+# IPv4 blocks that are never a webhook receiver, whatever Python says of them.
+_V4_NOT_PUBLIC = _nets(
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24",  # IETF protocol assignments: the dummy address 192.0.0.8, anycast .9 and .10, ...
+    "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
+    "224.0.0.0/4", "240.0.0.0/4",  # multicast; reserved, with the broadcast address
+)
+# Global unicast: ULA fc00::/7, link-local fe80::/10, site-local fec0::/10, multicast ff00::/8, ::/96, ... lie outside.
+_V6_GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
+_V6_NOT_PUBLIC = _nets(
+    "2001::/23",  # IETF protocol assignments: Teredo 2001::/32, benchmarking, ORCHID, ...
+    "2001:db8::/32", "3fff::/20",  # documentation
+)
+# IPv6 forms whose packets go to the IPv4 address in their last 32 bits: mapped, and the NAT64
+# well-known prefix. Compatible (::/96), translated (::ffff:0:0:0/96) and local-use NAT64
+# (64:ff9b:1::/48) are refused whatever they carry: they lie outside 2000::/3.
+_V6_CARRIERS = _nets("::ffff:0:0/96", "64:ff9b::/96")
 
 
 class WebhookUrlError(ValueError):
@@ -59,21 +86,21 @@ def check_syntax(url: str) -> str:
     return url
 
 
-def embedded_ipv4(ip: IPAddress) -> list[ipaddress.IPv4Address]:
-    """IPv4 addresses an IPv6 address carries (and may be routed to)."""
-    if not isinstance(ip, ipaddress.IPv6Address):
-        return []
-    found = [a for a in (ip.ipv4_mapped, ip.sixtofour) if a is not None]
-    if ip.teredo:
-        found.append(ip.teredo[1])
-    if ip in _NAT64:
-        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-    return found
+def _public_v4(ip: ipaddress.IPv4Address) -> bool:
+    return ip.is_global and not any(ip in net for net in _V4_NOT_PUBLIC)
 
 
 def is_public(ip: IPAddress) -> bool:
-    """Globally routable unicast, and so is any IPv4 address hidden inside it."""
-    return all(a.is_global and not a.is_multicast for a in (ip, *embedded_ipv4(ip)))
+    """Whether a webhook may go to `ip` without the operator's allowlist: the one decision, made at
+    submit (a literal or resolved host) and at delivery (the address connected to)."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return _public_v4(ip)
+    for carrier in _V6_CARRIERS:
+        if ip in carrier:
+            return _public_v4(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    if ip not in _V6_GLOBAL_UNICAST or not ip.is_global or any(ip in net for net in _V6_NOT_PUBLIC):
+        return False
+    return ip.sixtofour is None or _public_v4(ip.sixtofour)  # 6to4 (2002::/16) routes to the IPv4 it carries
 
 
 def allowed(ip: IPAddress, allowlist: Iterable[Network]) -> bool:

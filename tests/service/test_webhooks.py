@@ -192,6 +192,10 @@ PRIVATE_URLS = [
     "http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/x", "http://[fd00::1]/x", "http://[fc00::1]/x",
     "http://[64:ff9b::a9fe:a9fe]/x", "http://[2002:a9fe:a9fe::1]/x", "http://224.0.0.1/x", "http://[::]/x",
     "http://name.invalid/x",  # does not resolve
+    # issue 24: Python's is_global calls these global (IPv4-compatible, -translated, local-use NAT64,
+    # site-local, the IPv4 dummy address)
+    "http://[::7f00:1]/x", "http://[::ffff:0:7f00:1]/x", "http://[64:ff9b:1::7f00:1]/x", "http://[fec0::1]/x",
+    "http://192.0.0.8/x",
 ]
 
 
