@@ -6,27 +6,29 @@ back with the change. It writes one `webhook_deliveries` row with the exact body
 
     {"type": "job.succeeded", "timestamp": "...Z", "data": <the job, as GET /v1/jobs/{id} shows it>}
 
-Deliverer: `deliver_due(session, settings)` (the reconciler loop, or `nbl admin deliver-webhooks`)
-POSTs each due row, signed with the team's secret (service.webhooks.signing). A non-2xx answer, a
-timeout or a refused address is retried after webhook_backoff_s * 2**(attempt-1) (capped), up to
-webhook_max_attempts; each attempt is recorded. Delivery never touches the job: a webhook that
-fails cannot change a job's state. Redirects are not followed, the connection goes to the address
-that was checked (no DNS rebinding between the check and the connect), and proxies from the
-environment are ignored.
+Deliverer: `deliver_due(session, settings)` (the deliverer thread beside each reconcile loop,
+service.webhooks.deliverer, or `nbl admin deliver-webhooks`) POSTs the due rows, a few at once,
+each signed with the team's secret (service.webhooks.signing) and each under a total deadline of
+webhook_timeout_s (service.webhooks.post). A non-2xx answer, a timeout or a refused address is
+retried after webhook_backoff_s * 2**(attempt-1) (capped), up to webhook_max_attempts; each
+attempt is recorded. Delivery is at least once: a row is claimed by a compare-and-set before its
+POST, so deliverers in several processes send it once, unless one dies mid-send (then it is sent
+again, with the same webhook-id, after the claim's hold). Delivery never touches the job: a
+webhook that fails cannot change a job's state.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import re
 import time
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -41,12 +43,12 @@ from service.core.models import (
 from service.core.secrets import SecretError
 from service.core.settings import Settings
 from service.jobs.views import job_view
-from service.webhooks.signing import signed_headers, team_secret
-from service.webhooks.urls import IPAddress, Resolver, WebhookUrlError, resolve_checked, system_resolver
+from service.webhooks import post
+from service.webhooks.signing import team_secret
+from service.webhooks.urls import Resolver, system_resolver
 
 log = logging.getLogger(__name__)
 
-USER_AGENT = "nbl-service-webhooks/1"
 EVENTS = {  # job status -> event type
     JobStatus.running.value: "job.running",
     JobStatus.succeeded.value: "job.succeeded",
@@ -99,49 +101,87 @@ def enqueue(session: Session, job_id: str, status: str, now: datetime | None = N
 
 # --- the deliverer -------------------------------------------------------------------------------
 
+CONCURRENCY = 8  # POSTs in flight at once, per deliverer
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A delivery this deliverer holds, as read when it claimed it (no ORM object across awaits)."""
+    id: str
+    job_id: str
+    event: str
+    url: str
+    payload: str
+    attempts: int
+
+
+def claim_hold(settings: Settings) -> timedelta:
+    """How long a claim keeps other deliverers off a row: more than any POST can take now that each
+    has a total deadline (post.py), so a row is sent again only when its deliverer died mid-send."""
+    return timedelta(seconds=3 * settings.webhook_timeout_s + 60)
+
 
 def deliver_due(session: Session, settings: Settings, now: datetime | None = None, *, limit: int = 100,
-                budget_s: float = 60.0, resolve: Resolver = system_resolver) -> dict[str, int]:
-    """Send the pending deliveries whose time has come (at most `limit`, starting no new one after
-    `budget_s`, so slow receivers cannot hold up the reconciler's loop); returns counts by outcome
-    (delivered, retrying, failed). `now` is the scheduler's clock (tests move it); the
-    webhook-timestamp header is always the real time of the attempt."""
+                budget_s: float = 60.0, resolve: Resolver = system_resolver,
+                concurrency: int = CONCURRENCY) -> dict[str, int]:
+    """Send the pending deliveries whose time has come (at most `limit`, up to `concurrency` at once,
+    starting no new one after `budget_s`); returns counts by outcome (delivered, retrying, failed).
+    `now` is the scheduler's clock (tests move it); the webhook-timestamp header is always the real
+    time of the attempt. Runs its own event loop: call it from plain (not async) code."""
     now = now or utcnow()
-    deadline = time.monotonic() + budget_s
     ids = list(session.scalars(select(WebhookDelivery.id)
                                .where(WebhookDelivery.status == WebhookStatus.pending.value,
                                       WebhookDelivery.next_attempt_at <= now)
                                .order_by(WebhookDelivery.next_attempt_at).limit(limit)))
     session.commit()  # no transaction stays open across HTTP calls
-    counts: Counter[str] = Counter()
     if not ids:
         return {}
-    with httpx.Client(timeout=settings.webhook_timeout_s, follow_redirects=False, trust_env=False,
-                      limits=httpx.Limits(max_keepalive_connections=0),
-                      headers={"user-agent": USER_AGENT}) as client:
-        for i, delivery_id in enumerate(ids):
-            if i and time.monotonic() > deadline:
-                break  # the rest stay due for the next pass (each pass sends at least one)
-            outcome = _deliver_one(session, settings, client, delivery_id, now, resolve)
-            if outcome:
-                counts[outcome] += 1
-    return dict(counts)
+    outcomes = asyncio.run(_deliver_all(session, settings, ids, now, resolve, concurrency,
+                                        time.monotonic() + budget_s))
+    return dict(Counter(o for o in outcomes if o))
 
 
-def _deliver_one(session: Session, settings: Settings, client: httpx.Client, delivery_id: str, now: datetime,
-                 resolve: Resolver) -> str | None:
-    # Claim: push the row's time out so that a second deliverer running now skips it. If this
-    # process dies mid-send, the row comes due again later and is re-sent with the same webhook-id.
-    hold = now + timedelta(seconds=3 * settings.webhook_timeout_s + 60)
+async def _deliver_all(session: Session, settings: Settings, ids: list[str], now: datetime, resolve: Resolver,
+                       concurrency: int, stop_at: float) -> list[str | None]:
+    # The tasks share one session: they touch it only between awaits, in steps that commit
+    # (_claim, _record), so no two use it at once and no transaction spans a POST.
+    gate = asyncio.Semaphore(concurrency)
+    async with post.client(settings.webhook_timeout_s) as http:
+        async def one(i: int, delivery_id: str) -> str | None:
+            async with gate:
+                if i and time.monotonic() > stop_at:
+                    return None  # stays due for the next pass (each pass sends at least one)
+                claim, secret, error = _claim(session, settings, delivery_id, now)
+                if claim is None:
+                    return None
+                started, t0, status_code = utcnow(), time.monotonic(), None
+                if secret is not None:
+                    status_code, error = await post.attempt(
+                        http, claim.url, secret, claim.id, claim.payload, deadline_s=settings.webhook_timeout_s,
+                        allowlist=settings.webhook_networks, resolve=resolve)
+                duration_ms = (time.monotonic() - t0) * 1000
+                return _record(session, settings, claim, now, started, duration_ms, status_code, error)
+
+        return await asyncio.gather(*(one(i, d) for i, d in enumerate(ids)))
+
+
+def _claim(session: Session, settings: Settings, delivery_id: str, now: datetime,
+           ) -> tuple[Claim | None, str | None, str | None]:
+    """Claim a due row (claim, team secret, why not sendable), or (None, None, None) when another
+    deliverer has it. The claim pushes the row's time out, so that a second deliverer running now
+    skips it; if this process dies mid-send, the row comes due again after the hold and is re-sent
+    with the same webhook-id."""
     claimed = session.execute(update(WebhookDelivery)
                               .where(WebhookDelivery.id == delivery_id,
                                      WebhookDelivery.status == WebhookStatus.pending.value,
                                      WebhookDelivery.next_attempt_at <= now)
-                              .values(next_attempt_at=hold).execution_options(synchronize_session=False))
+                              .values(next_attempt_at=now + claim_hold(settings))
+                              .execution_options(synchronize_session=False))
     session.commit()
     if claimed.rowcount != 1:
-        return None
+        return None, None, None
     row = session.get(WebhookDelivery, delivery_id, populate_existing=True)
+    claim = Claim(row.id, row.job_id, row.event, row.url, row.payload, row.attempts)
     team_id = session.scalar(select(Job.team_id).where(Job.id == row.job_id))
     try:
         secret = team_secret(session, settings, team_id) if team_id is not None else None
@@ -149,55 +189,27 @@ def _deliver_one(session: Session, settings: Settings, client: httpx.Client, del
     except SecretError as e:
         secret, error = None, str(e)
     session.commit()
-
-    started, t0 = utcnow(), time.monotonic()
-    status_code = None
-    if secret is not None:
-        try:
-            addresses = resolve_checked(row.url, settings.webhook_networks, resolve)
-            status_code = _post(client, row.url, addresses[0], secret, row.id, row.payload)
-            if not 200 <= status_code < 300:
-                error = f"HTTP {status_code}"
-        except WebhookUrlError as e:
-            error = f"refused: {e}"
-        except Exception as e:  # noqa: BLE001 - any failure is a recorded, retried attempt, never a lost row
-            error = f"{type(e).__name__}: {e}"[:500]
-    duration_ms = (time.monotonic() - t0) * 1000
-    return _record(session, settings, row, now, started, duration_ms, status_code, error)
+    return claim, secret, error
 
 
-def _post(client: httpx.Client, url: str, address: IPAddress, secret: str, msg_id: str, body: str) -> int:
-    """POST to the checked address, keeping the URL's host for the Host header and TLS (SNI and
-    certificate check). Only the status is read, never a body the receiver may make huge."""
-    parts = urlsplit(url)
-    netloc = f"[{address}]" if address.version == 6 else str(address)
-    if parts.port:
-        netloc += f":{parts.port}"
-    target = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
-    headers = signed_headers(secret, msg_id, int(time.time()), body) | {"host": parts.netloc}
-    extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
-    with client.stream("POST", target, content=body.encode(), headers=headers, extensions=extensions) as resp:
-        return resp.status_code
-
-
-def _record(session: Session, settings: Settings, row: WebhookDelivery, now: datetime, started: datetime,
+def _record(session: Session, settings: Settings, claim: Claim, now: datetime, started: datetime,
             duration_ms: float, status_code: int | None, error: str | None) -> str:
-    attempts = row.attempts + 1
+    attempts = claim.attempts + 1
     values: dict = {"attempts": attempts, "last_error": error}
     if error is None:
         outcome, values["status"], values["finished_at"] = "delivered", WebhookStatus.delivered.value, utcnow()
     elif attempts >= settings.webhook_max_attempts:
         outcome, values["status"], values["finished_at"] = "failed", WebhookStatus.failed.value, utcnow()
-        log.warning("webhook %s (%s of %s) given up after %d attempts: %s", row.id, row.event, row.job_id,
+        log.warning("webhook %s (%s of %s) given up after %d attempts: %s", claim.id, claim.event, claim.job_id,
                     attempts, error)
     else:
         outcome = "retrying"
         values["next_attempt_at"] = now + timedelta(
             seconds=backoff_s(attempts, settings.webhook_backoff_s, settings.webhook_backoff_max_s))
-    session.add(WebhookAttempt(delivery_id=row.id, attempt=attempts, started_at=started, duration_ms=duration_ms,
+    session.add(WebhookAttempt(delivery_id=claim.id, attempt=attempts, started_at=started, duration_ms=duration_ms,
                                status_code=status_code, error=error))
-    session.execute(update(WebhookDelivery).where(WebhookDelivery.id == row.id,
-                                                  WebhookDelivery.attempts == row.attempts)
+    session.execute(update(WebhookDelivery).where(WebhookDelivery.id == claim.id,
+                                                  WebhookDelivery.attempts == claim.attempts)
                     .values(**values).execution_options(synchronize_session=False))
     session.commit()
     return outcome
