@@ -10,7 +10,8 @@ third process to forget. `nbl reconcile` remains for deployments that want it ap
 The thread lives in the process that starts it: the worker's main process, never the child that
 runs a job (under prefork, a child is forked from that process without its threads). It has its own
 engine and Celery app: nothing it holds is used by the job's code. Copies are safe together (see
-reconciler.py: compare-and-sets, and one pass at a time on Postgres).
+reconciler.py: compare-and-sets, and one pass at a time on Postgres). The loop starts one more
+thread, the webhook deliverer (service/webhooks/deliverer.py), so that no receiver delays a pass.
 """
 
 from __future__ import annotations

@@ -20,8 +20,10 @@ Any number of copies may run: `nbl worker` and `nbl serve` run the loop in a thr
 a finish, `dispatched_at` for a send: service.jobs.queue.dispatch_one), so two passes at once requeue and
 send each job once. On Postgres a pass also takes a transaction-scoped advisory lock first
 (`pass_lock`) and a copy that finds it held skips its turn; on SQLite every write already waits for
-the database's one write lock (BEGIN IMMEDIATE, service/core/db.py). Each loop also delivers the webhooks
-that are due. A pass that fails (database or broker down) is retried at the next interval.
+the database's one write lock (BEGIN IMMEDIATE, service/core/db.py). Each loop also starts a thread that
+delivers the webhooks that are due (service.webhooks.deliverer), apart from the passes: a slow
+receiver never delays recovery. A pass that fails (database or broker down) is retried at the next
+interval.
 """
 
 from __future__ import annotations
@@ -134,15 +136,18 @@ def drop_reason(session: Session, job_id: str) -> str:
 
 
 def run(settings: Settings, *, interval_s: float, once: bool = False, stop: threading.Event | None = None) -> int:
-    """The reconciler process: a pass every `interval_s` until `stop` is set (or once)."""
+    """The reconciler process: a pass every `interval_s` until `stop` is set (or once). Webhooks go
+    out from a thread of their own (service.webhooks.deliverer), so that no receiver, however slow,
+    delays the recovery of a lease; with `once`, one delivery pass follows the reconcile pass."""
     from service.core.celery_app import make_celery
     from service.core.db import make_engine, make_sessionmaker
-    from service.webhooks.delivery import deliver_due
+    from service.webhooks import deliverer
 
     engine = make_engine(settings)
     sessions = make_sessionmaker(engine)
     celery = make_celery(settings)
     stop = stop or threading.Event()
+    webhooks = None if once else deliverer.start(sessions, settings, interval_s)
     failures = 0
     try:
         while True:
@@ -158,14 +163,14 @@ def run(settings: Settings, *, interval_s: float, once: bool = False, stop: thre
                 failures += 1
                 log.warning("reconciler pass failed (%s: %s); retrying in %g s", type(e).__name__, _first_line(e),
                             interval_s)
-            try:
-                with sessions() as s:
-                    deliver_due(s, settings)
-            except Exception as e:  # noqa: BLE001 - webhooks never hold up recovery
-                log.warning("webhook delivery failed (%s: %s)", type(e).__name__, _first_line(e))
-            if once or stop.wait(interval_s):
+            if once:
+                deliverer.deliver_once(sessions, settings)
+                return 1 if failures else 0
+            if stop.wait(interval_s):
                 return 1 if failures else 0
     finally:
+        if webhooks is not None:
+            webhooks.close()
         celery.close()
         engine.dispose()
 

@@ -1,7 +1,8 @@
 """A slow webhook receiver holds up nothing (issue 24, item 2): one POST gives up by its total
-deadline although every single read is quick, a few POSTs run at once, and several deliverers at
-once still send each event once. Real databases, real receivers on 127.0.0.1
-(tests/webhook_receiver.py)."""
+deadline although every single read is quick, deliveries run apart from the reconcile pass, so a
+killed worker's job is requeued on time while a trickling receiver holds connections open, and
+several deliverers at once still send each event once. Real databases, real receivers on 127.0.0.1
+(tests/webhook_receiver.py), the real reconcile loop."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from sqlalchemy import select
 from webhook_receiver import Receiver, Trickler
 
 from service.core.db import make_engine, make_sessionmaker
-from service.core.models import WebhookAttempt, WebhookDelivery, utcnow
-from service.jobs import service as jobs
+from service.core.models import Job, WebhookAttempt, WebhookDelivery, utcnow
+from service.jobs import reconcile_loop, service as jobs, states
 from service.jobs.schemas import JobCreate
 from service.keys.auth import Principal, get_or_create_team
 from service.webhooks import delivery as webhooks
@@ -108,6 +109,37 @@ def test_a_slow_resolver_counts_against_the_deadline(env):
     finally:
         release.set()
     assert time.monotonic() - t0 < 1.0 + GENEROUS_S and "no answer within 1 s" in error, error
+
+
+def test_a_trickling_receiver_does_not_hold_up_recovery_of_a_killed_workers_job(env, trickler):
+    """Six cancelled jobs name a receiver that never finishes an answer (and a deadline of a minute,
+    so the deadline alone cannot free the loop); a worker is killed holding a 3 s lease. The
+    reconcile loop requeues that job within its lease and one interval while the POSTs are still
+    held open."""
+    interval = 0.5
+    e, slow = env(webhook_timeout_s=60.0), trickler(every_s=1.0, max_s=90)
+    for _ in range(6):
+        e.job(slow.url)
+    lost = e.job(cancel=False)
+    with e.sessions() as s:
+        assert states.claim_job(s, lost, 3, max_attempts=3, owner="killed:1@host")
+        expires = s.scalar(select(Job.lease_expires_at).where(Job.id == lost))
+    loop = reconcile_loop.start(e.settings, "test", interval_s=interval)
+    try:
+        assert wait_for(lambda: slow.open >= 1, GENEROUS_S), "no delivery reached the receiver"
+
+        def status():
+            with e.sessions() as s:
+                return s.scalar(select(Job.status).where(Job.id == lost).execution_options(populate_existing=True))
+
+        budget = (expires - utcnow()).total_seconds() + interval + GENEROUS_S
+        assert wait_for(lambda: status() == "queued", budget), f"still {status()}: recovery waited on the receiver"
+        late = (utcnow() - expires).total_seconds()
+        assert slow.open >= 1 and slow.hung_up == 0  # the receiver still holds its POSTs open
+        assert late < interval + GENEROUS_S, late
+    finally:
+        slow.close()  # frees a loop stuck in a POST (before the fix), so that it can stop
+        loop.close()
 
 
 def test_deliveries_run_side_by_side_up_to_the_bound(env, trickler):
