@@ -42,6 +42,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
 
 MODES = ("attn", "block")
 METHODS = ("nbl", "drop")
+PLAN_KEYS = ("mode", "method", "layers", "bias")
 
 
 def _release_cache_slot(cache, layer_idx: int) -> None:
@@ -100,15 +101,31 @@ class NBLBlock(nn.Module):
         return hidden_states.to(out.device) + out
 
 
-def validate_plan(plan: dict, num_layers: int) -> None:
-    """Raise ValueError unless `plan` names a known mode/method and distinct in-range layers."""
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def validate_plan(plan, num_layers: int) -> None:
+    """Raise ValueError unless `plan` (config.json's `nbl`) names a known mode and method, distinct
+    in-range layer indices and a boolean bias, and nothing else. Both loaders run this function, word for
+    word (transformers: modeling_nbl.py; vLLM: nbl_vllm/plan_rules.py): a checkpoint loads in both or neither."""
+    if not isinstance(plan, dict):
+        raise ValueError(f"config.nbl must be an object {{mode, method, layers}}, got {_shown(plan)}")
+    unknown = sorted(str(key) for key in plan if key not in PLAN_KEYS)
+    if unknown:
+        raise ValueError(f"config.nbl has unknown keys {unknown}; the known ones are {PLAN_KEYS}")
     if plan.get("mode") not in MODES:
-        raise ValueError(f"nbl.mode must be one of {MODES}, got {plan.get('mode')!r}")
+        raise ValueError(f"nbl.mode must be one of {MODES}, got {_shown(plan.get('mode'))}")
     if plan.get("method") not in METHODS:
-        raise ValueError(f"nbl.method must be one of {METHODS}, got {plan.get('method')!r}")
-    layers = list(plan.get("layers", []))
-    if len(set(layers)) != len(layers) or any(not 0 <= i < num_layers for i in layers):
-        raise ValueError(f"nbl.layers must be distinct indices in [0, {num_layers}), got {layers}")
+        raise ValueError(f"nbl.method must be one of {METHODS}, got {_shown(plan.get('method'))}")
+    layers = plan.get("layers")
+    if (not isinstance(layers, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in layers)
+            or len(set(layers)) != len(layers) or not all(0 <= i < num_layers for i in layers)):
+        raise ValueError(f"nbl.layers must be a list of distinct layer indices in [0, {num_layers}), "
+                         f"got {_shown(layers)}")
+    if not isinstance(plan.get("bias", True), bool):
+        raise ValueError(f"nbl.bias must be true or false, got {_shown(plan['bias'])}")
 
 
 def apply_nbl(model: nn.Module, plan: dict) -> nn.Module:
@@ -153,7 +170,7 @@ def _family_classes(family: str):
 
         def __init__(self, config):
             super().__init__(config)
-            apply_nbl(self, config.nbl)
+            apply_nbl(self, getattr(config, "nbl", None))  # none: refused by validate_plan
 
     camel = model_name.replace("ForCausalLM", "")
     Config.__name__ = Config.__qualname__ = f"NBL{camel}Config"

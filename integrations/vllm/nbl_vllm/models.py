@@ -21,6 +21,7 @@ from vllm.model_executor.models import llama, mistral, qwen2, qwen3
 
 from .layers import NBLAttnLayer, NBLBlockLayer, NBLMap
 from .loading import check_loaded
+from .plan_rules import checked_plan
 
 
 def _llama_mlp(config, quant_config, prefix):
@@ -46,7 +47,7 @@ def layer_factory(family_layer, make_mlp):
         config = kw.get("config") or vllm_config.model_config.hf_config
         quant_config = kw["quant_config"] if "quant_config" in kw else vllm_config.quant_config
         prefix = kw["prefix"]
-        plan = config.nbl
+        plan = checked_plan(config)  # the transformers loader's rules: a bad plan is refused, not guessed
         if int(prefix.rsplit(".", 1)[-1]) not in plan["layers"]:
             return family_layer(**kw)
         d, linear, bias = config.hidden_size, plan["method"] == "nbl", plan.get("bias", True)
