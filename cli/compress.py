@@ -97,6 +97,8 @@ def cmd_compress(args) -> int:
     from worker.publish.in_place import InPlace
     from worker.gates import QualityFailure
     from worker.publish.loadcheck import LoadCheckError
+    from worker.engine.hub_access import HubUnreachable
+    from worker.errors import RetryPolicy
 
     if args.max_model_bytes is not None and args.max_model_bytes < 1:
         raise ValueError(f"--max-model-bytes must be positive, got {args.max_model_bytes}")
@@ -119,11 +121,12 @@ def cmd_compress(args) -> int:
         host_cache_bytes=args.host_cache_bytes if args.host_cache_bytes is not None else settings.host_cache_bytes,
         fit_check=False,  # the user chose this machine; the engine's own limits still hold
         load_check=not args.no_load_check, local_paths=True, progress=progress,
-        greedy_width=args.greedy_width or settings.greedy_width)
+        greedy_width=args.greedy_width or settings.greedy_width,
+        retry=RetryPolicy(settings.hub_attempts, settings.hub_backoff_s))  # NBL_HUB_ATTEMPTS, as a worker
     sink = ConsoleSink(verbose=progress)
     try:
         result = run(recipe(args, espec), sink, paths, InPlace(args.out) if args.out is not None else None, options)
-    except LoadCheckError as e:  # our save is broken, not the input: exit 1, not a usage error's 2
+    except (LoadCheckError, HubUnreachable) as e:  # our save is broken, or no Hub: exit 1, not a usage error's 2
         print(f"nbl: error: {e}", file=sys.stderr)
         return 1
     except QualityFailure as e:  # every output failed a --gate (the sink printed the checks): nothing published

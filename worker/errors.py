@@ -5,6 +5,8 @@ whether it is worth another try, and words what the job row says.
     no output passed its quality gates (QualityFailure)        quality  (the message names the failed checks)
     publishing: the Hub refused the token (HubRefused)         user     (its own message names the token)
     publishing: the Hub failed (HubUnavailable)                system   retried
+    the input model: no Hub to talk to (HubUnreachable)        system   retried  (their own messages:
+    the input model: gated or missing (HubModelError)          user     engine/hub_access.py)
     anywhere in the cause chain, the first HTTP answer or transport failure decides:
         401, 403, a gated repo                                 user     "gated or private: set a token with access"
         404, repo / revision / file not found                  user
@@ -24,16 +26,16 @@ exception's type: a Hub 500 while fetching a dataset is `system`, a gated model 
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
+from .engine.http_causes import GATED, GATED_ERRORS, NOT_FOUND, TRANSPORT, chain, status_of
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-GATED = "gated or private: set a token with access"
 PROGRAMMING_ERRORS = (KeyError, TypeError, AttributeError, NameError, IndexError, AssertionError,
                       ZeroDivisionError, NotImplementedError, RecursionError, UnboundLocalError)
 
@@ -44,46 +46,6 @@ class Failure:
     message: str
     retry: bool = False
     traceback: bool = False  # a bug: log where it happened
-
-
-def _classes(spec: list[tuple[str, str]]) -> tuple[type[BaseException], ...]:
-    """The named exception classes of whichever HTTP libraries are installed (httpx for huggingface_hub 1.x,
-    httpx2 for 2.x, requests and aiohttp under datasets / fsspec)."""
-    found: list[type[BaseException]] = []
-    for module, name in spec:
-        try:
-            found.append(getattr(importlib.import_module(module), name))
-        except (ImportError, AttributeError):
-            pass
-    return tuple(found)
-
-
-TRANSPORT = (ConnectionError, TimeoutError) + _classes([
-    ("httpx", "TransportError"), ("httpx2", "TransportError"), ("requests", "ConnectionError"),
-    ("requests", "Timeout"), ("aiohttp", "ClientConnectionError"), ("urllib3.exceptions", "HTTPError")])
-GATED_ERRORS = _classes([("huggingface_hub.errors", "GatedRepoError")])
-NOT_FOUND = _classes([("huggingface_hub.errors", "RepositoryNotFoundError"),
-                      ("huggingface_hub.errors", "RevisionNotFoundError"),
-                      ("huggingface_hub.errors", "RemoteEntryNotFoundError")])
-
-
-def status_of(exc: BaseException) -> int | None:
-    """The HTTP status an exception carries: `.response.status_code` (httpx, httpx2, requests,
-    huggingface_hub), or `.status` (aiohttp)."""
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None) if response is not None else None
-    if status is None and type(exc).__module__.startswith("aiohttp"):
-        status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
-
-
-def chain(exc: BaseException) -> list[BaseException]:
-    """exc, then what caused it (__cause__, else __context__), innermost last; each exception once."""
-    out: list[BaseException] = []
-    while exc is not None and exc not in out:
-        out.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    return out
 
 
 def _http(exc: BaseException, outer: str) -> Failure | None:
@@ -105,6 +67,7 @@ def classify(exc: BaseException) -> Failure:
     """The row of the table above that `exc` falls in."""
     from celery.exceptions import SoftTimeLimitExceeded
 
+    from .engine.hub_access import HubModelError, HubUnreachable
     from .gates import QualityFailure
     from .publish.hub import HubRefused, HubUnavailable
 
@@ -117,6 +80,9 @@ def classify(exc: BaseException) -> Failure:
         return Failure("user", message)
     if isinstance(exc, HubUnavailable):
         return Failure("system", message, retry=True)
+    hub = next((c for c in chain(exc) if isinstance(c, (HubUnreachable, HubModelError))), None)
+    if hub is not None:  # already worded for the job row
+        return Failure("user", str(hub)) if isinstance(hub, HubModelError) else Failure("system", str(hub), retry=True)
     for cause in chain(exc):
         found = _http(cause, message)
         if found is not None:
@@ -129,18 +95,23 @@ def classify(exc: BaseException) -> Failure:
 
 
 def retrying(fn: Callable[[], T], what: str, *, attempts: int = 3, backoff_s: float = 5.0,
-             sleep: Callable[[float], None] = time.sleep) -> T:
+             sleep: Callable[[float], None] = time.sleep, on_retry: Callable[[str], None] | None = None) -> T:
     """fn(), tried up to `attempts` times while it fails retryably (Hub 5xx, timeouts, lost connections),
-    waiting backoff_s, 2 backoff_s, ... between tries; the last failure is raised as it came."""
+    waiting backoff_s, 2 backoff_s, ... between tries; the last failure is raised as it came. `on_retry`
+    hears why, before each wait (the job's event log: a wait is never silent)."""
     for attempt in range(1, attempts + 1):
         try:
             return fn()
         except Exception as e:
-            if attempt == attempts or not classify(e).retry:
+            failure = classify(e)
+            if attempt == attempts or not failure.retry:
                 raise
             wait = backoff_s * 2 ** (attempt - 1)
             log.warning("%s failed (%s, attempt %d of %d); retrying in %.3g s", what, type(e).__name__, attempt,
                         attempts, wait)
+            if on_retry is not None:
+                on_retry(f"{what} failed: {failure.message}; trying again in {wait:.3g} s "
+                         f"(attempt {attempt + 1} of {attempts})")
             sleep(wait)
     raise AssertionError("unreachable")
 
@@ -152,5 +123,5 @@ class RetryPolicy:
     attempts: int = 4
     backoff_s: float = 5.0
 
-    def run(self, fn: Callable[[], T], what: str) -> T:
-        return retrying(fn, what, attempts=self.attempts, backoff_s=self.backoff_s)
+    def run(self, fn: Callable[[], T], what: str, on_retry: Callable[[str], None] | None = None) -> T:
+        return retrying(fn, what, attempts=self.attempts, backoff_s=self.backoff_s, on_retry=on_retry)

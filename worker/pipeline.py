@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Protocol
@@ -29,10 +28,10 @@ from .engine import compress
 from .engine.config import from_recipe
 from .engine.devices import visible
 from .engine.hub_ids import refuse_path_shadowing
-from .engine.loading import load_model, release_weights
+from .engine.loading import release_weights
 from .eval.compare import evaluate_outputs
 from .engine.saving import SCORES_FILE
-from . import gates, preflight, progress, run_warnings
+from . import gates, load_stage, progress, run_warnings
 from .errors import RetryPolicy
 from .eval.evaluate import EvalSpec, check_tasks
 from .publish import loadcheck
@@ -145,17 +144,7 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
         with tempfile.TemporaryDirectory(prefix="nbl-tasks-") as tmp:
             check_tasks(eval_spec(recipe.evaluation, Path(tmp)), paths.data_dir)
     name = recipe.model  # as the job names it (local:NAME), never a server path
-    sink.progress("load", 0.0, f"loading {name}")
-    figures: dict = {}  # the job's estimate on this worker's devices, checked before anything is downloaded
-    fit = (lambda config: figures.update(preflight.fits(name, config, recipe, options.devices,  # noqa: E731
-                                                        options.host_cache_bytes))) if options.fit_check else None
-    retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len, fit), "reading the model's config")
-    if figures:
-        sink.estimate(figures)  # kept on the job when the API could not size it (a Hub model, offline)
-    start = time.perf_counter()
-    lm = retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes,
-                                      weights=False, models_dir=cfg.models_dir, home=cfg.home), "loading the model")
-    load_s = time.perf_counter() - start
+    lm, load_s = load_stage.load(recipe, cfg, options, sink)
     lm.source = name  # what nbl_scores.json and the card call the base model
     if hasattr(sink, "replan"):  # the stages' costs, now that the layer count is known (worker/progress.py)
         sink.replan(progress.plan(recipe, layer_count(lm.path)))

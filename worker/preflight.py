@@ -14,14 +14,18 @@ from typing import Callable
 
 from service.jobs.model_checks import CONFIG, config_problems, read_config
 
+from .engine.hub_access import reach, translated
 from .engine.loading import ModelError
 
 
 def hub_config(repo_id: str, revision: str | None) -> dict:
-    """The Hub model's config.json, and nothing else."""
+    """The Hub model's config.json, and nothing else (the Hub asked first whether it is there at all, its
+    failures worded for the job: engine/hub_access.py)."""
     from huggingface_hub import hf_hub_download
 
-    path = hf_hub_download(repo_id, CONFIG, revision=revision)
+    with translated(repo_id, revision):
+        reach(repo_id, revision)
+        path = hf_hub_download(repo_id, CONFIG, revision=revision)
     try:
         config = json.loads(Path(path).read_text())
     except ValueError as e:

@@ -77,8 +77,12 @@ def test_a_gguf_with_an_evil_tokenizer_config_beside_it_is_refused(tmp_path):
         load_model(str(tmp_path / "model.gguf"), device="cpu")
 
 
+HEAD = ("head", huggingface_hub.constants.ENDPOINT.rstrip("/") + "/")  # hub_access.reach: is a Hub there?
+
+
 class ListingHub:
-    """model_info answers a file list; hf_hub_download serves the given small files; nothing else is fetched."""
+    """The endpoint answers; model_info answers a file list; hf_hub_download serves the given small files;
+    nothing else is fetched."""
 
     def __init__(self, monkeypatch, tmp_path, files: dict[str, dict | str]):
         self.calls: list[tuple] = []
@@ -99,6 +103,8 @@ class ListingHub:
         def snapshot_download(*a, **kw):
             raise AssertionError("no snapshot may be downloaded for a model with custom code")
 
+        session = SimpleNamespace(head=lambda url, **kw: self.calls.append(("head", url)))
+        monkeypatch.setattr(huggingface_hub.utils, "get_session", lambda: session)
         monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
         monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
         monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
@@ -111,13 +117,13 @@ def test_a_hub_model_is_checked_from_its_file_list_and_small_configs_before_any_
         "model.safetensors": "weights"})
     with pytest.raises(ModelError, match="a/b: tokenizer_config.json has auto_map"):
         load_model("a/b", device="cpu")
-    assert hub.calls == [("model_info", "a/b"), ("hf_hub_download", "config.json"),
+    assert hub.calls == [HEAD, ("model_info", "a/b"), ("hf_hub_download", "config.json"),
                          ("hf_hub_download", "tokenizer_config.json")]
 
     hub = ListingHub(monkeypatch, tmp_path, {"config.json": llama, "evil.py": "x", "model.safetensors": "w"})
     with pytest.raises(ModelError, match=r"ships Python code \(evil\.py\)"):
         load_model("a/b", device="cpu")
-    assert hub.calls == [("model_info", "a/b")]  # refused from the list alone
+    assert hub.calls == [HEAD, ("model_info", "a/b")]  # refused from the list alone
 
 
 def test_nbl_compress_refuses_an_evil_tokenizer_config(tmp_path, text_file, capsys):

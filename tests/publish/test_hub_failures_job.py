@@ -84,4 +84,5 @@ def test_a_hub_model_is_checked_from_its_config_before_any_weight(env):
     assert "compression.k" in message and "number of layers (4)" in message, message
     assert "calibration.seq_len" in message and "context length (256" in message, message
     fetched = {r["path"] for r in hub.requests}
-    assert fetched == {"/org/tiny-llama/resolve/main/config.json"}, fetched  # no weight, no file listing
+    # the endpoint asked whether it answers at all (hub_access.reach), then config.json: no weight, no file listing
+    assert fetched == {"/", "/org/tiny-llama/resolve/main/config.json"}, fetched

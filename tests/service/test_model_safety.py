@@ -45,6 +45,8 @@ class FakeHub:
             hub.calls.append(("snapshot_download", repo_id, revision))
             raise AssertionError("snapshot_download must not be reached in these tests")
 
+        answers = SimpleNamespace(head=lambda url, **kw: None)  # hub_access.reach: the endpoint answers
+        monkeypatch.setattr(huggingface_hub.utils, "get_session", lambda: answers)
         monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
         monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
         monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)

@@ -1,5 +1,6 @@
 """An input model from the Hub: sized and checked from its file metadata and small config files
-before any weight is downloaded, then exactly the commit that was checked is fetched."""
+before any weight is downloaded, then exactly the commit that was checked is fetched (hub_access.py:
+how long the Hub is waited for, and what its failures mean)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from . import custom_code
+from .hub_access import offline, reach, translated
 from .model_rules import ModelError, check_config, check_model_size, no_custom_code, read_config
 
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.jinja"]
@@ -29,11 +31,16 @@ def hub_download_size(repo_id: str, revision: str | None, info=None) -> tuple[in
 
 def fetch_from_hub(repo_id: str, revision: str | None, limit: int | None) -> tuple[Path, str]:
     """(snapshot directory, commit). Check the size (when limited), the file list (no code) and the small
-    config files (no auto_map, a supported family) before any weight is downloaded, then fetch the snapshot."""
+    config files (no auto_map, a supported family) before any weight is downloaded, then fetch the snapshot.
+    The Hub is asked first whether it is there at all (hub_access.reach: a bounded wait), and its failures
+    come out worded for the job (HubUnreachable, HubModelError). Offline (HF_HUB_OFFLINE): the cached snapshot,
+    checked as a local directory is."""
     from huggingface_hub import HfApi, hf_hub_download, snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
-    try:
+    with translated(repo_id, revision):
+        if offline():
+            return _cached(repo_id, revision, limit)
+        reach(repo_id, revision)
         info = HfApi().model_info(repo_id, revision=revision, files_metadata=limit is not None)
         if limit is not None:
             check_model_size(hub_download_size(repo_id, revision, info)[0], limit, repo_id)
@@ -48,8 +55,18 @@ def fetch_from_hub(repo_id: str, revision: str | None, limit: int | None) -> tup
             if name == "config.json":
                 check_config(read_config(local, repo_id), repo_id)
         snap = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_PATTERNS))
-    except (RepositoryNotFoundError, RevisionNotFoundError) as e:
-        raise ModelError(f"{repo_id}@{revision or 'main'}: not found on the Hub ({e.__class__.__name__})") from e
-    except HfHubHTTPError as e:
-        raise ModelError(f"{repo_id}: the Hub refused the download: {e}") from e
     return snap, snap.name  # snapshots/<commit sha>
+
+
+def _cached(repo_id: str, revision: str | None, limit: int | None) -> tuple[Path, str]:
+    """The snapshot in the Hugging Face cache (offline: LocalEntryNotFoundError when there is none), with the
+    checks of a local directory (engine/loading.py)."""
+    from huggingface_hub import snapshot_download
+
+    snap = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_PATTERNS))
+    no_custom_code(custom_code.check_local_dir, snap, repo_id)
+    if not (snap / "config.json").is_file():
+        raise ModelError(f"{repo_id}: no config.json in the cached snapshot {snap.name}")
+    check_config(read_config(snap / "config.json", repo_id), repo_id)
+    check_model_size(sum(f.stat().st_size for f in snap.glob("*.safetensors")), limit, repo_id)
+    return snap, snap.name
