@@ -9,6 +9,7 @@ import hashlib
 import http.client
 import json
 import os
+import random
 from urllib.parse import urlsplit
 
 import pytest
@@ -62,14 +63,19 @@ def test_ranges(served):  # noqa: F811
         assert r.status_code == 206, header
         assert r.headers["content-range"] == f"bytes {first}-{last}/{n}"
         assert r.content == data[first:last + 1] and int(r.headers["content-length"]) == last - first + 1
-    for header in (f"bytes={n}-", f"bytes={n + 10}-{n + 20}", "bytes=-0"):
+    huge = "9" * 5000  # past Python's 4,300-digit int() limit (was a 500)
+    for header in (f"bytes=0-{huge}", f"bytes=-{huge}", f"bytes=0000-{huge}"):  # to the end: the whole file
+        r = s.get(url, headers={"Range": header})
+        assert r.status_code == 206 and r.headers["content-range"] == f"bytes 0-{n - 1}/{n}" and r.content == data
+    for header in (f"bytes={n}-", f"bytes={n + 10}-{n + 20}", "bytes=-0", f"bytes={huge}-", f"bytes={huge}-{huge}1"):
         r = s.get(url, headers={"Range": header})
         assert r.status_code == 416, (header, r.status_code, r.headers)
         assert_problem(r, 416, "range-not-satisfiable")
         assert r.headers["content-range"] == f"bytes */{n}"
     etag = s.get(url, headers={"Range": "bytes=0-0"}).headers["etag"]
     assert s.get(url, headers={"Range": "bytes=5-", "If-Range": etag}).content == data[5:]
-    for header, extra in (("bytes=0-1,5-6", {}), ("items=0-1", {}), ("bytes=9-3", {}),
+    for header, extra in (("bytes=0-1,5-6", {}), ("items=0-1", {}), ("bytes=9-3", {}), (f"bytes={huge}1-{huge}", {}),
+                          ("bytes=\u0661-\u0663".encode(), {}),  # Arabic-Indic digits: not ASCII, not a range
                           ("bytes=5-", {"If-Range": '"' + "0" * 64 + '"'})):  # ignored: the whole file
         r = s.get(url, headers={"Range": header, **extra})
         assert r.status_code == 200 and r.content == data, header
@@ -77,13 +83,32 @@ def test_ranges(served):  # noqa: F811
 
 @pytest.mark.parametrize(("header", "size", "expected"), [
     ("bytes=0-0", 1, (0, 0)), ("bytes=3-", 3, Unsatisfiable), ("bytes=3-9", 3, Unsatisfiable), ("bytes=2-", 3, (2, 2)), ("bytes=-5", 3, (0, 2)), ("bytes=0-", 0, Unsatisfiable), ("bytes=-1", 0, Unsatisfiable),
-    (" bytes=2-4 ", 10, (2, 4)), ("bytes=", 10, None), ("bytes=a-b", 10, None), (None, 10, None)])
+    (" bytes=2-4 ", 10, (2, 4)), ("bytes=", 10, None), ("bytes=a-b", 10, None), (None, 10, None),
+    ("bytes=0-" + "9" * 5000, 10, (0, 9)), ("bytes=-" + "9" * 5000, 10, (0, 9)), ("bytes=" + "9" * 5000 + "-", 10, Unsatisfiable),
+    ("bytes=" + "0" * 5000 + "7-", 10, (7, 9)), ("bytes=2-" + "0" * 5000 + "5", 10, (2, 5)),
+    ("bytes=" + "9" * 5000 + "-" + "9" * 4999, 10, None), ("bytes=\u0663-", 10, None), ("bytes=\uff13-", 10, None)])
 def test_byte_range(header, size, expected):
     if expected is Unsatisfiable:
         with pytest.raises(Unsatisfiable):
             byte_range(header, size)
     else:
         assert byte_range(header, size) == expected
+
+
+def test_byte_range_fuzz():
+    """Random Range shapes: whole file, 416, or a range inside the file; never another exception."""
+    rng = random.Random(24)
+    numbers = ["", "0", "1", "7", "10", "00", "0" * 40 + "3", "9" * 19, "9" * 5000, "1" + "0" * 4400, "-1", "+2",
+               " 3", "1e3", "0x1f", "\u0663", "\u00b2"]
+    for _ in range(3000):
+        header = rng.choice(["bytes=", "bytes =", "Bytes=", "items=", "bytes=,", ""]) + rng.choice(numbers)
+        header += rng.choice(["-", "--", "", ",", "-,-"]) + rng.choice(numbers) + rng.choice(["", ",0-1", " ", "\t"])
+        size = rng.choice([0, 1, 10, 2**40])
+        try:
+            span = byte_range(header, size)
+        except Unsatisfiable:
+            continue
+        assert span is None or 0 <= span[0] <= span[1] < size, (header[:60], size, span)
 
 
 def test_what_is_refused(served, tmp_path):  # noqa: F811
@@ -145,3 +170,4 @@ def test_hub_old_rows_and_outputs_without_a_manifest(served):  # noqa: F811
     (s.folder(2) / "config.json").write_text("{}")
     again = {f["path"]: f["sha256"] for f in s.get(f"/v1/jobs/{s.job['id']}/outputs/2/files").json()["data"]}
     assert again["config.json"] == next(f["sha256"] for f in published["files"] if f["path"] == "config.json")
+
