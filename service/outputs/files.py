@@ -5,7 +5,9 @@ never from a path the client sends, and is this job's only while the owner marke
 job (a later job of the team may have replaced it with `overwrite`). A file is served only when the
 manifest lists it, and is opened one component at a time with O_NOFOLLOW under the folder's
 descriptor: `..`, absolute paths, the bookkeeping files and symlinks (anywhere on the way) are all
-"not found", whatever their encoding.
+"not found", whatever their encoding. Files are opened without blocking and served only when the
+opened descriptor is a regular file (manifest.open_regular): a FIFO in place of a listed file is a
+404, not a request that waits forever for a writer.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -69,7 +70,7 @@ def _open_dir(name: str, dir_fd: int | None = None) -> int:
 
 def _owner_job(root_fd: int) -> str | None:
     try:
-        fd = os.open(OWNER_FILE, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=root_fd)
+        fd, _ = manifest.open_regular(OWNER_FILE, root_fd)
         with os.fdopen(fd) as f:
             data = json.load(f)
         return data.get("job_id") if isinstance(data, dict) else None
@@ -132,14 +133,10 @@ def open_file(out: Output, path: str) -> tuple[int, os.stat_result, dict]:
         for part in parts[:-1]:
             fds.append(os.open(part, DIR_FLAGS, dir_fd=cur))
             cur = fds[-1]
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=cur)
-    except OSError:
+        fd, st = manifest.open_regular(parts[-1], cur)
+    except OSError:  # a symlink, a FIFO or device, or gone
         raise NotFound(f"no file {path[:200]!r} in this output") from None
     finally:
         for d in fds:
             os.close(d)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise NotFound(f"no file {path[:200]!r} in this output")
     return fd, st, entry

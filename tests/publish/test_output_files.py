@@ -5,6 +5,7 @@ and an output published before manifests."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
@@ -171,3 +172,28 @@ def test_hub_old_rows_and_outputs_without_a_manifest(served):  # noqa: F811
     again = {f["path"]: f["sha256"] for f in s.get(f"/v1/jobs/{s.job['id']}/outputs/2/files").json()["data"]}
     assert again["config.json"] == next(f["sha256"] for f in published["files"] if f["path"] == "config.json")
 
+
+def test_a_fifo_is_never_opened_as_a_file(served):  # noqa: F811
+    """A FIFO in place of a listed file, the manifest or the owner marker: a 404 or left out, at once.
+    A plain open() of a FIFO waits for a writer: it pinned an API thread forever."""
+    s, job_id = served, served.job["id"]
+    base = f"/v1/jobs/{job_id}/outputs/1/files"
+    fifos = []
+
+    def fifo(path):
+        path.unlink()
+        os.mkfifo(path)
+        fifos.append(path)
+
+    try:
+        fifo(s.folder(1) / "config.json")
+        assert_problem(s.get(f"{base}/config.json", timeout=10), 404, "not-found")
+        fifo(s.folder(1) / ".nbl-files.json")  # no manifest to read: the folder is hashed again
+        listed = {f["path"] for f in s.get(base, timeout=10).json()["data"]}
+        assert "model.safetensors" in listed and "config.json" not in listed
+        fifo(s.settings.publish_dir / "alpha" / "out" / ".nbl-owner.json")
+        assert "no longer" in assert_problem(s.get(base, timeout=10), 404, "not-found")["detail"]
+    finally:  # a reader that a failing server left waiting gets its writer (and EOF)
+        for path in fifos:
+            with contextlib.suppress(OSError):
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
