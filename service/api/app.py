@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from service.core.celery_app import make_celery
 from service.core.db import make_engine, make_sessionmaker
 from service.core.metrics import make_registry
 from service.core.settings import Settings
-from . import docs, problems
+from . import docs, nul, problems
 from .limits import BodySizeLimit
 from service.api import health
 from service.jobs import endpoints as jobs
@@ -51,7 +51,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             engine.dispose()
 
     app = FastAPI(title="nbl-service", version="1", description=DESCRIPTION, lifespan=lifespan,
-                  docs_url=None, openapi_url="/openapi.json", redoc_url=None)  # docs.install: offline
+                  docs_url=None, openapi_url="/openapi.json", redoc_url=None,  # docs.install: offline
+                  dependencies=[Depends(nul.refuse_nul)])  # every route, before its own parameters
     app.add_middleware(BodySizeLimit)
     problems.install(app)
     docs.install(app)

@@ -7,6 +7,9 @@ import json
 from service.core.errors import PayloadTooLarge, problem_type
 
 
+BODYLESS = ("GET", "HEAD", "OPTIONS", "DELETE")  # methods whose bodies are never read
+
+
 class BodySizeLimit:
     """Pure ASGI middleware: a declared Content-Length over the limit is refused at once; a body
     without one (chunked) is read up to the limit and refused if it goes past it."""
@@ -15,7 +18,7 @@ class BodySizeLimit:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
+        if scope["type"] != "http" or scope["method"] in BODYLESS:
             return await self.app(scope, receive, send)
         settings = getattr(scope["app"].state, "settings", None)
         limit = settings.max_request_bytes if settings is not None else 64 * 1024

@@ -10,6 +10,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from service.api import problems
+from service.api.nul import NulInRequest
+
 from . import routes, session
 from .render import page
 
@@ -30,3 +33,9 @@ def install(app: FastAPI) -> None:
     def _error(request: Request, exc: routes.PageError) -> Response:
         return page(request, "error.html", code=exc.status, title=exc.title, detail=exc.detail)
 
+    @app.exception_handler(NulInRequest)
+    async def _nul(request: Request, exc: NulInRequest) -> Response:
+        path = request.url.path
+        if path == session.PATH or path.startswith(session.PATH + "/"):  # a page, not a problem+json
+            return page(request, "error.html", code=exc.status, title=exc.title, detail=exc.detail or "")
+        return await problems.handle(request, exc)
