@@ -1,25 +1,26 @@
 """The web dashboard at /ui: server-rendered pages of a team's jobs (routes.py), the score chart as
-inline SVG (chart.py), a stylesheet served from this package (static/). `install(app)` adds it."""
+inline SVG (chart.py), a stylesheet served from this package (static/). `install(app)` adds it;
+every route of it is behind csrf.protect (a POST must come from one of its own forms)."""
 
 from __future__ import annotations
 
 from importlib.resources import files
 from urllib.parse import urlencode
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from service.api import problems
 from service.api.nul import NulInRequest
 
-from . import routes, session
+from . import csrf, routes, session
 from .render import page
 
 
 def install(app: FastAPI) -> None:
     app.mount("/ui/static", StaticFiles(directory=str(files("service.ui") / "static")), name="ui-static")
-    app.include_router(routes.router)
+    app.include_router(routes.router, dependencies=[Depends(csrf.protect)])
 
     @app.exception_handler(session.LoginRequired)
     def _login(request: Request, _exc: session.LoginRequired) -> Response:
@@ -32,6 +33,14 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(routes.PageError)
     def _error(request: Request, exc: routes.PageError) -> Response:
         return page(request, "error.html", code=exc.status, title=exc.title, detail=exc.detail)
+
+    @app.exception_handler(csrf.CsrfRefused)
+    def _forged(request: Request, _exc: csrf.CsrfRefused) -> Response:
+        if request.url.path == f"{session.PATH}/login":  # a fresh form (and token) to log in from
+            return routes.login_page(request, session.safe_next(None), 403,
+                                     error="This login form expired or came from another site: log in here.")
+        return page(request, "error.html", code=403, title="Refused",
+                    detail="That form did not come from this dashboard (or it expired): reload the page and try again.")
 
     @app.exception_handler(NulInRequest)
     async def _nul(request: Request, exc: NulInRequest) -> Response:

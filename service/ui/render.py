@@ -10,6 +10,8 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from . import csrf
+
 _env = Environment(loader=FileSystemLoader(str(files("service.ui") / "templates")), autoescape=True,
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
@@ -22,5 +24,6 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Frame-Options": "DENY", "X-Content
 
 def page(request: Request, template: str, code: int = 200, **context) -> HTMLResponse:
     context.setdefault("who", None)
+    context.setdefault("csrf", csrf.token(request) or "")  # every form's hidden field (service.ui.csrf)
     html = _env.get_template(template).render(request=request, static="/ui/static", **context)
     return HTMLResponse(html, status_code=code, headers=HEADERS)

@@ -7,6 +7,7 @@ page, a bad filter is a 422 page. Pages send a CSP with no scripts and no inline
 
 from __future__ import annotations
 
+import secrets
 from contextlib import contextmanager
 from typing import Annotated
 from urllib.parse import parse_qsl, urlencode
@@ -22,7 +23,7 @@ from service.jobs import filters as job_filters
 from service.jobs import service as jobs
 from service.jobs.views import job_view, job_views
 from service.keys.auth import Principal, authenticate
-from . import chart, session as ui_session, views
+from . import chart, csrf, session as ui_session, views
 from .render import page
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -63,14 +64,24 @@ def index() -> RedirectResponse:
     return RedirectResponse(ui_session.PATH + "/jobs", status_code=303)
 
 
+def login_page(request: Request, target: str, code: int = 200, **extra: str) -> HTMLResponse:
+    """The login form, with a pre-session CSRF token (and its cookie) when the browser has none."""
+    fresh = None if csrf.token(request) else secrets.token_urlsafe(32)
+    response = page(request, "login.html", code=code, next=target, **({"csrf": fresh} if fresh else {}), **extra)
+    if fresh:
+        csrf.set_presession(request, response, fresh)
+    return response
+
+
 @router.get("/login")
 def login_form(request: Request, next: str | None = None) -> HTMLResponse:  # noqa: A002
-    return page(request, "login.html", next=ui_session.safe_next(next))
+    return login_page(request, ui_session.safe_next(next))
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
-    """A urlencoded form (`key`, `next`); parsed here, so no multipart dependency."""
+    """A urlencoded form (`key`, `next`, `csrf`: checked by csrf.protect before this runs); parsed
+    here, so no multipart dependency."""
     try:
         form = dict(parse_qsl((await request.body()).decode("utf-8", "replace"), max_num_fields=4))
     except ValueError:  # more fields than the form has: not our form
@@ -87,7 +98,7 @@ async def login(request: Request) -> Response:
                 return False
 
     if not key or not await run_in_threadpool(check):
-        return page(request, "login.html", code=401, next=target, error="That key is not valid (or was revoked).")
+        return login_page(request, target, 401, error="That key is not valid (or was revoked).")
     response = RedirectResponse(target, status_code=303)
     ui_session.set_key(response, request, key)
     return response

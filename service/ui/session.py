@@ -1,8 +1,8 @@
 """Who is looking at a page: the same team keys as the API (service/keys/auth.py).
 
 A page takes `Authorization: Bearer <key>` (scripts, tests) or the key in a cookie that the login
-form sets: HttpOnly (no script reads it), SameSite=Strict (no other site's page or form sends it,
-which with POST-only login and logout is the CSRF defence), Path=/ui, and Secure when the request
+form sets: HttpOnly (no script reads it), SameSite=Strict (no other site's page or form sends it;
+that alone does not stop a forged login, hence csrf.py), Path=/ui, and Secure when the request
 came over https: its own scheme, or X-Forwarded-Proto when Settings.trust_forwarded_proto says the
 proxy in front sets it. The cookie holds the key itself; only its sha256 is stored server-side.
 """

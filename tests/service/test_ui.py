@@ -8,6 +8,7 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
+from ui_forms import CSRF_COOKIE, csrf_field, ui_login
 from ui_seed import lowest, seed_job
 
 from service.api import create_app
@@ -28,9 +29,13 @@ def test_login_sets_a_strict_httponly_cookie_and_logout_clears_it(client, alpha,
     job = seed_job(sessions, settings, _key(alpha))
     r = client.get("/ui/jobs", follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/ui/login?next=%2Fui%2Fjobs"
-    r = client.post("/ui/login", data={"key": "nbl_wrong", "next": "/ui/jobs"}, follow_redirects=False)
+    r = client.get("/ui/login")  # the form sets its pre-session CSRF cookie, as strict as the key's
+    for attr in ("HttpOnly", "SameSite=strict", "Path=/ui"):
+        assert attr.lower() in r.headers["set-cookie"].lower(), r.headers["set-cookie"]
+    assert csrf_field(r.text) == client.cookies[CSRF_COOKIE]
+    r = ui_login(client, "nbl_wrong", "/ui/jobs")
     assert r.status_code == 401 and "not valid" in r.text and "set-cookie" not in r.headers
-    r = client.post("/ui/login", data={"key": _key(alpha), "next": f"/ui/jobs/{job}"}, follow_redirects=False)
+    r = ui_login(client, _key(alpha), f"/ui/jobs/{job}")
     assert r.status_code == 303 and r.headers["location"] == f"/ui/jobs/{job}"
     cookie = r.headers["set-cookie"]
     assert cookie.startswith("nbl_ui_key=nbl_")
@@ -39,7 +44,7 @@ def test_login_sets_a_strict_httponly_cookie_and_logout_clears_it(client, alpha,
     assert "secure" not in cookie.lower()  # plain http
     r = client.get("/ui/jobs")  # the TestClient keeps the cookie
     assert r.status_code == 200 and job in r.text and "team alpha" in r.text
-    r = client.post("/ui/logout", follow_redirects=False)
+    r = client.post("/ui/logout", data={"csrf": csrf_field(r.text)}, follow_redirects=False)
     assert r.status_code == 303 and 'nbl_ui_key=""' in r.headers["set-cookie"]
     assert "max-age=0" in r.headers["set-cookie"].lower()
     client.cookies.clear()
@@ -47,11 +52,12 @@ def test_login_sets_a_strict_httponly_cookie_and_logout_clears_it(client, alpha,
 
 
 def test_login_only_redirects_inside_the_dashboard(client, alpha):
-    r = client.post("/ui/login", content="a=1&b=2&c=3&d=4&e=5&key=" + _key(alpha),
+    token = csrf_field(client.get("/ui/login").text)
+    r = client.post("/ui/login", content=f"a=1&b=2&c=3&csrf={token}&e=5&key=" + _key(alpha),
                     headers={"content-type": "application/x-www-form-urlencoded"}, follow_redirects=False)
     assert r.status_code == 401  # not our form (too many fields): refused, not a 500
     for target in ("https://evil.example/", "//evil.example/ui/", "/v1/jobs", "/ui\\..\\x"):
-        r = client.post("/ui/login", data={"key": _key(alpha), "next": target}, follow_redirects=False)
+        r = ui_login(client, _key(alpha), target)
         assert r.headers["location"] == "/ui/jobs", target
 
 
@@ -63,11 +69,11 @@ def test_cookie_secure_over_https_or_a_trusted_forwarded_proto(db_url, settings_
     key = _key(team_key_for(s))
     with TestClient(create_app(s)) as c:
         headers = {"X-Forwarded-Proto": "https"} if https_header else {}
-        r = c.post("/ui/login", data={"key": key}, headers=headers, follow_redirects=False)
+        r = ui_login(c, key, **headers)
         assert r.status_code == 303
         assert ("secure" in r.headers["set-cookie"].lower()) is secure
     with TestClient(create_app(s), base_url="https://testserver") as c:  # the request's own scheme
-        r = c.post("/ui/login", data={"key": key}, follow_redirects=False)
+        r = ui_login(c, key)
         assert "secure" in r.headers["set-cookie"].lower()
 
 

@@ -15,6 +15,7 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from cdp import Browser, chromium_binary, env_without
@@ -95,19 +96,31 @@ def test_dashboard_in_headless_chromium(tmp_path):
         engine.dispose()
         browser = Browser(tmp_path / "chrome")
         try:
-            _check_pages(browser, ready(), alpha, base, job, theirs)
+            _check_pages(browser, ready(), alpha, beta, base, job, theirs)
         finally:
             browser.close()
     for name in ("jobs", "job", "compare"):
         assert (SHOTS / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def _check_pages(browser: Browser, url: str, alpha: str, base: str, job: str, theirs: str) -> None:
-    assert browser.goto(f"{url}/ui/jobs") == 200  # redirected to the login form
+def _cross_site_login(browser: Browser, url: str, key: str) -> None:
+    """Another site's page (an opaque data: origin) posts a login form with `key` to the dashboard: refused."""
+    form = (f'<form method="post" action="{url}/ui/login"><input name="key" value="{key}">'
+            '<input name="csrf" value="guessed"></form>')
+    assert browser.goto("data:text/html," + quote(form)) == 200
+    assert browser.load(lambda: browser.eval("document.forms[0].submit()")) == 403
+    assert "another site" in browser.eval("document.body.innerText")
+
+
+def _check_pages(browser: Browser, url: str, alpha: str, beta: str, base: str, job: str, theirs: str) -> None:
+    _cross_site_login(browser, url, beta)
+    assert browser.goto(f"{url}/ui/jobs") == 200  # not logged in: redirected to the login form
     assert browser.eval("location.pathname") == "/ui/login"
     status = browser.load(lambda: browser.eval(
         f"document.getElementById('key').value = {alpha!r}; document.querySelector('form.login').submit()"))
     assert status == 200 and browser.eval("location.pathname") == "/ui/jobs"
+    _cross_site_login(browser, url, beta)  # logged in: still team alpha after
+    assert browser.goto(f"{url}/ui/jobs") == 200 and "team alpha" in browser.eval("document.body.innerText")
     assert browser.eval("document.cookie") == ""  # HttpOnly: no script sees the key
     assert browser.eval("document.querySelectorAll('tr.job').length") == 3
     browser.screenshot(SHOTS / "jobs.png")
