@@ -1,7 +1,8 @@
 """A headless Chromium (the Debian package) driven over the DevTools protocol, with nothing
 downloaded: the browser is started with a remote-debugging port, and one page target is spoken to
 over its websocket (websocket-client). Just what the dashboard's browser test needs: navigate and
-wait for the load, read the document's HTTP status, evaluate an expression, take a screenshot."""
+wait for the load, read the document's HTTP status, evaluate an expression, take a screenshot,
+save a download."""
 
 from __future__ import annotations
 
@@ -85,6 +86,22 @@ class Browser:
 
     def goto(self, url: str) -> int | None:
         return self.load(lambda: self.send("Page.navigate", url=url))
+
+    def download(self, action, folder: Path) -> Path:
+        """Run `action` (a click on a download link), wait until the browser has saved the file
+        under `folder`, and return its path."""
+        folder.mkdir(parents=True, exist_ok=True)
+        self.send("Page.setDownloadBehavior", behavior="allow", downloadPath=str(folder))
+        self.events.clear()
+        action()
+        name = self._wait_event("Page.downloadWillBegin")["params"]["suggestedFilename"]
+        while True:
+            state = self._wait_event("Page.downloadProgress")["params"]["state"]
+            if state != "inProgress":
+                break
+        if state != "completed":
+            raise RuntimeError(f"download {name!r}: {state}")
+        return folder / name
 
     def eval(self, expression: str):
         res = self.send("Runtime.evaluate", expression=expression, returnByValue=True)

@@ -32,9 +32,12 @@ def lowest(k: int) -> list[int]:
 
 def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/SmolLM2-135M-Instruct",
              metadata=None, finish: str | None = "succeeded", error_message: str | None = None,
-             ppl_shift: float = 0.0, pause: float = 0.0, gate: float | None = None) -> str:
+             ppl_shift: float = 0.0, pause: float = 0.0, gate: float | None = None,
+             files: dict[str, bytes] | None = None) -> str:
     """A job of the key's team; `finish=None` leaves it running in the evaluate stage. `pause`
-    seconds between stages give the timeline visible widths (the browser test's screenshots)."""
+    seconds between stages give the timeline visible widths (the browser test's screenshots).
+    `files` are published as each k's local output by the worker's own local publisher (the API
+    serves them); without them the artifact rows point nowhere."""
     spec = JobCreate.model_validate({"model": {"id": model}, "compression": {"k": list(ks)},
                                      "calibration": {"num_samples": 16, "seq_len": 256},
                                      "metadata": metadata or {}})
@@ -59,7 +62,11 @@ def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/Sm
             store.save_metrics(s, job_id, f"k{k}", {"perplexity/wikitext2/ppl": 20.52 + k * 0.7 + ppl_shift,
                                                     "tasks/arc_easy/acc": 0.61 - k * 0.01,
                                                     "perplexity/wikitext2/tokens": 287644})
-            store.save_artifact(s, job_id, k, "model", f"/v1/jobs/{job_id}/outputs/{k}/files", lease_token=token)
+            if files is None:
+                store.save_artifact(s, job_id, k, "model", f"/v1/jobs/{job_id}/outputs/{k}/files", lease_token=token)
+            else:
+                uri = _publish(settings, who.team_name, job_id, k, len(ks) > 1, files)
+                store.save_artifact(s, job_id, k, "local", uri, lease_token=token)
         if gate is not None:  # +gate relative WikiText-2 perplexity, checked as the worker checks it
             from service.jobs.recipe import Gates
             from worker import gates
@@ -75,3 +82,14 @@ def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/Sm
         elif finish is not None:
             states.finish(s, job_id, token, finish)
     return job_id
+
+
+def _publish(settings, team: str, job_id: str, k: int, several: bool, files: dict[str, bytes]) -> str:
+    from worker.publish.local import LocalDir
+
+    staged = settings.home / "seed-staged" / job_id / f"k{k}"
+    for name, data in files.items():
+        (staged / name).parent.mkdir(parents=True, exist_ok=True)
+        (staged / name).write_bytes(data)
+    settings.publish_dir.mkdir(parents=True, exist_ok=True)
+    return LocalDir(settings.publish_dir, team, f"seed-{job_id[-8:]}", job_id).publish(staged, k, several).uri

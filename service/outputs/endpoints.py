@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
+from sqlalchemy.orm import Session
 
 from service.api.deps import PrincipalDep, SessionDep, SettingsDep
 from service.api.problems import problem
+from service.core.settings import Settings
 from service.jobs.responses import Problem
 
 from . import files as output_files
@@ -51,7 +53,14 @@ def list_files(job_id: str, k: K, session: SessionDep, principal: PrincipalDep, 
 def get_file(job_id: str, k: K, path: str, session: SessionDep, principal: PrincipalDep, settings: SettingsDep,
              request: Request, range_: str | None = Header(None, alias="Range"),
              if_range: str | None = Header(None, alias="If-Range")):
-    with output_files.open_output(session, settings, principal.team_id, job_id, k) as out:
+    return file_response(session, settings, principal.team_id, job_id, k, path, request, range_, if_range)
+
+
+def file_response(session: Session, settings: Settings, team_id: int, job_id: str, k: int, path: str,
+                  request: Request, range_: str | None, if_range: str | None) -> Response:
+    """The file (or its one range) as a streamed response; the dashboard serves its downloads with it
+    too (service.ui.outputs), so both answer the same bytes and headers."""
+    with output_files.open_output(session, settings, team_id, job_id, k) as out:
         fd, st, entry = output_files.open_file(out, path)
     etag = f'"{entry["sha256"]}"'
     headers = {"ETag": etag, "Accept-Ranges": "bytes"}

@@ -1,6 +1,7 @@
-"""The web dashboard at /ui: server-rendered pages of a team's jobs (routes.py), the score chart as
-inline SVG (chart.py), a stylesheet served from this package (static/). `install(app)` adds it;
-every route of it is behind csrf.protect (a POST must come from one of its own forms)."""
+"""The web dashboard at /ui: server-rendered pages of a team's jobs (routes.py), a job's outputs to
+download and the job as JSON with the login cookie (outputs.py), the score chart as inline SVG
+(chart.py), a stylesheet served from this package (static/). `install(app)` adds it; every route
+of it is behind csrf.protect (a POST must come from one of its own forms)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from fastapi.staticfiles import StaticFiles
 from service.api import problems
 from service.api.nul import NulInRequest
 
-from . import csrf, routes, session
+from . import csrf, outputs, routes, session
 from .render import page
 
 
 def install(app: FastAPI) -> None:
     app.mount("/ui/static", StaticFiles(directory=str(files("service.ui") / "static")), name="ui-static")
-    app.include_router(routes.router, dependencies=[Depends(csrf.protect)])
+    for router in (routes.router, outputs.router):
+        app.include_router(router, dependencies=[Depends(csrf.protect)])
 
     @app.exception_handler(session.LoginRequired)
     def _login(request: Request, _exc: session.LoginRequired) -> Response:

@@ -179,5 +179,8 @@ def metric_deltas(jobs: list) -> list[dict]:
 
 
 def artifact_href(uri: str) -> str | None:
-    """A link for an artifact: API URLs and Hub URLs are; a server path is shown as text, not linked."""
-    return uri if uri.startswith(("https://", "http://", "/v1/")) else None
+    """A link for an artifact: a Hub URL as it is, an API URL as the dashboard's own page of it
+    (/v1/jobs/... -> /ui/jobs/..., which the login cookie opens); a server path is text, not a link."""
+    if uri.startswith("/v1/jobs/"):
+        return "/ui/jobs/" + uri.removeprefix("/v1/jobs/")
+    return uri if uri.startswith(("https://", "http://")) else None

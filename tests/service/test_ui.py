@@ -108,7 +108,7 @@ def test_job_page_draws_the_chart_results_timeline_events_and_outputs(client, al
     assert "287,644" in html  # counts in digits, not 2.876e+05
     assert '<ul class="warnings"><li>submit: evaluation not given' in html  # said at submit (JobOut.warnings)
     assert '<li>evaluate: evaluation.limit unset' in html  # the worker's warning event
-    assert f'href="/v1/jobs/{job}/outputs/4/files"' in html
+    assert f'href="/ui/jobs/{job}/outputs/4/files"' in html  # the dashboard's own page of it (cookie)
 
 
 def test_another_teams_job_is_the_same_404_page_as_a_missing_one(client, alpha, team_key, sessions, settings):

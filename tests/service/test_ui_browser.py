@@ -22,6 +22,9 @@ from cdp import Browser, chromium_binary, env_without
 from ui_seed import lowest, seed_job
 
 REPO = Path(__file__).resolve().parents[2]
+# A published output's files (README.md as HTML: downloaded, never rendered on the dashboard's origin).
+FILES = {"config.json": b'{"model_type": "llama"}\n', "weights/model.safetensors": bytes(range(256)) * 64,
+         "README.md": b"<script>alert(1)</script>\n"}
 SHOTS = REPO / "bench" / "results" / "ui"
 _SCRIPT = Path(sys.executable).with_name("nbl")  # the installed console script, as a user runs it
 NBL = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
@@ -90,13 +93,13 @@ def test_dashboard_in_headless_chromium(tmp_path):
             beta, _ = create_key(s, get_or_create_team(s, "beta")[0])
         base = seed_job(sessions, settings, alpha, ks=(2,), metadata={"ci": "nightly"})
         job = seed_job(sessions, settings, alpha, ks=(2, 4), metadata={"ci": "nightly", "branch": "main"},
-                       ppl_shift=0.3, pause=0.25)
+                       ppl_shift=0.3, pause=0.25, files=FILES)
         seed_job(sessions, settings, alpha, ks=(8,), model="HuggingFaceTB/SmolLM2-360M-Instruct", finish=None)
         theirs = seed_job(sessions, settings, beta)
         engine.dispose()
         browser = Browser(tmp_path / "chrome")
         try:
-            _check_pages(browser, ready(), alpha, beta, base, job, theirs)
+            _check_pages(browser, ready(), alpha, beta, base, job, theirs, tmp_path / "downloads")
         finally:
             browser.close()
     for name in ("jobs", "job", "compare"):
@@ -112,7 +115,8 @@ def _cross_site_login(browser: Browser, url: str, key: str) -> None:
     assert "another site" in browser.eval("document.body.innerText")
 
 
-def _check_pages(browser: Browser, url: str, alpha: str, beta: str, base: str, job: str, theirs: str) -> None:
+def _check_pages(browser: Browser, url: str, alpha: str, beta: str, base: str, job: str, theirs: str,
+                 downloads: Path) -> None:
     _cross_site_login(browser, url, beta)
     assert browser.goto(f"{url}/ui/jobs") == 200  # not logged in: redirected to the login form
     assert browser.eval("location.pathname") == "/ui/login"
@@ -143,7 +147,9 @@ def _check_pages(browser: Browser, url: str, alpha: str, beta: str, base: str, j
     assert "rgb(214, 39, 40)" in fills and "rgb(154, 179, 207)" in fills
     assert browser.eval("document.querySelectorAll('svg.timeline rect.span').length") == 4
     browser.screenshot(SHOTS / "job.png")
+    _follow_the_job_links(browser, url, job, downloads)
 
+    assert browser.goto(f"{url}/ui/jobs/{theirs}/json") == 404  # another team's job, as JSON: the 404 page
     assert browser.goto(f"{url}/ui/jobs/{theirs}") == 404
     assert browser.eval("document.querySelector('h1').textContent") == "Not found"
     assert theirs not in browser.eval("document.body.innerText")
@@ -155,3 +161,22 @@ def _check_pages(browser: Browser, url: str, alpha: str, beta: str, base: str, j
     browser.load(lambda: browser.eval("document.querySelector('form.logout').submit()"))
     assert browser.eval("location.pathname") == "/ui/login"
     assert browser.goto(f"{url}/ui/jobs") == 200 and browser.eval("location.pathname") == "/ui/login"
+
+
+def _click(text: str) -> str:
+    """JavaScript that clicks the first link whose text starts with `text`."""
+    return f"[...document.links].find(a => a.textContent.startsWith({text!r})).click()"
+
+
+def _follow_the_job_links(browser: Browser, url: str, job: str, downloads: Path) -> None:
+    """The job page's links with the login cookie alone: the job as JSON, an output's file list, a download."""
+    assert browser.load(lambda: browser.eval(_click("This job as JSON"))) == 200
+    assert browser.eval("JSON.parse(document.body.innerText).id") == job
+    assert browser.goto(f"{url}/ui/jobs/{job}") == 200
+    assert browser.load(lambda: browser.eval(_click(f"/v1/jobs/{job}/outputs/4/files"))) == 200
+    assert browser.eval("location.pathname") == f"/ui/jobs/{job}/outputs/4/files"
+    listed = browser.eval("[...document.querySelectorAll('tr.file a')].map(a => a.textContent)")
+    assert sorted(listed) == sorted(FILES), listed
+    for name, data in FILES.items():
+        saved = browser.download(lambda: browser.eval(_click(name)), downloads / name.replace("/", "_"))
+        assert saved.read_bytes() == data, name

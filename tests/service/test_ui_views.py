@@ -103,5 +103,5 @@ def test_recipe_diff_and_layers_side_by_side():
 def test_numbers_and_durations():
     assert [views.num(x) for x in (None, 3, 0.61234, 1234.5678, float("inf"))] == ["—", "3", "0.6123", "1,234.6", "—"]
     assert [views.duration(s) for s in (None, 0.25, 42, 61, 3700, 90000)] == ["—", "0.2s", "42s", "1m 01s", "1h 01m", "1d 1h"]
-    assert views.artifact_href("/srv/nbl/out") is None and views.artifact_href("/v1/jobs/x") == "/v1/jobs/x"
+    assert views.artifact_href("/srv/nbl/out") is None and views.artifact_href("/v1/jobs/x") == "/ui/jobs/x"
     assert re.fullmatch(r"[+-].*", views.signed(-0.5)) and views.signed(0.1234, True) == "+12.3%"
