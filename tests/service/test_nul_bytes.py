@@ -28,10 +28,14 @@ def test_nul_in_the_path_headers_and_body_is_a_422(client, auth):
         assert p["errors"][0]["loc"] == ["path"], p
     r = client.post("/v1/jobs", json=body(), headers=auth | {"Idempotency-Key": "key\x00"})
     assert assert_problem(r, 422, "validation-error")["errors"][0]["loc"] == ["header", "idempotency-key"]
-    for hostile in (body(metadata={"a": "x\x00"}), body(metadata={"a\x00": "x"}), body(webhook_url="http://a\x00.example/"),
-                    body(model="acme/a\x00b")):
+    for hostile, loc in ((body(metadata={"a": "x\x00"}), ["body", "metadata", "a"]),
+                         (body(metadata={"a\x00": "x"}), ["body", "metadata", "a\\x00"]),
+                         (body(webhook_url="http://a\x00.example/"), ["body", "webhook_url"]),
+                         (body(model="acme/a\x00b"), ["body", "model", "id"]),
+                         (body(evaluation={"task_files": [{"name": "t", "jsonl": "{}\n\x00"}]}),
+                          ["body", "evaluation", "task_files", 0, "jsonl"])):
         r = client.post("/v1/jobs", content=json.dumps(hostile), headers=auth | {"content-type": "application/json"})
-        assert_problem(r, 422, "validation-error")
+        assert assert_problem(r, 422, "validation-error")["errors"][0]["loc"] == loc
     assert [j["id"] for j in client.get("/v1/jobs", headers=auth).json()["data"]] == [job]  # nothing stored
     # An escaped backslash then the text `u0000` is no NUL: six characters, stored and read back.
     r = client.post("/v1/jobs", content=json.dumps(body(metadata={"a": "\\u0000"})),
