@@ -92,14 +92,17 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
     With an Idempotency-Key (scoped to the team): the same key and the same body return the job
     created first (created=False); the same key with another body is IdempotencyKeyReused. Two
     concurrent requests with one key race on the (team_id, idempotency_key) unique constraint; the
-    loser reads the winner's row.
+    loser reads the winner's row. The key is looked up again under the team's lock, before the caps:
+    a request that waited there while the first one with its key committed replays that job (a 201),
+    not a 429 because that very job now fills the team's cap.
     """
     digest = request_hash(spec)
-    if idempotency_key is not None:
-        existing = _by_key(session, principal.team_id, idempotency_key)
-        if existing is not None:
-            return _replay(existing, digest), False
-
+    replayed = _replayed(session, principal.team_id, idempotency_key, digest)  # the common case, no lock
+    if replayed is None:
+        lock_team(session, principal.team_id)
+        replayed = _replayed(session, principal.team_id, idempotency_key, digest)  # committed while we waited
+    if replayed is not None:
+        return replayed, False
     check_team_caps(session, principal, settings)
     if spec.webhook_url and not has_secret(session, principal.team_id):
         raise InvalidRequest("this team has no webhook secret to sign with; ask an admin to run "
@@ -133,9 +136,8 @@ def check_team_caps(session: Session, principal: Principal, settings: Settings) 
     when configured, queued jobs alone. Over a cap is a 429 with Retry-After: the same request
     succeeds once some jobs finish.
 
-    The team's row is locked first (Postgres; SQLite's BEGIN IMMEDIATE serializes writers anyway)
-    and held until create_job commits, so concurrent requests count one after the other."""
-    session.execute(select(Team.id).where(Team.id == principal.team_id).with_for_update())
+    The caller holds the team's lock (lock_team) until create_job commits, so concurrent requests count
+    one after the other."""
     counts = dict(session.execute(select(Job.status, func.count()).where(Job.team_id == principal.team_id,
                                                                          Job.status.in_(ACTIVE))
                                   .group_by(Job.status)).all())
@@ -146,6 +148,12 @@ def check_team_caps(session: Session, principal: Principal, settings: Settings) 
             session.rollback()
             raise TooManyActiveJobs(f"team {principal.team_name!r} has {n} {what} jobs (limit {cap}); "
                                     "retry later, or cancel some", retry_after_s=settings.cap_retry_after_s)
+
+
+def lock_team(session: Session, team_id: int) -> None:
+    """Lock the team's row until the transaction ends (Postgres; SQLite's BEGIN IMMEDIATE serializes
+    writers anyway): one team's submits check their key and caps one after the other."""
+    session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
 
 
 def check_webhook_url(spec: JobCreate, settings: Settings) -> None:
@@ -171,6 +179,17 @@ def _encrypted_hub_token(spec: JobCreate, settings: Settings) -> str | None:
 
 def _by_key(session: Session, team_id: int, key: str) -> Job | None:
     return session.scalar(select(Job).where(Job.team_id == team_id, Job.idempotency_key == key))
+
+
+def _replayed(session: Session, team_id: int, key: str | None, digest: str) -> Job | None:
+    """The job this key already made (or IdempotencyKeyReused), None if none; nothing stays locked."""
+    existing = _by_key(session, team_id, key) if key is not None else None
+    if existing is None:
+        return None
+    try:
+        return _replay(existing, digest)
+    finally:
+        session.rollback()  # nothing was written: the team's lock, if taken, goes
 
 
 def _replay(job: Job, digest: str) -> Job:

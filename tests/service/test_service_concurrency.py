@@ -61,3 +61,23 @@ def test_twenty_concurrent_posts_with_one_key_make_one_job(backend, request, set
     # Same key, another body, still racing: every one of them is refused, nothing new is created.
     responses = _race(base, headers, n=8, json=body(k=9))
     assert {r.status_code for r in responses} == {422}
+
+
+@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+def test_one_key_at_the_team_cap_replays_instead_of_429(backend, request, settings_for, live_server, team_key_for):
+    """The team may run one job: the first of 20 racing POSTs with one key creates it (now at the cap), the
+    19 others are replays of it, never 429s (the key is looked up under the team's lock, before the cap)."""
+    url = request.getfixturevalue("pg_url" if backend == "postgres" else "sqlite_clean_url")
+    settings = settings_for(url, max_active_jobs_per_team=1)
+    base = live_server(create_app(settings))
+    headers = team_key_for(settings, "capped") | {"Idempotency-Key": "at-the-cap"}
+
+    responses = _race(base, headers)
+    assert [r.status_code for r in responses] == [201] * 20, [r.text for r in responses if r.status_code != 201]
+    assert len({r.json()["id"] for r in responses}) == 1
+    assert sum(r.headers.get("idempotent-replayed") != "true" for r in responses) == 1
+
+    # The cap still holds for a new key
+    with httpx.Client(base_url=base, timeout=60) as c:
+        resp = c.post("/v1/jobs", json=body(), headers=headers | {"Idempotency-Key": "another"})
+    assert resp.status_code == 429, resp.text
