@@ -156,8 +156,12 @@ def from_request(spec) -> Recipe:
 
 
 def quoted(request: dict) -> dict:
-    """The request as the model card quotes it: a task file by its name, line count and digest, not
-    its text (a private test set must not be published with the model)."""
+    """The request as the model card quotes it (the card is public on the Hub): never the webhook_url (its
+    query or user part may hold a token), the metadata only with `publish.card_metadata: true`, and a task
+    file by its name, line count and digest, not its text (a private test set must not be published with
+    the model)."""
+    private = {"webhook_url"} | (set() if (request.get("publish") or {}).get("card_metadata") else {"metadata"})
+    request = {key: value for key, value in request.items() if key not in private}
     files = (request.get("evaluation") or {}).get("task_files")
     if not files:
         return request

@@ -230,7 +230,14 @@ class EvaluationSpec(Request):
         return self
 
 
-class HubPublish(Request):
+class PublishSpec(Request):
+    card_metadata: StrictBool | None = Field(default=None, description="quote the request's `metadata` on the model "
+                                             "card (default: left off; the card is public on the Hub). The "
+                                             "webhook_url is never on the card")
+    _dump = model_serializer(mode="wrap")(without_none("card_metadata"))  # stored and hashed as before it existed
+
+
+class HubPublish(PublishSpec):
     repo_id: HubRepoId
     private: StrictBool = True
     revision: Revision | None = Field(default=None, description="branch to push to (default: main)")
@@ -242,7 +249,7 @@ class HubPublish(Request):
                                     "when the job ends, never returned); default: the team's token")
 
 
-class LocalPublish(Request):
+class LocalPublish(PublishSpec):
     local_dir: SimpleName = Field(description="a directory NAME under NBL_PUBLISH_DIR/<team> (not a path)")
     overwrite: StrictBool = Field(default=False, description="replace NAME although another job of the team made it")
 
