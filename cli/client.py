@@ -41,7 +41,8 @@ EXIT_CODES = """exit codes (nbl submit, wait, jobs, cancel, logs):
      --connect-timeout seconds in a row, or still busy (429, 502, 503, 504; Retry-After is
      honoured) at --timeout
   4  the API refused the request (an invalid job or filter, an unknown job, a bad key, cancelling a
-     finished job: any 4xx, or a 500), or no API key was given
+     finished job, or one that began publishing, which ends succeeded or failed: any 4xx, or a 500),
+     or no API key was given
   5  wait, submit --wait: the job failed its quality gates (error.type quality: no output passed;
      nothing was published)"""
 
@@ -123,7 +124,8 @@ def add_client_commands(sub) -> None:
     _client_args(p, timeout=True)
     p.set_defaults(func=_run(client_commands.jobs))
 
-    p = _parser(sub, "cancel", "cancel a queued or running job", "Cancel a job; prints its new status.")
+    p = _parser(sub, "cancel", "cancel a queued or running job", "Cancel a job; prints its new status. A job "
+                "that began publishing can no longer be cancelled (409, exit 4): it ends succeeded or failed.")
     p.add_argument("job", help="job id")
     _client_args(p, timeout=True)
     p.set_defaults(func=_run(client_commands.cancel))

@@ -1,7 +1,7 @@
 """`nbl jobs`, `nbl cancel JOB` and `nbl logs JOB [--follow]`: thin commands over nbl_client.
 
 Each prints the API's answer (a table, or JSON with --json) and exits 0, 3 (the API unreachable or
-busy) or 4 (refused: an unknown job, a bad key or filter, cancelling a finished job), as in
+busy) or 4 (refused: an unknown job, a bad key or filter, cancelling a finished or publishing job), as in
 cli/client.py's EXIT_CODES.
 """
 

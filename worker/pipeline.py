@@ -19,7 +19,7 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Protocol
 
 from service.jobs.recipe import Evaluation, Recipe
 from service.jobs.score_fields import GREEDY_WIDTH
@@ -30,14 +30,12 @@ from .engine.devices import visible
 from .engine.hub_ids import refuse_path_shadowing
 from .engine.loading import release_weights
 from .eval.compare import evaluate_outputs
-from .engine.saving import SCORES_FILE
 from . import gates, load_stage, progress, run_warnings
 from .errors import RetryPolicy
 from .eval.evaluate import EvalSpec, check_tasks
 from .publish import loadcheck
-from .publish.card import CardInfo, write_card
 from .publish.destination import Destination, Published
-from .publish.root_card import RootEntry, write_root_card
+from .publish.stage import publish
 
 class Cancelled(Exception):
     """Raised by a sink when the job's cancellation was requested."""
@@ -56,6 +54,8 @@ class Sink(Protocol):
     def estimate(self, figures: dict) -> None: ...
     def gates(self, result: dict) -> None: ...
     # optional: replan(costs) receives each stage's expected cost once the model is loaded (progress.plan)
+    # a job's: begin_publish() records that publishing began, or raises Cancelled when a cancel came first
+    # (worker/publish/stage.py; from then on the API refuses a cancel)
 
 
 @dataclass
@@ -195,44 +195,6 @@ def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float, de
         sink.progress("check", j / len(outputs), f"k={k}: {res['class']} reloads and generates; max |logit "
                       f"difference| {res['max_abs_diff']:.2g} (tolerance {res['tolerance']:.2g})")
     return done
-
-
-def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destination: Destination,
-            metrics: dict[str, dict], recipe: Mapping | None, sink: Sink, retry: RetryPolicy = RetryPolicy(),
-            several: bool | None = None, caveats: run_warnings.RunWarnings | None = None) -> dict[int, Published]:
-    """Rewrite each output's card with the evaluation and the recipe, then hand the folder to the
-    destination; record each as soon as it is published. `recipe`: the request the card quotes;
-    `several`: the job made several outputs (k{K} folders and a root card), even if its gates kept one;
-    `caveats`: the run's warnings, listed on each card, which says how much a truncated evaluation scored."""
-    several = len(outputs) > 1 if several is None else several
-    caveats = caveats or run_warnings.RunWarnings()
-    done: dict[int, Published] = {}
-    sink.progress("publish", 0.0, "publishing")
-    for j, (k, path) in enumerate(outputs.items(), start=1):
-        where, subfolder = destination.location(k, several)
-        card_metrics = {"base": metrics.get("base") or {}, "compressed": metrics.get(f"k{k}") or {}}
-        write_card(path, CardInfo(report=json.loads((path / SCORES_FILE).read_text()), metrics=card_metrics,
-                                  recipe=recipe, repo_id=where, subfolder=subfolder, warnings=caveats.for_k(k),
-                                  scored=caveats.scored))
-        pub = retry.run(lambda: destination.publish(path, k, several), f"publishing k={k}")
-        sink.output(k, selected[k], pub)
-        done[k] = pub
-        sink.progress("publish", j / len(outputs), f"k={k}: {_published(pub)}")
-    if several:  # the Hub renders only the root README.md: a card over the k{K} folders
-        entries = [RootEntry(k, json.loads((path / SCORES_FILE).read_text()), metrics.get(f"k{k}") or {})
-                   for k, path in outputs.items()]
-        with tempfile.TemporaryDirectory() as staged:
-            write_root_card(Path(staged), entries, metrics.get("base") or {}, destination.location(entries[0].k, True),
-                            recipe)
-            root = retry.run(lambda: destination.publish_root(Path(staged)), "publishing the root card")
-            sink.progress("publish", 1.0, f"root card: {_published(root)}")
-    sink.progress("publish", 1.0, "published")
-    return done
-
-
-def _published(pub: Published) -> str:
-    return (f"{'found already published' if pub.adopted else 'published'} at {pub.uri}"
-            + (f" ({pub.revision}@{pub.commit_sha[:12]})" if pub.commit_sha else ""))
 
 
 def eval_spec(ev: Evaluation, task_dir: Path | None = None) -> EvalSpec:

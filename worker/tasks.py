@@ -94,6 +94,12 @@ class DbSink:
         if db(states.cancel_requested, self.job_id):
             raise Cancelled("cancelled by request")
 
+    def begin_publish(self) -> None:
+        """Before anything is published: a cancel that came first ends the job here (states.begin_publish);
+        from here on the API refuses one, so a cancelled job never has a published output."""
+        if not db(states.begin_publish, self.job_id, self.token):
+            raise Cancelled("cancelled before publishing")
+
     def metrics(self, variant: str, values: dict[str, float]) -> None:
         db(store.save_metrics, self.job_id, variant, values, lease_token=self.token)
 

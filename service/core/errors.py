@@ -63,6 +63,12 @@ class InvalidJobState(ServiceError):
     status, slug, title = 409, "invalid-job-state", "The job is not in a state that allows this"
 
 
+class CancelNotPossible(InvalidJobState):
+    """The job began publishing (a local folder, a Hub commit): it ends succeeded or failed, never cancelled."""
+
+    slug, title = "job-publishing", "The job is publishing; cancel not possible"
+
+
 class TooManyActiveJobs(ServiceError):
     status, slug, title = 429, "too-many-active-jobs", "Too many active jobs for this team"
 

@@ -169,6 +169,7 @@ class Job(Base):
     heartbeat_at: Mapped[datetime | None]
     lease_owner: Mapped[str | None] = mapped_column(String(255))  # latest claimant: host:pid@boot
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    publishing_at: Mapped[datetime | None]  # when its worker began publishing: no cancel from then on (0010)
     # A per-job Hub token (publish.token), Fernet ciphertext; set to NULL when the job ends.
     hub_token_encrypted: Mapped[str | None] = mapped_column(Text)
     estimate: Mapped[dict[str, Any] | None]  # service/estimates: memory, disk, time, worker_class (its queue)

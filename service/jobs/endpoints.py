@@ -63,7 +63,8 @@ def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobOut
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={404: PROBLEM, 409: PROBLEM},
              summary="Cancel a job",
              description="queued -> cancelled; running -> cancelling (cancelled at the worker's next checkpoint); "
-             "cancelling stays; a finished job is a 409.")
+             "cancelling stays; a finished job is a 409 (`invalid-job-state`), and so is a job whose worker began "
+             "publishing (`job-publishing`: it ends succeeded or failed, never cancelled with a published output).")
 def cancel_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobOut:
     return job_view(session, jobs.cancel_job(session, principal.team_id, job_id))
 

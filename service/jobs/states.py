@@ -5,6 +5,8 @@ status event and the webhook outbox row, in the same transaction.
     queued --cancel--> cancelled            running --cancel--> cancelling --finish--> cancelled
     running (lease expired) --requeue--> queued      (the reconciler; or failed after max attempts)
     cancelling (lease expired) --claim or reconcile--> cancelled
+    running --begin_publish--> running with publishing_at set: no cancel from then on (a 409), even
+                               queued again after its worker died; it ends succeeded or failed
 
 Ownership is a lease: `claim_job` hands back a token and every later write that matters is fenced
 by it (`owned`), so a worker that lost its lease cannot overwrite the new owner's work. Terminal
@@ -23,10 +25,10 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, or_, select, update
+from sqlalchemy import and_, bindparam, case, false, or_, select, update
 from sqlalchemy.orm import Session
 
-from service.core.errors import InvalidJobState
+from service.core.errors import CancelNotPossible, InvalidJobState
 from service.core.models import (
     OWNED,
     TERMINAL,
@@ -200,9 +202,14 @@ def finish(session: Session, job_id: str, lease_token: str, status: str, error_t
 def request_cancel(session: Session, job: Job) -> bool:
     """The API's cancel, as one compare-and-set on the status `job` was read with: queued ->
     cancelled at once; running -> cancelling (the worker stops at its next checkpoint and finishes
-    it as cancelled); cancelling stays; a terminal job is InvalidJobState (409). True when done
-    (committed); False when the job moved meanwhile (rolled back: read it again and retry)."""
+    it as cancelled); cancelling stays; a terminal job is InvalidJobState, one that began publishing
+    CancelNotPossible (both 409). True when done (committed); False when the job moved meanwhile
+    (rolled back: read it again and retry). The set also needs publishing_at still NULL, so a cancel
+    and the worker's begin_publish cannot both win."""
     now = utcnow()
+    if job.publishing_at is not None and job.status not in TERMINAL:
+        session.rollback()
+        raise CancelNotPossible(f"job {job.id} is publishing; cancel not possible: it will end succeeded or failed")
     if job.status == JobStatus.queued.value:
         target = {"status": JobStatus.cancelled.value, "finished_at": now, "hub_token_encrypted": None}
     elif job.status == JobStatus.running.value:
@@ -213,13 +220,36 @@ def request_cancel(session: Session, job: Job) -> bool:
     else:
         session.rollback()
         raise InvalidJobState(f"job {job.id} is already {job.status}; only queued or running jobs can be cancelled")
-    res = session.execute(update(Job).where(Job.id == job.id, Job.status == job.status)
+    res = session.execute(update(Job).where(Job.id == job.id, Job.status == job.status, Job.publishing_at.is_(None))
                           .values(cancel_requested=True, updated_at=now, **target)
                           .execution_options(synchronize_session=False))
     if res.rowcount != 1:
         session.rollback()
         return False
     _changed(session, job.id, target["status"], now, target["status"], requested_by="api")  # job.cancelled if queued
+    session.commit()
+    return True
+
+
+def begin_publish(session: Session, job_id: str, lease_token: str) -> bool:
+    """The worker's last checkpoint before its outputs go where the API or the Hub serves them: sets
+    publishing_at on the running job it holds, unless a cancel was requested. True: from now on a cancel
+    is refused and the job ends succeeded or failed. False: a cancel came first (or the lease is gone):
+    stop, nothing published. A retried attempt of a job that began publishing passes again; the first
+    time is kept. Idempotent, so safe to retry through a database outage."""
+    now = utcnow()
+    first = case((Job.publishing_at.is_(None), bindparam("publish_now", now, type_=UTCDateTime())),
+                 else_=Job.publishing_at)
+    res = session.execute(update(Job)
+                          .where(Job.id == job_id, Job.status == JobStatus.running.value,
+                                 Job.lease_token == lease_token, Job.cancel_requested == false())
+                          .values(publishing_at=first, updated_at=now)
+                          .execution_options(synchronize_session=False))
+    if res.rowcount != 1:
+        session.rollback()
+        return False
+    event(session, job_id, EventKind.log.value, message="publishing began: the job can no longer be cancelled",
+          stage="publish", now=now)
     session.commit()
     return True
 

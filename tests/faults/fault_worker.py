@@ -8,6 +8,8 @@ calibration progress:
   kill-always   SIGKILL the pool child mid-calibration, on every attempt (a poison job)
   hold          once calibration is recorded as the stage, write FAULT_DIR/<job>.held (the child's
                 pid) and wait for FAULT_DIR/<job>.go (the job stays in calibration meanwhile)
+  hold-before-publish   the same hold once the publish stage is recorded, before publishing begins
+  hold-publishing       the same hold just after publishing began (DbSink.begin_publish), before any output
 
 Every pipeline run and every recorded publish is appended to FAULT_DIR/runs.log and publish.log
 (one short line per write, O_APPEND), so a test counts them across processes and restarts.
@@ -39,14 +41,26 @@ def note(name: str, line: str) -> None:
 
 
 def install() -> None:
+    from service.jobs import store
     from worker import tasks
 
     faults: dict[str, str | None] = {}
     run, progress, output = tasks.run, tasks.DbSink.progress, tasks.DbSink.output
+    begin_publish = tasks.DbSink.begin_publish
+
+    def hold(job_id: str) -> None:
+        marker = FAULT_DIR / job_id
+        if marker.with_suffix(".go").exists():
+            return
+        marker.with_suffix(".held").write_text(str(os.getpid()))
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while not marker.with_suffix(".go").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def faulty_run(recipe, sink, *args, **kwargs):
         job_id = sink.job_id
-        faults[job_id] = ((recipe.request or {}).get("metadata") or {}).get("fault")
+        spec = tasks.db(store.job_spec, job_id)  # the request as stored (the recipe quotes no metadata)
+        faults[job_id] = spec.metadata.get("fault") if spec is not None else None
         note("runs.log", f"{job_id} {os.getpid()} start")
         result = run(recipe, sink, *args, **kwargs)
         note("runs.log", f"{job_id} {os.getpid()} end")
@@ -60,17 +74,20 @@ def install() -> None:
                 note("kills.log", f"{self.job_id} {os.getpid()}")
                 os.kill(os.getpid(), signal.SIGKILL)
         progress(self, stage, fraction, message)  # the row says "calibrate" while a job is held
-        if stage == "calibrate" and fault == "hold" and not marker.with_suffix(".go").exists():
-            marker.with_suffix(".held").write_text(str(os.getpid()))
-            deadline = time.monotonic() + HOLD_LIMIT_S
-            while not marker.with_suffix(".go").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
+        if (stage, fault) in (("calibrate", "hold"), ("publish", "hold-before-publish")):
+            hold(self.job_id)
+
+    def held_begin_publish(self):
+        begin_publish(self)
+        if faults.get(self.job_id) == "hold-publishing":
+            hold(self.job_id)
 
     def counted_output(self, k, *args, **kwargs):
         note("publish.log", f"{self.job_id} {os.getpid()} k{k}")
         return output(self, k, *args, **kwargs)
 
     tasks.run, tasks.DbSink.progress, tasks.DbSink.output = faulty_run, faulty_progress, counted_output
+    tasks.DbSink.begin_publish = held_begin_publish
     if os.environ.get("NBL_FAULT_SKIP_LOADCHECK") == "1":  # a fresh interpreter per output: 5 s a job here
         from worker import pipeline
 

@@ -45,3 +45,40 @@ def test_cancel_queued_running_and_succeeded(pg_url, redis_server, cluster_facto
     assert resp.status_code == 409 and resp.headers["content-type"].startswith("application/problem+json")
     assert resp.json()["type"].endswith("/invalid-job-state")
     assert c.job(auth, done)["status"] == "succeeded"
+
+
+@deadline(150)
+def test_a_cancel_before_publishing_wins_and_one_after_is_refused(pg_url, redis_server, cluster_factory):
+    """Issue 24 §3: the publish stage begins with one compare-and-set (states.begin_publish). A cancel that
+    comes first ends the job cancelled with nothing published; one that comes after is a 409 and the job
+    succeeds with its output served."""
+    c = cluster_factory(pg_url, redis_server.url)
+    auth = c.auth()
+    early = c.submit(auth, "cancel-early", fault="hold-before-publish")
+    late = c.submit(auth, "cancel-late", fault="hold-publishing", seed=1)
+    c.start_worker()
+
+    # held in the publish stage, before publishing began: the cancel wins
+    c.wait_held(early)
+    assert c.job(auth, early)["stage"] == "publish"
+    resp = c.client.post(f"/v1/jobs/{early}/cancel", headers=auth)
+    assert resp.status_code == 200 and resp.json()["status"] == "cancelling", resp.text
+    c.release(early)
+    job = c.wait_status(auth, early, timeout=60)
+    assert job["status"] == "cancelled" and job["artifacts"] == [], job
+    assert c.recorded("publish.log", early) == 0
+    assert not (c.settings.publish_dir / "faults" / "cancel-early").exists()
+    files = c.client.get(f"/v1/jobs/{early}/outputs/1/files", headers=auth)
+    assert files.status_code == 404, files.text
+
+    # held just after publishing began: the cancel is refused, the job publishes and succeeds
+    c.wait_held(late)
+    resp = c.client.post(f"/v1/jobs/{late}/cancel", headers=auth)
+    assert resp.status_code == 409 and resp.headers["content-type"].startswith("application/problem+json"), resp.text
+    assert resp.json()["type"].endswith("/job-publishing") and "cancel not possible" in resp.json()["detail"]
+    assert c.job(auth, late)["status"] == "running" and not c.job(auth, late)["cancel_requested"]
+    c.release(late)
+    job = c.wait_status(auth, late, timeout=60)
+    assert job["status"] == "succeeded" and len(job["artifacts"]) == 1, job
+    assert (c.settings.publish_dir / "faults" / "cancel-late" / "config.json").is_file()
+    assert c.client.get(f"/v1/jobs/{late}/outputs/1/files", headers=auth).status_code == 200

@@ -7,7 +7,8 @@ publish (fenced, to a destination that, like LocalDir and the Hub, adopts an out
 finish, kill a worker (its lease stays behind), lease expiry (the clock jumps), cancel, reconcile.
 
 Invariants after every step: terminal states never change; at most one success and one publish per
-job; only the current lease holder ever publishes or succeeds; attempts never exceed NBL_MAX_ATTEMPTS.
+job; only the current lease holder ever publishes or succeeds; attempts never exceed NBL_MAX_ATTEMPTS; a
+cancelled job published nothing (once publishing began, a cancel is refused, even after a requeue).
 At the end, with no more faults, every job reaches a terminal state.
 """
 
@@ -151,13 +152,14 @@ def machine(sessions, service_settings):
                     self.successes[job_id] = self.successes.get(job_id, 0) + 1
 
         def step(self, w: int) -> None:
-            """One checkpoint of the pipeline (as worker.tasks.DbSink.progress), then publish once."""
+            """One checkpoint of the pipeline (as worker.tasks.DbSink.progress), then publish once, after
+            begin_publish (as DbSink.begin_publish: a cancel that came first stops the job)."""
             job_id, token, published = self.workers[w]
             with sessions() as s:
                 if not store.set_progress(s, job_id, "publish", 0.5, lease_token=token):
                     del self.workers[w]  # lease lost
                     return
-                if states.cancel_requested(s, job_id):
+                if states.cancel_requested(s, job_id) or not (published or states.begin_publish(s, job_id, token)):
                     states.finish(s, job_id, token, "cancelled")
                     del self.workers[w]
                     return
@@ -188,6 +190,14 @@ def machine(sessions, service_settings):
                 assert attempt <= MAX_ATTEMPTS
                 assert succeeded_events.get(job_id, 0) <= 1 and self.successes.get(job_id, 0) <= 1
                 assert self.publishes.get(job_id, 0) <= 1 and artifacts.get(job_id, 0) <= 1
+
+        @invariant()
+        def a_cancelled_job_published_nothing(self):
+            with sessions() as s:
+                cancelled = set(s.scalars(select(Job.id).where(Job.status == "cancelled")))
+                recorded = set(s.scalars(select(Artifact.job_id)))
+                s.commit()
+            assert not cancelled & (self.destination | recorded), "a cancelled job has a published output"
 
         def teardown(self):
             """No more faults: finish live workers, then expire, reconcile and deliver until quiet."""

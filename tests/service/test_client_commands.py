@@ -156,3 +156,18 @@ def test_logs_follow_prints_every_event_until_the_job_ends(served, capsys):
     assert code == 0
     assert "stage: score" in out and "warning: a warning of the job" in out
     assert out.strip().splitlines()[-1].endswith("status: succeeded")
+
+
+def test_cancel_of_a_job_that_began_publishing_says_so_and_exits_4(served, capsys):
+    from service.core.db import make_engine, make_sessionmaker
+
+    code, out, _ = run(capsys, "submit", "--model", "acme/m", "--k", "4", "--json")
+    job_id = json.loads(out)["id"]
+    engine = make_engine(served)
+    with make_sessionmaker(engine)() as s:  # a worker reached its publish stage
+        assert states.begin_publish(s, job_id, states.claim_job(s, job_id, 60))
+    engine.dispose()
+    code, out, err = run(capsys, "cancel", job_id)
+    assert (code, out) == (4, "")
+    assert err.startswith("nbl: The job is publishing; cancel not possible (409): ")
+    assert f"job {job_id} is publishing; cancel not possible: it will end succeeded or failed" in err

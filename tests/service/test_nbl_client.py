@@ -90,3 +90,13 @@ def test_a_client_needs_a_key_and_a_url(monkeypatch):
         Client("http://127.0.0.1:9")
     with pytest.raises(ValueError, match="must start with http"):
         Client("127.0.0.1:8000", "nbl_x")
+
+
+def test_cancel_of_a_job_that_began_publishing_is_a_409_of_its_own_type(api, sessions):
+    job = api.submit(body())
+    with sessions() as s:
+        assert states.begin_publish(s, job.id, states.claim_job(s, job.id, 60))
+    with pytest.raises(ApiError) as refused:
+        api.cancel(job.id)
+    assert refused.value.status == 409 and refused.value.problem["type"].endswith("/job-publishing")
+    assert "cancel not possible" in str(refused.value) and api.job(job.id).status == "running"

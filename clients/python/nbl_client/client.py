@@ -87,6 +87,8 @@ class Client:
         return JobList.model_validate(self._api.request("GET", "/v1/jobs", params=params, deadline=_deadline(timeout)))
 
     def cancel(self, job_id: str, *, timeout: float | None = None) -> Job:
+        """queued -> cancelled, running -> cancelling. ApiError 409 for a finished job (problem type
+        .../invalid-job-state) or one that began publishing (.../job-publishing: it ends succeeded or failed)."""
         return Job.model_validate(self._api.request("POST", f"/v1/jobs/{job_id}/cancel", deadline=_deadline(timeout)))
 
     def events(self, job_id: str, *, after: int | None = None, limit: int = 100,
