@@ -164,7 +164,8 @@ def destination(recipe: Recipe, job_id: str):
     with sessions()() as s:
         team = s.scalar(select(Team.name).join(Job, Job.team_id == Team.id).where(Job.id == job_id))
     publish_dir(settings, team, name)  # re-checks both names' grammar: the spec is input, even from the DB
-    return LocalDir(settings.publish_dir, team, name, job_id, overwrite=pub.overwrite)
+    return LocalDir(settings.publish_dir, team, name, job_id, overwrite=pub.overwrite,
+                    quota=settings.team_disk_quota_bytes)
 
 
 def claim(job_id: str) -> str | None:

@@ -113,6 +113,11 @@ class Settings(BaseSettings):
                                                  "only the active cap)")
     cap_retry_after_s: int = Field(default=30, ge=1, validation_alias=_env("NBL_CAP_RETRY_AFTER", "cap_retry_after_s"),
                                    description="Retry-After of a 429 from a per-team cap")
+    team_disk_quota_bytes: int | None = Field(
+        default=10**12, ge=1, validation_alias=_env("NBL_TEAM_DISK_QUOTA_BYTES", "team_disk_quota_bytes"),
+        description="bytes of local outputs a team may keep under NBL_PUBLISH_DIR/<team>: a job whose estimate "
+        "would exceed it is a 422 at submit, and one whose outputs would is failed (`user`) at publish, before "
+        "writing (service/outputs/quota.py); Hub outputs do not count. Default 1 TB; empty: no limit")
     # The worker passes it to the model loader (worker.engine.loading.load_model's max_bytes).
     max_model_bytes: int | None = Field(default=None, ge=1,
                                         validation_alias=_env("NBL_MAX_MODEL_BYTES", "max_model_bytes"),
@@ -150,7 +155,7 @@ class Settings(BaseSettings):
                                         description="behind a TLS proxy that sets X-Forwarded-Proto: the /ui "
                                         "login cookie is Secure when it says https")
 
-    @field_validator("data_dir", mode="before")
+    @field_validator("data_dir", "team_disk_quota_bytes", mode="before")
     @classmethod
     def _unset_if_empty(cls, value):
         return None if isinstance(value, str) and not value.strip() else value  # NBL_DATA_DIR= means unset

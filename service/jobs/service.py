@@ -32,6 +32,7 @@ from service.core.models import ACTIVE, EventKind, Job, JobEvent, JobStatus, Tea
 from service.core.settings import Settings
 from service.estimates.placement import placement_for, refuse_unplaced
 from service.jobs import model_checks, states
+from service.jobs.disk_quota import check_disk_quota
 from service.jobs.queue import enqueue_job
 from service.jobs.layer_view import layer_list
 from service.jobs.responses import EventList, EventOut, LayerList
@@ -109,6 +110,7 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
                              f"`nbl admin webhook-secret --team {principal.team_name}`",
                              errors=[{"loc": ["body", "webhook_url"], "msg": "no webhook secret for this team",
                                       "type": "webhook_secret_missing"}])
+    check_disk_quota(session, principal, spec, estimate, settings)  # from the estimate, under the team's lock
 
     now = utcnow()
     try:

@@ -27,6 +27,11 @@ class Destination(Protocol):
         """(what to pass to from_pretrained, subfolder) once published: the card's loading snippet."""
         ...
 
+    def check_space(self, adding: int) -> None:
+        """Before anything is published: the job's outputs, `adding` bytes in all, fit where they go (a local
+        folder: the team's disk quota, else QuotaExceeded, a ValueError)."""
+        ...
+
     def publish(self, staged: Path, k: int, several: bool) -> Published: ...
 
     def publish_root(self, staged: Path) -> Published:

@@ -19,6 +19,9 @@ class InPlace:
         """The card's loading snippet: the folder as the user named it (from_pretrained reads a path)."""
         return str(self.root), (f"k{k}" if several else None)
 
+    def check_space(self, adding: int) -> None:
+        """The outputs are already where the user asked: nothing to bound."""
+
     def publish(self, staged: Path, k: int, several: bool) -> Published:
         return Published(kind="local_dir", uri=str(Path(staged)))
 

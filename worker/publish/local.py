@@ -9,6 +9,11 @@ publishing twice is harmless), another job of the team only with `"overwrite": t
 directory without a marker (not made by a job: an old flat-layout output moved by hand, an
 operator's folder) is never replaced nor deleted. A refusal is a `user` error (LocalConflict).
 
+The team's disk quota (NBL_TEAM_DISK_QUOTA_BYTES, service/outputs/quota.py) is checked under the same
+lock before anything is copied: the whole job's outputs first (check_space), then each output as it goes
+(another job of the team may have published meanwhile). Over it is QuotaExceeded, a `user` error, and
+nothing of this job stays: a folder of several outputs that it had begun is removed with the refusal.
+
 How: under one lock (flock on NBL_PUBLISH_DIR/.nbl-publish.lock), the output is copied into this job's
 own staging directory NBL_PUBLISH_DIR/.nbl-staging/<job id> (the marker written inside it), the
 previous output moved aside into the same staging directory, the copy renamed into place, and what
@@ -26,6 +31,8 @@ from pathlib import Path
 
 from service.core.paths import OWNER_FILE, STAGING_DIR, local_uri
 from service.outputs import manifest
+from service.outputs.lru import tree_size
+from service.outputs.quota import Check, QuotaExceeded, usage
 
 from .destination import Published
 
@@ -37,10 +44,12 @@ class LocalConflict(ValueError):
 
 
 class LocalDir:
-    def __init__(self, publish_dir: Path, team: str, name: str, job_id: str, overwrite: bool = False):
-        """`team` and `name` are validated simple names (service.core.paths.publish_dir checks them)."""
+    def __init__(self, publish_dir: Path, team: str, name: str, job_id: str, overwrite: bool = False,
+                 quota: int | None = None):
+        """`team` and `name` are validated simple names (service.core.paths.publish_dir checks them);
+        `quota`: the team's disk quota in bytes (None: no limit)."""
         self.base, self.team, self.name, self.job_id = Path(publish_dir), team, name, job_id
-        self.overwrite = overwrite
+        self.overwrite, self.quota = overwrite, quota
         self.root = self.base / team / name
         self.staging = self.base / STAGING_DIR / job_id
 
@@ -48,12 +57,26 @@ class LocalDir:
         """For the card's loading snippet: the output's name, never a server path."""
         return self.name, (f"k{k}" if several else None)
 
+    def check_space(self, adding: int) -> None:
+        """Before publishing: the job's outputs (`adding` bytes in all) fit in the team's quota, counting the
+        output <name> holds now as freed (this job replaces it, or is refused by the owner check)."""
+        with self._locked():
+            self._check_owner()
+            self._check_quota(adding, tree_size(self.root))
+
     def publish(self, staged: Path, k: int, several: bool) -> Published:
         with self._locked():
             self._check_owner()
+            dest = self.root / f"k{k}" if several else self.root
+            ours = several and self.owner().get("job_id") == self.job_id  # else _claim_root replaces <name> whole
+            try:
+                self._check_quota(tree_size(staged), tree_size(dest if ours else self.root))
+            except QuotaExceeded:
+                if ours:  # outputs already published by this job go too: nothing partial stays
+                    self._swap_out(self.root)
+                raise
             if several:
                 self._claim_root()
-            dest = self.root / f"k{k}" if several else self.root
             tmp = self.staging / f"k{k}"
             shutil.copytree(staged, tmp, copy_function=shutil.copyfile)  # new files, umask modes (not a 0600 source's)
             manifest.write_for(tmp)  # sizes and sha256s as published, renamed into place with the files
@@ -113,7 +136,20 @@ class LocalDir:
     def _write_owner(self, folder: Path) -> None:
         (folder / OWNER_FILE).write_text(json.dumps({"team": self.team, "job_id": self.job_id}) + "\n")
 
+    def _check_quota(self, adding: int, replacing: int) -> None:
+        if self.quota is None:
+            return
+        check = Check(self.team, self.quota, usage(self.base, self.team), adding, replacing=replacing)
+        if check.over:
+            raise QuotaExceeded(check.message(f"publishing {self.name!r}:"))
+
     # --- moves ----------------------------------------------------------------------------------
+
+    def _swap_out(self, dest: Path) -> None:
+        """Remove `dest` (this job's): moved aside into the staging directory first, then deleted."""
+        old = self.staging / f"old-{dest.name}"
+        dest.rename(old)
+        shutil.rmtree(old, ignore_errors=True)
 
     def _swap(self, new: Path, dest: Path) -> None:
         """Rename `new` to `dest`; what `dest` held (already allowed to go) is moved aside, then deleted."""

@@ -1,6 +1,7 @@
 """The pipeline's last stage: each output's card written, then the outputs handed to their Destination.
 
     cards        each output's README.md rewritten with the evaluation and the quoted request (scratch only)
+    space        the outputs fit where they go (a local folder: the team's disk quota; QuotaExceeded else)
     begin        a job's sink records that publishing began (service.jobs.states.begin_publish): a cancel
                  that came first stops the job here, with nothing published; any later one is refused (409)
     publish      each output to the destination, recorded as soon as it is there; then the root card
@@ -16,6 +17,8 @@ import json
 import tempfile
 from pathlib import Path
 from typing import Mapping, Protocol
+
+from service.outputs.lru import tree_size
 
 from ..engine.saving import SCORES_FILE
 from ..errors import RetryPolicy
@@ -49,6 +52,7 @@ def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destinatio
         write_card(path, CardInfo(report=json.loads((path / SCORES_FILE).read_text()), metrics=card_metrics,
                                   recipe=recipe, repo_id=where, subfolder=subfolder, warnings=caveats.for_k(k),
                                   scored=caveats.scored))
+    destination.check_space(sum(tree_size(path) for path in outputs.values()))
     if hasattr(sink, "begin_publish"):  # a job's sink: from here on, no cancel
         sink.begin_publish()
     done: dict[int, Published] = {}
