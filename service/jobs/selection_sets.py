@@ -1,5 +1,6 @@
 """How many layer sets a measured selection scores: the selection stage's progress, a job's plan
-(worker/progress.py) and its estimate's time (service/estimates) all price it the same way. Pure."""
+(worker/progress.py) and its estimate's time (service/estimates) all price it the same way. Pure, and
+closed-form: the layer count comes from a config.json, which is user input."""
 
 from __future__ import annotations
 
@@ -14,5 +15,14 @@ def expected_sets(criterion: str, ks, n_layers: int, width: int = GREEDY_WIDTH, 
     fewer)."""
     top = n_layers // 2 if k_auto else max(ks, default=1)
     tried = max(1, math.ceil(math.log2(max(n_layers, 2)))) if k_auto else len(ks)
-    greedy = sum(min(width, n_layers - s) for s in range(top)) if criterion in MEASURED else 0
+    greedy = greedy_candidates(top, n_layers, width) if criterion in MEASURED else 0
     return 1 + greedy + tried * (3 if criterion == "auto" else 0 if criterion == "greedy" else 1)
+
+
+def greedy_candidates(depth: int, n_layers: int, width: int) -> int:
+    """Σ min(width, L - s) for s in range(depth): the candidates a greedy of `depth` steps tries, step s
+    choosing among the L - s layers left, `width` at most. A depth past L counts L steps."""
+    depth, width = max(0, min(depth, n_layers)), max(0, width)
+    full = max(0, min(depth, n_layers - width + 1))  # the steps with `width` layers or more left
+    rest = depth - full  # steps full .. depth-1 try every layer left: Σ (L - s)
+    return full * width + rest * n_layers - (full + depth - 1) * rest // 2
