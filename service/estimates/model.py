@@ -31,7 +31,7 @@ from service.jobs.score_fields import GREEDY_WIDTH, MEASURED
 from service.jobs.selection_sets import expected_sets
 
 from .shapes import DTYPE_BYTES, Shape
-from .spread import Memory, spread
+from .spread import Memory, Spread, spread
 
 GB = 10**9
 # Host memory of a process before any model: python + torch + transformers imported (268 MB measured,
@@ -51,12 +51,15 @@ PROBE_ACTS = 64 * 10**6  # the load check: a 14-token prompt and 8 generated tok
 EVAL_TOKENS_PER_CORPUS = 300_000  # wikitext-2 test is ~290k tokens with a 49k-128k vocabulary
 TASK_TOKENS_PER_DOC = 4 * 128  # ~4 choices of ~128 tokens
 TASK_DOCS = 2_000  # a task's documents when no limit is given (order of magnitude)
-# Throughput per process, (slow, fast), in flop/s: CPU from a shared core under load (this 2-core
+# Every pair of rates and overheads below is (slow, fast): index SLOW makes the high end of a time range,
+# FAST its low end (_seconds).
+SLOW, FAST = 0, 1
+# Throughput per process, in flop/s: CPU from a shared core under load (this 2-core
 # machine at load 9 ran nbl compress at 4.5-8.4 GFLOP/s all overheads included,
 # bench/results/estimate_accuracy.json) to an idle many-core server; GPU bf16 forward and fp32
 # (TF32 off) products from an L4-class card to an H100/H200.
 CPU_FLOPS = (3e9, 2e11)
-STARTUP_S = (5, 60)  # imports, tokenizing the calibration texts, reading the stem
+STARTUP_S = (60, 5)  # imports, tokenizing the calibration texts, reading the stem
 GPU_FORWARD_FLOPS = (5e13, 4e14)
 GPU_PRODUCT_FLOPS = (1e13, 6e13)
 GPU_TF32_FLOPS = (4e13, 3e14)  # TF32 products (the GPU default, --stats-precision auto): spec sheets, not measured
@@ -212,7 +215,7 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
         "offload": placed.disk if placed_whole else 0,  # accelerate's disk offload of a model larger than the devices
     }
     return Estimate(device_bytes=int(device_bytes), host_bytes=int(host_bytes), disk={k: int(v) for k, v in disk.items()},
-                    seconds=_seconds(shape, opts, on_gpu, procs, disk["download"], placed.transfer_s()),
+                    seconds=_seconds(shape, opts, on_gpu, procs, disk["download"], placed),
                     devices=list(devices), phases=phases, dtype=dtype, batch_size=bs)
 
 
@@ -227,12 +230,12 @@ def selection_blocks(opts: Options) -> int:
 
 
 def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: int,
-             transfer: tuple[float, float]) -> tuple[float, float]:
-    """(fast, slow): forward flops 2 x params per token plus attention 2 T H hd; the statistics' products
+             placed: Spread) -> tuple[float, float]:
+    """(low, high), the FAST rates' time and the SLOW rates': forward flops 2 x params per token plus attention 2 T H hd; the statistics' products
     2 d² per token for Σyxᵀ and 10/16 of that for the symmetric Σxxᵀ and Σyyᵀ (products.gram); the loss probe
     ~L/2 passes over the held-out blocks; measured selection ~L/2 layers per set over the selection blocks;
-    evaluation one forward of the base and of each output over its tokens. `transfer`: what each forward of
-    a whole model spends bringing offloaded weights to the GPU (spread.py)."""
+    evaluation one forward of the base and of each output over its tokens. `placed`: where a whole model's
+    weights go; each of its forwards brings the offloaded ones to the GPU (spread.py)."""
     d, L = shape.hidden, shape.layers
     tokens = opts.num_samples * opts.seq_len
     attn = 2 * opts.seq_len * shape.heads * shape.head_dim
@@ -253,13 +256,14 @@ def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: in
     passes = (models * math.ceil(eval_tokens / min(shape.context, 2048)) if opts.whole_model else 0)
     passes += len(opts.ks) * (1 + NEW_TOKENS) if opts.outputs and opts.load_check else 0
     passes += sets * max(1, math.ceil(selection_blocks(opts) / max(1, default_batch_size(opts.seq_len, on_gpu))))
-    out = []
-    for i in (1, 0):  # the fast end, then the slow end
+
+    def at(i: int) -> float:  # i: SLOW or FAST, one index into every pair
         if on_gpu:  # calibration is split between the processes; evaluation runs in one
             rate = GPU_PRODUCT_FLOPS if opts.stats_precision in ("float32", "float64") else GPU_TF32_FLOPS
             compute = (forward / GPU_FORWARD_FLOPS[i] + products / rate[i]) / procs
-            compute += (evaluation + selection) / GPU_FORWARD_FLOPS[i] + passes * transfer[i]
+            compute += (evaluation + selection) / GPU_FORWARD_FLOPS[i] + passes * placed.transfer_s(i)
         else:
             compute = (forward + products) / CPU_FLOPS[i] / procs + (evaluation + selection) / CPU_FLOPS[i]
-        out.append(compute + download / DOWNLOAD_BPS[i] + STARTUP_S[1 - i])
-    return round(out[0], 1), round(out[1], 1)
+        return compute + download / DOWNLOAD_BPS[i] + STARTUP_S[i]
+
+    return round(at(FAST), 1), round(at(SLOW), 1)

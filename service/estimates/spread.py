@@ -37,10 +37,11 @@ class Spread:
     disk: int  # weights offloaded to disk
     offloaded: tuple[int, int] = (0, 0)  # (host, disk) bytes that move to the GPU on every forward pass
 
-    def transfer_s(self) -> tuple[float, float]:
-        """(fast, slow) seconds one forward pass spends bringing offloaded weights to the GPU."""
+    def transfer_s(self, rate: int) -> float:
+        """Seconds one forward pass spends bringing offloaded weights to the GPU, at `rate` (an index into the
+        (slow, fast) pairs of rates, as model.py's SLOW and FAST)."""
         host, disk = self.offloaded
-        return tuple(host / HOST_OFFLOAD_BPS[i] + disk / DISK_OFFLOAD_BPS[i] for i in (1, 0))
+        return host / HOST_OFFLOAD_BPS[rate] + disk / DISK_OFFLOAD_BPS[rate]
 
 
 def spread(weights: int, gpus: int, memory: Memory, context: int) -> Spread:

@@ -1,5 +1,6 @@
-"""The sizing is arithmetic, not loops over what a config says: a set count for a huge layer count answers at
-once (issue 24 §1)."""
+"""The sizing is arithmetic, not loops over what a config says: a set count or an estimate for a huge layer
+count answers at once (issue 24 §1); and every time range runs from its low end to its high end (§17: a
+model spread over a GPU, the host and disk priced its offload transfers at the slow rate in the fast end)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from configs import LLAMA_8B, LLAMA_70B, TINY
+from service.estimates.classes import DEFAULT, parse_classes, place
+from service.estimates.model import Options, estimate
+from service.estimates.shapes import shape_of
+from service.estimates.spread import Memory
 from service.jobs.selection_sets import expected_sets
 
 REPO = Path(__file__).resolve().parents[2]
+GiB = 2**30
 ANSWER_S = 60  # generous: each call takes microseconds; before the fix they never returned
 
 
@@ -49,3 +56,37 @@ def test_a_huge_layer_count_is_counted_at_once():
     assert greedy == 1 + 8 * 10**12 // 2  # L/2 steps of 8 candidates each
     assert auto == 1 + 8 * 10**9 + 3
 
+
+SHAPES = {"tiny": TINY, "8b": LLAMA_8B, "70b": LLAMA_70B,
+          "edge": {**LLAMA_70B, "num_hidden_layers": 4096, "hidden_size": 65536, "num_attention_heads": 512,
+                   "vocab_size": 2**22, "max_position_embeddings": 2**24}}
+OPTIONS = {
+    "calibrate": Options(num_samples=256, seq_len=2048, ks=(8,), outputs=False, whole_model=False),
+    "job": Options(num_samples=256, seq_len=2048, ks=(4, 8), perplexity=("wikitext2",), tasks=("arc_easy",)),
+    "greedy k auto": Options(num_samples=64, seq_len=512, ks=(1,), criterion="greedy", k_auto=True,
+                             perplexity=("wikitext2",)),
+    "loss": Options(num_samples=32, seq_len=1024, ks=(2,), criterion="loss", stats_precision="float64"),
+}
+MACHINES = [(["cpu"], Memory()), (["cuda:0"], Memory()), (["cuda:0"], Memory(24 * GiB, 128 * GiB)),
+            (["cuda:0"], Memory(24 * GiB, 16 * GiB)), (["cuda:0", "cuda:1"], Memory(80 * GiB, 64 * GiB))]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_time_range_runs_low_to_high(shape):
+    for name, opts in OPTIONS.items():
+        for devices, memory in MACHINES:
+            lo, hi = estimate(shape_of(SHAPES[shape]), opts, devices, memory).seconds
+            assert 0 < lo <= hi, (name, devices, memory, lo, hi)
+        placed = place(shape_of(SHAPES[shape]), opts, parse_classes(DEFAULT), None)  # as the API sizes a job
+        lo, hi = placed.estimate.seconds
+        assert 0 < lo <= hi, (name, placed.cls, lo, hi)
+
+
+def test_a_70b_job_spread_over_a_24_gib_gpu_its_host_and_disk():
+    """Issue 24 §17's case: offloaded weights travel on every forward pass, faster at the low end."""
+    opts = Options(num_samples=256, seq_len=2048, ks=(8,), perplexity=("wikitext2",))
+    spread_out = estimate(shape_of(LLAMA_70B), opts, ["cuda:0"], Memory(24 * GiB, 128 * GiB))
+    whole = estimate(shape_of(LLAMA_70B), opts, ["cuda:0"], Memory(200 * GiB, 512 * GiB))
+    assert spread_out.disk["offload"] > 0 and whole.disk["offload"] == 0
+    lo, hi = spread_out.seconds
+    assert lo < hi and lo > whole.seconds[0] and hi > whole.seconds[1]
