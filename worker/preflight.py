@@ -30,6 +30,8 @@ def hub_config(repo_id: str, revision: str | None) -> dict:
         config = json.loads(Path(path).read_text())
     except ValueError as e:
         raise ModelError(f"{repo_id}: config.json is not JSON ({e})") from None
+    except RecursionError:
+        raise ModelError(f"{repo_id}: config.json nests deeper than its parser goes") from None
     if not isinstance(config, dict):
         raise ModelError(f"{repo_id}: config.json is not a JSON object")
     return config

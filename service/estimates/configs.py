@@ -22,9 +22,13 @@ MAX_CONFIG_BYTES = 1 << 20
 
 
 class ConfigUnavailable(ValueError):
-    def __init__(self, message: str, unreachable: bool = False):
+    """`unreachable`: the Hub could not be asked; `invalid`: the file was had and is not a config (not JSON,
+    not an object, too large, nested too deep): no retry or other token changes that."""
+
+    def __init__(self, message: str, unreachable: bool = False, invalid: bool = False):
         super().__init__(message)
         self.unreachable = unreachable
+        self.invalid = invalid
 
 
 def model_config(model: str, settings: Settings, revision: str | None = None, *, allow_dirs: bool = False,
@@ -72,11 +76,11 @@ def hub_config(repo_id: str, revision: str | None, timeout_s: float = 10.0) -> d
         raise ConfigUnavailable(f"{repo_id}: cannot fetch {CONFIG} from the Hub ({reason}); give a directory "
                                 f"holding its {CONFIG} instead", unreachable=True) from None
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigUnavailable(f"{repo_id}: {CONFIG} is over {MAX_CONFIG_BYTES} bytes")
+        raise ConfigUnavailable(f"{repo_id}: {CONFIG} is over {MAX_CONFIG_BYTES} bytes", invalid=True)
     try:
         config = json.loads(raw)
-    except ValueError:
-        raise ConfigUnavailable(f"{repo_id}: {CONFIG} is not JSON") from None
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+        raise ConfigUnavailable(f"{repo_id}: {CONFIG} is not JSON (or nests too deep)", invalid=True) from None
     if not isinstance(config, dict):
-        raise ConfigUnavailable(f"{repo_id}: {CONFIG} is not a JSON object")
+        raise ConfigUnavailable(f"{repo_id}: {CONFIG} is not a JSON object", invalid=True)
     return config

@@ -5,7 +5,8 @@ cannot be reached at submit, POST /v1/jobs still accepts the job: it goes to the
 without an estimate, and the worker estimates it against its own devices before downloading anything
 (worker/preflight.py); for a minute after that, jobs do not try the Hub again (an API without Hub
 access pays the failed GET once a minute, not on every submit). POST /v1/estimates always tries, and
-has nothing to answer without the config: a 503.
+has nothing to answer without the config: a 503. A config that was had but is not one (not JSON, nested
+too deep) or whose numbers are out of bounds (shapes.BOUNDS) is a 422 from both.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def placement_for(body: JobCreate, settings: Settings, *, required: bool) -> tup
     except ConfigUnavailable as e:
         if e.unreachable and hub:
             _hub_down_until = time.monotonic() + HUB_RETRY_AFTER_S
-        if not required:
+        if not required and not e.invalid:  # the worker reads it again (its own token, later): its check
             return None, None
         if e.unreachable:
             raise NotReady(str(e), headers={"Retry-After": "30"}) from None

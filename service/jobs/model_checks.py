@@ -1,7 +1,8 @@
-"""What a job's model allows, checked from its config.json alone (no weights, no torch): every k below the
-layer count, seq_len within the context length. The API runs these at submit for `local:NAME` models
-(it can read their config under NBL_MODELS_DIR); the worker runs the same checks on a Hub model's
-config.json before downloading any weight (worker/preflight.py). A failure is the user's.
+"""What a job's model allows, checked from its config.json alone (no weights, no torch): its shape's numbers
+within bounds (service/estimates/shapes.BOUNDS), every k below the layer count, seq_len within the context
+length. The API runs these at submit for `local:NAME` models (it can read their config under
+NBL_MODELS_DIR); the worker runs the same checks on a Hub model's config.json before downloading any weight
+(worker/preflight.py). A failure is the user's.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from service.estimates.shapes import out_of_bounds
 from service.jobs.schemas import LOCAL_PREFIX, JobCreate
 from service.core.settings import Settings
 
@@ -33,7 +35,7 @@ def context_length(config: dict) -> int | None:
 
 def config_problems(config: dict, ks: list[int], seq_len: int) -> list[tuple[tuple[str, ...], str]]:
     """(field, message) for each way this request cannot work on a model with this config."""
-    problems = []
+    problems = [(("model", "id"), str(e)) for e in out_of_bounds(config)]
     layers = layer_count(config)
     for k in ks:
         if layers is not None and k >= layers:
@@ -49,7 +51,7 @@ def read_config(directory: Path) -> dict | None:
     """The directory's config.json as a dict, or None when it is missing or not a JSON object."""
     try:
         config = json.loads((directory / CONFIG).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return None
     return config if isinstance(config, dict) else None
 
@@ -70,10 +72,14 @@ def submit_problems(spec: JobCreate, settings: Settings) -> list[dict]:
     if spec.model.revision is not None:
         add(("model", "revision"), f"{model} is a local model: it has no revisions", "local_model_revision")
     directory = local_model_dir(settings, model)
-    config = read_config(directory) if directory.is_dir() else None
-    if config is None:
+    if not directory.is_dir():
         add(("model", "id"), f"no model {model!r} on this server (`nbl import-gguf FILE --name NAME` adds one)",
             "local_model_missing")
+        return errors
+    config = read_config(directory)
+    if config is None:
+        add(("model", "id"), f"{model}: its {CONFIG} is missing, not a JSON object, or nested too deep",
+            "model_config")
         return errors
     for loc, msg in config_problems(config, spec.compression.ks, spec.calibration.seq_len):
         add(loc, msg, "model_limit")

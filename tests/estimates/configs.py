@@ -1,8 +1,11 @@
-"""config.json files of known shapes, written by the tests (no weights)."""
+"""config.json files of known shapes, written by the tests (no weights), and a Hub that serves them."""
 
 from __future__ import annotations
 
 import json
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 LLAMA_70B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
@@ -20,3 +23,30 @@ def write_config(directory: Path, config: dict) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(config))
     return directory
+
+
+@contextmanager
+def hub_serving(files: dict[str, bytes]):
+    """A stand-in for the Hub's file endpoint (GET /{repo}/resolve/{revision}/config.json), the one call the
+    estimate makes: yields its URL, for HF_ENDPOINT. `files`: repo id -> the bytes of its config.json."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            repo, sep, _ = self.path.lstrip("/").partition("/resolve/")
+            body = files.get(repo) if sep and self.path.endswith("/config.json") else None
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
