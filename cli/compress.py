@@ -37,6 +37,13 @@ def add_compress(sub) -> None:
         description="Neural Block Linearization (arXiv 2505.21077): replace the k most linear "
         "attention branches (or whole blocks) with closed-form linear maps.",
     )
+    compress_arguments(p)
+    p.set_defaults(func=cmd_compress)
+
+
+def compress_arguments(p, *, k_required: bool = True) -> None:
+    """Every flag of `nbl compress`, defined once: `nbl estimate` takes the same ones (cli/estimate.py), so a
+    compress command line, pasted, is estimated as it stands."""
     p.add_argument("--model", required=True, help="Hub repo id, local checkpoint directory, or .gguf file")
     p.add_argument("--revision", help="Hub revision (branch, tag or commit)")
     p.add_argument("--dataset", default=R.DATASET, help="datasets path, local .json/.jsonl/.txt/.parquet, or c4 / wikitext2")
@@ -51,7 +58,7 @@ def add_compress(sub) -> None:
     p.add_argument("--method", choices=R.METHODS, default=R.METHOD)
     p.add_argument("--criterion", choices=CRITERIA + MEASURED, default=R.CRITERION,
                    help="greedy and auto measure layer sets on the selection data (see --selection-dataset)")
-    p.add_argument("--k", type=_ks, required=True, help="layers to replace: K or K1,K2,... (one output each), or "
+    p.add_argument("--k", type=_ks, required=k_required, help="layers to replace: K or K1,K2,... (one output each), or "
                    "auto with --max-ppl-increase")
     p.add_argument("--out", type=Path, help="output directory (DIR/k{K} for several k)")
     p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
@@ -83,7 +90,6 @@ def add_compress(sub) -> None:
     add_eval_options(ev)
     add_gate_option(p, ev)
     add_selection_options(p)
-    p.set_defaults(func=cmd_compress)
 
 
 def cmd_compress(args) -> int:

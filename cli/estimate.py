@@ -1,6 +1,10 @@
 """`nbl estimate`: peak device and host memory, disk and time of `nbl compress` (or a job) with these
 options, from the model's config.json alone: nothing else is read or downloaded, torch is not imported.
 
+It takes every flag of `nbl compress` (one definition, cli/compress.py), so a compress command line estimates
+as pasted; the flags that do not change the figures (the data set, seed, gates, cache) are accepted and
+ignored. Its own: --device-memory, --host-memory, --job.
+
     nbl estimate --model meta-llama/Llama-3.1-70B --num-samples 256 --seq-len 2048 --k 8 --devices cuda:0
     nbl estimate --model ./dir-with-config.json --k 4 --out o --eval --json
 """
@@ -11,20 +15,16 @@ import argparse
 import json
 import math
 
+from cli.compress import compress_arguments
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
-
-
-def _ks(text: str) -> list[int] | str:
-    if text.strip() == "auto":
-        return "auto"
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts:
-        raise argparse.ArgumentTypeError("give at least one k")
-    return [_positive(p) for p in parts]
+DEFAULT_K = [4]
+OWN_HELP = {  # the shared flags whose compress help does not say what they do here
+    "--model": "Hub repo id, local:NAME, or a directory holding config.json",
+    "--k": "K or K1,K2,... (default 4), or auto (one output)",
+    "--out": "outputs are saved (the directory is not written; a job always saves)",
+    "--json": "print the estimate as JSON",
+}
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # worker/engine/loading.resolve_dtype's
 
 
 def _gib(text: str) -> int:
@@ -37,47 +37,45 @@ def _gib(text: str) -> int:
     return int(value * 2**30)
 
 
-def _names(text: str) -> list[str]:
-    return [p.strip() for p in text.split(",") if p.strip()]
-
-
 def add_estimate(sub) -> None:
     p = sub.add_parser("estimate", help="memory, disk and time a compression needs, from config.json alone",
                        description="Estimate `nbl compress` with the same options (and the worker class a job "
-                       "with them goes to) from the model's config.json, before anything is downloaded.")
-    p.add_argument("--model", required=True, help="Hub repo id, local:NAME, or a directory holding config.json")
-    p.add_argument("--revision", help="Hub revision")
-    p.add_argument("--num-samples", type=_positive, default=256, help="calibration blocks (default 256)")
-    p.add_argument("--seq-len", type=_positive, default=2048, help="tokens per block (default 2048)")
-    p.add_argument("--batch-size", type=_positive, help="blocks per forward pass (default: nbl compress's)")
-    p.add_argument("--mode", choices=["attn", "block"], default="attn")
-    p.add_argument("--method", choices=["nbl", "drop"], default="nbl")
-    p.add_argument("--criterion", choices=["cca", "nmse", "cosine", "loss", "greedy", "auto"], default="cca")
-    p.add_argument("--k", type=_ks, default=[4], help="K or K1,K2,... (default 4), or auto (one output)")
-    p.add_argument("--selection-samples", type=_positive, metavar="N",
-                   help="selection blocks of greedy/auto/k auto (nbl compress --selection-samples with "
-                   "--selection-dataset; default: the calibration's held-out tenth)")
-    p.add_argument("--out", action="store_true", help="outputs are saved (as nbl compress --out; a job always does)")
-    p.add_argument("--no-load-check", action="store_true", help="as nbl compress --no-load-check")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    p.add_argument("--stats-precision", choices=["auto", "float32", "tf32", "float64"], default="auto")
-    p.add_argument("--host-cache-bytes", type=int, metavar="N", help="default: NBL_HOST_CACHE_BYTES, else no limit")
-    p.add_argument("--devices", metavar="LIST", help="torch devices, one process each (cuda:0,cuda:1 or cpu); "
-                   "default: those of the worker class the job goes to")
+                       "with them goes to) from the model's config.json, before anything is downloaded. Every "
+                       "flag of nbl compress is accepted; those that do not change the figures are ignored.")
+    compress_arguments(p, k_required=False)
+    p.epilog, p.formatter_class = None, argparse.HelpFormatter  # compress's exit codes are not estimate's
+    for action in p._actions:
+        if action.option_strings and action.option_strings[0] in OWN_HELP:
+            action.help = OWN_HELP[action.option_strings[0]]
     p.add_argument("--device-memory", type=_gib, metavar="GIB", help="each GPU's memory, with --devices: a model "
                    "larger than one is spread over the GPUs, the host and disk as the worker does (default: "
                    "assumed to fit one)")
     p.add_argument("--host-memory", type=_gib, metavar="GIB", help="the host's memory, with --device-memory")
     p.add_argument("--job", action="store_true", help="estimate a job (outputs saved, the whole model loaded, "
-                   "wikitext2 perplexity unless --perplexity says otherwise) rather than nbl compress")
-    ev = p.add_argument_group("evaluation (as nbl compress --eval)")
-    ev.add_argument("--eval", action="store_true", help="evaluate the base and each output")
-    ev.add_argument("--perplexity", type=_names, default=None, metavar="CORPORA")
-    ev.add_argument("--max-tokens", type=_positive)
-    ev.add_argument("--tasks", type=_names, default=[], metavar="TASKS")
-    ev.add_argument("--limit", type=_positive)
-    p.add_argument("--json", action="store_true", help="print the estimate as JSON")
-    p.set_defaults(func=cmd_estimate)
+                   "wikitext2 perplexity unless the evaluation flags ask otherwise) rather than nbl compress")
+    p.set_defaults(func=cmd_estimate, k=DEFAULT_K)
+
+
+def _check(args) -> None:
+    """The values compress refuses when it runs (engine config, recipe): refused here before any arithmetic."""
+    for flag, value, least in (("--num-samples", args.num_samples, 1), ("--seq-len", args.seq_len, 2),
+                               ("--batch-size", args.batch_size, 1), ("--greedy-width", args.greedy_width, 1),
+                               ("--selection-samples", args.selection_samples, 1),
+                               ("--host-cache-bytes", args.host_cache_bytes, 0)):
+        if value is not None and value < least:
+            raise ValueError(f"{flag} must be at least {least}, got {value}")
+    if any(k < 1 for k in args.k):
+        raise ValueError(f"k must be positive, got {','.join(map(str, args.k))}")
+    if (args.device_memory or args.host_memory) and _devices(args) is None:
+        raise ValueError("--device-memory and --host-memory describe the devices of --devices (or --device): give them")
+    if args.dtype not in DTYPES:
+        raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
+
+
+def _devices(args) -> list[str] | None:
+    """--devices, else --device unless auto; None: those of the worker class the job goes to."""
+    text = args.devices or (args.device if args.device != "auto" else None)
+    return [d.strip() for d in text.split(",") if d.strip()] if text else None
 
 
 def cmd_estimate(args) -> int:
@@ -88,31 +86,40 @@ def cmd_estimate(args) -> int:
     from service.estimates.model import Options, estimate
     from service.estimates.shapes import shape_of
     from service.estimates.spread import Memory
+    from service.jobs.model_checks import config_problems
 
-    if args.host_cache_bytes is not None and args.host_cache_bytes < 0:
-        raise ValueError(f"the host cache budget must be a number of bytes, got {args.host_cache_bytes}")
+    _check(args)
     settings = Settings()  # NBL_HOST_CACHE_BYTES among them: --host-cache-bytes's default, as nbl compress reads it
     host_cache_bytes = args.host_cache_bytes if args.host_cache_bytes is not None else settings.host_cache_bytes
     try:
-        shape = shape_of(model_config(args.model, settings, args.revision, allow_dirs=True))
+        config = model_config(args.model, settings, args.revision, allow_dirs=True)
     except ConfigUnavailable as e:
         raise ValueError(str(e)) from None
+    k_auto = args.k == []  # compress's `--k auto`
+    problems = config_problems(config, [] if k_auto else args.k, args.seq_len)  # what compress refuses first
+    if problems:
+        raise ValueError(f"{args.model}: " + "; ".join(msg for _, msg in problems))
+    shape = shape_of(config)
     evaluate = args.eval or args.job
-    perplexity = args.perplexity if args.perplexity is not None else (["wikitext2"] if evaluate else [])
-    k_auto = args.k == "auto"
+    asked = args.perplexity or args.tasks or args.task_file or args.suite or args.speed
+    perplexity = args.perplexity or ([] if asked else ["wikitext2"])  # as compress --eval: wikitext2 when nothing else
+    tasks = [*args.tasks, *args.task_file]
     opts = Options(
         num_samples=args.num_samples, seq_len=args.seq_len, batch_size=args.batch_size, mode=args.mode,
         method=args.method, criterion=args.criterion, ks=(1,) if k_auto else tuple(args.k), dtype=args.dtype,
-        k_auto=k_auto, selection_samples=args.selection_samples, load_check=not args.no_load_check,
-        greedy_width=settings.greedy_width,
+        k_auto=k_auto, load_check=not args.no_load_check, greedy_width=args.greedy_width or settings.greedy_width,
+        selection_samples=args.selection_samples if args.selection_dataset else None,  # else the held-out tenth
         stats_precision=args.stats_precision, host_cache_bytes=host_cache_bytes,
-        outputs=args.out or args.job, whole_model=evaluate,
+        outputs=args.out is not None or args.job, whole_model=evaluate,
         perplexity=tuple(perplexity) if evaluate else (), eval_max_tokens=args.max_tokens,
-        tasks=tuple(args.tasks) if evaluate else (), eval_limit=args.limit)
-    placement = place(shape, opts, classes(settings), settings.task_time_limit_s)
+        tasks=tuple(tasks) if evaluate else (), eval_limit=args.limit)
+    try:  # the config's numbers are bounded (shapes.BOUNDS); the flags are not: --num-samples 10**400 is a number
+        placement = place(shape, opts, classes(settings), settings.task_time_limit_s)
+        devices = _devices(args)
+        est = estimate(shape, opts, devices, Memory(args.device_memory, args.host_memory)) if devices else placement.estimate
+    except OverflowError:
+        raise ValueError("these options are too large to estimate (a figure overflows a float)") from None
     worker_class = queue_of(settings.queue_name, placement.cls) if placement.cls else None
-    devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
-    est = estimate(shape, opts, devices, Memory(args.device_memory, args.host_memory)) if devices else placement.estimate
     view = as_json(est, worker_class) | {"refusal": placement.reason or None}
     if args.json:
         print(json.dumps(view, indent=2))
