@@ -113,3 +113,28 @@ def test_the_workers_check_refuses_them_before_any_download(tmp_path):
     (model / "config.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ModelError, match="no readable config.json"):
         preflight.check("local:m", str(model), None, [1], 32)
+
+
+def test_a_gguf_whose_metadata_is_out_of_bounds_is_refused_before_it_is_built(tmp_path):
+    """A GGUF's metadata becomes the config (worker/engine/gguf.py): 4e9 blocks (the most a u32 holds) are
+    refused by the engine's model rules before transformers builds a layer, or reads a tokenizer."""
+    import gguf
+    import numpy as np
+
+    from worker.engine.gguf import convert_gguf
+    from worker.engine.loading import ModelError
+
+    writer = gguf.GGUFWriter(tmp_path / "bad.gguf", "llama")
+    for add, value in ((writer.add_block_count, 4_000_000_000), (writer.add_embedding_length, 64),
+                       (writer.add_feed_forward_length, 128), (writer.add_head_count, 4), (writer.add_head_count_kv, 2),
+                       (writer.add_context_length, 256), (writer.add_vocab_size, 128)):
+        add(value)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_tensor("token_embd.weight", np.zeros((128, 64), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ModelError, match="num_hidden_layers must be at most 4,096, got 4000000000"):
+        convert_gguf(tmp_path / "bad.gguf", tmp_path / "converted")
+    assert not (tmp_path / "converted").exists()

@@ -3,6 +3,8 @@
 - never custom code: an `auto_map` in any config, or a `.py` file, is refused (custom_code.py), so
   trust_remote_code is never needed;
 - only the families in modeling_nbl.FAMILIES that the installed transformers has;
+- a shape within service/estimates/shapes.BOUNDS (a config is user input: a GGUF's metadata of 4e9 layers
+  would be built layer by layer);
 - weights only from safetensors (pickled .bin/.pt can run code on load);
 - weights no larger than the caller's limit, when it gives one.
 """
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from service.estimates.shapes import out_of_bounds
 
 from . import custom_code
 from .modeling_nbl import FAMILIES
@@ -38,6 +42,9 @@ def check_config(config: dict, source: str) -> str:
         raise ModelError(
             f"{source}: architecture {family!r} is not supported; supported: {', '.join(supported_families())}"
         )
+    bad = out_of_bounds(config)
+    if bad:
+        raise ModelError(f"{source}: {bad[0]}")
     return family
 
 
