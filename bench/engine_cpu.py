@@ -121,7 +121,7 @@ def main() -> None:
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                     "python": platform.python_version(), "torch": torch.__version__},
-        "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),  # hugetlb=1: the worker image's heap (README, Configuration)
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),  # hugetlb=1: the worker image's heap (docs/operations.md, Configuration)
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -131,7 +131,7 @@ def main() -> None:
             "wall_s": round(seconds, 1),
             "timings": report["timings"],
             "load_average_before_after": [list(load_before), list(os.getloadavg())],
-            "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),  # hugetlb=1: the worker image's heap (README, Configuration)
+            "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),  # hugetlb=1: the worker image's heap (docs/operations.md, Configuration)
             "cpus": os.cpu_count(),
             "machine": platform.platform(),
         }

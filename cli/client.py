@@ -10,7 +10,7 @@
 They read NBL_API_URL (default http://127.0.0.1:8000) and NBL_API_KEY; registered by
 cli/admin.py's add_service_commands. Retries, Retry-After and the connect timeout live in
 nbl_client.http; the request body in cli/job_request.py. EXIT_CODES is the one table of exit
-codes, shown in every command's --help and in the README.
+codes, shown in every command's --help and in docs/cli.md.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def cmd_worker(args) -> int:
     visible(settings.devices)  # a device this machine lacks: refused now (exit 2), not at the first job
     if sys.platform == "linux" and "glibc.malloc.hugetlb" not in os.environ.get("GLIBC_TUNABLES", ""):
         print("nbl worker: GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (set in the worker image) makes CPU calibration "
-              "faster; it must be set before the process starts (README, Configuration)", file=sys.stderr)
+              "faster; it must be set before the process starts (docs/operations.md, Configuration)", file=sys.stderr)
 
     # solo on SQLite (it must never fork while holding SQLite state), else prefork: worker/pool.py
     pool = pool_options(settings)

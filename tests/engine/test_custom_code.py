@@ -1,5 +1,5 @@
 """Issue 10, findings 1 and 13: custom code in any config of an input model is refused, naming the file;
-an output names no code but ours, and its tokenizer loads with the README's snippet without custom code
+an output names no code but ours, and its tokenizer loads with the docs' snippet (docs/engine.md) without custom code
 and without the interactive "[y/N]" question.
 
 The attacker's code is a module that writes a marker file when imported: whatever path runs it, the
@@ -162,9 +162,9 @@ def test_a_job_with_an_evil_tokenizer_config_fails_as_a_user_error(sqlite_clean_
 # --- outputs ---------------------------------------------------------------------------------------
 
 def readme_snippet() -> str:
-    """The python block under "Load the result" in the README, as a user would paste it."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("### Load the result", 1)[1]
+    """The python block under "Load the result" in docs/engine.md, as a user would paste it."""
+    text = (REPO / "docs" / "engine.md").read_text()
+    section = text.split("## Load the result", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 

@@ -7,7 +7,7 @@ from layer to layer. Here each per-layer tensor gets its own anonymous mapping, 
 OS when the tensor is freed. Measured with bench/memory_cpu.py (random Llama, d=1024 x 24 layers,
 glibc heap size over the run): 348 -> 843 MB with heap tensors, 424 -> 760 MB with these mappings, and
 flat, 464 -> 472 MB, with these mappings and the heap on huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1,
-as the worker image runs; README, Configuration).
+as the worker image runs; docs/operations.md, Configuration).
 """
 
 from __future__ import annotations
