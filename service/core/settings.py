@@ -15,143 +15,156 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from service.jobs.score_fields import GREEDY_WIDTH
 
 
 def _env(*names: str) -> AliasChoices:
+    """The environment variables a setting reads."""
     return AliasChoices(*names)
+
+
+class _AliasesOnly(EnvSettingsSource):
+    """The environment by the aliases above only. populate_by_name (so that code may pass Settings(home=...))
+    also makes pydantic-settings read a field's own name from the environment, case-insensitively: HOME
+    was read as the home and SECRET_KEY as the Fernet key."""
+
+    def __init__(self, settings_cls, **kw):
+        super().__init__(settings_cls, **kw)
+        self.config = {**self.config, "populate_by_name": False, "validate_by_name": False}
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, validate_default=True)
 
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
+                                   file_secret_settings) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, _AliasesOnly(settings_cls), dotenv_settings, file_secret_settings
+
     # --- where things live -------------------------------------------------------------------
-    home: Path = Field(default=Path("~/.nbl"), validation_alias=_env("NBL_HOME", "home"))
-    database_url: str | None = Field(default=None, validation_alias=_env("DATABASE_URL", "database_url"),
+    home: Path = Field(default=Path("~/.nbl"), validation_alias=_env("NBL_HOME"))
+    database_url: str | None = Field(default=None, validation_alias=_env("DATABASE_URL"),
                                      description="SQLAlchemy URL; default sqlite:///$NBL_HOME/nbl.db")
-    broker_url: str | None = Field(default=None, validation_alias=_env("BROKER_URL", "broker_url"),
+    broker_url: str | None = Field(default=None, validation_alias=_env("BROKER_URL"),
                                    description="Celery broker; default the embedded kombu SQLAlchemy "
                                    "transport on sqla+sqlite:///$NBL_HOME/broker.db")
-    models_dir: Path | None = Field(default=None, validation_alias=_env("NBL_MODELS_DIR", "models_dir"),
+    models_dir: Path | None = Field(default=None, validation_alias=_env("NBL_MODELS_DIR"),
                                     description="where `local:NAME` model ids resolve")
-    publish_dir: Path | None = Field(default=None, validation_alias=_env("NBL_PUBLISH_DIR", "publish_dir"),
+    publish_dir: Path | None = Field(default=None, validation_alias=_env("NBL_PUBLISH_DIR"),
                                      description="where publish {local_dir: NAME} writes")
-    stats_dir: Path | None = Field(default=None, validation_alias=_env("NBL_STATS_DIR", "stats_dir"))
-    data_dir: Path | None = Field(default=None, validation_alias=_env("NBL_DATA_DIR", "data_dir"),
+    stats_dir: Path | None = Field(default=None, validation_alias=_env("NBL_STATS_DIR"))
+    data_dir: Path | None = Field(default=None, validation_alias=_env("NBL_DATA_DIR"),
                                   description="the offline data sets (c4, wikitext2, the evaluation tasks' files); "
                                   "unset: those names resolve to the Hub and the Hugging Face cache")
     stats_cache_max_bytes: int = Field(default=50 * 10**9, ge=0,
-                                       validation_alias=_env("NBL_STATS_CACHE_MAX_BYTES", "stats_cache_max_bytes"),
+                                       validation_alias=_env("NBL_STATS_CACHE_MAX_BYTES"),
                                        description="cap on the statistics cache, least recently used entries "
                                        "evicted first (service/outputs/lru.py); 0: no cache")
 
     # --- queue ---------------------------------------------------------------------------------
-    queue_name: str = Field(default="nbl", validation_alias=_env("NBL_QUEUE", "queue_name"),
+    queue_name: str = Field(default="nbl", validation_alias=_env("NBL_QUEUE"),
                             pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     worker_classes: str = Field(default="cpu=0x0/64,gpu-24g=1x24/128,gpu-80g=1x80/256,gpu-8x80g=8x80/1024",
-                                validation_alias=_env("NBL_WORKER_CLASSES", "worker_classes"),
+                                validation_alias=_env("NBL_WORKER_CLASSES"),
                                 description="NAME=DEVICESxDEVICE_GiB/HOST_GiB, smallest first; a job goes to the "
                                 "queue <NBL_QUEUE>-<NAME> of the first class that holds its estimate "
                                 "(service/estimates/classes.py)")
     task_soft_time_limit_s: int = Field(default=6 * 3600 - 300, ge=60,
-                                        validation_alias=_env("NBL_TASK_SOFT_TIME_LIMIT", "task_soft_time_limit_s"))
+                                        validation_alias=_env("NBL_TASK_SOFT_TIME_LIMIT"))
     task_time_limit_s: int = Field(default=6 * 3600, ge=60,
-                                   validation_alias=_env("NBL_TASK_TIME_LIMIT", "task_time_limit_s"))
+                                   validation_alias=_env("NBL_TASK_TIME_LIMIT"))
     # Redis re-delivers an unacked message after this; it must outlive the longest task (acks_late).
     visibility_timeout_s: int | None = Field(default=None,
-                                             validation_alias=_env("NBL_VISIBILITY_TIMEOUT", "visibility_timeout_s"))
-    publish_timeout_s: float = Field(default=3.0, gt=0, validation_alias=_env("NBL_PUBLISH_TIMEOUT", "publish_timeout_s"),
+                                             validation_alias=_env("NBL_VISIBILITY_TIMEOUT"))
+    publish_timeout_s: float = Field(default=3.0, gt=0, validation_alias=_env("NBL_PUBLISH_TIMEOUT"),
                                      description="how long the API tries to reach the broker before leaving a job "
                                      "for the reconciler")
 
     # --- publishing ----------------------------------------------------------------------------
-    hf_endpoint: str = Field(default="https://huggingface.co", validation_alias=_env("NBL_HF_ENDPOINT", "hf_endpoint"),
+    hf_endpoint: str = Field(default="https://huggingface.co", validation_alias=_env("NBL_HF_ENDPOINT"),
                              description="the Hugging Face Hub the worker publishes to (a test server in tests)")
-    secret_key: SecretStr | None = Field(default=None, validation_alias=_env("NBL_SECRET_KEY", "secret_key"),
+    secret_key: SecretStr | None = Field(default=None, validation_alias=_env("NBL_SECRET_KEY"),
                                          description="Fernet key(s), comma-separated, that encrypt Hub tokens at "
                                          "rest; default: a key file $NBL_HOME/secret.key (mode 0600)")
     load_check_timeout_s: float = Field(default=900, gt=0,
-                                        validation_alias=_env("NBL_LOAD_CHECK_TIMEOUT", "load_check_timeout_s"),
+                                        validation_alias=_env("NBL_LOAD_CHECK_TIMEOUT"),
                                         description="how long a saved output may take to reload in a fresh process")
 
     # --- leases --------------------------------------------------------------------------------
-    lease_seconds: int = Field(default=120, ge=5, validation_alias=_env("NBL_LEASE_SECONDS", "lease_seconds"))
+    lease_seconds: int = Field(default=120, ge=5, validation_alias=_env("NBL_LEASE_SECONDS"))
 
     # --- recovery (service/jobs/reconciler.py) ------------------------------------------------------
-    max_attempts: int = Field(default=3, ge=1, validation_alias=_env("NBL_MAX_ATTEMPTS", "max_attempts"),
+    max_attempts: int = Field(default=3, ge=1, validation_alias=_env("NBL_MAX_ATTEMPTS"),
                               description="a job whose worker is lost this many times fails instead of running again")
     reconcile_interval_s: float = Field(default=30.0, gt=0,
-                                        validation_alias=_env("NBL_RECONCILE_INTERVAL", "reconcile_interval_s"))
+                                        validation_alias=_env("NBL_RECONCILE_INTERVAL"))
     redispatch_after_s: float = Field(default=600.0, gt=0,
-                                      validation_alias=_env("NBL_REDISPATCH_AFTER", "redispatch_after_s"),
+                                      validation_alias=_env("NBL_REDISPATCH_AFTER"),
                                       description="re-send a queued job whose message went out this long ago (the "
                                       "broker may have lost it); a duplicate is dropped at delivery")
-    db_retry_s: float = Field(default=60.0, ge=0, validation_alias=_env("NBL_DB_RETRY_SECONDS", "db_retry_s"),
+    db_retry_s: float = Field(default=60.0, ge=0, validation_alias=_env("NBL_DB_RETRY_SECONDS"),
                               description="how long a worker rides out a database outage before giving up an attempt")
-    hub_attempts: int = Field(default=4, ge=1, le=20, validation_alias=_env("NBL_HUB_ATTEMPTS", "hub_attempts"),
+    hub_attempts: int = Field(default=4, ge=1, le=20, validation_alias=_env("NBL_HUB_ATTEMPTS"),
                               description="tries of a Hub step (model config, download, dataset, publish) that fails "
                               "with a 5xx, a timeout or a lost connection (worker/errors.py)")
-    hub_backoff_s: float = Field(default=5.0, ge=0, validation_alias=_env("NBL_HUB_BACKOFF", "hub_backoff_s"),
+    hub_backoff_s: float = Field(default=5.0, ge=0, validation_alias=_env("NBL_HUB_BACKOFF"),
                                  description="the wait before the second try; it doubles after each")
 
     # --- limits --------------------------------------------------------------------------------
-    max_num_samples: int = Field(default=4096, ge=1, validation_alias=_env("NBL_MAX_NUM_SAMPLES", "max_num_samples"))
-    max_seq_len: int = Field(default=32768, ge=1, validation_alias=_env("NBL_MAX_SEQ_LEN", "max_seq_len"))
-    max_k: int = Field(default=512, ge=1, validation_alias=_env("NBL_MAX_K", "max_k"))
-    max_eval_limit: int = Field(default=100_000, ge=1, validation_alias=_env("NBL_MAX_EVAL_LIMIT", "max_eval_limit"))
+    max_num_samples: int = Field(default=4096, ge=1, validation_alias=_env("NBL_MAX_NUM_SAMPLES"))
+    max_seq_len: int = Field(default=32768, ge=1, validation_alias=_env("NBL_MAX_SEQ_LEN"))
+    max_k: int = Field(default=512, ge=1, validation_alias=_env("NBL_MAX_K"))
+    max_eval_limit: int = Field(default=100_000, ge=1, validation_alias=_env("NBL_MAX_EVAL_LIMIT"))
     max_request_bytes: int = Field(default=64 * 1024, ge=1024,
-                                   validation_alias=_env("NBL_MAX_REQUEST_BYTES", "max_request_bytes"))
+                                   validation_alias=_env("NBL_MAX_REQUEST_BYTES"))
     max_active_jobs_per_team: int = Field(default=20, ge=1,
-                                          validation_alias=_env("NBL_MAX_ACTIVE_JOBS_PER_TEAM",
-                                                                "max_active_jobs_per_team"))
+                                          validation_alias=_env("NBL_MAX_ACTIVE_JOBS_PER_TEAM"))
     max_queued_jobs_per_team: int | None = Field(default=None, ge=1,
-                                                 validation_alias=_env("NBL_MAX_QUEUED_JOBS_PER_TEAM",
-                                                                       "max_queued_jobs_per_team"),
+                                                 validation_alias=_env("NBL_MAX_QUEUED_JOBS_PER_TEAM"),
                                                  description="a separate cap on a team's queued jobs (default: "
                                                  "only the active cap)")
-    cap_retry_after_s: int = Field(default=30, ge=1, validation_alias=_env("NBL_CAP_RETRY_AFTER", "cap_retry_after_s"),
+    cap_retry_after_s: int = Field(default=30, ge=1, validation_alias=_env("NBL_CAP_RETRY_AFTER"),
                                    description="Retry-After of a 429 from a per-team cap")
     team_disk_quota_bytes: int | None = Field(
-        default=10**12, ge=1, validation_alias=_env("NBL_TEAM_DISK_QUOTA_BYTES", "team_disk_quota_bytes"),
+        default=10**12, ge=1, validation_alias=_env("NBL_TEAM_DISK_QUOTA_BYTES"),
         description="bytes of local outputs a team may keep under NBL_PUBLISH_DIR/<team>: a job whose estimate "
         "would exceed it is a 422 at submit, and one whose outputs would is failed (`user`) at publish, before "
         "writing (service/outputs/quota.py); Hub outputs do not count. Default 1 TB; empty: no limit")
     # The worker passes it to the model loader (worker.engine.loading.load_model's max_bytes).
     max_model_bytes: int | None = Field(default=None, ge=1,
-                                        validation_alias=_env("NBL_MAX_MODEL_BYTES", "max_model_bytes"),
+                                        validation_alias=_env("NBL_MAX_MODEL_BYTES"),
                                         description="refuse input models whose weights are larger (default: no limit)")
     # The worker passes it to calibration (CompressConfig.host_cache_bytes): the engine reads no setting.
     host_cache_bytes: int | None = Field(default=None, ge=0,
-                                         validation_alias=_env("NBL_HOST_CACHE_BYTES", "host_cache_bytes"),
+                                         validation_alias=_env("NBL_HOST_CACHE_BYTES"),
                                          description="hidden states kept in memory between calibration layers; the "
                                          "rest is spilt to NBL_HOME/spill (default: no limit)")
     # The worker passes it to measured selection (CompressConfig.greedy_width).
-    greedy_width: int = Field(default=GREEDY_WIDTH, ge=1, validation_alias=_env("NBL_GREEDY_WIDTH", "greedy_width"),
+    greedy_width: int = Field(default=GREEDY_WIDTH, ge=1, validation_alias=_env("NBL_GREEDY_WIDTH"),
                               description="candidate layers the greedy criterion tries per step")
     # The worker passes it to calibration (CompressConfig.devices); `nbl worker --devices` sets it too.
     devices: str | None = Field(default=None, pattern=r"^\s*[\w:]+(\s*,\s*[\w:]+)*\s*$",
-                                validation_alias=_env("NBL_DEVICES", "devices"),
+                                validation_alias=_env("NBL_DEVICES"),
                                 description="comma-separated torch devices the worker calibrates on, one process "
                                 "each, e.g. cuda:0,cuda:1 (default: every visible GPU, else cpu)")
 
     # --- webhooks ------------------------------------------------------------------------------
-    webhook_allowlist: str = Field(default="", validation_alias=_env("NBL_WEBHOOK_ALLOWLIST", "webhook_allowlist"),
+    webhook_allowlist: str = Field(default="", validation_alias=_env("NBL_WEBHOOK_ALLOWLIST"),
                                    description="comma-separated IPs or CIDR networks webhooks may reach although "
                                    "private (e.g. 10.0.0.0/8); empty: public addresses only")
     webhook_max_attempts: int = Field(default=8, ge=1,
-                                      validation_alias=_env("NBL_WEBHOOK_MAX_ATTEMPTS", "webhook_max_attempts"))
-    webhook_backoff_s: float = Field(default=30.0, gt=0, validation_alias=_env("NBL_WEBHOOK_BACKOFF", "webhook_backoff_s"),
+                                      validation_alias=_env("NBL_WEBHOOK_MAX_ATTEMPTS"))
+    webhook_backoff_s: float = Field(default=30.0, gt=0, validation_alias=_env("NBL_WEBHOOK_BACKOFF"),
                                      description="wait before the first retry; doubles at each attempt")
     webhook_backoff_max_s: float = Field(default=6 * 3600, gt=0,
-                                         validation_alias=_env("NBL_WEBHOOK_BACKOFF_MAX", "webhook_backoff_max_s"))
+                                         validation_alias=_env("NBL_WEBHOOK_BACKOFF_MAX"))
     webhook_timeout_s: float = Field(default=10.0, gt=0,
-                                     validation_alias=_env("NBL_WEBHOOK_TIMEOUT", "webhook_timeout_s"))
+                                     validation_alias=_env("NBL_WEBHOOK_TIMEOUT"))
     metrics_window_jobs: int = Field(default=500, ge=1,
                                      description="finished jobs whose stage durations /metrics summarizes")
-    trust_forwarded_proto: bool = Field(default=False, validation_alias=_env("NBL_TRUST_FORWARDED_PROTO",
-                                                                        "trust_forwarded_proto"),
+    trust_forwarded_proto: bool = Field(default=False, validation_alias=_env("NBL_TRUST_FORWARDED_PROTO"),
                                         description="behind a TLS proxy that sets X-Forwarded-Proto: the /ui "
                                         "login cookie is Secure when it says https")
 

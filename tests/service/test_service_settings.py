@@ -28,6 +28,21 @@ def test_defaults_follow_nbl_home(tmp_path, monkeypatch):
     assert s.spill_dir == h / "spill"  # beside the statistics cache
 
 
+def test_only_the_documented_variables_are_read(tmp_path, monkeypatch):
+    """A field's own name is no environment variable: HOME is not NBL_HOME (the state went straight into
+    the user's home), SECRET_KEY is not NBL_SECRET_KEY, DEVICES is not NBL_DEVICES."""
+    monkeypatch.delenv("NBL_HOME", raising=False)
+    monkeypatch.delenv("NBL_SECRET_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("SECRET_KEY", "not-a-fernet-key")
+    monkeypatch.setenv("DEVICES", "cuda:7")
+    s = Settings()
+    assert s.home == (tmp_path / "user" / ".nbl").resolve()
+    assert s.secret_key is None
+    assert s.devices != "cuda:7"
+    assert Settings(home=tmp_path / "h").home == (tmp_path / "h").resolve()  # code still passes fields by name
+
+
 def test_data_dir_is_a_setting_and_empty_means_unset(tmp_path, monkeypatch):
     monkeypatch.setenv("NBL_DATA_DIR", str(tmp_path / "data"))
     assert Settings().data_dir == tmp_path / "data"
