@@ -1,67 +1,22 @@
 """The body of `nbl submit`'s POST /v1/jobs: a request file (YAML or JSON, `-` for stdin), then the flags on top.
 
-Every problem with the file (missing, unreadable, not UTF-8, malformed, a YAML tag such as
-`!!python/object`, not a mapping) is a ValueError of one line, which `nbl` prints as
-`nbl: error: ...` with exit 2: never a traceback. YAML is read with safe_load, so a tag never
-constructs an object.
+The files (the request file, each --task-file) are read by cli/request_file.py: bounded in size and
+depth, YAML aliases and tags refused; every problem is a ValueError of one line, which `nbl` prints
+as `nbl: error: ...` with exit 2: never a traceback.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from cli.gates import add_to_request
-
-
-MAX_FILE_BYTES = 1 << 20  # a job request is a few hundred bytes; this bounds `/dev/zero` or a wrong file
-
-
-def _read(path: Path) -> str:
-    """At most MAX_FILE_BYTES of the file (or stdin), as UTF-8 text; more is an error, not a hang."""
-    if str(path) == "-":
-        stream = getattr(sys.stdin, "buffer", None)
-        data = stream.read(MAX_FILE_BYTES + 1) if stream else sys.stdin.read(MAX_FILE_BYTES + 1).encode()
-    else:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"{path}: over {MAX_FILE_BYTES} bytes; a job request is a small YAML or JSON mapping")
-    return data.decode("utf-8")
+from cli.request_file import MAX_TASK_FILE_BYTES, load_mapping, read_text
 
 
 def load_request_file(path: Path) -> dict[str, Any]:
-    """`-` is stdin, read as YAML (which JSON is a part of)."""
-    try:
-        text = _read(path)
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read it: {e.strerror or e}") from None
-    if path.suffix.lower() == ".json":
-        try:
-            loaded = json.loads(text)
-        except ValueError as e:
-            raise ValueError(f"{path}: not valid JSON: {e}") from None
-    else:
-        loaded = _load_yaml(path, text)
-    if not isinstance(loaded, dict):
-        raise ValueError(f"{path}: expected a mapping (the job request body), got {type(loaded).__name__}")
-    return loaded
-
-
-def _load_yaml(path: Path, text: str) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ValueError(f"{path}: not valid YAML or JSON: {' '.join(problem.split())}{where}") from None
+    """`-` is stdin; `.json` is JSON, anything else YAML (which JSON is a part of)."""
+    return load_mapping(path)
 
 
 def build_request(args) -> dict[str, Any]:
@@ -135,12 +90,8 @@ def build_request(args) -> dict[str, Any]:
 
 
 def _read_task_file(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read it: {e.strerror or e}") from None
+    text = read_text(path, MAX_TASK_FILE_BYTES, "a task file is sent in the request (the API bounds its size too)")
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as reading it as text did
 
 
 def _names(text: str) -> list[str]:

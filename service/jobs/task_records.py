@@ -78,6 +78,8 @@ def parse_lines(lines: Iterable[str], where: Callable[[int], str],
             record = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"{where(n)}: not JSON ({e.msg})") from None
+        except RecursionError:  # nested past the decoder's bound: a ValueError (a 422), not a crash
+            raise ValueError(f"{where(n)}: not a record: JSON nested too deep") from None
         this = record_form(record, where(n))
         if form is not None and this != form:
             raise ValueError(f"{where(n)}: a {this!r} record in a file of {form!r} records; "

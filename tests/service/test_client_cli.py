@@ -159,6 +159,15 @@ BAD_FILES = {
     "latin1.yaml": "model: caf\xe9\n".encode("latin-1"),
     "dir.yaml": "DIR",
     "huge.yaml": b"a: 1\n" * 300_000,  # 1.5 MB: read up to the bound, then refused
+    # Nested past the bound (a RecursionError and a traceback before), in both syntaxes:
+    "deep.json": '{"model": {"id": "acme/m"}, "metadata": ' + "[" * 5000 + "]" * 5000 + "}",
+    "deep.yaml": "model: {id: acme/m}\nmetadata: " + "[" * 5000 + "]" * 5000 + "\n",
+    "deep_block.yaml": "model: {id: acme/m}\n" + "".join("  " * i + "a:\n" for i in range(40)) + "  " * 40 + "b: 1\n",
+    "deep_block.json": '{"model": {"id": "acme/m"}, "a": ' + '{"a": ' * 40 + "1" + "}" * 41,
+    # YAML aliases, refused before anything is built (the expansion is a billion laughs' weapon):
+    "alias.yaml": "model: {id: acme/m}\nx: &x [1, 2]\nmetadata: *x\n",
+    "merge.yaml": "model: &m {id: acme/m}\ncalibration:\n  <<: *m\n",
+    "bigint.yaml": "model: {id: acme/m}\nseed: " + "9" * 5000 + "\n",
 }
 
 
@@ -183,3 +192,31 @@ def test_submit_reads_a_bounded_amount_of_an_endless_file(capsys):
     assert main(["submit", "/dev/zero", "--api-url", "http://127.0.0.1:9", "--api-key", "nbl_x"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("nbl: error: /dev/zero: over ") and err.count("\n") == 1
+
+
+def _limited(gib: int):
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (gib << 30, gib << 30))
+    return limit
+
+
+LAUGHS = "model: {id: acme/m}\nlol0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"lol{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10))
+
+
+@pytest.mark.parametrize("argv", [["LAUGHS"], ["--model", "acme/m", "--task-file", "/dev/zero"]])
+def test_submit_refuses_a_billion_laughs_and_an_endless_task_file_quickly(tmp_path, argv):
+    """A YAML file whose aliases expand to 9^9 lists (it ran past 60 s and 645 MB, serialising the
+    request), and a task file that never ends: each one line and exit 2, within a 2 GiB address space."""
+    if argv == ["LAUGHS"]:
+        (tmp_path / "laughs.yaml").write_text(LAUGHS)
+        argv = [str(tmp_path / "laughs.yaml")]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NBL_API_KEY": "nbl_test"}
+    out = subprocess.run([sys.executable, "-m", "cli.main", "submit", *argv, "--api-url", "http://127.0.0.1:9",
+                          "--connect-timeout", "1"], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=60, preexec_fn=_limited(2))
+    assert out.returncode == 2 and out.stdout == "", out.stderr[-2000:]
+    assert out.stderr.startswith("nbl: error: ") and out.stderr.count("\n") == 1, out.stderr[-2000:]
+    assert ("aliases (*l0) are not accepted" in out.stderr) or ("/dev/zero: over " in out.stderr)

@@ -70,6 +70,8 @@ MIXED = jsonl([CONTEXTS[0], CHOICES[0]])
     ([{"name": "t", "jsonl": jsonl(CHOICES) + "\x00\n"}], "evaluation.task_files.0.jsonl", "NUL"),  # service/api/nul.py
     ([{"name": "t", "jsonl": jsonl(CHOICES) + "\x07\n"}], "evaluation.task_files.0.jsonl", "control characters"),
     ([{"name": "t", "jsonl": "\n  \n"}], "evaluation.task_files.0.jsonl", "no records"),
+    ([{"name": "t", "jsonl": '{"context": "q", "choices": ' + "[" * 5000 + "]" * 5000 + ', "label": 0}'}],
+     "evaluation.task_files.0.jsonl", "line 1: not a record: JSON nested too deep"),  # was a RecursionError (500)
     ([{"name": "../t", "jsonl": jsonl(CHOICES)}], "evaluation.task_files.0.name", "not a simple name"),
     ([{"name": "t", "jsonl": jsonl(CHOICES), "path": "/etc/passwd"}], "evaluation.task_files.0.path", "Extra inputs"),
     ([{"name": "winogrande", "jsonl": jsonl(CONTEXTS)}], "evaluation", "two tasks would report under the name "
