@@ -1,7 +1,10 @@
 """`nbl compress --eval --gate SPEC`: the job's quality gates (service/jobs/gates.py), locally.
 
-    --gate wikitext2:ppl:+10%      perplexity on wikitext2 at most 10 % above the base's (also +0.10)
+    --gate wikitext2:ppl:+10%      perplexity on wikitext2 at most 10 % above the base's
     --gate arc_easy:acc:-0.02      accuracy on arc_easy at most 0.02 below the base's (also -2%: 2 points)
+
+A perplexity gate is relative and must say `%`: `wikitext2:ppl:10` was read as +1,000 %, so a typo
+let every output pass. An accuracy drop without `%` is a fraction below 1 (`-1` would allow any drop).
 
 The pipeline checks them as it does a job's (worker/gates.py): an output that fails one is not
 published (its card is not written; a warning says so), and when none passes the command exits
@@ -42,9 +45,18 @@ def parse_gate(text: str) -> tuple[str, str, float]:
     if m["sign"] and m["sign"] != sign:
         what = "a rise (+)" if sign == "+" else "a drop (-)"
         raise argparse.ArgumentTypeError(f"--gate {text}: a {m['metric']} gate allows {what}")
-    value = float(m["num"]) / (100 if m["pct"] else 1)
+    number = float(m["num"])
+    if kind == "max_ppl_increase" and not m["pct"]:
+        pct = f"{number * 100 if number < 1 else number:g}"  # 0.1 meant +10 %; 10 meant +10 % too, surely
+        raise argparse.ArgumentTypeError(f"--gate {text}: a perplexity gate is a relative rise and must say %, "
+                                         f"e.g. {m['name']}:ppl:+{pct}% (perplexity at most {pct} % above the base's)")
+    if kind == "max_acc_drop" and not m["pct"] and number >= 1:
+        raise argparse.ArgumentTypeError(f"--gate {text}: an accuracy drop without % is a fraction below 1 "
+                                         f"(0.02: 2 points); for {m['num']} point{'' if number == 1 else 's'} write "
+                                         f"{m['name']}:acc:-{m['num']}%")
+    value = number / (100 if m["pct"] else 1)
     if kind == "max_acc_drop" and value > 1:
-        raise argparse.ArgumentTypeError(f"--gate {text}: an accuracy drop is at most 1 (or 100%)")
+        raise argparse.ArgumentTypeError(f"--gate {text}: an accuracy drop is at most 100%")
     return kind, m["name"], value
 
 

@@ -78,7 +78,7 @@ def test_the_card_lists_the_warnings_and_its_model_index_the_scored_sample(tmp_p
 
 @pytest.mark.parametrize("text, parsed", [
     ("wikitext2:ppl:+10%", ("max_ppl_increase", "wikitext2", 0.10)),
-    ("wikitext2:ppl:0.1", ("max_ppl_increase", "wikitext2", 0.1)),
+    ("wikitext2:ppl:+1000%", ("max_ppl_increase", "wikitext2", 10.0)),  # said with %: meant
     ("arc_easy:acc:-0.02", ("max_acc_drop", "arc_easy", 0.02)),
     ("arc_easy:acc:-2%", ("max_acc_drop", "arc_easy", 0.02)),
 ])
@@ -88,7 +88,7 @@ def test_gate_flags_parse(text, parsed):
 
 
 @pytest.mark.parametrize("text", ["wikitext2:ppl:-10%", "arc_easy:acc:+0.02", "wikitext2:loss:+1", "wikitext2:+10%",
-                                  "arc_easy:acc:-150%", "../x:ppl:+1"])
+                                  "arc_easy:acc:-150%", "../x:ppl:+1", "wikitext2:ppl:0.1", "arc_easy:acc:-1"])
 def test_bad_gate_flags_are_refused(text):
     with pytest.raises(argparse.ArgumentTypeError):
         parse_gate(text)

@@ -76,3 +76,21 @@ def test_nbl_submit_gate_flags_go_on_top_of_the_file(tmp_path):
     gates = build_request(args)["gates"]
     assert gates["max_acc_drop"] == {"arc_easy": 0.02} and gates["max_ppl_increase"] == {"wikitext2": pytest.approx(0.1)}
     assert JobCreate.model_validate(build_request(args)).gates is not None
+
+
+@pytest.mark.parametrize("gate, spelling", [
+    ("wikitext2:ppl:10", "wikitext2:ppl:+10%"),  # was max_ppl_increase 10: +1,000 %, every output passed
+    ("wikitext2:ppl:+0.10", "wikitext2:ppl:+10%"),
+    ("wikitext2:ppl:2.5", "wikitext2:ppl:+2.5%"),
+    ("arc_easy:acc:-1", "arc_easy:acc:-1%"),  # was a drop of 1: any accuracy passed
+    ("arc_easy:acc:3", "arc_easy:acc:-3%"),
+])
+@pytest.mark.parametrize("command", [["submit", "--model", "acme/m", "--api-url", "http://127.0.0.1:9"],
+                                     ["compress", "--model", "acme/m", "--k", "1", "--eval"]])
+def test_a_gate_without_its_percent_is_refused_with_the_right_spelling(capsys, command, gate, spelling):
+    from cli.main import main
+
+    with pytest.raises(SystemExit) as refused:  # argparse's usage error, before anything is read or sent
+        main([*command, "--gate", gate])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and f"--gate {gate}: " in err and spelling in err, err
