@@ -1,7 +1,8 @@
 """`nbl download JOB [--k K] DIR`: a job's local output, file by file, through nbl_client's
 Client.download: each file checked against the sha256 the API lists and renamed into place whole;
 run it again after an interruption and it resumes the partial file (HTTP Range) and skips the
-files already there.
+files already there. The server's listing is checked whole first, and nothing is written through a
+symlink (nbl_client.download); each refusal is one line and an exit code of EXIT_CODES.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from nbl_client import ApiError, ChecksumMismatch, Client, Unavailable, UnsafePath
+from nbl_client import ApiError, ChecksumMismatch, Client, NoOutput, Unavailable, UnsafePath
 
 from cli.client_wait import EXIT_API, EXIT_TIMEOUT
 
@@ -18,14 +19,19 @@ EXIT_CHECKSUM = 1
 EXIT_USAGE = 2
 EXIT_CODES = f"""exit codes (nbl download):
   0  every file is in DIR, whole, with the listed sha256
-  {EXIT_CHECKSUM}  a file's sha256 differs from the listed one (corrupted on the server or on the way); its
-     partial file was removed, the others kept: run again to fetch it anew
+  {EXIT_CHECKSUM}  a file's sha256 (or size) differs from the listed one (corrupted on the server or on the
+     way); its partial file was removed, the others kept: run again to fetch it anew
   {EXIT_USAGE}  a usage error: a bad flag or API URL, DIR is a file, the job has several outputs and no
-     --k was given (or none yet), a listed path that would leave DIR
+     --k was given; or DIR cannot take the files: a listed path that is not a plain relative path
+     (it would leave DIR, is absolute, holds `..`, a backslash or a control character, a name over
+     255 bytes), a listing that names a path twice or as both a file and a folder, a symlink or a
+     file where a folder goes, a folder where a file goes, a folder that cannot be written. Nothing
+     is written through a symlink
   {EXIT_TIMEOUT}  the API was unreachable for --connect-timeout seconds in a row, busy (429, 502, 503,
      504) at --timeout, or the connection was lost mid-file: run again to resume
-  {EXIT_API}  the API refused: an unknown job (or another team's), no published output k, an output
-     published to the Hub (the Hub URL is printed: download it from there), a bad key, or no key"""
+  {EXIT_API}  the API refused or has nothing to download: an unknown job (or another team's), a job with
+     no published output (yet), no published output k, an output published to the Hub (the Hub
+     URL is printed: download it from there), a bad key, or no key"""
 
 
 def add_download(sub, parser, client_args, run) -> None:
@@ -52,8 +58,13 @@ def download(client: Client, args) -> int:
         done = client.download(args.job, k, args.dir, timeout=args.timeout or None, on_file=say)
     except ChecksumMismatch as e:
         return _fail(EXIT_CHECKSUM, e)
+    except NoOutput as e:  # nothing to download, as "no published output k" is: the table's 4
+        return _fail(EXIT_API, e)
     except (UnsafePath, ValueError) as e:
         return _fail(EXIT_USAGE, e)
+    except OSError as e:  # DIR itself: not writable, full, ...
+        return _fail(EXIT_USAGE, f"cannot write into {args.dir}: {e.strerror or e}"
+                                 + (f" ({e.filename})" if e.filename else ""))
     except Unavailable as e:
         return _fail(EXIT_TIMEOUT, e)
     except ApiError as e:
@@ -69,6 +80,6 @@ def download(client: Client, args) -> int:
     return 0
 
 
-def _fail(code: int, error: Exception) -> int:
+def _fail(code: int, error: Exception | str) -> int:
     print(f"nbl: {error}", file=sys.stderr)
     return code

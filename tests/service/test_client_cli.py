@@ -18,6 +18,8 @@ import pytest
 from cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
+# This checkout's cli and nbl_client (an installed nbl_client may be another checkout's).
+PYTHONPATH = os.pathsep.join([str(REPO), str(REPO / "clients" / "python")])
 JOB_ID = "job_" + "0" * 32
 
 
@@ -81,7 +83,7 @@ def api_server():
 
 
 def nbl(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NBL_API_KEY": "nbl_test"}
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH, "NBL_API_KEY": "nbl_test"}
     return subprocess.run([sys.executable, "-m", "cli.main", *argv], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -213,7 +215,7 @@ def test_submit_refuses_a_billion_laughs_and_an_endless_task_file_quickly(tmp_pa
     if argv == ["LAUGHS"]:
         (tmp_path / "laughs.yaml").write_text(LAUGHS)
         argv = [str(tmp_path / "laughs.yaml")]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NBL_API_KEY": "nbl_test"}
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH, "NBL_API_KEY": "nbl_test"}
     out = subprocess.run([sys.executable, "-m", "cli.main", "submit", *argv, "--api-url", "http://127.0.0.1:9",
                           "--connect-timeout", "1"], cwd=REPO, env=env, capture_output=True, text=True,
                          timeout=60, preexec_fn=_limited(2))

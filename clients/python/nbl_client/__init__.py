@@ -1,6 +1,6 @@
 """nbl_client: the Python client of the nbl-service API (httpx and pydantic, no torch)."""
 
-from .client import DEFAULT_URL, Client, MissingKey, WaitTimeout
+from .client import DEFAULT_URL, Client, MissingKey, NoOutput, WaitTimeout
 from .download import ChecksumMismatch, Fetched, UnsafePath
 from .http import ApiError, Unavailable
 from .models import (TERMINAL, Artifact, Event, EventList, Job, JobError, JobList, Metrics, OutputFile, OutputFileList,
@@ -8,5 +8,5 @@ from .models import (TERMINAL, Artifact, Event, EventList, Job, JobError, JobLis
 
 __all__ = ["DEFAULT_URL", "TERMINAL", "ApiError", "Artifact", "ChecksumMismatch", "Client", "Event", "EventList",
            "Metrics", "OutputResult", "Result",
-           "Fetched", "Job", "JobError", "JobList", "MissingKey", "OutputFile", "OutputFileList", "Unavailable",
+           "Fetched", "Job", "JobError", "JobList", "MissingKey", "NoOutput", "OutputFile", "OutputFileList", "Unavailable",
            "UnsafePath", "WaitTimeout"]

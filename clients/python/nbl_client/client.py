@@ -31,6 +31,10 @@ class MissingKey(ValueError):
     """No API key was given, nor set in NBL_API_KEY."""
 
 
+class NoOutput(ValueError):
+    """The job has no published output (yet): nothing to download. A ValueError, as it always was."""
+
+
 class WaitTimeout(Unavailable):
     """The job did not end within `wait`'s timeout; `.job` is its last state."""
 
@@ -127,20 +131,24 @@ class Client:
                                                                deadline=_deadline(timeout)))
 
     def output_k(self, job_id: str, k: int | None = None, *, timeout: float | None = None) -> int:
-        """`k`, or when None the k of the job's only published output (ValueError if several, or none)."""
+        """`k`, or when None the k of the job's only published output: ValueError if it has several
+        (choose one), NoOutput (a ValueError) if none."""
         if k is not None:
             return k
-        ks = sorted({a.k for a in self.job(job_id, timeout=timeout).artifacts if a.k is not None})
-        if len(ks) != 1:
-            has = f"outputs k={','.join(map(str, ks))}: choose one" if ks else "no published output"
-            raise ValueError(f"job {job_id} has {has}")
+        job = self.job(job_id, timeout=timeout)
+        ks = sorted({a.k for a in job.artifacts if a.k is not None})
+        if not ks:
+            raise NoOutput(f"job {job_id} has no published output (it is {job.status})")
+        if len(ks) > 1:
+            raise ValueError(f"job {job_id} has outputs k={','.join(map(str, ks))}: choose one")
         return ks[0]
 
     def download(self, job_id: str, k: int | None, dest: str | os.PathLike, *, timeout: float | None = None,
                  on_file: Callable[[Fetched], None] | None = None) -> list[Fetched]:
         """Every file of the job's output k into `dest` (created), each checked against its listed
         sha256 and renamed into place whole; a partial file from an earlier run is resumed. k=None:
-        the job's only output (ValueError if it has several, or none). Raises ChecksumMismatch,
-        ApiError (e.g. 409 output-on-hub: the problem's `hub_url` says where it is) or Unavailable."""
+        the job's only output (ValueError if it has several, NoOutput if none). Raises ChecksumMismatch,
+        ApiError (e.g. 409 output-on-hub: the problem's `hub_url` says where it is), Unavailable, or
+        UnsafePath (a listed path that would leave `dest`, or a symlink or file where a folder goes)."""
         listing = self.files(job_id, self.output_k(job_id, k, timeout=timeout), timeout=timeout)
         return fetch_all(self._api, listing.data, Path(dest), _deadline(timeout), on_file)

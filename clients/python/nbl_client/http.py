@@ -159,7 +159,7 @@ def _title(resp) -> str:
 def _json_or_error(resp) -> dict:
     try:
         body = resp.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the decoder's bound: not an answer we read
         body = {"title": resp.reason_phrase, "detail": resp.text[:500]}
     if resp.status_code >= 400:
         raise ApiError(resp.status_code, body if isinstance(body, dict) else {"detail": str(body)[:500]})
