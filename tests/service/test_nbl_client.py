@@ -84,6 +84,33 @@ def test_wait_follows_a_job_to_its_end(api, sessions):
     assert "stage" in kinds and kinds.count("status") >= 2  # each event handed over once, in order
 
 
+def test_list_objects_are_sequences_of_their_items(api, sessions, settings, tmp_path):
+    """The README's `nbl.files(job_id, k)` used as a list: iterating it gave pydantic's (field, value)
+    pairs, so `f.path` failed; `.data` still works."""
+    from worker.publish.local import LocalDir
+
+    job = api.submit(body(k=1, metadata={"ci": "seq"}))
+    staged = tmp_path / "staged"
+    (staged / "sub").mkdir(parents=True)
+    (staged / "config.json").write_text("{}\n")
+    (staged / "sub" / "w.bin").write_bytes(b"w" * 10)
+    with sessions() as s:
+        token = states.claim_job(s, job.id, 60)
+        published = LocalDir(settings.publish_dir, "alpha", "out", job.id).publish(staged, 1, several=False)
+        assert store.save_artifact(s, job.id, 1, published.kind, published.uri, lease_token=token)
+        states.finish(s, job.id, token, "succeeded")
+
+    files = api.files(job.id, 1)
+    assert sorted(f.path for f in files) == ["config.json", "sub/w.bin"] == sorted(f.path for f in files.data)
+    assert len(files) == 2 and files[0] == files.data[0] and files[-1].size in (3, 10) and files[0] in files
+    assert [f.path for f in api.download(job.id, None, tmp_path / "dl")] == [f.path for f in files]
+    jobs = api.jobs(metadata={"ci": "seq"})
+    assert [j.id for j in jobs] == [job.id] and len(jobs) == 1 and jobs[0].status == "succeeded"
+    events = api.events(job.id)
+    assert [e.kind for e in events] == [e.kind for e in events.data] and events[-1].message == "succeeded"
+    assert list(api.jobs(status="failed")) == [] and len(api.jobs(status="failed")) == 0
+
+
 def test_a_client_needs_a_key_and_a_url(monkeypatch):
     monkeypatch.delenv("NBL_API_KEY", raising=False)
     with pytest.raises(MissingKey):

@@ -9,6 +9,7 @@ and `status` are required, so a client still reads a job that lacks a field it k
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +20,20 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+class Items(Sequence):
+    """A list object of the API (a page of jobs or events, an output's files) is a sequence of its
+    `data`: `for f in nbl.files(job, 4)`, `len(page)`, `page[0]`. `.data` stays, as it always was."""
+
+    def __iter__(self) -> Iterator:  # not pydantic's (field, value) pairs: the items
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index):
+        return self.data[index]
 
 
 class JobError(Model):
@@ -145,7 +160,7 @@ class Job(Model):
         return self.status in TERMINAL
 
 
-class JobList(Model):
+class JobList(Items, Model):
     data: list[Job]
     has_more: bool = False
     next_cursor: str | None = None
@@ -163,7 +178,7 @@ class Event(Model):
     data: dict[str, Any] | None = None
 
 
-class EventList(Model):
+class EventList(Items, Model):
     data: list[Event]
     has_more: bool = False
     last_id: int | None = None
@@ -176,7 +191,7 @@ class OutputFile(Model):
     url: str  # relative to the API's base URL
 
 
-class OutputFileList(Model):
+class OutputFileList(Items, Model):
     job_id: str
     k: int
     data: list[OutputFile]
