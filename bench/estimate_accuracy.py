@@ -35,9 +35,9 @@ sys.path.insert(0, str(HERE))
 
 from memory_cpu import build_model  # noqa: E402
 
-from service.estimates.classes import parse_classes, place  # noqa: E402
-from service.estimates.model import Options, estimate  # noqa: E402
-from service.estimates.shapes import shape_of  # noqa: E402
+from nbl.sizing.classes import parse_classes, place  # noqa: E402
+from nbl.sizing.model import Options, estimate  # noqa: E402
+from nbl.sizing.shapes import shape_of  # noqa: E402
 
 LLAMA_70B = {"hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 28672, "num_attention_heads": 64,
              "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
@@ -178,7 +178,7 @@ def report(rows: list[dict], out: Path) -> None:
     b = result["llama_70b_calibration_one_gpu"]
     lines += ["", "Each row's estimate is `nbl estimate` with the same options on `--devices cpu`; `--reuse` "
               "re-estimates the stored peaks with today's formulas. The evaluated rows' peak is the evaluation's "
-              "loss over a 2,048-token window: service/estimates/model.py's logit_bytes (the logits, their float32 "
+              "loss over a 2,048-token window: nbl/sizing/model.py's logit_bytes (the logits, their float32 "
               "copy and the log-softmax) was set from these two rows (one float32 copy alone left them 26-34% "
               "short), so they check its structure, not independently its constant; the other rows are "
               "independent of any constant set from them."]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from cli.eval import add_eval_options  # argparse wiring only: torch loads inside commands
 from cli.gates import EXIT_QUALITY, add_gate_option, gates_from_args
-from service.jobs import recipe as R
+from nbl import recipe as R
 from cli.selection_options import add_selection_options, print_selection, selection_from_args
-from service.jobs.score_fields import CRITERIA, MEASURED, SCORE_FIELDS
+from nbl.score_fields import CRITERIA, MEASURED, SCORE_FIELDS
 
 
 def _ks(text: str) -> list[int]:
@@ -159,7 +159,7 @@ def cmd_compress(args) -> int:
 
 
 def recipe(args, espec=None) -> R.Recipe:
-    """The flags as the same Recipe a job's request becomes (service/jobs/recipe.py); `espec`: what --eval
+    """The flags as the same Recipe a job's request becomes (nbl/recipe.py); `espec`: what --eval
     measures (cli/eval.py's EvalSpec of the evaluation flags)."""
     evaluation = R.Evaluation()
     if espec is not None:

@@ -80,12 +80,12 @@ def _devices(args) -> list[str] | None:
 
 def cmd_estimate(args) -> int:
     from service.core.settings import Settings
-    from service.estimates.classes import gb, place, queue_of
+    from nbl.sizing.classes import gb, place, queue_of
     from service.estimates.configs import ConfigUnavailable, model_config
     from service.estimates.jobs import as_json, classes
-    from service.estimates.model import Options, estimate
-    from service.estimates.shapes import shape_of
-    from service.estimates.spread import Memory
+    from nbl.sizing.model import Options, estimate
+    from nbl.sizing.shapes import shape_of
+    from nbl.sizing.spread import Memory
     from service.jobs.model_checks import config_problems
 
     _check(args)

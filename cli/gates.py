@@ -1,4 +1,4 @@
-"""`nbl compress --eval --gate SPEC`: the job's quality gates (service/jobs/gates.py), locally.
+"""`nbl compress --eval --gate SPEC`: the job's quality gates (nbl/gates.py), locally.
 
     --gate wikitext2:ppl:+10%      perplexity on wikitext2 at most 10 % above the base's
     --gate arc_easy:acc:-0.02      accuracy on arc_easy at most 0.02 below the base's (also -2%: 2 points)
@@ -18,8 +18,8 @@ import argparse
 import re
 from pathlib import Path
 
-from service.jobs import recipe as R
-from service.jobs.gates import unmeasured
+from nbl import recipe as R
+from nbl.gates import unmeasured
 
 EXIT_QUALITY = 5
 EXIT_CODES = """exit codes:

@@ -3,7 +3,7 @@ order the evaluation reports them (perplexity, tasks, speed, parameters; never a
 column for the base, then for each output its value, its delta and its relative change, in
 readable numbers (cli/client_format.py readable: 106,200,000, not 1.062e+08).
 
-Pure functions of the API's JSON (JobOut.result, service/jobs/result_schema.py).
+Pure functions of the API's JSON (JobOut.result, nbl/result_schema.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ on, in the same forms as the calibration dataset's; and the selection table prin
 
 from __future__ import annotations
 
-from service.jobs import recipe as R
+from nbl import recipe as R
 
 
 def add_selection_options(p) -> None:

@@ -68,7 +68,7 @@ def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/Sm
                 uri = _publish(settings, who.team_name, job_id, k, len(ks) > 1, files)
                 store.save_artifact(s, job_id, k, "local", uri, lease_token=token)
         if gate is not None:  # +gate relative WikiText-2 perplexity, checked as the worker checks it
-            from service.jobs.recipe import Gates
+            from nbl.recipe import Gates
             from worker import gates
 
             from service.core.models import Job

@@ -1,6 +1,6 @@
 """What this worker holds: its devices (Settings.devices / `nbl worker --devices`, else every visible
 GPU, else the CPU), the memory of each, and the host's memory; and so the worker-class queues it
-consumes (service/estimates/classes.py).
+consumes (nbl/sizing/classes.py).
 
 A worker serves a class when it has at least the class's number of GPUs, each with at least 90% of
 the class's memory (an "80 GB" card reports ~79.6 GiB to torch, a "24 GB" one ~22.5 GiB). The host
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from service.estimates.classes import WorkerClass, queue_of
+from nbl.sizing.classes import WorkerClass, queue_of
 
 SERVE_MARGIN = 0.9
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from service.jobs.gates import ACC_METRIC, PPL_METRIC
-from service.jobs.recipe import Gates
+from nbl.gates import ACC_METRIC, PPL_METRIC
+from nbl.recipe import Gates
 
 Metrics = Mapping[str, Mapping[str, float | None]]  # {"base": {...}, "k4": {...}}, flat names
 

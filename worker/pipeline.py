@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from service.jobs.recipe import Evaluation, Recipe
-from service.jobs.score_fields import GREEDY_WIDTH
+from nbl.recipe import Evaluation, Recipe
+from nbl.score_fields import GREEDY_WIDTH
 
 from .engine import compress
 from .engine.config import from_recipe

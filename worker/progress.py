@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from service.estimates.model import EVAL_TOKENS_PER_CORPUS, TASK_DOCS, TASK_TOKENS_PER_DOC
-from service.jobs.recipe import Recipe
+from nbl.sizing.model import EVAL_TOKENS_PER_CORPUS, TASK_DOCS, TASK_TOKENS_PER_DOC
+from nbl.recipe import Recipe
 from worker.engine.auto_k import MEASURED, expected_sets
 
 STAGES = ("load", "calibrate", "score", "select", "compress", "check", "evaluate", "publish")  # select: measured only

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import shutil
 
-from service.outputs import lru
+from nbl import lru
 from service.core.paths import scratch_dir
 from service.core.settings import Settings
 

@@ -29,7 +29,7 @@ from service.core.models import Job, Team
 from service.core.paths import model_source, publish_dir, scratch_dir
 from service.core.secrets import decrypt
 from service.jobs.reconciler import drop_reason
-from service.jobs.recipe import Publishing, Recipe, from_request
+from nbl.recipe import Publishing, Recipe, from_request
 from service.core.settings import Settings
 from service.estimates.store import keep_estimate
 

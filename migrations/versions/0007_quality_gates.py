@@ -4,7 +4,7 @@ Revision ID: 0007
 Revises: 0006
 Create Date: 2026-12-01
 
-A job with `gates` (service/jobs/gates.py) stores its checks, {"passed", "checks": [...]}, for GET
+A job with `gates` (nbl/gates.py) stores its checks, {"passed", "checks": [...]}, for GET
 /v1/jobs/{id} to show; a job whose outputs all failed them ends `failed` with error_type `quality`,
 which the CHECK constraint now allows. Nullable: jobs without gates, and jobs before this revision,
 have none. The downgrade turns `quality` failures into `user` ones (the gates were the request's) so

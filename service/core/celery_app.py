@@ -39,7 +39,7 @@ def broker_transport_options(settings: Settings) -> dict:
 
 def default_queue(settings: Settings) -> str:
     """Where a job without an estimate goes: the first (smallest) worker class's queue."""
-    from service.estimates.classes import parse_classes, queue_of
+    from nbl.sizing.classes import parse_classes, queue_of
 
     return queue_of(settings.queue_name, parse_classes(settings.worker_classes)[0])
 

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from service.jobs.score_fields import GREEDY_WIDTH
+from nbl.score_fields import GREEDY_WIDTH
 
 
 def _env(*names: str) -> AliasChoices:
@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     stats_cache_max_bytes: int = Field(default=50 * 10**9, ge=0,
                                        validation_alias=_env("NBL_STATS_CACHE_MAX_BYTES"),
                                        description="cap on the statistics cache, least recently used entries "
-                                       "evicted first (service/outputs/lru.py); 0: no cache")
+                                       "evicted first (nbl/lru.py); 0: no cache")
 
     # --- queue ---------------------------------------------------------------------------------
     queue_name: str = Field(default="nbl", validation_alias=_env("NBL_QUEUE"),
@@ -70,7 +70,7 @@ class Settings(BaseSettings):
                                 validation_alias=_env("NBL_WORKER_CLASSES"),
                                 description="NAME=DEVICESxDEVICE_GiB/HOST_GiB, smallest first; a job goes to the "
                                 "queue <NBL_QUEUE>-<NAME> of the first class that holds its estimate "
-                                "(service/estimates/classes.py)")
+                                "(nbl/sizing/classes.py)")
     task_soft_time_limit_s: int = Field(default=6 * 3600 - 300, ge=60,
                                         validation_alias=_env("NBL_TASK_SOFT_TIME_LIMIT"))
     task_time_limit_s: int = Field(default=6 * 3600, ge=60,
@@ -191,7 +191,7 @@ class Settings(BaseSettings):
             self.visibility_timeout_s = self.task_time_limit_s + 3600
         if self.task_soft_time_limit_s >= self.task_time_limit_s:
             raise ValueError("NBL_TASK_SOFT_TIME_LIMIT must be below NBL_TASK_TIME_LIMIT")
-        from service.estimates.classes import parse_classes
+        from nbl.sizing.classes import parse_classes
 
         parse_classes(self.worker_classes)  # a bad NBL_WORKER_CLASSES fails here, at startup
         self.webhook_networks  # noqa: B018 - a bad NBL_WEBHOOK_ALLOWLIST entry fails here, at startup
@@ -202,7 +202,7 @@ class Settings(BaseSettings):
     @property
     def webhook_networks(self) -> tuple:
         """NBL_WEBHOOK_ALLOWLIST as ip_network objects."""
-        from service.webhooks.urls import parse_networks
+        from nbl.webhook_urls import parse_networks
 
         return parse_networks(self.webhook_allowlist)
 

@@ -9,16 +9,16 @@ goes to, or of the largest class when none holds it.
 from __future__ import annotations
 
 from service.core.settings import Settings
-from service.jobs.recipe import Recipe
-from service.jobs.score_fields import GREEDY_WIDTH
+from nbl.recipe import Recipe
+from nbl.score_fields import GREEDY_WIDTH
 
-from .classes import Placement, WorkerClass, parse_classes, place, queue_of
-from .model import Estimate, Options
-from .shapes import shape_of
+from nbl.sizing.classes import Placement, WorkerClass, parse_classes, place, queue_of
+from nbl.sizing.model import Estimate, Options
+from nbl.sizing.shapes import shape_of
 
 
 def job_options(recipe: Recipe, host_cache_bytes: int | None, greedy_width: int = GREEDY_WIDTH, **overrides) -> Options:
-    """A job's Recipe (service/jobs/recipe.py: the API's and the worker's one form of the request)."""
+    """A job's Recipe (nbl/recipe.py: the API's and the worker's one form of the request)."""
     cal, comp, ev = recipe.calibration, recipe.compression, recipe.evaluation
     return Options(
         k_auto=comp.max_ppl_increase is not None, greedy_width=greedy_width,

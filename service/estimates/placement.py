@@ -15,13 +15,13 @@ import time
 
 from service.core.errors import InvalidRequest, NotReady
 from service.core.settings import Settings
-from service.jobs.recipe import from_request
+from nbl.recipe import from_request
 from service.jobs.schemas import LOCAL_PREFIX, JobCreate
 
-from .classes import Placement
+from nbl.sizing.classes import Placement
 from .configs import ConfigUnavailable, model_config
 from .jobs import place_job, placement_json
-from .shapes import ShapeError
+from nbl.sizing.shapes import ShapeError
 
 HUB_TIMEOUT_S = 5.0  # a client waits on this GET; a slower Hub leaves the job to the worker's check
 HUB_RETRY_AFTER_S = 60.0  # after the Hub could not be reached, jobs skip the fetch this long (an offline API)

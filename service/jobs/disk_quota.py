@@ -17,7 +17,7 @@ from service.core.paths import publish_dir
 from service.core.settings import Settings
 from service.jobs.schemas import JobCreate
 from service.keys.auth import Principal
-from service.outputs.lru import tree_size
+from nbl.lru import tree_size
 from service.outputs.quota import Check, usage
 
 

@@ -15,9 +15,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.core.models import Job, LayerScore
-from service.jobs import recipe as R
+from nbl import recipe as R
 from service.jobs.responses import LayerList, LayerMark, LayerModeScores, LayerScoresOut
-from service.jobs.score_fields import CRITERION_FIELD, HIGHER_FIRST
+from nbl.score_fields import CRITERION_FIELD, HIGHER_FIRST
 
 
 def ranks(values: Mapping[int, float | None], criterion: str) -> dict[int, int]:

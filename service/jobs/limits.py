@@ -4,9 +4,9 @@ errors in FastAPI's shape, so they answer 422 as the schema's own do."""
 from __future__ import annotations
 
 from service.core.settings import Settings
-from service.jobs.gates import gate_errors
+from nbl.gates import gate_errors
 from service.jobs.schemas import JobCreate
-from service.jobs.selection_schema import selection_errors
+from nbl.selection_schema import selection_errors
 
 
 def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from service.estimates.shapes import out_of_bounds
+from nbl.sizing.shapes import out_of_bounds
 from service.jobs.schemas import LOCAL_PREFIX, JobCreate
 from service.core.settings import Settings
 

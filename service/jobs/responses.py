@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_serializer
 
-from service.jobs.result_schema import JobResult
-from service.jobs.score_fields import SCORE_FIELDS
-from service.jobs.selection_out import SelectionOut
-from service.jobs.selection_schema import without_none
+from nbl.result_schema import JobResult
+from nbl.score_fields import SCORE_FIELDS
+from nbl.selection_out import SelectionOut
+from nbl.selection_schema import without_none
 
 
 class Response(BaseModel):

@@ -19,13 +19,13 @@ from typing import Annotated, Any, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, SecretStr, StrictBool, StrictInt,
                       Tag, model_serializer, model_validator)
 
-from service.jobs import recipe as R
-from service.jobs.dataset_names import refuse_local_reader
-from service.jobs.gates import GatesSpec
-from service.jobs.score_fields import CRITERIA, MEASURED
-from service.jobs.selection_schema import BudgetSpec, check_budget, without_none
-from service.jobs.task_records import parse_lines, text_lines
-from service.webhooks.urls import MAX_URL_LENGTH, check_syntax
+from nbl import recipe as R
+from nbl.dataset_names import refuse_local_reader
+from nbl.gates import GatesSpec
+from nbl.score_fields import CRITERIA, MEASURED
+from nbl.selection_schema import BudgetSpec, check_budget, without_none
+from nbl.task_records import parse_lines, text_lines
+from nbl.webhook_urls import MAX_URL_LENGTH, check_syntax
 
 # --- grammars ------------------------------------------------------------------------------------
 

@@ -163,7 +163,7 @@ def check_webhook_url(spec: JobCreate, settings: Settings) -> None:
     Checked again at each delivery, since DNS answers change."""
     if spec.webhook_url is None:
         return
-    from service.webhooks.urls import WebhookUrlError, resolve_checked
+    from nbl.webhook_urls import WebhookUrlError, resolve_checked
 
     try:
         resolve_checked(spec.webhook_url, settings.webhook_networks)

@@ -40,7 +40,7 @@ from service.core.models import (
     UTCDateTime,
     utcnow,
 )
-from service.jobs.result import finite as finite_tree
+from nbl.result import finite as finite_tree
 from service.webhooks import delivery as webhooks
 
 EVENT_KINDS = {k.value for k in EventKind}

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from service.core.models import Artifact, EventKind, Job, LayerScore, Metric, Team, utcnow
 from service.jobs.schemas import JobCreate
 from service.jobs.states import event, finite, owned
-from service.jobs.score_fields import SCORE_FIELDS
+from nbl.score_fields import SCORE_FIELDS
 
 
 # --- reading -------------------------------------------------------------------------------------

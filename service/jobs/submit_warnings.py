@@ -7,7 +7,7 @@ Pure: the request as validated (pydantic's fields_set says what was given) and t
 
 from __future__ import annotations
 
-from service.jobs import recipe as R
+from nbl import recipe as R
 
 SLOW_S = 3600.0  # an estimate whose fast end passes an hour is worth a word before the job starts
 

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from service.core.models import Artifact, EventKind, Job, JobEvent
 from service.jobs.responses import ArtifactOut, JobError, JobOut
-from service.jobs.result import finite, job_result
+from nbl.result import finite, job_result
 from service.outputs.schemas import public_uri
 
 

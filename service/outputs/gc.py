@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from service.outputs import lru
+from nbl import lru
 from service.core.paths import staging_root
 from service.core.settings import Settings
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.outputs.lru import tree_size
+from nbl.lru import tree_size
 
 SETTING = "NBL_TEAM_DISK_QUOTA_BYTES"
 

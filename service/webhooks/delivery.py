@@ -45,7 +45,7 @@ from service.core.settings import Settings
 from service.jobs.views import job_view
 from service.webhooks import post
 from service.webhooks.signing import team_secret
-from service.webhooks.urls import Resolver, system_resolver
+from nbl.webhook_urls import Resolver, system_resolver
 
 log = logging.getLogger(__name__)
 

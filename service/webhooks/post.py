@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from service.webhooks.signing import signed_headers
-from service.webhooks.urls import IPAddress, Network, Resolver, WebhookUrlError, resolve_checked
+from nbl.webhook_urls import IPAddress, Network, Resolver, WebhookUrlError, resolve_checked
 
 USER_AGENT = "nbl-service-webhooks/1"
 T = TypeVar("T")

@@ -59,7 +59,7 @@ def test_k_auto_with_no_k_within_the_budget_says_so():
 
 
 def test_the_expected_sets_price_the_selection_and_a_measured_job_plans_a_select_stage():
-    from service.jobs.recipe import Calibration, Compression, Recipe, Selection
+    from nbl.recipe import Calibration, Compression, Recipe, Selection
     from worker.engine.auto_k import expected_sets
     from worker.progress import plan
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cli import main as cli
-from service.jobs.result_schema import JobResult
+from nbl.result_schema import JobResult
 
 
 def strict(text: str):

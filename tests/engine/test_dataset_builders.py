@@ -12,7 +12,7 @@ import os
 import pytest
 
 from conftest import save_tiny_checkpoint
-from service.jobs import dataset_names
+from nbl import dataset_names
 from cli import main as cli
 from worker.engine.data import DataError, DatasetSpec, load_texts
 
@@ -76,7 +76,7 @@ class RecordingSink:
 def test_a_job_reaching_the_data_loader_with_csv_reads_nothing_of_the_working_directory(canary_cwd, tmp_path):
     """The worker's pipeline given a spec naming `csv` (as a job stored before the API refused it would):
     it fails as a user error, and the secret is in no error or event."""
-    from service.jobs.recipe import Calibration, Compression, Recipe
+    from nbl.recipe import Calibration, Compression, Recipe
     from worker.pipeline import Paths, run
     from worker.publish.local import LocalDir
 

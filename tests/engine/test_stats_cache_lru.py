@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from service.outputs import lru
+from nbl import lru
 from worker.engine import stats_cache
 from worker.engine.stats import LayerAccumulator
 

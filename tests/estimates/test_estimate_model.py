@@ -1,4 +1,4 @@
-"""The estimate's arithmetic (service/estimates/model.py) against the engine it describes, and the
+"""The estimate's arithmetic (nbl/sizing/model.py) against the engine it describes, and the
 figures issue 12 asks of it."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from configs import LLAMA_8B, LLAMA_70B, TINY
-from service.estimates.classes import DEFAULT, parse_classes, place
-from service.estimates.model import CUDA_CONTEXT_DEVICE, CUDA_CONTEXT_HOST, Options, default_batch_size, estimate, holdout_count, sums_bytes
-from service.estimates.shapes import ShapeError, shape_of
-from service.estimates.spread import HEADROOM, Memory, Spread, spread
+from nbl.sizing.classes import DEFAULT, parse_classes, place
+from nbl.sizing.model import CUDA_CONTEXT_DEVICE, CUDA_CONTEXT_HOST, Options, default_batch_size, estimate, holdout_count, sums_bytes
+from nbl.sizing.shapes import ShapeError, shape_of
+from nbl.sizing.spread import HEADROOM, Memory, Spread, spread
 
 GiB = 2**30
 

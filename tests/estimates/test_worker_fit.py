@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from configs import HUGE, TINY, write_config
-from service.jobs.recipe import from_request
+from nbl.recipe import from_request
 from service.jobs.schemas import JobCreate
 from worker import preflight
 from worker.engine.loading import ModelError
@@ -46,7 +46,7 @@ def preflight_host() -> int:
 def test_the_pipeline_hands_its_estimate_to_the_sink_before_loading(tmp_path):
     """On the way to the data loader (a `csv` dataset stops it there, after the model's checks)."""
     from conftest import save_tiny_checkpoint
-    from service.jobs.recipe import Calibration, Compression, Recipe
+    from nbl.recipe import Calibration, Compression, Recipe
     from worker.pipeline import Options, Paths, run
     from worker.publish.local import LocalDir
 

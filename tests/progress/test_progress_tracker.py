@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.jobs.recipe import Calibration, Compression, Evaluation, Recipe
+from nbl.recipe import Calibration, Compression, Evaluation, Recipe
 from worker.progress import STAGES, StageCost, Tracker, plan
 
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from publish_helpers import TOKEN, compress_tiny, fake_hub, tree, write_text_file  # noqa: F401 (fixture)
 
-from service.jobs.recipe import from_request
+from nbl.recipe import from_request
 from service.jobs.schemas import JobCreate
 from worker.publish.hub import HubRepo
 from worker.publish.local import LocalDir

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from publish_helpers import compress_tiny, write_text_file
 
-from service.outputs.lru import tree_size
+from nbl.lru import tree_size
 from service.outputs.quota import QuotaExceeded
 from worker.errors import classify
 from worker.pipeline import publish

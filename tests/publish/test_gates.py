@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from service.jobs.recipe import Gates
+from nbl.recipe import Gates
 from worker import gates as G
 from worker.errors import classify
 

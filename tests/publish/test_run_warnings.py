@@ -11,7 +11,7 @@ import pytest
 from huggingface_hub import ModelCard
 
 from cli.gates import gates_from_args, parse_gate
-from service.jobs.recipe import Gates
+from nbl.recipe import Gates
 from worker import run_warnings as W
 from worker.eval.evaluate import EvalSpec
 from worker.eval.truncation import describe, scored

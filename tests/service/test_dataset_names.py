@@ -10,7 +10,7 @@ from service_testlib import assert_problem, body
 from test_input_safety import job_count
 
 from service.api import create_app
-from service.jobs.dataset_names import PACKAGED_BUILDERS
+from nbl.dataset_names import PACKAGED_BUILDERS
 from service.jobs.schemas import dataset_name
 
 

@@ -1,4 +1,4 @@
-"""The `gates` of a job request (service/jobs/gates.py): validated at submit, a gate on a metric the
+"""The `gates` of a job request (nbl/gates.py): validated at submit, a gate on a metric the
 evaluation does not measure is a 422 naming the field (nothing inserted or queued), and the gates reach
 the Recipe the worker runs; the job view shows no gates until the worker stored its checks."""
 
@@ -9,7 +9,7 @@ from service_testlib import assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select
 
 from service.core.models import Job
-from service.jobs.recipe import Gates, from_request
+from nbl.recipe import Gates, from_request
 from service.jobs.schemas import JobCreate
 
 GATES = {"max_ppl_increase": {"wikitext2": 0.10}, "max_acc_drop": {"arc_easy": 0.02}}

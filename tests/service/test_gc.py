@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from service.outputs import lru
+from nbl import lru
 from cli.main import main
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job, Team, new_job_id

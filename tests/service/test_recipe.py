@@ -2,11 +2,11 @@
 
 import dataclasses
 
-from service.jobs import recipe as R
-from service.jobs.recipe import from_request
+from nbl import recipe as R
+from nbl.recipe import from_request
 from service.jobs.responses import LayerModeScores
 from service.jobs.schemas import JobCreate
-from service.jobs.score_fields import CRITERIA, CRITERION_FIELD, MEASURED, SCORE_FIELDS
+from nbl.score_fields import CRITERIA, CRITERION_FIELD, MEASURED, SCORE_FIELDS
 
 
 def test_a_minimal_request_gets_the_recipes_defaults():

@@ -1,4 +1,4 @@
-"""service/jobs/result.py, the one shape of a job's result: the stored flat names nest into the same
+"""nbl/result.py, the one shape of a job's result: the stored flat names nest into the same
 metrics an evaluation result gives, deltas and relative changes follow the model's shape, and no
 NaN or Infinity survives (JSON has none)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import math
 
-from service.jobs.result import delta, finite, job_result, metrics_of, nest, relative
-from service.jobs.result_schema import JobResult
+from nbl.result import delta, finite, job_result, metrics_of, nest, relative
+from nbl.result_schema import JobResult
 from worker.pipeline import flatten
 
 

@@ -11,9 +11,9 @@ from sqlalchemy import func, select
 
 from service.core.models import Job
 from service.core.settings import Settings
-from service.jobs import recipe as R
+from nbl import recipe as R
 from service.jobs.limits import check_limits
-from service.jobs.recipe import from_request
+from nbl.recipe import from_request
 from service.jobs.schemas import JobCreate
 
 

@@ -8,7 +8,7 @@ import json
 
 from service_testlib import TINY_CONFIG, body
 
-from service.jobs import recipe as R
+from nbl import recipe as R
 from service.jobs.schemas import JobCreate
 from service.jobs.submit_warnings import submit_warnings
 

@@ -1,5 +1,5 @@
 """A job's own evaluation tasks (issue 13 §4): `evaluation.task_files` carries each file's text, checked
-line by line at submit with the parser the worker uses (service/jobs/task_records.py), so a malformed
+line by line at submit with the parser the worker uses (nbl/task_records.py), so a malformed
 file is a 422 naming the file and the line, and nothing is stored or queued. WinoGrande and PIQA are
 task names a job may ask for; the model card quotes a task file by digest, never its text."""
 
@@ -13,7 +13,7 @@ from service_testlib import assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select
 
 from service.core.models import Job
-from service.jobs import recipe as R
+from nbl import recipe as R
 from service.jobs.schemas import JobCreate
 
 CONTEXTS = [{"contexts": ["Sarah beat Maria, so Sarah", "Sarah beat Maria, so Maria"], "continuation": " won.",

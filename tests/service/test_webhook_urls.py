@@ -7,7 +7,7 @@ import ipaddress
 
 import pytest
 
-from service.webhooks.urls import WebhookUrlError, check_syntax, is_public, parse_networks, resolve_checked
+from nbl.webhook_urls import WebhookUrlError, check_syntax, is_public, parse_networks, resolve_checked
 
 PUBLIC = "93.184.215.14"
 

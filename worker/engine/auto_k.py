@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from service.jobs.score_fields import MEASURED  # the criteria that need selection data (beside `loss`)
-from service.jobs.selection_sets import expected_sets  # priced once, for the API's estimate too
+from nbl.score_fields import MEASURED  # the criteria that need selection data (beside `loss`)
+from nbl.selection_sets import expected_sets  # priced once, for the API's estimate too
 
 from .greedy import CHEAP, DEFAULT_WIDTH, Greedy, candidate_order
 from .selection import choose

@@ -1,6 +1,6 @@
 """What one compression run is asked to do: the model, the calibration data, the k values, the method.
 
-The engine's form of a Recipe (service/jobs/recipe.py, where the defaults live) plus the machine's
+The engine's form of a Recipe (nbl/recipe.py, where the defaults live) plus the machine's
 directories and limits; `from_recipe` builds it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.jobs import recipe as R
+from nbl import recipe as R
 
 from .data import DatasetSpec
 from .scores import DEFAULT_RIDGE

@@ -27,8 +27,8 @@ from typing import Iterable, Iterator
 
 import torch
 
-from service.jobs import recipe as R
-from service.jobs.dataset_names import refuse_packaged_builder
+from nbl import recipe as R
+from nbl.dataset_names import refuse_packaged_builder
 
 from .hub_ids import refuse_path_shadowing
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-from service.jobs.score_fields import GREEDY_WIDTH
+from nbl.score_fields import GREEDY_WIDTH
 
 from .selection import ranking
 

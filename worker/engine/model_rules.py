@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from service.estimates.shapes import out_of_bounds
+from nbl.sizing.shapes import out_of_bounds
 
 from . import custom_code
 from .modeling_nbl import FAMILIES

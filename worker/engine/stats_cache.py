@@ -15,7 +15,7 @@ renamed into place once complete, so a reader sees a whole entry or none. Reader
 shard at a time (scoring, and `fit` reads only the chosen layers).
 
 The directory is capped (NBL_STATS_CACHE_MAX_BYTES): the worker evicts the least recently used
-entries after each job (service/outputs/lru.py); a hit touches its entry, so recency is use, not creation.
+entries after each job (nbl/lru.py); a hit touches its entry, so recency is use, not creation.
 A reader opens every file of its entry at once: an eviction meanwhile leaves them readable.
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load, save_file
 
-from service.outputs import lru
+from nbl import lru
 
 from .stats import LayerStats
 

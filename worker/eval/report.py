@@ -1,17 +1,17 @@
 """One report, base vs compressed: the JSON view and the printed table, side by side with deltas.
 
-Deltas are model - base, "relative" is (model - base) / |base|, both computed by service/jobs/result.py
+Deltas are model - base, "relative" is (model - base) / |base|, both computed by nbl/result.py
 as for the API's `result`; for throughputs the table also shows the ratio (the speed-up). A suite
 (benchmarks/suite.py) adds its average, the one number its paper reports, and names the tasks it skipped.
 """
 
 from __future__ import annotations
 
-from service.jobs.result import calibration_of, delta as result_delta, finite, metrics_of, output_entry, relative
+from nbl.result import calibration_of, delta as result_delta, finite, metrics_of, output_entry, relative
 
 
 def json_view(result: dict) -> dict:
-    """The nested metrics of service/jobs/result.py (perplexity, tasks, speed, params: the API's
+    """The nested metrics of nbl/result.py (perplexity, tasks, speed, params: the API's
     `result` shape), and "suite" ({"name", "average", "tasks_run", "tasks_total", "scores", "skipped"})
     when one was run."""
     out = metrics_of(result)
@@ -40,7 +40,7 @@ def report(model: dict, base: dict | None = None) -> dict:
 
 
 def compress_result(view: dict, base: dict | None, results: dict[int, dict]) -> dict:
-    """`nbl compress --json`'s "result": the API's JobResult shape (service/jobs/result.py) from its
+    """`nbl compress --json`'s "result": the API's JobResult shape (nbl/result.py) from its
     calibration, its outputs and the evaluation results (base, and {k: result} of each output)."""
     base_m = metrics_of(base) if base else None
     return {"calibration": calibration_of(view["calibration"]), "base": base_m,

@@ -1,7 +1,7 @@
 """One model's evaluation as one fraction, reported often enough to check for a cancel.
 
 The parts (each perplexity corpus, each task, the speed runs) are weighted by their expected tokens, the
-estimate's own figures (service/estimates/model.py); inside a part, by the windows or batches done. A
+estimate's own figures (nbl/sizing/model.py); inside a part, by the windows or batches done. A
 perplexity window of 2048 tokens can take over ten seconds on a CPU, so while a forward runs a pre-hook
 on every decoder layer re-reports the current fraction (`beating`): the reporter (the job's sink) writes
 at most once a second, and checks for a cancel when it writes.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from service.estimates.model import EVAL_TOKENS_PER_CORPUS, TASK_DOCS, TASK_TOKENS_PER_DOC
+from nbl.sizing.model import EVAL_TOKENS_PER_CORPUS, TASK_DOCS, TASK_TOKENS_PER_DOC
 
 SPEED_TOKENS = 8192  # the speed runs' weight: a few prefills and decodes
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from service.core.paths import OWNER_FILE, STAGING_DIR, local_uri
 from service.outputs import manifest
-from service.outputs.lru import tree_size
+from nbl.lru import tree_size
 from service.outputs.quota import Check, QuotaExceeded, usage
 
 from .destination import Published

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from service.jobs.recipe import CRITERION, MODE
-from service.jobs.score_fields import CRITERION_FIELD, HIGHER_FIRST, MEASURED
+from nbl.recipe import CRITERION, MODE
+from nbl.score_fields import CRITERION_FIELD, HIGHER_FIRST, MEASURED
 
 from .plot_selection import GREEDY, draw_greedy, greedy_panel
 

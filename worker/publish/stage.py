@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Protocol
 
-from service.outputs.lru import tree_size
+from nbl.lru import tree_size
 
 from ..engine.saving import SCORES_FILE
 from ..errors import RetryPolicy

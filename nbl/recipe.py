@@ -21,7 +21,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from service.jobs.task_records import text_lines
+from nbl.task_records import text_lines
 
 DATASET = "c4"
 SPLIT = "train"
@@ -103,7 +103,7 @@ class Publishing:
 
 @dataclass(frozen=True)
 class Gates:
-    """Quality gates (service/jobs/gates.py): per corpus the largest relative perplexity rise, per task
+    """Quality gates (nbl/gates.py): per corpus the largest relative perplexity rise, per task
     the largest absolute accuracy drop, both against the base; worker/gates.py checks them."""
 
     max_ppl_increase: Mapping[str, float] = field(default_factory=dict)

@@ -27,8 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from service.jobs.score_fields import GREEDY_WIDTH, MEASURED
-from service.jobs.selection_sets import expected_sets
+from nbl.score_fields import GREEDY_WIDTH, MEASURED
+from nbl.selection_sets import expected_sets
 
 from .shapes import DTYPE_BYTES, Shape
 from .spread import Memory, Spread, spread

@@ -1,4 +1,4 @@
-"""The typed `result` of a job (JobOut.result), the OpenAPI's view of service/jobs/result.py.
+"""The typed `result` of a job (JobOut.result), the OpenAPI's view of nbl/result.py.
 
 The metric families are written once as tables of (field, type, description, example); each yields
 two models: the values (also used for `delta`, model - base, whose counts stay whole) and the
