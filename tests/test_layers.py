@@ -1,9 +1,12 @@
 """The shape of the code, checked from its source (as tests/service/test_service_no_torch.py does for
-torch): the import graph of service/, worker/ and cli/ has no circles and runs one way, and no
+torch): the import graph of nbl/, service/, worker/ and cli/ has no circles and runs one way, and no
 file is over 300 lines.
 
-Layers, lowest first: service <- worker <- cli; inside the worker, engine <- eval, publish <-
-pipeline <- tasks. The graph is built from the AST of every module, imports inside functions
+Layers, lowest first: nbl <- service <- worker <- cli. nbl is the shared vocabulary: it imports none
+of the others, and of the outside world only the standard library and pydantic (no torch, no
+database). Inside the service, core (settings, DB, errors, the Celery handle) imports no domain
+(jobs, estimates, ...); the engine (worker/engine) imports nothing from the service and runs
+without it (`nbl compress`); inside the worker, engine <- eval, publish <- pipeline <- tasks. The graph is built from the AST of every module, imports inside functions
 included (they run too, only later), so a circle hidden behind a local import is still a circle.
 """
 
@@ -11,16 +14,25 @@ from __future__ import annotations
 
 import ast
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("service", "worker", "cli")
+PACKAGES = ("nbl", "service", "worker", "cli")
 MAX_LINES = 300
-SIZED = ("service", "worker", "cli", "clients", "integrations")
+SIZED = ("nbl", "service", "worker", "cli", "clients", "integrations")
+# What nbl may import from outside itself: the standard library and these.
+NBL_THIRD_PARTY = {"pydantic"}
+# The service's domains: every subpackage but core (read from the tree, so a new domain is covered).
+DOMAINS = sorted(f"service.{p.name}" for p in (ROOT / "service").iterdir()
+                 if (p / "__init__.py").is_file() and p.name != "core")
 
 # (importer prefix, imported prefix) pairs that must never appear: a lower layer importing a higher.
 FORBIDDEN = [
+    ("nbl", "service"), ("nbl", "worker"), ("nbl", "cli"),
     ("service", "worker"), ("service", "cli"),
+    *[("service.core", domain) for domain in DOMAINS],
+    ("worker.engine", "service"),
     ("worker", "cli"),
     *[("worker.engine", higher) for higher in ("worker.eval", "worker.publish", "worker.pipeline", "worker.tasks")],
     *[(mid, higher) for mid in ("worker.eval", "worker.publish") for higher in ("worker.pipeline", "worker.tasks")],
@@ -161,10 +173,39 @@ def test_the_checks_can_fail(tmp_path):
     assert violations({"service.jobs.store": {"worker.tasks"}, "worker.engine.scores": {"worker.pipeline"},
                        "worker.eval.x": {"worker.engine.y"}, "cli.main": {"worker.tasks"}}) == {
         ("service.jobs.store", "worker.tasks"), ("worker.engine.scores", "worker.pipeline")}
+    assert {"service.jobs", "service.estimates", "service.webhooks"} <= set(DOMAINS)
+    assert violations({"nbl.recipe": {"service.core.settings"}, "worker.engine.data": {"service.jobs.schemas"},
+                       "service.core.paths": {"service.jobs.schemas"}, "service.core.db": {"service.core.settings"},
+                       "service.jobs.schemas": {"nbl.recipe"}, "worker.tasks": {"service.jobs.states"}}) == {
+        ("nbl.recipe", "service.core.settings"), ("worker.engine.data", "service.jobs.schemas"),
+        ("service.core.paths", "service.jobs.schemas")}
+    nbl_bad = tmp_path / "nbl_bad.py"
+    nbl_bad.write_text("import os\nimport torch.nn\nfrom sqlalchemy import select\nfrom pydantic import BaseModel\n"
+                       "from . import recipe\n")
+    assert outside_imports(nbl_bad) == {"torch", "sqlalchemy"}
     bad = tmp_path / "bad.py"
     bad.write_text("from service.jobs.schemas import _x\nfrom service.jobs import store\nstore._y\n")
     assert private_imports("bad", bad, {"service.jobs.store"}) == [
         "bad: from service.jobs.schemas import _x", "bad: store._y"]
+
+
+def outside_imports(path: Path) -> set[str]:
+    """The top-level packages a module imports (anywhere in its body) that are neither the standard
+    library, nbl itself, nor NBL_THIRD_PARTY."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return {m for m in found if m not in sys.stdlib_module_names and m != "nbl" and m not in NBL_THIRD_PARTY}
+
+
+def test_nbl_stands_on_the_standard_library_and_pydantic_only():
+    """No torch, no database, no web framework, no broker: nbl is what the API, the engine and the CLI
+    all import, so it must not pull any of them in."""
+    found = {module_name(p): outside_imports(p) for p in sorted((ROOT / "nbl").rglob("*.py"))}
+    assert {m: sorted(s) for m, s in found.items() if s} == {}
 
 
 def test_no_source_file_over_300_lines():

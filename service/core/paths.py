@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from service.jobs.schemas import LOCAL_PREFIX, simple_name
+from nbl.names import LOCAL_PREFIX, simple_name
 from service.core.settings import Settings
 
 STAGING_DIR = ".nbl-staging"

@@ -13,9 +13,10 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
+from nbl.names import LOCAL_PREFIX, model_id
+from service.core.paths import local_model_dir
 from service.core.settings import Settings
 from service.jobs.model_checks import CONFIG, read_config
-from service.jobs.schemas import LOCAL_PREFIX, model_id
 
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -44,8 +45,6 @@ def model_config(model: str, settings: Settings, revision: str | None = None, *,
     except ValueError as e:
         raise ConfigUnavailable(str(e)) from None
     if model.startswith(LOCAL_PREFIX):
-        from service.core.paths import local_model_dir
-
         directory = local_model_dir(settings, model)
         config = read_config(directory) if directory.is_dir() else None
         if config is None:

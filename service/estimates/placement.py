@@ -16,7 +16,8 @@ import time
 from service.core.errors import InvalidRequest, NotReady
 from service.core.settings import Settings
 from nbl.recipe import from_request
-from service.jobs.schemas import LOCAL_PREFIX, JobCreate
+from nbl.names import LOCAL_PREFIX
+from service.jobs.schemas import JobCreate
 
 from nbl.sizing.classes import Placement
 from .configs import ConfigUnavailable, model_config

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from nbl.names import LOCAL_PREFIX
 from nbl.sizing.shapes import out_of_bounds
-from service.jobs.schemas import LOCAL_PREFIX, JobCreate
+from service.core.paths import local_model_dir
+from service.jobs.schemas import JobCreate
 from service.core.settings import Settings
 
 CONFIG = "config.json"
@@ -62,8 +64,6 @@ def submit_problems(spec: JobCreate, settings: Settings) -> list[dict]:
     model = spec.model.id
     if not model.startswith(LOCAL_PREFIX):
         return []
-    from service.core.paths import local_model_dir  # not at import: service.core.paths imports the schemas too
-
     errors: list[dict] = []
 
     def add(loc: tuple[str, ...], msg: str, kind: str) -> None:

@@ -22,6 +22,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Fiel
 from nbl import recipe as R
 from nbl.dataset_names import refuse_local_reader
 from nbl.gates import GatesSpec
+from nbl.names import HUB_PART, REVISION, SIMPLE, hub_id, model_id, revision, simple_name
 from nbl.score_fields import CRITERIA, MEASURED
 from nbl.selection_schema import BudgetSpec, check_budget, without_none
 from nbl.task_records import parse_lines, text_lines
@@ -29,9 +30,6 @@ from nbl.webhook_urls import MAX_URL_LENGTH, check_syntax
 
 # --- grammars ------------------------------------------------------------------------------------
 
-_HUB_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
-_SIMPLE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
-_REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,254}")
 _CONFIG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SPLIT = re.compile(r"[A-Za-z0-9_]+(?:\[[0-9:%+-]*\])?(?:\+[A-Za-z0-9_]+(?:\[[0-9:%+-]*\])?)*")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
@@ -42,50 +40,12 @@ PERPLEXITY_CORPORA = ("wikitext2", "c4")
 # The shipped tasks, and the paper's two that run when lm-eval's data is in the worker's Hugging Face cache
 EVAL_TASKS = ("arc_easy", "arc_challenge", "hellaswag", "boolq", "openbookqa", "lambada_openai", "mmlu",
               "piqa", "winogrande")
-LOCAL_PREFIX = "local:"
 K_HARD_MAX = 4096  # no model has more layers; Settings.max_k is the deployment's own cap
-
-
-def hub_id(value: str, *, need_owner: bool = False) -> str:
-    """The Hugging Face Hub's repo-id grammar: `[owner/]name`, parts of [A-Za-z0-9._-], no leading
-    or trailing separator, no `--` or `..`, no `.git` suffix, at most 96 characters a part."""
-    parts = value.split("/")
-    if len(parts) > 2 or (need_owner and len(parts) != 2):
-        raise ValueError("expected a Hub repo id `owner/name`" if need_owner else
-                         "expected a Hub repo id `owner/name` (or `local:NAME` for a model under NBL_MODELS_DIR)")
-    for part in parts:
-        if not _HUB_PART.fullmatch(part) or "--" in part or ".." in part or part.endswith(".git"):
-            raise ValueError(f"{value!r} is not a valid Hub repo id: parts use A-Z a-z 0-9 . _ -, "
-                             "start and end with a letter or digit, no '--' or '..'")
-    return value
-
-
-def simple_name(value: str) -> str:
-    if not _SIMPLE.fullmatch(value) or ".." in value:
-        raise ValueError(f"{value!r} is not a simple name (A-Z a-z 0-9 . _ -, at most 128 characters, no paths)")
-    return value
-
-
-def model_id(value: str) -> str:
-    if value.startswith(LOCAL_PREFIX):
-        simple_name(value[len(LOCAL_PREFIX):])
-        return value
-    return hub_id(value)
 
 
 def dataset_name(value: str) -> str:
     refuse_local_reader(value)  # a file name, or one of datasets' built-in loaders of local files
     return value if value in DATASET_ALIASES else hub_id(value)
-
-
-def revision(value: str) -> str:
-    """A git ref name or commit (git check-ref-format): no `..`, `//`, component starting with `.`
-    or ending in `.lock`, no trailing `/` or `.`; the character set leaves out `@{ ~^:?*[\\` and spaces."""
-    parts = value.split("/")
-    if (not _REVISION.fullmatch(value) or ".." in value or "//" in value or value.endswith(("/", "."))
-            or any(p.startswith(".") or p.endswith(".lock") for p in parts)):
-        raise ValueError(f"{value!r} is not a valid revision (a branch, tag or commit)")
-    return value
 
 
 def _pattern(rx: re.Pattern, what: str):
@@ -119,8 +79,8 @@ def _distinct(values: list) -> list:
 
 # The grammars, documented in the OpenAPI schema (`pattern`) so clients and fuzzers know them; the
 # validators stay the authority (they also refuse `--` and `..`, which a plain pattern cannot say).
-_P_HUB = f"{_HUB_PART.pattern}(?:/{_HUB_PART.pattern})?"
-_P_SIMPLE = _SIMPLE.pattern
+_P_HUB = f"{HUB_PART.pattern}(?:/{HUB_PART.pattern})?"
+_P_SIMPLE = SIMPLE.pattern
 
 
 def _doc_pattern(rx: str) -> dict:
@@ -129,10 +89,10 @@ def _doc_pattern(rx: str) -> dict:
 
 ModelId = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra=_doc_pattern(
     f"local:{_P_SIMPLE}|{_P_HUB}")), AfterValidator(model_id)]
-Revision = Annotated[str, Field(min_length=1, max_length=255, json_schema_extra=_doc_pattern(_REVISION.pattern)),
+Revision = Annotated[str, Field(min_length=1, max_length=255, json_schema_extra=_doc_pattern(REVISION.pattern)),
                      AfterValidator(revision)]
 HubRepoId = Annotated[str, Field(min_length=3, max_length=200, json_schema_extra=_doc_pattern(
-    f"{_HUB_PART.pattern}/{_HUB_PART.pattern}")), AfterValidator(lambda v: hub_id(v, need_owner=True))]
+    f"{HUB_PART.pattern}/{HUB_PART.pattern}")), AfterValidator(lambda v: hub_id(v, need_owner=True))]
 SimpleName = Annotated[str, Field(min_length=1, max_length=128, json_schema_extra=_doc_pattern(_P_SIMPLE)),
                        AfterValidator(simple_name)]
 KValue = Annotated[StrictInt, Field(ge=1, le=K_HARD_MAX)]
