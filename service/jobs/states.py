@@ -41,7 +41,7 @@ from service.core.models import (
     utcnow,
 )
 from nbl.result import finite as finite_tree
-from service.webhooks import delivery as webhooks
+from service.jobs import outbox
 
 EVENT_KINDS = {k.value for k in EventKind}
 ERROR_TYPES = {e.value for e in ErrorType}
@@ -79,7 +79,7 @@ def event(session: Session, job_id: str, kind: str, *, message: str | None = Non
 def _changed(session: Session, job_id: str, status: str, now: datetime, message: str, **data: Any) -> None:
     """The status event and the webhook outbox row of a transition, in its transaction."""
     event(session, job_id, EventKind.status.value, message=message, data={"status": status, **data}, now=now)
-    webhooks.enqueue(session, job_id, status, now)  # no event for queued or cancelling: enqueue skips them
+    outbox.enqueue(session, job_id, status, now)  # no event for queued or cancelling: enqueue skips them
 
 
 # --- create --------------------------------------------------------------------------------------

@@ -1,10 +1,8 @@
 """Job webhooks per Standard Webhooks (https://www.standardwebhooks.com): an outbox and a deliverer.
 
-Producer: `enqueue(session, job_id, event)` is called inside the transaction that moves a job to
-a new state (service.jobs.states, the only caller), so the event commits or rolls
-back with the change. It writes one `webhook_deliveries` row with the exact body:
-
-    {"type": "job.succeeded", "timestamp": "...Z", "data": <the job, as GET /v1/jobs/{id} shows it>}
+Producer: service/jobs/outbox.py, inside the transaction that moves a job to a new state (the job's
+state machine writes the row with the change), so this package needs nothing of the jobs: each row
+holds its exact body already.
 
 Deliverer: `deliver_due(session, settings)` (the deliverer thread beside each reconcile loop,
 service.webhooks.deliverer, or `nbl admin deliver-webhooks`) POSTs the due rows, a few at once,
@@ -20,10 +18,7 @@ webhook that fails cannot change a job's state.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -32,9 +27,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from nbl.webhook_urls import Resolver, system_resolver
 from service.core.models import (
     Job,
-    JobStatus,
     WebhookAttempt,
     WebhookDelivery,
     WebhookStatus,
@@ -42,61 +37,17 @@ from service.core.models import (
 )
 from service.core.secrets import SecretError
 from service.core.settings import Settings
-from service.jobs.views import job_view
 from service.webhooks import post
 from service.webhooks.signing import team_secret
-from nbl.webhook_urls import Resolver, system_resolver
 
 log = logging.getLogger(__name__)
 
-EVENTS = {  # job status -> event type
-    JobStatus.running.value: "job.running",
-    JobStatus.succeeded.value: "job.succeeded",
-    JobStatus.failed.value: "job.failed",
-    JobStatus.cancelled.value: "job.cancelled",
-}
-# Keys never sent in a webhook body, at any depth (belt and braces: the job view holds none today).
-_SECRET_KEY = re.compile(r"(^|_)token$|secret|password|authorization|api_?key", re.IGNORECASE)
-
-
-# --- payloads (pure) ---------------------------------------------------------------------------
+# --- retries (pure) ----------------------------------------------------------------------------
 
 
 def backoff_s(attempts: int, base: float, cap: float) -> float:
     """Wait after the `attempts`-th failed attempt: base, 2 base, 4 base, ... at most cap."""
     return min(cap, base * 2 ** max(attempts - 1, 0))
-
-
-def scrub(value):
-    """A copy of a JSON value without any key that names a secret."""
-    if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items() if not _SECRET_KEY.search(str(k))}
-    if isinstance(value, list):
-        return [scrub(v) for v in value]
-    return value
-
-
-# --- the outbox ----------------------------------------------------------------------------------
-
-
-def enqueue(session: Session, job_id: str, status: str, now: datetime | None = None) -> str | None:
-    """Queue the event for a job's new `status`, in the caller's transaction (no commit). Returns
-    the webhook-id, or None when the job has no webhook_url or the status has no event."""
-    event = EVENTS.get(status)
-    if event is None:
-        return None
-    job = session.scalar(select(Job).where(Job.id == job_id).execution_options(populate_existing=True))
-    url = (job.spec or {}).get("webhook_url") if job is not None else None
-    if not url:
-        return None
-    now = now or utcnow()
-    body = {"type": event, "timestamp": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "data": scrub(job_view(session, job).model_dump(mode="json"))}
-    msg_id = "msg_" + os.urandom(16).hex()
-    session.add(WebhookDelivery(id=msg_id, job_id=job_id, event=event, url=url, status=WebhookStatus.pending.value,
-                                payload=json.dumps(body, separators=(",", ":")), attempts=0, next_attempt_at=now,
-                                created_at=now))
-    return msg_id
 
 
 # --- the deliverer -------------------------------------------------------------------------------

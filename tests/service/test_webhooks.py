@@ -20,6 +20,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from webhook_receiver import Receiver
 
 from service.jobs import service as jobs, states
+from service.jobs import outbox
 from service.webhooks import delivery as webhooks
 from service.webhooks import signing
 from service.api import create_app
@@ -310,7 +311,7 @@ def test_scrub_drops_secret_looking_keys_at_any_depth():
                       "evaluation": {"max_tokens": 10}},
              "list": [{"api_key": "k", "Authorization": "Bearer x", "client_secret": "s", "password": "p"}],
              "metrics": {"calibration": {"tokens": 4096}}}
-    assert webhooks.scrub(value) == {"spec": {"publish": {"repo_id": "a/b"}, "metadata": {"k": "v"},
+    assert outbox.scrub(value) == {"spec": {"publish": {"repo_id": "a/b"}, "metadata": {"k": "v"},
                                               "evaluation": {"max_tokens": 10}},
                                      "list": [{}], "metrics": {"calibration": {"tokens": 4096}}}
 
