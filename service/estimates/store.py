@@ -5,12 +5,11 @@ from __future__ import annotations
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from service.core.cas import cas
 from service.core.models import Job
 
 
 def keep_estimate(session: Session, job_id: str, figures: dict) -> bool:
     """Store `figures` unless the job has an estimate already: the API's, which chose its queue, stays."""
-    done = session.execute(update(Job).where(Job.id == job_id, Job.estimate.is_(None)).values(estimate=figures)
-                           .execution_options(synchronize_session=False)).rowcount == 1
-    session.commit()
-    return done
+    return cas(session, update(Job).where(Job.id == job_id, Job.estimate.is_(None)).values(estimate=figures),
+               commit=True)

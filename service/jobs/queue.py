@@ -15,6 +15,7 @@ from celery import Celery
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
+from service.core.cas import cas
 from service.core.celery_app import RUN_JOB
 from service.core.models import Job, JobStatus, utcnow
 
@@ -54,10 +55,7 @@ def dispatch_one(session: Session, celery: Celery, job_id: str, seen: datetime |
     after Settings.redispatch_after_s, like a message the broker lost."""
     stamp = utcnow()
     unchanged = Job.dispatched_at.is_(None) if seen is None else Job.dispatched_at == seen
-    claimed = session.execute(update(Job).where(Job.id == job_id, unchanged).values(dispatched_at=stamp)
-                              .execution_options(synchronize_session=False))
-    session.commit()
-    if claimed.rowcount != 1:
+    if not cas(session, update(Job).where(Job.id == job_id, unchanged).values(dispatched_at=stamp), commit=True):
         return False
     if send_run_job(celery, job_id, job_queue(session, job_id)):
         return True

@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, case, false, or_, select, update
 from sqlalchemy.orm import Session
 
+from service.core.cas import cas
 from service.core.errors import CancelNotPossible, InvalidJobState
 from service.core.models import (
     OWNED,
@@ -120,30 +121,22 @@ def claim_job(session: Session, job_id: str, lease_seconds: int, *, max_attempts
     takeover = and_(Job.status == JobStatus.running.value, expired)
     if max_attempts is not None:
         takeover = and_(takeover, Job.attempt < max_attempts)
-    res = session.execute(
-        update(Job)
-        .where(Job.id == job_id, or_(Job.status == JobStatus.queued.value, takeover))
-        .values(status=JobStatus.running.value, attempt=Job.attempt + 1, lease_token=token, lease_owner=owner,
-                lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now, updated_at=now,
-                started_at=case((Job.started_at.is_(None), now_param), else_=Job.started_at))
-        .execution_options(synchronize_session=False)
-    )
-    if res.rowcount == 1:
+    if cas(session, update(Job)
+           .where(Job.id == job_id, or_(Job.status == JobStatus.queued.value, takeover))
+           .values(status=JobStatus.running.value, attempt=Job.attempt + 1, lease_token=token, lease_owner=owner,
+                   lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now, updated_at=now,
+                   started_at=case((Job.started_at.is_(None), now_param), else_=Job.started_at))):
         attempt = session.scalar(select(Job.attempt).where(Job.id == job_id))
         _changed(session, job_id, JobStatus.running.value, now, f"running (attempt {attempt})", attempt=attempt)
         session.commit()
         return token
     # A cancel arrived for a job whose worker died: nobody will reach the next checkpoint.
-    res = session.execute(
-        update(Job)
-        .where(Job.id == job_id, Job.status == JobStatus.cancelling.value, Job.lease_expires_at < now)
-        .values(status=JobStatus.cancelled.value, finished_at=now, updated_at=now, lease_expires_at=None,
-                hub_token_encrypted=None)
-        .execution_options(synchronize_session=False)
-    )
-    if res.rowcount == 1:
+    if cas(session, update(Job)
+           .where(Job.id == job_id, Job.status == JobStatus.cancelling.value, Job.lease_expires_at < now)
+           .values(status=JobStatus.cancelled.value, finished_at=now, updated_at=now, lease_expires_at=None,
+                   hub_token_encrypted=None)):
         _changed(session, job_id, JobStatus.cancelled.value, now, "cancelled")
-    session.commit()
+        session.commit()
     return None
 
 
@@ -155,10 +148,7 @@ def heartbeat(session: Session, job_id: str, lease_token: str, lease_seconds: in
         values["lease_expires_at"] = now + timedelta(seconds=lease_seconds)
     else:  # keep the same lease length as the claim gave
         values["lease_expires_at"] = now + _lease_length(session, job_id, lease_token)
-    res = session.execute(update(Job).where(owned(job_id, lease_token)).values(**values)
-                          .execution_options(synchronize_session=False))
-    session.commit()
-    return res.rowcount == 1
+    return cas(session, update(Job).where(owned(job_id, lease_token)).values(**values), commit=True)
 
 
 def _lease_length(session: Session, job_id: str, lease_token: str) -> timedelta:
@@ -185,10 +175,7 @@ def finish(session: Session, job_id: str, lease_token: str, status: str, error_t
                               "eta_seconds": None, "hub_token_encrypted": None}  # a job's own token dies with it
     if status == JobStatus.succeeded.value:
         values.update(progress=1.0, stage_progress=1.0)
-    res = session.execute(update(Job).where(owned(job_id, lease_token)).values(**values)
-                          .execution_options(synchronize_session=False))
-    if res.rowcount != 1:
-        session.rollback()
+    if not cas(session, update(Job).where(owned(job_id, lease_token)).values(**values)):
         return False
     data = {"error_type": error_type} if error_type else {}
     _changed(session, job_id, status, now, status if not error_message else f"{status}: {error_message[:500]}", **data)
@@ -220,11 +207,8 @@ def request_cancel(session: Session, job: Job) -> bool:
     else:
         session.rollback()
         raise InvalidJobState(f"job {job.id} is already {job.status}; only queued or running jobs can be cancelled")
-    res = session.execute(update(Job).where(Job.id == job.id, Job.status == job.status, Job.publishing_at.is_(None))
-                          .values(cancel_requested=True, updated_at=now, **target)
-                          .execution_options(synchronize_session=False))
-    if res.rowcount != 1:
-        session.rollback()
+    if not cas(session, update(Job).where(Job.id == job.id, Job.status == job.status, Job.publishing_at.is_(None))
+               .values(cancel_requested=True, updated_at=now, **target)):
         return False
     _changed(session, job.id, target["status"], now, target["status"], requested_by="api")  # job.cancelled if queued
     session.commit()
@@ -240,13 +224,10 @@ def begin_publish(session: Session, job_id: str, lease_token: str) -> bool:
     now = utcnow()
     first = case((Job.publishing_at.is_(None), bindparam("publish_now", now, type_=UTCDateTime())),
                  else_=Job.publishing_at)
-    res = session.execute(update(Job)
-                          .where(Job.id == job_id, Job.status == JobStatus.running.value,
-                                 Job.lease_token == lease_token, Job.cancel_requested == false())
-                          .values(publishing_at=first, updated_at=now)
-                          .execution_options(synchronize_session=False))
-    if res.rowcount != 1:
-        session.rollback()
+    if not cas(session, update(Job)
+               .where(Job.id == job_id, Job.status == JobStatus.running.value,
+                      Job.lease_token == lease_token, Job.cancel_requested == false())
+               .values(publishing_at=first, updated_at=now)):
         return False
     event(session, job_id, EventKind.log.value, message="publishing began: the job can no longer be cancelled",
           stage="publish", now=now)
@@ -269,15 +250,11 @@ def requeue_lost(session: Session, job, max_attempts: int, now: datetime) -> str
     """The reconciler's running -> queued, if the lease it saw (`job`: a row with id, lease_token,
     attempt, stage, lease_owner) is still the one held and still expired. Returns the event's
     message, or None when the worker renewed its lease in time or another reconciler got there first."""
-    res = session.execute(
-        update(Job)
-        .where(Job.id == job.id, Job.status == JobStatus.running.value, Job.lease_token == job.lease_token,
-               Job.lease_expires_at < now)
-        .values(status=JobStatus.queued.value, lease_token=None, lease_expires_at=None, dispatched_at=None,
-                progress=0.0, stage_progress=None, eta_seconds=None, updated_at=now)
-        .execution_options(synchronize_session=False))
-    if res.rowcount != 1:
-        session.rollback()
+    if not cas(session, update(Job)
+               .where(Job.id == job.id, Job.status == JobStatus.running.value, Job.lease_token == job.lease_token,
+                      Job.lease_expires_at < now)
+               .values(status=JobStatus.queued.value, lease_token=None, lease_expires_at=None, dispatched_at=None,
+                       progress=0.0, stage_progress=None, eta_seconds=None, updated_at=now)):
         return None
     who = f"worker {job.lease_owner}" if job.lease_owner else "worker"
     message = f"queued again: {who} lost at stage {job.stage or 'claim'} (attempt {job.attempt} of {max_attempts})"

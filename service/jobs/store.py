@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
+from service.core.cas import cas
 from service.core.models import Artifact, EventKind, Job, LayerScore, Metric, Team, utcnow
 from service.jobs.schemas import JobCreate
 from service.jobs.states import event, finite, owned
@@ -95,10 +96,7 @@ def set_progress(session: Session, job_id: str, stage: str, progress: float, eta
     if lease_token is not None and row.lease_expires_at is not None and row.heartbeat_at is not None:
         values.update(heartbeat_at=now, lease_expires_at=now + max(row.lease_expires_at - row.heartbeat_at,
                                                                    timedelta(seconds=5)))
-    res = session.execute(update(Job).where(owned(job_id, lease_token)).values(**values)
-                          .execution_options(synchronize_session=False))
-    if res.rowcount != 1:
-        session.rollback()
+    if not cas(session, update(Job).where(owned(job_id, lease_token)).values(**values)):
         return False
     figures = dict(stage=stage, progress=progress, stage_progress=stage_progress, eta=eta, now=now)
     extra = dict(data or {})
@@ -118,11 +116,8 @@ def set_progress(session: Session, job_id: str, stage: str, progress: float, eta
 def set_selected_layers(session: Session, job_id: str, selected: Iterable[Mapping], *,
                         lease_token: str | None = None) -> bool:
     """The layers replaced per output: [{"k": 4, "mode": "attn", "layers": [..]}, ...]."""
-    res = session.execute(update(Job).where(owned(job_id, lease_token))
-                          .values(selected_layers=[dict(s) for s in selected], updated_at=utcnow())
-                          .execution_options(synchronize_session=False))
-    session.commit()
-    return res.rowcount == 1
+    return cas(session, update(Job).where(owned(job_id, lease_token))
+               .values(selected_layers=[dict(s) for s in selected], updated_at=utcnow()), commit=True)
 
 
 # --- results -------------------------------------------------------------------------------------
@@ -193,16 +188,11 @@ def save_artifact(session: Session, job_id: str, k: int | None, kind: str, uri: 
 
 def save_selection(session: Session, job_id: str, selection: Mapping, *, lease_token: str | None = None) -> bool:
     """What a measured selection (greedy, auto, k auto) tried and chose (auto_k.Chooser.record), shown on the job."""
-    res = session.execute(update(Job).where(owned(job_id, lease_token)).values(selection=dict(selection),
-                                                                              updated_at=utcnow())
-                          .execution_options(synchronize_session=False))
-    session.commit()
-    return res.rowcount == 1
+    return cas(session, update(Job).where(owned(job_id, lease_token)).values(selection=dict(selection),
+                                                                            updated_at=utcnow()), commit=True)
 
 
 def save_gates(session: Session, job_id: str, gates: Mapping, *, lease_token: str | None = None) -> bool:
     """The job's quality-gate checks, {"passed": bool, "checks": [...]} (worker/gates.py), shown on the job."""
-    res = session.execute(update(Job).where(owned(job_id, lease_token)).values(gates=dict(gates), updated_at=utcnow())
-                          .execution_options(synchronize_session=False))
-    session.commit()
-    return res.rowcount == 1
+    return cas(session, update(Job).where(owned(job_id, lease_token)).values(gates=dict(gates), updated_at=utcnow()),
+               commit=True)

@@ -28,6 +28,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from nbl.webhook_urls import Resolver, system_resolver
+from service.core.cas import cas
 from service.core.models import (
     Job,
     WebhookAttempt,
@@ -122,14 +123,10 @@ def _claim(session: Session, settings: Settings, delivery_id: str, now: datetime
     deliverer has it. The claim pushes the row's time out, so that a second deliverer running now
     skips it; if this process dies mid-send, the row comes due again after the hold and is re-sent
     with the same webhook-id."""
-    claimed = session.execute(update(WebhookDelivery)
-                              .where(WebhookDelivery.id == delivery_id,
-                                     WebhookDelivery.status == WebhookStatus.pending.value,
-                                     WebhookDelivery.next_attempt_at <= now)
-                              .values(next_attempt_at=now + claim_hold(settings))
-                              .execution_options(synchronize_session=False))
-    session.commit()
-    if claimed.rowcount != 1:
+    if not cas(session, update(WebhookDelivery)
+               .where(WebhookDelivery.id == delivery_id, WebhookDelivery.status == WebhookStatus.pending.value,
+                      WebhookDelivery.next_attempt_at <= now)
+               .values(next_attempt_at=now + claim_hold(settings)), commit=True):
         return None, None, None
     row = session.get(WebhookDelivery, delivery_id, populate_existing=True)
     claim = Claim(row.id, row.job_id, row.event, row.url, row.payload, row.attempts)
