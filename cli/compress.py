@@ -99,12 +99,12 @@ def cmd_compress(args) -> int:
     from cli.eval import eval_spec
     from service.core.settings import Settings
     from worker.eval.report import compress_result, finite, print_table, report
-    from worker.pipeline import Options, Paths, run
+    from worker.pipeline import run
+    from worker.run_settings import run_options, run_paths
     from worker.publish.in_place import InPlace
     from worker.gates import QualityFailure
     from worker.publish.loadcheck import LoadCheckError
     from worker.engine.hub_access import HubUnreachable
-    from worker.errors import RetryPolicy
 
     if args.max_model_bytes is not None and args.max_model_bytes < 1:
         raise ValueError(f"--max-model-bytes must be positive, got {args.max_model_bytes}")
@@ -116,19 +116,15 @@ def cmd_compress(args) -> int:
         raise ValueError(f"the host cache budget must be a number of bytes, got {args.host_cache_bytes}")
     espec = eval_spec(args) if args.eval else None  # checked before the long part
     settings = Settings()  # the one reader of NBL_*: directories and the defaults of the limits below
-    paths = Paths(work_dir=args.out, stats_dir=settings.stats_dir, stats_cache=not args.no_cache,
-                  eval_cache=not args.no_cache, spill_dir=settings.spill_dir, data_dir=settings.data_dir,
-                  models_dir=settings.models_dir, home=settings.home)
+    paths = run_paths(settings, args.out, stats_cache=not args.no_cache, eval_cache=not args.no_cache)
     progress = sys.stderr.isatty() or not args.json
-    options = Options(
-        devices=args.devices, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-        product_dtype=args.stats_precision, check_timeout_s=settings.load_check_timeout_s,
-        max_model_bytes=args.max_model_bytes if args.max_model_bytes is not None else settings.max_model_bytes,
-        host_cache_bytes=args.host_cache_bytes if args.host_cache_bytes is not None else settings.host_cache_bytes,
+    limits = {k: v for k, v in dict(max_model_bytes=args.max_model_bytes, host_cache_bytes=args.host_cache_bytes,
+                                    greedy_width=args.greedy_width or None).items() if v is not None}  # else NBL_*
+    options = run_options(  # the hub retries (NBL_HUB_ATTEMPTS) and load-check timeout as a worker's
+        settings, devices=args.devices, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+        product_dtype=args.stats_precision,
         fit_check=False,  # the user chose this machine; the engine's own limits still hold
-        load_check=not args.no_load_check, local_paths=True, progress=progress,
-        greedy_width=args.greedy_width or settings.greedy_width,
-        retry=RetryPolicy(settings.hub_attempts, settings.hub_backoff_s))  # NBL_HUB_ATTEMPTS, as a worker
+        load_check=not args.no_load_check, local_paths=True, progress=progress, **limits)
     sink = ConsoleSink(verbose=progress)
     try:
         result = run(recipe(args, espec), sink, paths, InPlace(args.out) if args.out is not None else None, options)

@@ -34,9 +34,10 @@ from service.core.settings import Settings
 from service.estimates.store import keep_estimate
 
 from . import ownership, retention
-from .errors import RetryPolicy, classify
+from .errors import classify
 from .redact import Redactor
-from .pipeline import Cancelled, Options, Paths, run
+from .run_settings import run_options, run_paths
+from .pipeline import Cancelled, run
 from .progress import StageCost, Tracker, plan
 from .publish.destination import Published
 from .publish.hub import HubRepo
@@ -199,15 +200,8 @@ def run_job(job_id: str) -> str:
         # Read inside the try: a request stored before a rule tightened (e.g. a dataset name refused
         # since) fails the job as `user` rather than leaving it `running` until its lease expires.
         recipe = from_request(db(store.job_spec, job_id))  # stored JSON -> JobCreate -> Recipe, once
-        paths = Paths(work_dir=scratch_dir(settings, job_id), publish_dir=settings.publish_dir,
-                      stats_dir=settings.stats_dir, stats_cache=settings.stats_cache_max_bytes > 0,
-                      spill_dir=settings.spill_dir, data_dir=settings.data_dir, models_dir=settings.models_dir,
-                      home=settings.home)
-        options = Options(devices=settings.devices, max_model_bytes=settings.max_model_bytes,
-                          host_cache_bytes=settings.host_cache_bytes, check_timeout_s=settings.load_check_timeout_s,
-                          greedy_width=settings.greedy_width,
-                          retry=RetryPolicy(settings.hub_attempts, settings.hub_backoff_s))
-        run(recipe, DbSink(job_id, token, plan(recipe)), paths, destination(recipe, job_id), options,
+        paths = run_paths(settings, scratch_dir(settings, job_id), publish_dir=settings.publish_dir)
+        run(recipe, DbSink(job_id, token, plan(recipe)), paths, destination(recipe, job_id), run_options(settings),
             source=model_source(settings, recipe.model))  # local:NAME -> its directory
     except Cancelled as e:
         status, err_msg = "cancelled", str(e)
