@@ -17,7 +17,6 @@ ALLOWED = {
     "worker/engine/distributed.py": "sets GLOO_SOCKET_IFNAME for torch.distributed's processes on one host",
     "worker/publish/loadcheck.py": "hands its environment, secrets removed, to the fresh process it starts",
     "worker/eval/benchmarks/lmeval.py": "forces HF_HUB_OFFLINE / HF_DATASETS_OFFLINE while lm-eval loads tasks",
-    "service/estimates/configs.py": "reads the Hub client's own HF_ENDPOINT and HF_TOKEN, as huggingface_hub does",
     "cli/admin.py": "`nbl admin set-hub-token` reads the token, a one-off secret input, from the environment "
                     "or stdin (read_secret), never a setting",
 }

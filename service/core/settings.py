@@ -19,6 +19,8 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 
 from nbl.score_fields import GREEDY_WIDTH
 
+HUB = "https://huggingface.co"
+
 
 def _env(*names: str) -> AliasChoices:
     """The environment variables a setting reads."""
@@ -83,8 +85,14 @@ class Settings(BaseSettings):
                                      "for the reconciler")
 
     # --- publishing ----------------------------------------------------------------------------
-    hf_endpoint: str = Field(default="https://huggingface.co", validation_alias=_env("NBL_HF_ENDPOINT"),
+    hf_endpoint: str = Field(default=HUB, validation_alias=_env("NBL_HF_ENDPOINT"),
                              description="the Hugging Face Hub the worker publishes to (a test server in tests)")
+    # huggingface_hub's own variables: the worker's downloads read them through huggingface_hub; the API's
+    # config.json fetch (service/estimates/configs.py) reads them here.
+    hf_read_endpoint: str = Field(default=HUB, validation_alias=_env("HF_ENDPOINT"),
+                                  description="the Hugging Face Hub models are read from")
+    hf_token: SecretStr | None = Field(default=None, validation_alias=_env("HF_TOKEN"),
+                                       description="the token of those reads (a gated model's config.json)")
     secret_key: SecretStr | None = Field(default=None, validation_alias=_env("NBL_SECRET_KEY"),
                                          description="Fernet key(s), comma-separated, that encrypt Hub tokens at "
                                          "rest; default: a key file $NBL_HOME/secret.key (mode 0600)")
@@ -168,10 +176,15 @@ class Settings(BaseSettings):
                                         description="behind a TLS proxy that sets X-Forwarded-Proto: the /ui "
                                         "login cookie is Secure when it says https")
 
-    @field_validator("data_dir", "team_disk_quota_bytes", mode="before")
+    @field_validator("data_dir", "team_disk_quota_bytes", "hf_token", mode="before")
     @classmethod
     def _unset_if_empty(cls, value):
         return None if isinstance(value, str) and not value.strip() else value  # NBL_DATA_DIR= means unset
+
+    @field_validator("hf_read_endpoint", mode="before")
+    @classmethod
+    def _hub_if_empty(cls, value):
+        return HUB if isinstance(value, str) and not value.strip() else value  # HF_ENDPOINT= : the Hub
 
     @model_validator(mode="after")
     def _derive(self) -> "Settings":

@@ -7,7 +7,6 @@ downloaded). Errors are ConfigUnavailable, with a message that names the model a
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -50,17 +49,17 @@ def model_config(model: str, settings: Settings, revision: str | None = None, *,
         if config is None:
             raise ConfigUnavailable(f"no model {model!r} on this server (or no readable {CONFIG})")
         return config
-    return hub_config(model, revision, timeout_s)
+    return hub_config(model, revision, settings, timeout_s)
 
 
-def hub_config(repo_id: str, revision: str | None, timeout_s: float = 10.0) -> dict:
+def hub_config(repo_id: str, revision: str | None, settings: Settings, timeout_s: float = 10.0) -> dict:
     """One GET of the file, no retries: the API calls this while a client waits (huggingface_hub's own
-    download retries a lost connection for ~30 s). HF_ENDPOINT and HF_TOKEN are honoured."""
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    download retries a lost connection for ~30 s). From the Settings' HF_ENDPOINT, with their HF_TOKEN."""
+    endpoint = settings.hf_read_endpoint.rstrip("/")
     url = f"{endpoint}/{repo_id}/resolve/{quote(revision or 'main', safe='')}/{CONFIG}"
     headers = {"User-Agent": "nbl-service"}
-    if os.environ.get("HF_TOKEN"):
-        headers["Authorization"] = f"Bearer {os.environ['HF_TOKEN']}"
+    if settings.hf_token is not None:
+        headers["Authorization"] = f"Bearer {settings.hf_token.get_secret_value()}"
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
             raw = resp.read(MAX_CONFIG_BYTES + 1)

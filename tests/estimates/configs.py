@@ -26,15 +26,18 @@ def write_config(directory: Path, config: dict) -> Path:
 
 
 @contextmanager
-def hub_serving(files: dict[str, bytes]):
+def hub_serving(files: dict[str, bytes], authorizations: list | None = None):
     """A stand-in for the Hub's file endpoint (GET /{repo}/resolve/{revision}/config.json), the one call the
-    estimate makes: yields its URL, for HF_ENDPOINT. `files`: repo id -> the bytes of its config.json."""
+    estimate makes: yields its URL, for HF_ENDPOINT. `files`: repo id -> the bytes of its config.json;
+    `authorizations` collects each request's Authorization header (None when it had none)."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
         def do_GET(self):
+            if authorizations is not None:
+                authorizations.append(self.headers.get("Authorization"))
             repo, sep, _ = self.path.lstrip("/").partition("/resolve/")
             body = files.get(repo) if sep and self.path.endswith("/config.json") else None
             self.send_response(200 if body is not None else 404)

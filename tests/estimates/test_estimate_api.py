@@ -34,8 +34,8 @@ def test_estimate_checks_the_body_as_jobs_do(settings, client, auth):
                    422, "validation-error")
 
 
-def test_estimate_of_an_unreachable_hub_model_is_a_503(client, auth, monkeypatch):
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+def test_estimate_of_an_unreachable_hub_model_is_a_503(settings, client, auth, monkeypatch):
+    monkeypatch.setattr(settings, "hf_read_endpoint", "http://127.0.0.1:1")  # HF_ENDPOINT
     p = assert_problem(client.post("/v1/estimates", json={"model": {"id": "org/model"}, "compression": {"k": 1}},
                                    headers=auth), 503, "not-ready")
     assert "cannot fetch config.json from the Hub" in p["detail"]
@@ -71,7 +71,7 @@ def test_every_job_stores_its_estimate(settings, client, auth, sessions):
 
 
 def test_hub_job_without_a_reachable_hub_goes_to_the_first_class(settings, client, auth, sessions, monkeypatch):
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setattr(settings, "hf_read_endpoint", "http://127.0.0.1:1")  # HF_ENDPOINT
     resp = client.post("/v1/jobs", json={"model": {"id": "org/model"}, "compression": {"k": 1}}, headers=auth)
     assert resp.status_code == 201
     with sessions() as s:

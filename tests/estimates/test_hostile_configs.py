@@ -35,13 +35,13 @@ def db_url(pg_url):
 
 
 @pytest.fixture
-def hub(monkeypatch):
-    """serve(repo -> config) -> the Hub stand-in's URL, as HF_ENDPOINT; the API's memory of an unreachable Hub
+def hub(settings, monkeypatch):
+    """serve(repo -> config) -> the Hub stand-in's URL, as the settings' HF_ENDPOINT; the API's memory of an unreachable Hub
     (left by an earlier test) is cleared so that POST /v1/jobs fetches the config."""
     monkeypatch.setattr(placement, "_hub_down_until", 0.0)
     served = {}
     with hub_serving(served) as url:
-        monkeypatch.setenv("HF_ENDPOINT", url)
+        monkeypatch.setattr(settings, "hf_read_endpoint", url)
 
         def serve(repo: str, config) -> str:
             served[repo] = config if isinstance(config, bytes) else json.dumps(config).encode()

@@ -74,7 +74,7 @@ def test_keep_estimate_fills_only_a_missing_one(settings, client, auth, sessions
     from service.core.models import Job
     from service.estimates.store import keep_estimate
 
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setattr(settings, "hf_read_endpoint", "http://127.0.0.1:1")  # HF_ENDPOINT
     hub = client.post("/v1/jobs", json={"model": {"id": "org/model"}, "compression": {"k": 1}}, headers=auth).json()
     write_config(settings.models_dir / "tiny", TINY)
     local = client.post("/v1/jobs", json={**SPEC, "model": {"id": "local:tiny"}}, headers=auth).json()
