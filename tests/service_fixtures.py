@@ -234,11 +234,15 @@ def live_server():
         thread.join(timeout=10)
 
 
+# The folders of the service tests (the API, its CLI and client, the dashboard, the migrations): marked `service`.
+SERVICE_DIRS = ("service", "cli", "client", "ui", "migrations")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "service: the service tests (real Postgres and Redis); `-m 'not service'` skips them")
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if "tests/service/" in str(item.fspath).replace(os.sep, "/"):
+        if any(f"tests/{d}/" in str(item.fspath).replace(os.sep, "/") for d in SERVICE_DIRS):
             item.add_marker(pytest.mark.service)
