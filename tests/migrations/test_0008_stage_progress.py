@@ -3,31 +3,21 @@ them again, keeping the jobs and their events, on SQLite and Postgres."""
 
 from __future__ import annotations
 
-import pytest
+from migrationlib import fresh_url, seed_job  # noqa: F401  (fixtures)
 from sqlalchemy import create_engine, inspect, pool
 
 from service.core import migrate
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def fresh_url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fresh.db'}"
-    return request.getfixturevalue("pg_factory")("prog")
 
 
 def columns(engine, table: str) -> set[str]:
     return {c["name"] for c in inspect(engine).get_columns(table)}
 
 
-def test_0008_adds_and_drops_the_stage_progress_keeping_jobs_and_events(fresh_url):
+def test_0008_adds_and_drops_the_stage_progress_keeping_jobs_and_events(fresh_url, seed_job):
     engine = create_engine(fresh_url, poolclass=pool.NullPool)
     migrate.upgrade(fresh_url, "0007")
+    seed_job(engine, "running", 0.25, 1)
     with engine.begin() as conn:
-        conn.exec_driver_sql("INSERT INTO teams (id, name, created_at) VALUES (1, 'alpha', CURRENT_TIMESTAMP)")
-        conn.exec_driver_sql("INSERT INTO jobs (id, team_id, status, progress, spec, created_at, updated_at, attempt, "
-                             "cancel_requested) VALUES ('job_1', 1, 'running', 0.25, '{}', CURRENT_TIMESTAMP, "
-                             "CURRENT_TIMESTAMP, 1, false)")
         conn.exec_driver_sql("INSERT INTO job_events (job_id, created_at, kind, stage, progress) VALUES "
                              "('job_1', CURRENT_TIMESTAMP, 'stage', 'calibrate', 0.25)")
     migrate.upgrade(fresh_url, "0008")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from migrationlib import fresh_url  # noqa: F401  (fixtures)
 from sqlalchemy import create_engine, inspect, pool
 
 from service.core import migrate
@@ -13,15 +14,7 @@ from service.core.models import Base
 from service.core.settings import Settings
 
 
-
 TABLES = {"teams", "api_keys", "jobs", "job_events", "layer_scores", "metrics", "artifacts"}
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def fresh_url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fresh.db'}"
-    return request.getfixturevalue("pg_factory")("mig")
 
 
 def test_upgrade_downgrade_upgrade(fresh_url):
