@@ -149,7 +149,7 @@ def job_page(request: Request, job_id: str, session: SessionDep, who: Who) -> Re
     return page(request, "job.html", who=who, job=job, recipe=views.recipe(job.spec), events=events,
                 age=views.age(job.created_at, now), timeline=views.timeline(events, job, now),
                 charts=chart.job_charts(layers, [s.model_dump() for s in job.selected_layers or []], job.spec),
-                result=views.result_table(job.metrics), duration=views.duration, num=views.num,
+                result=views.result_table(job.result), duration=views.duration, num=views.num,
                 eta=views.duration(job.eta_seconds) if job.status not in views.TERMINAL else "",
                 artifacts=[(a, views.artifact_href(a.uri)) for a in job.artifacts])
 

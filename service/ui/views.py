@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -102,25 +103,48 @@ def variant_order(name: str) -> tuple:
     return (0, 0, name) if name == "base" else (1, int(m.group(1)), name) if m else (2, 0, name)
 
 
-def result_table(metrics: dict | None) -> dict:
-    """The flat API metrics ({variant: {name: value}}) as rows: each output's value, its delta from
-    the base and the relative change. {"columns": [...], "rows": [{"variant", "cells": [...]}]}"""
-    metrics = metrics or {}
-    variants = sorted((v for v in metrics if isinstance(metrics[v], dict)), key=variant_order)
-    columns = sorted({n for v in variants for n in metrics[v]})
-    base = metrics.get("base") or {}
+def _figures(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """The leaves of nested metrics by path ("perplexity/wikitext2/ppl"), in the result's order. Text
+    (a speed run's device) is no figure of a table; None is kept: not measured."""
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            yield from _figures(v, f"{prefix}/{k}" if prefix else str(k))
+    elif node is None or (isinstance(node, (int, float)) and not isinstance(node, bool)):
+        yield prefix, node
+
+
+def _plain_result(result: Any) -> dict:
+    """The job's typed `result` (JobResult, or its JSON) as a dict; {} when there is none."""
+    if result is None:
+        return {}
+    return result if isinstance(result, Mapping) else result.model_dump(mode="json")
+
+
+def result_variants(result: Any) -> dict[str, dict[str, dict]]:
+    """The typed result by row: {"base": {"metrics": {...}}, "k4": {"metrics", "delta", "relative"}}, each
+    a flat {path: value}; outputs not measured yet are left out."""
+    result = _plain_result(result)
+    out = {"base": {"metrics": dict(_figures(result["base"]))}} if result.get("base") else {}
+    for o in result.get("outputs") or []:
+        if o.get("metrics"):
+            out[f"k{o['k']}"] = {part: dict(_figures(o.get(part))) for part in ("metrics", "delta", "relative")}
+    return out
+
+
+def result_table(result: Any) -> dict:
+    """The job's typed `result` as rows: the base, then each output with its value, its delta from the base
+    and the relative change (the result's own). {"columns": [...], "rows": [{"variant", "cells": [...]}]}"""
+    variants = result_variants(result)
+    seen = dict.fromkeys(n for v in variants.values() for n, x in v["metrics"].items())
+    columns = [n for n in seen if any(v["metrics"].get(n) is not None for v in variants.values())]
     rows = []
-    for v in variants:
+    for name, v in sorted(variants.items(), key=lambda nv: variant_order(nv[0])):
         cells = []
-        for name in columns:
-            value, ref = metrics[v].get(name), base.get(name)
-            delta = rel = None
-            if v != "base" and isinstance(value, (int, float)) and isinstance(ref, (int, float)):
-                delta = value - ref
-                rel = delta / abs(ref) if ref else None
-            cells.append({"value": num(value), "delta": signed(delta), "relative": signed(rel, True),
-                          "judge": judge(name, delta)})
-        rows.append({"variant": v, "cells": cells})
+        for col in columns:
+            delta, rel = (v.get("delta") or {}).get(col), (v.get("relative") or {}).get(col)
+            cells.append({"value": num(v["metrics"].get(col)), "delta": signed(delta), "relative": signed(rel, True),
+                          "judge": judge(col, delta)})
+        rows.append({"variant": name, "cells": cells})
     return {"columns": columns, "rows": rows}
 
 
@@ -161,13 +185,15 @@ def selected_side_by_side(jobs: list) -> list[dict]:
 
 
 def metric_deltas(jobs: list) -> list[dict]:
-    """For each (variant, metric): every job's value and its delta from the first job's."""
-    all_metrics = [j.metrics or {} for j in jobs]
+    """For each (variant, metric) of the jobs' typed results: every job's value and its delta from the first job's."""
+    all_metrics = [{v: parts["metrics"] for v, parts in result_variants(j.result).items()} for j in jobs]
     keys = sorted({(v, n) for m in all_metrics for v, names in m.items() if isinstance(names, dict) for n in names},
                   key=lambda vn: (variant_order(vn[0]), vn[1]))
     rows = []
     for variant, name in keys:
         values = [(m.get(variant) or {}).get(name) for m in all_metrics]
+        if all(v is None for v in values):
+            continue  # measured by none of them
         ref = values[0]
         cells = []
         for i, v in enumerate(values):

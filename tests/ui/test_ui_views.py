@@ -8,6 +8,8 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace as NS
 from xml.etree import ElementTree
 
+from nbl.result import output_entry
+from nbl.result_schema import JobResult
 from service.ui import chart, views
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -47,20 +49,35 @@ def test_job_charts_one_per_scored_criterion_own_mode_first():
     assert "selected" not in charts[1]["svg"].replace("(selected)", "")  # attn: this job selected none
 
 
-def test_result_table_deltas_from_the_base_in_readable_numbers():
-    table = views.result_table({"k8": {"ppl": 30.0, "acc": 0.5, "tokens": 106200000},
-                                "base": {"ppl": 20.0, "acc": 0.6, "tokens": 106200000},
-                                "k4": {"ppl": 25.0, "acc": None}})
-    assert [r["variant"] for r in table["rows"]] == ["base", "k4", "k8"]  # by k, not alphabetically
-    assert table["columns"] == ["acc", "ppl", "tokens"]
-    k8 = dict(zip(table["columns"], table["rows"][2]["cells"]))
-    assert (k8["ppl"]["value"], k8["ppl"]["delta"], k8["ppl"]["relative"], k8["ppl"]["judge"]) == \
-        ("30", "+10", "+50.0%", "worse")
-    assert (k8["acc"]["delta"], k8["acc"]["relative"], k8["acc"]["judge"]) == ("-0.1", "-16.7%", "worse")
-    assert k8["tokens"]["value"] == "106,200,000" and k8["tokens"]["judge"] == ""
-    k4 = dict(zip(table["columns"], table["rows"][1]["cells"]))
-    assert k4["acc"]["value"] == "—" and k4["acc"]["delta"] == ""
+def typed_result(base: dict, outputs: dict[int, dict | None]) -> dict:
+    """A job's typed `result` (nbl/result.py's shape) of perplexity and task figures."""
+    def metrics(m: dict | None) -> dict | None:
+        return None if m is None else {
+            "perplexity": {"wikitext2": {"ppl": m.get("ppl"), "bits_per_byte": None, "tokens": m.get("tokens")}},
+            "tasks": {"arc_easy": {"acc": m.get("acc"), "acc_norm": None, "n": None, "ppl": None}},
+            "speed": None, "params": None}
+
+    return {"calibration": {"tokens": 2048, "seconds": 1.5, "cached": False}, "base": metrics(base),
+            "outputs": [output_entry(k, "attn", "nbl", "cca", [1], metrics(m), metrics(base)) for k, m in outputs.items()]}
+
+
+def test_result_table_reads_the_typed_result_deltas_from_the_base_in_readable_numbers():
+    result = typed_result({"ppl": 20.0, "acc": 0.6, "tokens": 106200000},
+                          {8: {"ppl": 30.0, "acc": 0.5, "tokens": 106200000}, 4: {"ppl": 25.0, "acc": None},
+                           16: None})  # k=16: not measured yet
+    table = views.result_table(result)
+    assert table == views.result_table(JobResult.model_validate(result))  # JobOut.result, or its JSON
+    assert [r["variant"] for r in table["rows"]] == ["base", "k4", "k8"]  # by k, not as listed
+    # the evaluation's order; bits_per_byte, measured by none, has no column
+    assert table["columns"] == ["perplexity/wikitext2/ppl", "perplexity/wikitext2/tokens", "tasks/arc_easy/acc"]
+    ppl, tokens, acc = table["rows"][2]["cells"]
+    assert (ppl["value"], ppl["delta"], ppl["relative"], ppl["judge"]) == ("30", "+10", "+50.0%", "worse")
+    assert (acc["delta"], acc["relative"], acc["judge"]) == ("-0.1", "-16.7%", "worse")
+    assert tokens["value"] == "106,200,000" and tokens["judge"] == ""
+    _, _, k4_acc = table["rows"][1]["cells"]
+    assert k4_acc["value"] == "—" and k4_acc["delta"] == ""
     assert all(c["delta"] == "" for c in table["rows"][0]["cells"])  # the base has no delta
+    assert views.result_table(None) == views.result_table(typed_result(None, {4: None})) == {"columns": [], "rows": []}
 
 
 def test_timeline_spans_end_where_the_next_stage_starts():
@@ -91,9 +108,9 @@ def test_recipe_diff_and_layers_side_by_side():
     a = {"model": {"id": "m"}, "compression": {"k": [4], "criterion": "cca"}, "metadata": {"ci": "1"}}
     b = {"model": {"id": "m"}, "compression": {"k": [4, 8], "criterion": "cca"}, "metadata": {"ci": "2"}}
     assert views.recipe_diff([a, b]) == [{"field": "compression.k", "values": ["[4]", "[4, 8]"]}]
-    ja = NS(selected_layers=[{"k": 4, "mode": "attn", "layers": [9, 3]}], metrics={"base": {"ppl": 10.0}})
+    ja = NS(selected_layers=[{"k": 4, "mode": "attn", "layers": [9, 3]}], result=typed_result({"ppl": 10.0}, {}))
     jb = NS(selected_layers=[{"k": 4, "mode": "attn", "layers": [3, 5]}, {"k": 8, "mode": "attn", "layers": [1]}],
-            metrics={"base": {"ppl": 12.5}})
+            result=typed_result({"ppl": 12.5}, {}))
     assert views.selected_side_by_side([ja, jb]) == [{"mode": "attn", "k": 4, "layers": [[3, 9], [3, 5]]},
                                                      {"mode": "attn", "k": 8, "layers": [None, [1]]}]
     (row,) = views.metric_deltas([ja, jb])
