@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from service.jobs import service as jobs, states, store
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from service.keys.auth import authenticate
 
 LAYERS = 8

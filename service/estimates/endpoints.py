@@ -10,7 +10,7 @@ from service.core.errors import InvalidRequest
 from service.jobs import model_checks
 from service.jobs.responses import Problem
 from service.jobs.limits import check_limits
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 
 from .placement import placement_for
 from .schemas import EstimateOut

@@ -17,7 +17,7 @@ from service.core.errors import InvalidRequest, NotReady
 from service.core.settings import Settings
 from nbl.recipe import from_request
 from nbl.names import LOCAL_PREFIX
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 
 from nbl.sizing.classes import Placement
 from .configs import ConfigUnavailable, model_config

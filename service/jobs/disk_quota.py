@@ -15,7 +15,7 @@ from service.core.errors import InvalidRequest
 from service.core.models import ACTIVE, Job
 from service.core.paths import publish_dir
 from service.core.settings import Settings
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from service.keys.auth import Principal
 from nbl.lru import tree_size
 from service.outputs.quota import Check, usage

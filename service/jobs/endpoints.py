@@ -10,7 +10,7 @@ from service.api.deps import CeleryDep, PrincipalDep, SessionDep, SettingsDep
 from service.jobs import filters as job_filters
 from service.jobs import service as jobs
 from service.jobs.responses import EventList, JobList, JobOut, LayerList, Problem
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from service.jobs.views import job_view, job_views
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}

@@ -13,7 +13,7 @@ from sqlalchemy import ColumnElement
 
 from service.core.errors import InvalidRequest
 from service.core.models import Job
-from service.jobs.schemas import META_KEY
+from nbl.request import META_KEY
 
 PREFIX = "metadata."
 MAX_FILTERS = 16  # a job has at most 16 metadata keys (JobCreate.metadata)

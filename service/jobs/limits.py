@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from service.core.settings import Settings
 from nbl.gates import gate_errors
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from nbl.selection_schema import selection_errors
 
 

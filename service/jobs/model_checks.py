@@ -13,7 +13,7 @@ from pathlib import Path
 from nbl.names import LOCAL_PREFIX
 from nbl.sizing.shapes import out_of_bounds
 from service.core.paths import local_model_dir
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from service.core.settings import Settings
 
 CONFIG = "config.json"

@@ -37,7 +37,7 @@ from service.jobs.queue import enqueue_job
 from service.jobs.layer_view import layer_list
 from service.jobs.responses import EventList, EventOut, LayerList
 from service.jobs.limits import check_limits
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from service.jobs.submit_warnings import submit_warnings
 from service.keys.auth import Principal
 from service.webhooks.signing import has_secret

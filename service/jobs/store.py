@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 
 from service.core.cas import cas
 from service.core.models import Artifact, EventKind, Job, LayerScore, Metric, Team, utcnow
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from service.jobs.states import event, finite, owned
 from nbl.score_fields import SCORE_FIELDS
 

@@ -7,7 +7,7 @@ import pytest
 
 from configs import HUGE, TINY, write_config
 from nbl.recipe import from_request
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from worker import preflight
 from worker.engine.loading import ModelError
 from worker.errors import classify

@@ -10,7 +10,7 @@ import pytest
 from publish_helpers import TOKEN, compress_tiny, fake_hub, tree, write_text_file  # noqa: F401 (fixture)
 
 from nbl.recipe import from_request
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from worker.publish.hub import HubRepo
 from worker.publish.local import LocalDir
 

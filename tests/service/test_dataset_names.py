@@ -11,7 +11,7 @@ from test_input_safety import job_count
 
 from service.api import create_app
 from nbl.dataset_names import PACKAGED_BUILDERS
-from service.jobs.schemas import dataset_name
+from nbl.request import dataset_name
 
 
 def test_the_static_list_covers_the_installed_datasets_builders():

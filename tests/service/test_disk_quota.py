@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from service.core.models import Job
 from service.core.settings import Settings
 from service.estimates.placement import placement_for
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 
 LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
             "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,

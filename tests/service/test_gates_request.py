@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from service.core.models import Job
 from nbl.recipe import Gates, from_request
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 
 GATES = {"max_ppl_increase": {"wikitext2": 0.10}, "max_acc_drop": {"arc_easy": 0.02}}
 EVAL = {"perplexity": ["wikitext2"], "tasks": ["arc_easy"]}

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from service.api import create_app
 from service.core.models import Job
 from nbl.names import hub_id, model_id, revision
-from service.jobs.schemas import dataset_name
+from nbl.request import dataset_name
 
 # Every one of these must be refused by the grammar, wherever an identifier goes.
 HOSTILE_IDS = [

@@ -50,7 +50,7 @@ EXAMPLES = 40  # per operation and mode
 def queued_job(s, team_id: int) -> str:
     from service.keys.auth import Principal
     from service.jobs.service import create_job
-    from service.jobs.schemas import JobCreate
+    from nbl.request import JobCreate
     from service.core.settings import Settings
 
     spec = JobCreate.model_validate({"model": {"id": "HuggingFaceTB/SmolLM2-135M-Instruct"},

@@ -5,7 +5,7 @@ import dataclasses
 from nbl import recipe as R
 from nbl.recipe import from_request
 from service.jobs.responses import LayerModeScores
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from nbl.score_fields import CRITERIA, CRITERION_FIELD, MEASURED, SCORE_FIELDS
 
 

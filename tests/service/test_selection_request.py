@@ -14,7 +14,7 @@ from service.core.settings import Settings
 from nbl import recipe as R
 from service.jobs.limits import check_limits
 from nbl.recipe import from_request
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 
 
 def job(**parts):

@@ -11,7 +11,7 @@ from service_testlib import body, sqla_broker_messages
 from service.core import migrate
 from service.api import create_app
 from service.core.paths import model_source, publish_dir
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from service.core.settings import Settings
 
 

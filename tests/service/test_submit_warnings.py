@@ -9,7 +9,7 @@ import json
 from service_testlib import TINY_CONFIG, body
 
 from nbl import recipe as R
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from service.jobs.submit_warnings import submit_warnings
 
 CHEAP = {"calibration": {"num_samples": 8, "seq_len": 64}, "evaluation": {"perplexity": [], "max_tokens": 512}}

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from service.core.models import Job
 from nbl import recipe as R
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 
 CONTEXTS = [{"contexts": ["Sarah beat Maria, so Sarah", "Sarah beat Maria, so Maria"], "continuation": " won.",
              "label": 0},

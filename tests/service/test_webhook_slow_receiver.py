@@ -19,7 +19,7 @@ from webhook_receiver import Receiver, Trickler
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job, WebhookAttempt, WebhookDelivery, utcnow
 from service.jobs import reconcile_loop, service as jobs, states
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 from service.keys.auth import Principal, get_or_create_team
 from service.webhooks import delivery as webhooks
 from service.webhooks import signing

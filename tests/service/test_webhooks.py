@@ -27,7 +27,7 @@ from service.api import create_app
 from service.keys.auth import Principal, create_key, get_or_create_team
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job, JobEvent, WebhookAttempt, WebhookDelivery, WebhookSecret, utcnow
-from service.jobs.schemas import JobCreate
+from nbl.request import JobCreate
 
 
 @pytest.fixture
