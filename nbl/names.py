@@ -1,6 +1,6 @@
 """The name grammars: a model is a Hub repo id or `local:NAME` (NAME under NBL_MODELS_DIR), a local
 publish target a simple NAME, a revision a git ref. Names are checked, never resolved: paths, URLs and
-`..` do not get through. The API's request schemas (service/jobs/schemas.py) and the directory rules
+`..` do not get through. The API's request schemas (nbl/request.py) and the directory rules
 (service/core/paths.py) both read them here. Validators raise ValueError, so bad input is a 422."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, 
 # the estimate's arithmetic stays exact and quick. A config is user input (a Hub repo, a local:NAME, a GGUF's
 # metadata converted): 10**12 layers once pinned the API's CPU, 10**300 overflowed its floats.
 BOUNDS = {
-    "num_hidden_layers": 4096,  # service/jobs/schemas.K_HARD_MAX: no k is larger either
+    "num_hidden_layers": 4096,  # nbl/request.K_HARD_MAX: no k is larger either
     "hidden_size": 65536,
     "intermediate_size": 2**20,
     "num_attention_heads": 16384,

@@ -1,4 +1,4 @@
-"""Response bodies of the /v1 API (the requests are in service.jobs.schemas)."""
+"""Response bodies of the /v1 API (the requests are in nbl.request)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Typed views of the API's answers: a job, a page of jobs, an event, a page of events, an output's files.
 
-They mirror the server's schemas (service/jobs/schemas.py) and are checked against the app's OpenAPI
+They mirror the server's response bodies (service/jobs/responses.py) and are checked against the app's OpenAPI
 by tests/client/test_client_models.py: every field here exists there with a compatible type, so a
 rename or a type change on the server fails that test. Fields the server adds later are kept
 (extra="allow") and come back in `model_dump()`, so an older client never drops data. Only `id`
