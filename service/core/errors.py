@@ -9,11 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 PROBLEM_BASE = "tag:nbl-service,2025:problems/"
 
 
 def problem_type(slug: str) -> str:
     return PROBLEM_BASE + slug
+
+
+# The body every ServiceError leaves as, for the endpoints' documented error answers (its docstring is
+# the OpenAPI schema's description).
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = None
 
 
 class ServiceError(Exception):

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from service.api.deps import PrincipalDep, SettingsDep
 from service.core.errors import InvalidRequest
 from service.jobs import model_checks
-from service.jobs.responses import Problem
+from service.core.errors import Problem
 from service.jobs.limits import check_limits
 from nbl.request import JobCreate
 

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Depends, Header, Query, Response, status
 from service.api.deps import CeleryDep, PrincipalDep, SessionDep, SettingsDep
 from service.jobs import filters as job_filters
 from service.jobs import service as jobs
-from service.jobs.responses import EventList, JobList, JobOut, LayerList, Problem
+from service.core.errors import Problem
+from service.jobs.responses import EventList, JobList, JobOut, LayerList
 from nbl.request import JobCreate
 from service.jobs.views import job_view, job_views
 

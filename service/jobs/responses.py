@@ -156,14 +156,3 @@ class LayerScoresOut(Response):
 class LayerList(Response):
     object: Literal["list"] = "list"
     data: list[LayerScoresOut]
-
-
-class Problem(BaseModel):
-    """RFC 9457 problem details."""
-
-    type: str
-    title: str
-    status: int
-    detail: str | None = None
-    instance: str | None = None
-    errors: list[dict[str, Any]] | None = None

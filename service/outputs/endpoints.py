@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from service.api.deps import PrincipalDep, SessionDep, SettingsDep
 from service.api.problems import problem
 from service.core.settings import Settings
-from service.jobs.responses import Problem
+from service.core.errors import Problem
 
 from . import files as output_files
 from .manifest import CHUNK
