@@ -8,7 +8,7 @@ attention branches, NBL, CCA ranking. The worker turns a JobCreate into a Recipe
 Names are checked against grammars, not resolved: a model is a Hub id or `local:NAME` (NAME under
 NBL_MODELS_DIR); a local publish target is a NAME under NBL_PUBLISH_DIR. Paths, URLs and `..` never
 get through. Limits that depend on the deployment (max samples, max k) are checked by
-limits.py's `check_limits` with the Settings; the exact layer count is the worker's to check.
+service/estimates/limits.py's `check_limits` with the Settings; the exact layer count is the worker's to check.
 """
 
 from __future__ import annotations

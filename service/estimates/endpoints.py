@@ -9,7 +9,7 @@ from service.api.deps import PrincipalDep, SettingsDep
 from service.core.errors import InvalidRequest
 from service.jobs import model_checks
 from service.core.errors import Problem
-from service.jobs.limits import check_limits
+from service.estimates.limits import check_limits
 from nbl.request import JobCreate
 
 from .placement import placement_for

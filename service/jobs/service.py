@@ -36,7 +36,7 @@ from service.jobs.disk_quota import check_disk_quota
 from service.jobs.queue import enqueue_job
 from service.jobs.layer_view import layer_list
 from service.jobs.responses import EventList, EventOut, LayerList
-from service.jobs.limits import check_limits
+from service.estimates.limits import check_limits
 from nbl.request import JobCreate
 from service.jobs.submit_warnings import submit_warnings
 from service.keys.auth import Principal

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from service.core.models import Job
 from service.core.settings import Settings
 from nbl import recipe as R
-from service.jobs.limits import check_limits
+from service.estimates.limits import check_limits
 from nbl.recipe import from_request
 from nbl.request import JobCreate
 

@@ -1,4 +1,4 @@
-"""The deployment's limits on a request, checked at submit with the Settings (service.py, the estimate endpoint):
+"""The deployment's limits on a request, checked at submit with the Settings (jobs/service.py, the estimate endpoint):
 errors in FastAPI's shape, so they answer 422 as the schema's own do."""
 
 from __future__ import annotations
