@@ -86,7 +86,7 @@ def cmd_estimate(args) -> int:
     from nbl.sizing.model import Options, estimate
     from nbl.sizing.shapes import shape_of
     from nbl.sizing.spread import Memory
-    from service.jobs.model_checks import config_problems
+    from nbl.model_checks import config_problems
 
     _check(args)
     settings = Settings()  # NBL_HOST_CACHE_BYTES among them: --host-cache-bytes's default, as nbl compress reads it

@@ -1,6 +1,6 @@
 """The request's checks against the model's config.json, before any weight is read or downloaded.
 
-The API checks a `local:NAME` model at submit (service/jobs/model_checks.py); a Hub model can only be checked
+The API checks a `local:NAME` model at submit (service/estimates/local_model.py); a Hub model can only be checked
 here, by fetching its config.json alone: k below the layer count, seq_len within the context length, an
 existing repo and revision. A failure is a ModelError (`user`, worker/errors.py), a Hub outage is retried
 by the caller. A local directory is checked again: it may have changed since the job was submitted.
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from service.jobs.model_checks import CONFIG, config_problems, read_config
+from nbl.model_checks import CONFIG, config_problems, read_config
 
 from .engine.hub_access import reach, translated
 from .engine.loading import ModelError

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.deps import PrincipalDep, SettingsDep
-from service.core.errors import InvalidRequest
-from service.jobs import model_checks
-from service.core.errors import Problem
-from service.estimates.limits import check_limits
 from nbl.request import JobCreate
+from service.api.deps import PrincipalDep, SettingsDep
+from service.core.errors import InvalidRequest, Problem
 
+from . import local_model
+from .limits import check_limits
 from .placement import placement_for
 from .schemas import EstimateOut
 
@@ -28,7 +27,7 @@ router = APIRouter(prefix="/v1/estimates", tags=["estimates"], responses={
              description="Peak device and host memory, disk, a time range, and the worker class the job would "
              "go to, from the model's config.json alone (nothing is downloaded but that file).")
 def create_estimate(body: JobCreate, principal: PrincipalDep, settings: SettingsDep) -> EstimateOut:
-    errors = check_limits(body, settings) or model_checks.submit_problems(body, settings)
+    errors = check_limits(body, settings) or local_model.submit_problems(body, settings)
     if errors:
         raise InvalidRequest(errors[0]["msg"], errors=errors)
     placement, stored = placement_for(body, settings, required=True)

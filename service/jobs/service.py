@@ -31,7 +31,8 @@ from service.core.errors import (
 from service.core.models import ACTIVE, EventKind, Job, JobEvent, JobStatus, Team, new_job_id, utcnow
 from service.core.settings import Settings
 from service.estimates.placement import placement_for, refuse_unplaced
-from service.jobs import model_checks, states
+from service.estimates import local_model
+from service.jobs import states
 from service.jobs.disk_quota import check_disk_quota
 from service.jobs.queue import enqueue_job
 from service.jobs.layer_view import layer_list
@@ -74,7 +75,7 @@ def submit(session: Session, celery: Celery, principal: Principal, spec: JobCrea
     the commit is the job queued: a task queued inside an open transaction could run before the row
     exists, and a broker failure leaves the job queued for the reconciler to send again."""
     key = check_idempotency_key(idempotency_key)
-    errors = check_limits(spec, settings) or model_checks.submit_problems(spec, settings)
+    errors = check_limits(spec, settings) or local_model.submit_problems(spec, settings)
     if errors:
         raise InvalidRequest(errors[0]["msg"], errors=errors)
     placement, estimate = placement_for(spec, settings, required=False)  # config.json: memory, time, class

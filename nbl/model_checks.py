@@ -1,8 +1,8 @@
 """What a job's model allows, checked from its config.json alone (no weights, no torch): its shape's numbers
-within bounds (service/estimates/shapes.BOUNDS), every k below the layer count, seq_len within the context
-length. The API runs these at submit for `local:NAME` models (it can read their config under
-NBL_MODELS_DIR); the worker runs the same checks on a Hub model's config.json before downloading any weight
-(worker/preflight.py). A failure is the user's.
+within bounds (nbl/sizing/shapes.BOUNDS), every k below the layer count, seq_len within the context
+length. The API runs these at submit for `local:NAME` models (service/estimates/local_model.py: it can read
+their config under NBL_MODELS_DIR); the worker runs the same checks on a Hub model's config.json before
+downloading any weight (worker/preflight.py), `nbl estimate` before it sizes. A failure is the user's.
 """
 
 from __future__ import annotations
@@ -10,11 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nbl.names import LOCAL_PREFIX
 from nbl.sizing.shapes import out_of_bounds
-from service.core.paths import local_model_dir
-from nbl.request import JobCreate
-from service.core.settings import Settings
 
 CONFIG = "config.json"
 
@@ -56,32 +52,3 @@ def read_config(directory: Path) -> dict | None:
     except (OSError, ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return None
     return config if isinstance(config, dict) else None
-
-
-def submit_problems(spec: JobCreate, settings: Settings) -> list[dict]:
-    """The submit-time checks of a `local:NAME` model, as validation errors in FastAPI's shape (empty
-    when all is well). Hub models are checked by the worker, before any download."""
-    model = spec.model.id
-    if not model.startswith(LOCAL_PREFIX):
-        return []
-    errors: list[dict] = []
-
-    def add(loc: tuple[str, ...], msg: str, kind: str) -> None:
-        errors.append({"loc": ["body", *loc], "msg": msg, "type": kind})
-
-    if spec.model.revision is not None:
-        add(("model", "revision"), f"{model} is a local model: it has no revisions", "local_model_revision")
-    directory = local_model_dir(settings, model)
-    if not directory.is_dir():
-        add(("model", "id"), f"no model {model!r} on this server (`nbl import-gguf FILE --name NAME` adds one)",
-            "local_model_missing")
-        return errors
-    config = read_config(directory)
-    if config is None:
-        add(("model", "id"), f"{model}: its {CONFIG} is missing, not a JSON object, or nested too deep",
-            "model_config")
-        return errors
-    for loc, msg in config_problems(config, spec.compression.ks, spec.calibration.seq_len):
-        add(loc, msg, "model_limit")
-    return errors
-
