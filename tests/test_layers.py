@@ -5,9 +5,12 @@ file is over 300 lines.
 Layers, lowest first: nbl <- service <- worker <- cli. nbl is the shared vocabulary: it imports none
 of the others, and of the outside world only the standard library and pydantic (no torch, no
 database). Inside the service, core (settings, DB, errors, the Celery handle) imports no domain
-(jobs, estimates, ...); the engine (worker/engine) imports nothing from the service and runs
-without it (`nbl compress`); inside the worker, engine <- eval, publish <- pipeline <- tasks. The graph is built from the AST of every module, imports inside functions
-included (they run too, only later), so a circle hidden behind a local import is still a circle.
+(jobs, estimates, ...), and the domains a job stands on (estimates, webhooks) import nothing of jobs:
+a submit places the job with an estimate and queues its webhooks, never the other way. The engine
+(worker/engine) imports nothing from the service and runs without it (`nbl compress`); inside the
+worker, engine <- eval, publish <- pipeline <- tasks. The graph is built from the AST of every module,
+imports inside functions included (they run too, only later), so a circle hidden behind a local import
+is still a circle.
 """
 
 from __future__ import annotations
@@ -27,11 +30,15 @@ NBL_THIRD_PARTY = {"pydantic"}
 DOMAINS = sorted(f"service.{p.name}" for p in (ROOT / "service").iterdir()
                  if (p / "__init__.py").is_file() and p.name != "core")
 
+# The domains under jobs: a submit checks and places the body with estimates, a job's events go out by webhooks.
+JOBS_STANDS_ON = ("service.estimates", "service.webhooks")
+
 # (importer prefix, imported prefix) pairs that must never appear: a lower layer importing a higher.
 FORBIDDEN = [
     ("nbl", "service"), ("nbl", "worker"), ("nbl", "cli"),
     ("service", "worker"), ("service", "cli"),
     *[("service.core", domain) for domain in DOMAINS],
+    *[(below, "service.jobs") for below in JOBS_STANDS_ON],
     ("worker.engine", "service"),
     ("worker", "cli"),
     *[("worker.engine", higher) for higher in ("worker.eval", "worker.publish", "worker.pipeline", "worker.tasks")],
@@ -179,6 +186,9 @@ def test_the_checks_can_fail(tmp_path):
                        "service.jobs.schemas": {"nbl.recipe"}, "worker.tasks": {"service.jobs.states"}}) == {
         ("nbl.recipe", "service.core.settings"), ("worker.engine.data", "service.jobs.schemas"),
         ("service.core.paths", "service.jobs.schemas")}
+    assert violations({"service.estimates.endpoints": {"service.jobs.service"}, "service.webhooks.post": {"service.jobs"},
+                       "service.jobs.service": {"service.estimates.placement", "service.webhooks.signing"}}) == {
+        ("service.estimates.endpoints", "service.jobs.service"), ("service.webhooks.post", "service.jobs")}
     nbl_bad = tmp_path / "nbl_bad.py"
     nbl_bad.write_text("import os\nimport torch.nn\nfrom sqlalchemy import select\nfrom pydantic import BaseModel\n"
                        "from . import recipe\n")
