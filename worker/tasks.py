@@ -182,7 +182,8 @@ def claim(job_id: str) -> str | None:
     return token
 
 
-@celery.task(name=RUN_JOB)
+# JobRequest: a delivery of a job that has ended is dropped in the main process, never reaching the pool
+@celery.task(name=RUN_JOB, Request="worker.delivery_gate:JobRequest")
 def run_job(job_id: str) -> str:
     try:
         token = claim(job_id)
@@ -190,7 +191,7 @@ def run_job(job_id: str) -> str:
         if is_transient(e):  # the database is still away: keep the message for later
             raise Reject(f"database unavailable: {type(e).__name__}", requeue=True) from e
         raise
-    if token is None:  # a duplicate or late delivery: acknowledged and dropped
+    if token is None:  # a duplicate or late delivery (an ended job's never gets here: delivery_gate.py)
         log.info("job %s: delivery dropped: %s", job_id, db(drop_reason, job_id))
         return "not claimed"
     beat = Heartbeat(job_id, token, max(1.0, settings.lease_seconds / 3))
