@@ -91,6 +91,14 @@ class TooManyActiveJobs(ServiceError):
         super().__init__(detail, headers={"Retry-After": str(int(retry_after_s))})
 
 
+class TooManyJobsCreated(ServiceError):
+    """Jobs created in the last hour, cancelled ones included (NBL_MAX_JOBS_PER_TEAM_PER_HOUR)."""
+    status, slug, title = 429, "too-many-jobs-created", "Too many jobs created by this team in the last hour"
+
+    def __init__(self, detail: str, *, retry_after_s: int):
+        super().__init__(detail, headers={"Retry-After": str(int(retry_after_s))})
+
+
 class PayloadTooLarge(ServiceError):
     status, slug, title = 413, "payload-too-large", "Request body too large"
 

@@ -133,6 +133,10 @@ class Settings(BaseSettings):
                                                  validation_alias=_env("NBL_MAX_QUEUED_JOBS_PER_TEAM"),
                                                  description="a separate cap on a team's queued jobs (default: "
                                                  "only the active cap)")
+    max_jobs_per_team_per_hour: int | None = Field(
+        default=600, ge=1, validation_alias=_env("NBL_MAX_JOBS_PER_TEAM_PER_HOUR"),
+        description="jobs a team may create in any hour, cancelled ones included (a job cancelled at once still "
+        "leaves a message for a worker to drop); a 429 beyond it. Empty: no limit")
     cap_retry_after_s: int = Field(default=30, ge=1, validation_alias=_env("NBL_CAP_RETRY_AFTER"),
                                    description="Retry-After of a 429 from a per-team cap")
     team_disk_quota_bytes: int | None = Field(
@@ -176,7 +180,7 @@ class Settings(BaseSettings):
                                         description="behind a TLS proxy that sets X-Forwarded-Proto: the /ui "
                                         "login cookie is Secure when it says https")
 
-    @field_validator("data_dir", "team_disk_quota_bytes", "hf_token", mode="before")
+    @field_validator("data_dir", "team_disk_quota_bytes", "max_jobs_per_team_per_hour", "hf_token", mode="before")
     @classmethod
     def _unset_if_empty(cls, value):
         return None if isinstance(value, str) and not value.strip() else value  # NBL_DATA_DIR= means unset

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 
 from celery import Celery
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -26,9 +26,8 @@ from service.core.errors import (
     InvalidJobState,
     InvalidRequest,
     JobNotFound,
-    TooManyActiveJobs,
 )
-from service.core.models import ACTIVE, EventKind, Job, JobEvent, JobStatus, Team, new_job_id, utcnow
+from service.core.models import EventKind, Job, JobEvent, JobStatus, new_job_id, utcnow
 from service.core.settings import Settings
 from service.estimates.placement import placement_for, refuse_unplaced
 from service.estimates import local_model
@@ -40,6 +39,7 @@ from service.jobs.responses import EventList, EventOut, LayerList
 from service.estimates.limits import check_limits
 from nbl.request import JobCreate
 from service.jobs.submit_warnings import submit_warnings
+from service.jobs.team_caps import check_team_caps, lock_team
 from service.keys.auth import Principal
 from service.webhooks.signing import has_secret
 
@@ -132,31 +132,6 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
             raise
         return _replay(existing, digest), False
     return job, True
-
-
-def check_team_caps(session: Session, principal: Principal, settings: Settings) -> None:
-    """Per-team caps: active jobs (queued + running + cancelling; the team's own cap if set) and,
-    when configured, queued jobs alone. Over a cap is a 429 with Retry-After: the same request
-    succeeds once some jobs finish.
-
-    The caller holds the team's lock (lock_team) until create_job commits, so concurrent requests count
-    one after the other."""
-    counts = dict(session.execute(select(Job.status, func.count()).where(Job.team_id == principal.team_id,
-                                                                         Job.status.in_(ACTIVE))
-                                  .group_by(Job.status)).all())
-    caps = [("active", sum(counts.values()), principal.max_active_jobs or settings.max_active_jobs_per_team),
-            ("queued", counts.get(JobStatus.queued.value, 0), settings.max_queued_jobs_per_team)]
-    for what, n, cap in caps:
-        if cap is not None and n >= cap:
-            session.rollback()
-            raise TooManyActiveJobs(f"team {principal.team_name!r} has {n} {what} jobs (limit {cap}); "
-                                    "retry later, or cancel some", retry_after_s=settings.cap_retry_after_s)
-
-
-def lock_team(session: Session, team_id: int) -> None:
-    """Lock the team's row until the transaction ends (Postgres; SQLite's BEGIN IMMEDIATE serializes
-    writers anyway): one team's submits check their key and caps one after the other."""
-    session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
 
 
 def check_webhook_url(spec: JobCreate, settings: Settings) -> None:
