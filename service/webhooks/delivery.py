@@ -5,8 +5,9 @@ state machine writes the row with the change), so this package needs nothing of 
 holds its exact body already.
 
 Deliverer: `deliver_due(session, settings)` (the deliverer thread beside each reconcile loop,
-service.webhooks.deliverer, or `nbl admin deliver-webhooks`) POSTs the due rows, a few at once,
-each signed with the team's secret (service.webhooks.signing) and each under a total deadline of
+service.webhooks.deliverer, or `nbl admin deliver-webhooks`) POSTs the due rows, a few at once
+and fairly across teams (service.webhooks.fair: one team's slow receivers hold at most half the
+slots, so another team's webhook never waits behind them), each signed with the team's secret (service.webhooks.signing) and each under a total deadline of
 webhook_timeout_s (service.webhooks.post). A non-2xx answer, a timeout or a refused address is
 retried after webhook_backoff_s * 2**(attempt-1) (capped), up to webhook_max_attempts; each
 attempt is recorded. Delivery is at least once: a row is claimed by a compare-and-set before its
@@ -18,13 +19,16 @@ webhook that fails cannot change a job's state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+import httpx
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from nbl.webhook_urls import Resolver, system_resolver
@@ -38,7 +42,7 @@ from service.core.models import (
 )
 from service.core.secrets import SecretError
 from service.core.settings import Settings
-from service.webhooks import post
+from service.webhooks import fair, post
 from service.webhooks.signing import team_secret
 
 log = logging.getLogger(__name__)
@@ -54,6 +58,8 @@ def backoff_s(attempts: int, base: float, cap: float) -> float:
 # --- the deliverer -------------------------------------------------------------------------------
 
 CONCURRENCY = 8  # POSTs in flight at once, per deliverer
+POLL_S = 1.0  # how often a slot with nothing to take looks again while the pass has POSTs in flight
+RACES = 10  # claims lost in a row to other deliverers before a slot waits a little
 
 
 @dataclass(frozen=True)
@@ -74,47 +80,94 @@ def claim_hold(settings: Settings) -> timedelta:
 
 
 def deliver_due(session: Session, settings: Settings, now: datetime | None = None, *, limit: int = 100,
-                budget_s: float = 60.0, resolve: Resolver = system_resolver,
-                concurrency: int = CONCURRENCY) -> dict[str, int]:
-    """Send the pending deliveries whose time has come (at most `limit`, up to `concurrency` at once,
-    starting no new one after `budget_s`); returns counts by outcome (delivered, retrying, failed).
-    `now` is the scheduler's clock (tests move it); the webhook-timestamp header is always the real
-    time of the attempt. Runs its own event loop: call it from plain (not async) code."""
-    now = now or utcnow()
-    ids = list(session.scalars(select(WebhookDelivery.id)
-                               .where(WebhookDelivery.status == WebhookStatus.pending.value,
-                                      WebhookDelivery.next_attempt_at <= now)
-                               .order_by(WebhookDelivery.next_attempt_at).limit(limit)))
-    session.commit()  # no transaction stays open across HTTP calls
-    if not ids:
+                budget_s: float = 60.0, resolve: Resolver = system_resolver, concurrency: int = CONCURRENCY,
+                per_team: int | None = None) -> dict[str, int]:
+    """Send the pending deliveries that are due, up to `concurrency` at once and at most `per_team`
+    (default: half the slots) for one team (service.webhooks.fair); at most `limit` in all, starting
+    no new one after `budget_s` (but always one). Rows that come due while the pass has POSTs in
+    flight join it. Returns counts by outcome (delivered, retrying, failed). `now` fixes the
+    scheduler's clock (tests move it); without it the clock is read at each pick. The
+    webhook-timestamp header is always the real time of the attempt. Runs its own event loop: call
+    it from plain (not async) code."""
+    clock = (lambda: now) if now is not None else utcnow
+    if not _due_by_team(session, clock()):
         return {}
-    outcomes = asyncio.run(_deliver_all(session, settings, ids, now, resolve, concurrency,
+    share = fair.Share(per_team or max(1, concurrency // 2))
+    outcomes = asyncio.run(_deliver_all(session, settings, clock, resolve, concurrency, share, limit,
                                         time.monotonic() + budget_s))
-    return dict(Counter(o for o in outcomes if o))
+    return dict(Counter(outcomes))
 
 
-async def _deliver_all(session: Session, settings: Settings, ids: list[str], now: datetime, resolve: Resolver,
-                       concurrency: int, stop_at: float) -> list[str | None]:
-    # The tasks share one session: they touch it only between awaits, in steps that commit
-    # (_claim, _record), so no two use it at once and no transaction spans a POST.
-    gate = asyncio.Semaphore(concurrency)
-    async with post.client(settings.webhook_timeout_s) as http:
-        async def one(i: int, delivery_id: str) -> str | None:
-            async with gate:
-                if i and time.monotonic() > stop_at:
-                    return None  # stays due for the next pass (each pass sends at least one)
-                claim, secret, error = _claim(session, settings, delivery_id, now)
-                if claim is None:
-                    return None
-                started, t0, status_code = utcnow(), time.monotonic(), None
+async def _deliver_all(session: Session, settings: Settings, clock: Callable[[], datetime], resolve: Resolver,
+                       concurrency: int, share: fair.Share, limit: int, stop_at: float) -> list[str]:
+    # The slots share one session: they touch it only between awaits, in steps that commit
+    # (_next, _record), so no two use it at once and no transaction spans a POST.
+    outcomes: list[str] = []
+    started = 0
+    freed = asyncio.Condition()  # a POST ended: a slot held back by the shares may go now
+
+    async def slot(http: httpx.AsyncClient) -> None:
+        nonlocal started
+        while started < limit and (started == 0 or time.monotonic() <= stop_at):
+            now = clock()
+            taken, waiting = _next(session, settings, share, now)
+            if taken is None:
+                if not waiting and not share.busy:
+                    return  # nothing due, nothing in flight: the pass is over
+                async with freed:  # look again when a POST ends, or for rows that come due meanwhile
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(freed.wait(), POLL_S)
+                continue
+            (claim, secret, error), team = taken
+            started += 1
+            share.begin(team)
+            try:
+                started_at, t0, status_code = utcnow(), time.monotonic(), None
                 if secret is not None:
                     status_code, error = await post.attempt(
                         http, claim.url, secret, claim.id, claim.payload, deadline_s=settings.webhook_timeout_s,
                         allowlist=settings.webhook_networks, resolve=resolve)
                 duration_ms = (time.monotonic() - t0) * 1000
-                return _record(session, settings, claim, now, started, duration_ms, status_code, error)
+                outcomes.append(_record(session, settings, claim, now, started_at, duration_ms, status_code, error))
+            finally:
+                share.end(team)
+                async with freed:
+                    freed.notify_all()
 
-        return await asyncio.gather(*(one(i, d) for i, d in enumerate(ids)))
+    async with post.client(settings.webhook_timeout_s) as http:
+        await asyncio.gather(*(slot(http) for _ in range(concurrency)))
+    return outcomes
+
+
+def _due_by_team(session: Session, now: datetime) -> dict[int, datetime]:
+    """{team id: its oldest due delivery's time}."""
+    rows = session.execute(select(Job.team_id, func.min(WebhookDelivery.next_attempt_at))
+                           .join(Job, Job.id == WebhookDelivery.job_id)
+                           .where(WebhookDelivery.status == WebhookStatus.pending.value,
+                                  WebhookDelivery.next_attempt_at <= now)
+                           .group_by(Job.team_id)).all()
+    session.commit()  # no transaction stays open across HTTP calls
+    return {team: oldest for team, oldest in rows}
+
+
+def _next(session: Session, settings: Settings, share: fair.Share, now: datetime):
+    """Claim the next delivery the shares allow: ((claim, secret, error), team), or None and whether
+    something is due that the shares hold back. A row another deliverer claimed first is skipped."""
+    for _ in range(RACES):
+        due = _due_by_team(session, now)
+        team = share.pick(due)
+        if team is None:
+            return None, bool(due)
+        delivery_id = session.scalar(select(WebhookDelivery.id).join(Job, Job.id == WebhookDelivery.job_id)
+                                     .where(Job.team_id == team, WebhookDelivery.status == WebhookStatus.pending.value,
+                                            WebhookDelivery.next_attempt_at <= now)
+                                     .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id).limit(1))
+        session.commit()
+        if delivery_id is not None:
+            claimed = _claim(session, settings, delivery_id, now)
+            if claimed[0] is not None:
+                return (claimed, team), True
+    return None, True  # others keep winning the claims: look again shortly
 
 
 def _claim(session: Session, settings: Settings, delivery_id: str, now: datetime,
