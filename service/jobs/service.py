@@ -135,14 +135,16 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
 
 
 def check_webhook_url(spec: JobCreate, settings: Settings) -> None:
-    """A webhook URL must resolve to public addresses (or allowlisted ones): 422 otherwise.
+    """A webhook URL must resolve to public addresses (or allowlisted ones), within the webhook
+    timeout (a name server that never answers must not hold an API thread): 422 otherwise.
     Checked again at each delivery, since DNS answers change."""
     if spec.webhook_url is None:
         return
-    from nbl.webhook_urls import WebhookUrlError, resolve_checked
+    from nbl.webhook_urls import WebhookUrlError
+    from service.webhooks.lookup import resolve_within
 
     try:
-        resolve_checked(spec.webhook_url, settings.webhook_networks)
+        resolve_within(spec.webhook_url, settings.webhook_networks, settings.webhook_timeout_s)
     except WebhookUrlError as e:
         raise InvalidRequest(str(e), errors=[{"loc": ["body", "webhook_url"], "msg": str(e),
                                               "type": "webhook_url_refused"}]) from None
