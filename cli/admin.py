@@ -140,8 +140,12 @@ def cmd_set_hub_token(args) -> int:
     from service.core.secrets import encrypt
     from service.core.settings import Settings
 
+    from nbl.plain_text import secret_token
+
     settings = Settings()
-    ciphertext = None if args.clear else encrypt(settings, read_secret("NBL_HUB_TOKEN", "Hub token: "))
+    # Checked as a job's publish.token is: a non-UTF-8 byte in $NBL_HUB_TOKEN was a surrogate, and a traceback at encrypt
+    token = None if args.clear else secret_token(read_secret("NBL_HUB_TOKEN", "Hub token: "))
+    ciphertext = None if token is None else encrypt(settings, token)
     with db_session(settings) as session:
         set_team_hub_token(session, args.team, ciphertext)
     print(f"team: {args.team}: Hub token {'removed' if args.clear else 'stored (encrypted)'}")

@@ -23,6 +23,7 @@ from nbl import recipe as R
 from nbl.dataset_names import refuse_local_reader
 from nbl.gates import GatesSpec
 from nbl.names import HUB_PART, REVISION, SIMPLE, hub_id, model_id, revision, simple_name
+from nbl.plain_text import plain_text, secret_token
 from nbl.score_fields import CRITERIA, MEASURED
 from nbl.selection_schema import BudgetSpec, check_budget, without_none
 from nbl.task_records import parse_lines, text_lines
@@ -158,7 +159,7 @@ class CompressionSpec(Request):
 
 
 def _task_jsonl(text: str) -> str:
-    _plain_text(text)  # Postgres stores no NUL; JSON strings hold no raw control characters anyway
+    plain_text(text)  # Postgres stores no NUL; the parsed lines are checked again (task_records)
     form, _ = parse_lines(text_lines(text), lambda n: f"line {n}")
     if form is None:
         raise ValueError("no records: give at least one JSON line")
@@ -197,6 +198,11 @@ class PublishSpec(Request):
     _dump = model_serializer(mode="wrap")(without_none("card_metadata"))  # stored and hashed as before it existed
 
 
+def _secret_token(value: SecretStr) -> SecretStr:
+    secret_token(value.get_secret_value())  # a surrogate failed at encrypt (a 500); its message quotes no token
+    return value
+
+
 class HubPublish(PublishSpec):
     repo_id: HubRepoId
     private: StrictBool = True
@@ -204,9 +210,10 @@ class HubPublish(PublishSpec):
     create_pr: StrictBool = False
     # Write-only: excluded from every dump, so it is never in jobs.spec, the idempotency hash or a
     # response; the API stores it encrypted (jobs.hub_token_encrypted) and the job's end deletes it.
-    token: SecretStr | None = Field(default=None, exclude=True, min_length=1, max_length=1024,
-                                    description="a Hub write token for this job only (stored encrypted, deleted "
-                                    "when the job ends, never returned); default: the team's token")
+    token: Annotated[SecretStr, AfterValidator(_secret_token)] | None = Field(
+        default=None, exclude=True, min_length=1, max_length=1024,
+        description="a Hub write token for this job only, visible ASCII (stored encrypted, deleted when the job ends, "
+        "never returned); default: the team's token")
 
 
 class LocalPublish(PublishSpec):
@@ -230,15 +237,8 @@ MetaKey = Annotated[str, Field(json_schema_extra=_doc_pattern(META_KEY.pattern))
                     AfterValidator(_pattern(META_KEY, "metadata key"))]
 
 
-def _plain_text(value: str) -> str:
-    """Free text: no control characters (Postgres refuses NUL in JSON) nor unpaired surrogates (not UTF-8)."""
-    if any((ord(c) < 0x20 and c not in "\t\n\r") or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in value):
-        raise ValueError("text may not contain control characters or unpaired surrogates")
-    return value
-
-
 MetaValue = Annotated[str, Field(max_length=512, json_schema_extra=_doc_pattern(r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*")),
-                      AfterValidator(_plain_text)]
+                      AfterValidator(plain_text)]
 
 
 class JobCreate(Request):

@@ -120,3 +120,19 @@ def test_set_hub_token_reads_stdin_never_argv(settings, sessions, monkeypatch, c
     assert main(["admin", "set-hub-token", "--team", "alpha", "--clear"]) == 0
     with sessions() as s:
         assert s.scalar(select(Team.hub_token_encrypted).where(Team.name == "alpha")) is None
+
+
+@pytest.mark.parametrize("token", ["hf_\udcff", "hf_a\x01b", "hf_a b"])  # \udcff: the byte ff, as os.environ reads it
+def test_set_hub_token_refuses_what_a_job_token_may_not_be(settings, sessions, monkeypatch, capsys, team_key, token):
+    """A non-UTF-8 byte in $NBL_HUB_TOKEN was a traceback at encrypt; now one line and exit 2, nothing stored."""
+    from cli.main import main
+
+    team_key("alpha")
+    monkeypatch.setenv("NBL_HOME", str(settings.home))
+    monkeypatch.setenv("DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("NBL_HUB_TOKEN", token)
+    assert main(["admin", "set-hub-token", "--team", "alpha"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nbl: error: a Hub token is visible ASCII only") and err.count("\n") == 1, err
+    with sessions() as s:
+        assert s.scalar(select(Team.hub_token_encrypted).where(Team.name == "alpha")) is None

@@ -1,0 +1,46 @@
+"""Text no database, Fernet or tokenizer can take, refused at submit with a 422 naming the field, on both
+databases (issue 24's low findings 3 and 4):
+
+- an unpaired surrogate anywhere in a JSON body (a `\\ud800` escape, or its raw CESU bytes), in one place
+  (service/api/nul.py), as NUL is: `publish.token` with one was a 500 (UnicodeEncodeError in
+  service/core/secrets.encrypt);
+- a Hub token is visible ASCII (nbl/plain_text.py): `\\u0001\\u202e` was stored;
+- a task file's parsed lines hold no surrogate and no control character but tab and the line ends
+  (nbl/task_records.py): a `\\ud800` escape in a line was accepted (201), then failed the job as `system`
+  at evaluate.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from service_testlib import assert_problem, body
+
+LONE = "\ud800x"
+HUB = {"repo_id": "alpha/tiny-nbl"}
+CHOICES = '{"context": "q", "choices": [" a", " b"], "label": 0}\n'
+
+
+def post(client, auth, payload: dict, raw: bool = False):
+    """The body as JSON: the surrogate as a `\\ud800` escape, or (raw) as the bytes ED A0 80."""
+    data = (json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass") if raw
+            else json.dumps(payload).encode())
+    return client.post("/v1/jobs", content=data, headers=auth | {"content-type": "application/json"})
+
+
+def no_jobs(client, auth) -> bool:
+    return client.get("/v1/jobs", headers=auth).json()["data"] == []
+
+
+@pytest.mark.parametrize("token", ["\u0001\u202e", "hf_a\u202eb", "hf_ab\x7f", "hf a", "hf_\u00e9t\u00e9", "hf_a\tb"])
+def test_a_hub_token_is_visible_ascii(client, auth, token):
+    p = assert_problem(post(client, auth, body(publish={**HUB, "token": token})), 422, "validation-error")
+    assert p["errors"][0]["loc"] == ["body", "publish", "hub", "token"], p  # `hub`: pydantic's tag of the union
+    assert "visible ASCII" in p["detail"] and token not in json.dumps(p, ensure_ascii=False), p  # never echoed
+    assert no_jobs(client, auth)
+
+
+def test_a_plain_token_is_still_accepted(client, auth):
+    r = post(client, auth, body(publish={**HUB, "token": "hf_AbC123-._~+/="}))
+    assert r.status_code == 201, r.text
