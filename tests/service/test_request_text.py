@@ -33,6 +33,36 @@ def no_jobs(client, auth) -> bool:
     return client.get("/v1/jobs", headers=auth).json()["data"] == []
 
 
+@pytest.mark.parametrize("raw", [False, True], ids=["escape", "raw-bytes"])
+@pytest.mark.parametrize("hostile, loc", [
+    (body(publish={**HUB, "token": LONE}), ["body", "publish", "token"]),  # the 500
+    (body(metadata={"a": LONE}), ["body", "metadata", "a"]),
+    (body(metadata={LONE: "a"}), ["body", "metadata", "\\ud800x"]),  # the key, shown escaped
+    (body(model="a/b" + LONE), ["body", "model", "id"]),
+    (body(evaluation={"task_files": [{"name": "t", "jsonl": CHOICES + LONE}]}),
+     ["body", "evaluation", "task_files", 0, "jsonl"]),
+    ({**body(), LONE: 1}, ["body", "\\ud800x"]),  # an unknown key: named too, not just `body`
+])
+def test_an_unpaired_surrogate_anywhere_in_the_body_is_a_422_naming_the_field(client, auth, hostile, loc, raw):
+    p = assert_problem(post(client, auth, hostile, raw), 422, "validation-error")
+    assert p["errors"][0]["loc"] == loc, p
+    assert "unpaired surrogate" in p["detail"] and p["detail"].startswith(".".join(map(str, loc))), p
+    assert no_jobs(client, auth)
+
+
+def test_paired_surrogates_and_escaped_backslashes_are_text(client, auth):
+    """A pair is one character (an emoji); `\\\\ud800` is a backslash and the text `ud800`: both stored as sent."""
+    for value in ("\U0001f600 ok", "\\ud800"):
+        r = post(client, auth, body(metadata={"a": value}))
+        assert r.status_code == 201 and r.json()["metadata"] == {"a": value}, r.text
+
+
+def test_the_estimate_endpoint_is_covered_too(client, auth):
+    r = client.post("/v1/estimates", content=json.dumps(body(publish={**HUB, "token": LONE})),
+                    headers=auth | {"content-type": "application/json"})
+    assert assert_problem(r, 422, "validation-error")["errors"][0]["loc"] == ["body", "publish", "token"]
+
+
 @pytest.mark.parametrize("token", ["\u0001\u202e", "hf_a\u202eb", "hf_ab\x7f", "hf a", "hf_\u00e9t\u00e9", "hf_a\tb"])
 def test_a_hub_token_is_visible_ascii(client, auth, token):
     p = assert_problem(post(client, auth, body(publish={**HUB, "token": token})), 422, "validation-error")
