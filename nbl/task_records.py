@@ -9,6 +9,10 @@ Each non-blank line is a JSON object in one of two forms; one file holds one for
 - contexts: {"contexts": [str, ...], "continuation": str, "label": int}, lm-eval's `multiple_input`
   (WinoGrande): the one continuation scored, as given, after each context; acc only (acc_norm would
   divide by the contexts' lengths, which says nothing about the continuation).
+
+Every string a line holds is plain text (nbl/plain_text.py): a `\\ud800` escape decodes to an unpaired
+surrogate, which the tokenizer cannot encode (the job failed at evaluate, as `system`), and a `\\u0007`
+to a control character; either is the line's error.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Iterable
+
+from nbl.plain_text import NOT_PLAIN, is_plain
 
 CHOICES, CONTEXTS = "choices", "contexts"
 METRICS = {CHOICES: ("acc", "acc_norm"), CONTEXTS: ("acc",)}
@@ -59,6 +65,20 @@ def check_contexts(record: dict, where: str) -> None:
     check_label(record, len(contexts), "contexts", where)
 
 
+def check_text(record: dict, where: str) -> None:
+    """Every string of the record, keys too, is plain text; the error names the first field that is not."""
+    stack: list[tuple[str, object]] = [("", record)]
+    while stack:  # without recursion: a line may nest as deep as the decoder goes
+        path, value = stack.pop()
+        if isinstance(value, str) and not is_plain(value):
+            raise ValueError(f"{where}: {path}: {NOT_PLAIN}")
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, item in reversed(list(items)):  # reversed: the first field is checked first
+            if isinstance(key, str) and not is_plain(key):
+                raise ValueError(f"{where}: a key{f' in {path}' if path else ''}: {NOT_PLAIN}")
+            stack.append((f"{path}.{key}" if path else str(key), item))
+
+
 def text_lines(text: str) -> Iterable[str]:
     """A task file's text as lines, split as reading the file splits them (universal newlines), so a
     line number means the same line to the API and to `nbl eval --task-file`."""
@@ -86,6 +106,7 @@ def parse_lines(lines: Iterable[str], where: Callable[[int], str],
                              "one file holds one form (split it in two)")
         form = this
         (check_contexts if form == CONTEXTS else check_choices)(record, where(n))
+        check_text(record, where(n))
         records.append(record)
         if limit is not None and len(records) >= limit:
             break

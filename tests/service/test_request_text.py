@@ -74,3 +74,22 @@ def test_a_hub_token_is_visible_ascii(client, auth, token):
 def test_a_plain_token_is_still_accepted(client, auth):
     r = post(client, auth, body(publish={**HUB, "token": "hf_AbC123-._~+/="}))
     assert r.status_code == 201, r.text
+
+
+LINE = '{{"context": "{}", "choices": [" a", " b"], "label": 0}}\n'
+
+
+@pytest.mark.parametrize("text", ["\\ud800 q", "q \\udfff", "\\u0007 q", "q\\u001b[31m", "\\u007f"])
+def test_a_task_line_with_a_surrogate_or_a_control_character_is_a_422_naming_the_line(client, auth, text):
+    jsonl = CHOICES + LINE.format(text)  # the escape is inside the line's JSON: the body itself is clean
+    files = [{"name": "t", "jsonl": jsonl}]
+    p = assert_problem(post(client, auth, body(evaluation={"task_files": files})), 422, "validation-error")
+    assert p["errors"][0]["loc"] == ["body", "evaluation", "task_files", 0, "jsonl"], p
+    assert "line 2: context: " in p["detail"] and "control characters or unpaired surrogates" in p["detail"], p
+    assert no_jobs(client, auth)
+
+
+def test_a_task_line_may_hold_tabs_line_ends_and_a_pair(client, auth):
+    jsonl = LINE.format("a\\tb\\nc\\r \\ud83d\\ude00 \u00e9")
+    r = post(client, auth, body(evaluation={"task_files": [{"name": "t", "jsonl": jsonl}]}))
+    assert r.status_code == 201, r.text
