@@ -64,14 +64,15 @@ class Shape:
         return self.layers * self.layer_params + self.embed_params * (1 if self.tied else 2) + self.hidden
 
 
-def _int(cfg: dict, key: str, default: int | None = None) -> int:
+def _int(cfg: dict, key: str, default: int | None = None, where: str = "") -> int:
+    """`where`: the key's prefix in a message (`text_config.`)."""
     value = cfg.get(key, default)
     if value is None:
-        raise ShapeError(f"config.json has no {key}", key)
+        raise ShapeError(f"config.json has no {where}{key}", key)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ShapeError(f"config.json: {key} must be a positive integer, got {_shown(value)}", key)
+        raise ShapeError(f"config.json: {where}{key} must be a positive integer, got {_shown(value)}", key)
     if value > BOUNDS[key]:
-        raise ShapeError(f"config.json: {key} must be at most {BOUNDS[key]:,}, got {_shown(value)}", key)
+        raise ShapeError(f"config.json: {where}{key} must be at most {BOUNDS[key]:,}, got {_shown(value)}", key)
     return value
 
 
@@ -89,15 +90,19 @@ def _shown(value) -> str:
 
 def out_of_bounds(config: dict) -> list[ShapeError]:
     """Each number the config gives that is not a positive integer within BOUNDS (absent ones are not
-    checked: the estimate says what it lacks)."""
-    cfg = _numbers(config)
+    checked: the estimate says what it lacks), at the top level and under text_config both: the estimate
+    reads text_config when there is one, while transformers builds a text-only family (LlamaConfig) from
+    the top level, so a bound on one level alone let 10**12 layers by on the other."""
+    levels = [("", config)] + ([("text_config.", config["text_config"])]
+                               if isinstance(config.get("text_config"), dict) else [])
     errors = []
-    for key in BOUNDS:
-        if cfg.get(key) is not None:
-            try:
-                _int(cfg, key)
-            except ShapeError as e:
-                errors.append(e)
+    for where, cfg in levels:
+        for key in BOUNDS:
+            if cfg.get(key) is not None:
+                try:
+                    _int(cfg, key, where=where)
+                except ShapeError as e:
+                    errors.append(e)
     return errors
 
 
@@ -108,6 +113,9 @@ def _numbers(config: dict) -> dict:
 
 
 def shape_of(config: dict) -> Shape:
+    bad = out_of_bounds(config)  # both levels, though the shape is read from one
+    if bad:
+        raise bad[0]
     cfg = _numbers(config)
     d = _int(cfg, "hidden_size")
     heads = _int(cfg, "num_attention_heads")

@@ -81,6 +81,36 @@ def test_out_of_bounds_shapes_are_a_422_naming_the_field(settings, client, auth,
         assert s.scalars(select(Job)).all() == []
 
 
+# A llama's config.json with a text_config: transformers' LlamaConfig takes the top level's numbers, the estimate
+# took text_config's, so a bound on text_config alone let 10**12 layers by (low finding 5). Both are bounded.
+TWO_LEVELS = [
+    ({**LLAMA_8B, "num_hidden_layers": 10**12, "text_config": {**LLAMA_8B, "num_hidden_layers": 30}},
+     "config.json: num_hidden_layers must be at most 4,096, got 1000000000000"),
+    ({**LLAMA_8B, "text_config": {**LLAMA_8B, "vocab_size": 2**22 + 1}},
+     "config.json: text_config.vocab_size must be at most 4,194,304"),
+]
+
+
+@pytest.mark.parametrize("config,says", TWO_LEVELS, ids=["top-level", "text_config"])
+def test_the_top_level_and_text_config_are_both_bounded(settings, client, auth, hub, sessions, tmp_path, config, says):
+    from worker import preflight
+    from worker.engine.loading import ModelError
+    from worker.engine.model_rules import check_config
+
+    write_config(settings.models_dir / "two", config)
+    for model in ("local:two", hub("org/two", config)):
+        for path in ("/v1/estimates", "/v1/jobs"):
+            p = assert_problem(client.post(path, json={**BODY, "model": {"id": model}}, headers=auth),
+                               422, "validation-error")
+            assert says in p["detail"] and p["errors"][0]["loc"] == ["body", "model", "id"], (model, path, p)
+    with sessions() as s:
+        assert s.scalars(select(Job)).all() == []
+    with pytest.raises(ModelError, match=says):  # the worker's preflight, before any download
+        preflight.check("local:two", str(write_config(tmp_path / "two", config)), None, [1], 32)
+    with pytest.raises(ModelError, match=says):  # the engine's model rules (a GGUF's converted config too)
+        check_config(config, "two")
+
+
 def test_the_bounds_themselves_are_accepted(settings, client, auth):
     edge = {**LLAMA_8B, "num_hidden_layers": 4096, "vocab_size": 2**22, "max_position_embeddings": 2**24}
     write_config(settings.models_dir / "edge", edge)

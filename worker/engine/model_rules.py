@@ -3,8 +3,8 @@
 - never custom code: an `auto_map` in any config, or a `.py` file, is refused (custom_code.py), so
   trust_remote_code is never needed;
 - only the families in modeling_nbl.FAMILIES that the installed transformers has;
-- a shape within service/estimates/shapes.BOUNDS (a config is user input: a GGUF's metadata of 4e9 layers
-  would be built layer by layer);
+- a shape within nbl/sizing/shapes.BOUNDS, at the top level and under text_config (a config is user input:
+  a GGUF's metadata of 4e9 layers would be built layer by layer);
 - weights only from safetensors (pickled .bin/.pt can run code on load);
 - weights no larger than the caller's limit, when it gives one.
 """
