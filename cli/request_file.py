@@ -8,6 +8,9 @@ each bounded before it is parsed, so that no file can make the CLI hang, blow up
 - YAML aliases (`*name`, also in `<<: *name`) are refused before anything is built: a handful of
   anchors referring to each other ("billion laughs") expand exponentially when the request is
   serialised. YAML is read with the safe loader, so a tag such as `!!python/object` is an error.
+- JSON values only: YAML also builds dates (an unquoted 2001-01-01), bytes (!!binary) and sets (!!set),
+  and both syntaxes a NaN or an infinity, none of which the request's JSON can carry (they were a
+  TypeError traceback when the body was sent); the error names the key, and a date can be quoted.
 
 Every problem is a ValueError of one line naming the file, which `nbl` prints as `nbl: error: ...`
 with exit 2.
@@ -15,7 +18,9 @@ with exit 2.
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,7 +54,41 @@ def load_mapping(path: Path) -> dict[str, Any]:
     loaded = _load_json(path, text) if path.suffix.lower() == ".json" else _load_yaml(path, text)
     if not isinstance(loaded, dict):
         raise ValueError(f"{path}: expected a mapping (the job request body), got {type(loaded).__name__}")
+    _refuse_non_json(path, loaded)
     return loaded
+
+
+def _is_json_scalar(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (str, int, bool))
+
+
+def _what(value: Any) -> str:
+    """A value JSON has no form for, and what to write instead."""
+    if isinstance(value, datetime.date):  # a datetime is a date too
+        kind = "timestamp" if isinstance(value, datetime.datetime) else "date"
+        return f"a YAML {kind} ({value}) is not a JSON value; quote it to send it as text"
+    names = {bytes: "a YAML binary value (!!binary)", set: "a YAML set (!!set)", float: str(value)}
+    return f"{names.get(type(value), 'a YAML ' + type(value).__name__)} is not a JSON value" + (
+        "; write a list" if isinstance(value, set) else "")
+
+
+def _refuse_non_json(path: Path, doc: dict) -> None:
+    """Every key and value is one JSON has (json.dumps turns int, float, bool and None keys into text, as
+    the API reads them); the error names the first other by its key path (`metadata.a`)."""
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:  # depth first, in the file's order, without recursion (MAX_DEPTH bounds it anyway)
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            for key in value:
+                if not _is_json_scalar(key):
+                    raise ValueError(f"{path}: {where or 'the top level'}: a key: {_what(key)}")
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in reversed(value.items()))
+        elif isinstance(value, (list, tuple)):  # a tuple: !!omap and !!pairs entries, sent as lists
+            stack.extend((f"{where}.{i}", v) for i, v in reversed(list(enumerate(value))))
+        elif not _is_json_scalar(value):
+            raise ValueError(f"{path}: {where}: {_what(value)}")
 
 
 def _too_deep(path: Path) -> ValueError:

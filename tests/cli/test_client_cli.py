@@ -170,7 +170,39 @@ BAD_FILES = {
     "alias.yaml": "model: {id: acme/m}\nx: &x [1, 2]\nmetadata: *x\n",
     "merge.yaml": "model: &m {id: acme/m}\ncalibration:\n  <<: *m\n",
     "bigint.yaml": "model: {id: acme/m}\nseed: " + "9" * 5000 + "\n",
+    # Values JSON has no form for (a TypeError traceback when the body was sent, or a line without the file):
+    "date.yaml": "model: {id: acme/m}\nmetadata: {a: 2001-01-01}\n",
+    "binary.yaml": "model: {id: acme/m}\nmetadata: {a: !!binary aGVsbG8=}\n",
+    "nan.json": '{"model": {"id": "acme/m"}, "calibration": {"seed": NaN}}',
 }
+
+NOT_JSON = [
+    ("metadata: {a: 2001-01-01}", "metadata.a: a YAML date (2001-01-01) is not a JSON value; quote it"),
+    ("metadata: {a: 2001-12-14t21:59:43.10-05:00}", "metadata.a: a YAML timestamp (2001-12-14 21:59:43.100000-05:00)"),
+    ("metadata: {a: !!binary aGVsbG8=}", "metadata.a: a YAML binary value (!!binary) is not a JSON value"),
+    ("metadata: !!set {a, b}", "metadata: a YAML set (!!set) is not a JSON value; write a list"),
+    ("calibration: {seed: .inf}", "calibration.seed: inf is not a JSON value"),
+    ("metadata: {2001-01-01: a}", "metadata: a key: a YAML date (2001-01-01) is not a JSON value"),
+    ("evaluation: {tasks: [piqa, 2001-01-01]}", "evaluation.tasks.1: a YAML date"),
+]
+
+
+@pytest.mark.parametrize("line,says", NOT_JSON, ids=[s.split(":")[0] + "-" + str(i) for i, (_, s) in enumerate(NOT_JSON)])
+def test_submit_names_the_key_of_a_value_json_cannot_carry(tmp_path, capsys, line, says):
+    path = tmp_path / "r.yaml"
+    path.write_text(f"model: {{id: acme/m}}\n{line}\n")
+    assert main(["submit", str(path), "--api-url", "http://127.0.0.1:9", "--api-key", "nbl_x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nbl: error: {path}: {says}") and err.count("\n") == 1, err
+
+
+def test_submit_still_sends_quoted_dates_and_the_keys_json_turns_into_text(tmp_path):
+    """What json.dumps takes is left as it was: int keys become text, as the API reads them."""
+    from cli.request_file import load_mapping
+
+    path = tmp_path / "r.yaml"
+    path.write_text("model: {id: acme/m}\nmetadata: {a: '2001-01-01', 2024: x}\n")
+    assert json.loads(json.dumps(load_mapping(path)))["metadata"] == {"a": "2001-01-01", "2024": "x"}
 
 
 @pytest.mark.parametrize("name", sorted(BAD_FILES))
