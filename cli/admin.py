@@ -103,11 +103,24 @@ def cmd_migrate(args) -> int:
     return 0
 
 
+MAX_STALE_AFTER_S = 10 * 365 * 86400  # far past any queue; now minus more overflowed the datetime (a traceback)
+MAX_INTERVAL_S = 86400.0  # a wait longer than the platform's timeout (inf) was a traceback, nan never slept
+
+
+def seconds(value: float, flag: str, high: float, *, zero: bool) -> float:
+    """A number of seconds up to `high`, from 0 (or above it, unless `zero`); NaN fails either comparison."""
+    if not ((value >= 0 if zero else value > 0) and value <= high):
+        raise ValueError(f"{flag} must be {'from 0 to' if zero else 'above 0 and at most'} {high:,.0f} seconds, "
+                         f"got {value:g}")
+    return value
+
+
 def cmd_dispatch(args) -> int:
     from service.core.celery_app import make_celery
     from service.jobs.queue import dispatch_queued
     from service.core.settings import Settings
 
+    seconds(args.stale_after, "--stale-after", MAX_STALE_AFTER_S, zero=True)
     settings = Settings()
     celery = make_celery(settings)
     try:
@@ -197,8 +210,7 @@ def cmd_reconcile(args) -> int:
     settings = Settings()
     logging.getLogger("service").setLevel(logging.INFO)  # its log lines are the point of the process
     interval = args.interval if args.interval is not None else settings.reconcile_interval_s
-    if interval <= 0:
-        raise ValueError("--interval must be positive")
+    seconds(interval, "--interval" if args.interval is not None else "NBL_RECONCILE_INTERVAL", MAX_INTERVAL_S, zero=False)
     try:
         return reconciler.run(settings, interval_s=interval, once=args.once)
     except KeyboardInterrupt:

@@ -23,6 +23,7 @@ KEY_PREFIX = "nbl_"
 TEAM_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # last_used_at is written at most this often per key, so the hot GET path rarely writes.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+MAX_ID = 2**31 - 1  # api_keys.id is an INTEGER: 4 bytes on Postgres
 
 
 def hash_key(key: str) -> str:
@@ -106,7 +107,8 @@ def list_keys(session: Session, team: Team | None = None) -> list[tuple[ApiKey, 
 
 def revoke_key(session: Session, key_id: int) -> tuple[ApiKey, bool]:
     """Revoke a key: returns (its row, whether it was revoked now rather than before). Commits."""
-    row = session.get(ApiKey, key_id)
+    # An id past the column's range is no key's: asked of Postgres, it raised NumericValueOutOfRange (a traceback)
+    row = session.get(ApiKey, key_id) if 0 < key_id <= MAX_ID else None
     if row is None:
         raise ValueError(f"no key with id {key_id} (`nbl admin list-keys` lists them)")
     if row.revoked_at is not None:

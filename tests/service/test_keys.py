@@ -135,3 +135,26 @@ def test_last_used_is_written_at_most_once_a_minute(admin, live_server):
     get()
     assert last_used() > stale + timedelta(seconds=60)
     engine.dispose()
+
+
+@pytest.mark.parametrize("key_id", ["99999999999999999999999", str(2**31), str(2**63), "-1", "0"])
+def test_revoke_key_of_an_id_no_key_can_have_is_one_line(admin, key_id):
+    """Past the id column's range, Postgres raised NumericValueOutOfRange: a SQLAlchemy traceback, exit 1."""
+    rc, out, err = admin("revoke-key", "--", key_id)
+    assert rc == 2 and out == "" and err.startswith(f"nbl: error: no key with id {key_id} ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["admin", "dispatch", "--stale-after", "1e300"], ["admin", "dispatch", "--stale-after", "inf"],
+    ["admin", "dispatch", "--stale-after", "nan"], ["admin", "dispatch", "--stale-after=-1"],
+    ["reconcile", "--interval", "inf"], ["reconcile", "--interval", "1e300"], ["reconcile", "--interval", "nan"],
+    ["reconcile", "--once", "--interval", "0"],
+])
+def test_the_admin_commands_numbers_are_bounded(admin, capsys, argv):
+    """An overflowing --stale-after was a traceback (OverflowError), --interval inf one at the first wait and
+    nan a loop that never slept: now one line and exit 2, before any database or broker is reached."""
+    capsys.readouterr()
+    assert main(argv) == 2
+    out = capsys.readouterr()
+    flag = argv[2].split("=")[0] if argv[0] == "admin" else "--interval"
+    assert out.out == "" and out.err.startswith(f"nbl: error: {flag} must be ") and out.err.count("\n") == 1, out.err
