@@ -93,6 +93,9 @@ class Settings(BaseSettings):
                                   description="the Hugging Face Hub models are read from")
     hf_token: SecretStr | None = Field(default=None, validation_alias=_env("HF_TOKEN"),
                                        description="the token of those reads (a gated model's config.json)")
+    hf_hub_offline: bool = Field(default=False, validation_alias=_env("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"),
+                                 description="never reach the Hub: the API fetches no config.json (a Hub model's "
+                                 "estimate is absent, as when the Hub is down)")
     secret_key: SecretStr | None = Field(default=None, validation_alias=_env("NBL_SECRET_KEY"),
                                          description="Fernet key(s), comma-separated, that encrypt Hub tokens at "
                                          "rest; default: a key file $NBL_HOME/secret.key (mode 0600)")
@@ -184,6 +187,12 @@ class Settings(BaseSettings):
     @classmethod
     def _unset_if_empty(cls, value):
         return None if isinstance(value, str) and not value.strip() else value  # NBL_DATA_DIR= means unset
+
+    @field_validator("hf_hub_offline", mode="before")
+    @classmethod
+    def _hub_true(cls, value):
+        # As huggingface_hub reads it (constants._is_true): 1, ON, YES, TRUE in any case; anything else is online
+        return value.upper() in {"1", "ON", "YES", "TRUE"} if isinstance(value, str) else value
 
     @field_validator("hf_read_endpoint", mode="before")
     @classmethod

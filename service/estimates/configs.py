@@ -54,7 +54,11 @@ def model_config(model: str, settings: Settings, revision: str | None = None, *,
 
 def hub_config(repo_id: str, revision: str | None, settings: Settings, timeout_s: float = 10.0) -> dict:
     """One GET of the file, no retries: the API calls this while a client waits (huggingface_hub's own
-    download retries a lost connection for ~30 s). From the Settings' HF_ENDPOINT, with their HF_TOKEN."""
+    download retries a lost connection for ~30 s). From the Settings' HF_ENDPOINT, with their HF_TOKEN; none
+    when they say HF_HUB_OFFLINE (unreachable, as a Hub that is down: no estimate, the worker checks the job)."""
+    if settings.hf_hub_offline:
+        raise ConfigUnavailable(f"{repo_id}: HF_HUB_OFFLINE is set, so {CONFIG} is not fetched from the Hub; give a "
+                                f"directory holding its {CONFIG} instead", unreachable=True)
     endpoint = settings.hf_read_endpoint.rstrip("/")
     url = f"{endpoint}/{repo_id}/resolve/{quote(revision or 'main', safe='')}/{CONFIG}"
     headers = {"User-Agent": "nbl-service"}
