@@ -12,14 +12,17 @@ in `config.nbl = {"mode", "method", "layers"}`:
     block + nbl   h'' = h + (W h + b)         the whole decoder layer replaced
     block + drop  h'' = h                     the whole decoder layer removed
 
-A replaced layer holds no KV cache: its cache slot becomes transformers' `DummyLayer`, so it stores
-nothing, and `cache.get_seq_length()` reads the first layer that still has attention (this is what
-keeps generation right when layer 0 is replaced).
+A replaced layer holds no KV cache: its cache slot becomes an `EmptySlot` (transformers' `DummyLayer`),
+so it stores nothing, and its length is that of the first layer that still has attention. That is what
+keeps generation right when layer 0 is replaced: transformers >= 5.25 reads `get_seq_length()` from
+layer 0 alone, and a bare `DummyLayer` has no length.
 
 Load with `AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True)`.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import torch
 import transformers
@@ -29,6 +32,25 @@ try:  # transformers >= 5 has a cache slot type for layers without attention
     from transformers.cache_utils import DummyLayer
 except ImportError:  # pragma: no cover - older transformers
     DummyLayer = None
+
+if DummyLayer is not None:
+
+    class EmptySlot(DummyLayer):
+        """A replaced layer's cache slot: it holds nothing, and its length is the first real layer's.
+
+        The cache is held weakly: the slot lives in the cache's own list.
+        """
+
+        def __init__(self, cache):
+            super().__init__()
+            self._cache = weakref.ref(cache)
+
+        def get_seq_length(self) -> int:
+            cache = self._cache()
+            for layer in getattr(cache, "layers", ()):
+                if not isinstance(layer, DummyLayer):
+                    return layer.get_seq_length()
+            return 0
 
 # family (base config `model_type`) -> (config class, causal LM class) in transformers.
 # Families whose decoder layer is `h + attn(LN1 h)` then `+ mlp(LN2 h')`, with modules named
@@ -55,14 +77,14 @@ def _release_cache_slot(cache, layer_idx: int) -> None:
     if layers is None or DummyLayer is None:
         return
     if layer_idx < len(layers):
-        if not isinstance(layers[layer_idx], DummyLayer):
-            layers[layer_idx] = DummyLayer()
+        if not isinstance(layers[layer_idx], EmptySlot):
+            layers[layer_idx] = EmptySlot(cache)
         return
     # A lazily grown cache: pad with the cache's own layer type, then mark ours.
     make = getattr(cache, "layer_class_to_replicate", None)
     while make is not None and len(layers) < layer_idx:
         layers.append(make())
-    layers.append(DummyLayer())
+    layers.append(EmptySlot(cache))
 
 
 class NBLAttention(nn.Module):
