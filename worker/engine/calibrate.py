@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from . import distributed
 from .activations import HiddenCache
 from .devices import share
+from .form_taps import FormTaps
 from .heap import calibration_heap, release_free_memory
 from .layer_source import as_source
 from .stats import BRANCHES, LayerAccumulator, LayerStats
@@ -109,6 +110,8 @@ def calibrate(
     timeout_s: float = distributed.TIMEOUT_S,
     group=None,
     tf32: bool = False,
+    form: str = "nbl",
+    max_run: int = 1,
 ) -> Calibration:
     """Run `blocks` (num_blocks, seq_len) through `model` (a model in memory or a layer_source), layer
     by layer; the last `holdout` blocks go to 'held'. Sums are kept for `modes` only.
@@ -118,6 +121,9 @@ def calibrate(
     is called after every batch of every layer (total = layers x batches); it may raise to cancel.
     `host_bytes`: hidden states beyond this many bytes go to files under `spill_dir` (None: no limit).
 
+    `form` (nbl/forms.py) other than nbl: the sums of that form's regression for the one mode in `modes`
+    (form_taps.py); `max_run`: the longest run of blocks form fold may fold as one.
+
     `devices` (several): one process per device (distributed.py), this one being rank 0 on devices[0];
     each takes a contiguous share of the batches (devices.share), the sums are added across processes
     before `on_layer`. The other processes read the weights from the source's checkpoint directory.
@@ -126,9 +132,10 @@ def calibrate(
     if group is None and devices is not None and len(devices) > 1:
         path = source.checkpoint_dir()
         job = dict(blocks=blocks, batch_size=batch_size, holdout=holdout, product_dtype=product_dtype, tf32=tf32,
-                   modes=tuple(modes), host_bytes=host_bytes, spill_dir=spill_dir, path=path, dtype=source.dtype)
+                   modes=tuple(modes), form=form, max_run=max_run, host_bytes=host_bytes, spill_dir=spill_dir, path=path, dtype=source.dtype)
         with distributed.launch(devices, calibrate, job, timeout_s) as group:
             return calibrate(source, blocks, batch_size, holdout, product_dtype, on_batch, progress, modes=modes, tf32=tf32,
+                             form=form, max_run=max_run,
                              device=devices[0], host_bytes=host_bytes, spill_dir=spill_dir, on_layer=on_layer,
                              group=group)
     group = group or distributed.SOLO
@@ -152,36 +159,43 @@ def calibrate(
     with HiddenCache(host_bytes, spill_dir) as cache, calibration_heap():
         kwargs = first_pass(source, blocks, batches, device, cache)
         source.release_stem()
+        taps = FormTaps(form, modes[0], max_run, cache) if form != "nbl" else None
         for i in range(n_layers):
             layer = source.layer(i, device)
-            acc = LayerAccumulator(d, device, product_dtype, modes, tf32=tf32)
+            acc = LayerAccumulator(d, device, product_dtype, modes, tf32=tf32, lags=taps.lags if taps else ())
             stats_bytes = acc.nbytes()
             attn: list[torch.Tensor] = []
-            hook = None
-            if "attn" in modes:
-                hook = layer.self_attn.register_forward_hook(
-                    lambda m, a, o: attn.append(o[0] if isinstance(o, tuple) else o))
+            hooks = taps.hooks(layer) if taps else []
+            if "attn" in modes and taps is None:
+                hooks.append(layer.self_attn.register_forward_hook(
+                    lambda m, a, o: attn.append(o[0] if isinstance(o, tuple) else o)))
             try:
                 for b, (_, _, split) in enumerate(batches):
                     h = cache.get(b).to(device)  # (B, T, d)
                     out = layer(h, **kwargs[b][i])
                     out = out[0] if isinstance(out, tuple) else out  # (B, T, d)
-                    branch = {"attn": lambda: attn.pop(), "block": lambda: out - h}  # noqa: E731
-                    x, ys = h.reshape(-1, d), {m: branch[m]().reshape(-1, d) for m in modes}
+                    stream, lags = h.reshape(-1, d), None
+                    if taps is None:
+                        branch = {"attn": lambda: attn.pop(), "block": lambda: out - h}  # noqa: E731
+                        x, ys = stream, {m: branch[m]().reshape(-1, d) for m in modes}
+                    else:
+                        x, ys, lags = taps.pairs(i, b, layer, h, out, device)
                     if b == 0:
                         group.agree_shift(acc, x, ys)
-                    acc.add(x, ys, split)
+                    acc.add(x, ys, split, stream, lags)
                     if i + 1 < n_layers:
                         cache.overwrite(b, out)  # the next layer's input replaces this one's (h: used up)
-                    del h, out, x, ys
+                    del h, out, x, ys, stream, lags
                     bar.update(1)
                     if on_batch is not None:
                         on_batch(i * len(batches) + b + 1, total)
                 if not batches:  # more processes than batches: this one adds zeros
                     group.agree_shift(acc, None, None)
                 group.reduce(acc)
+                if taps is not None:
+                    taps.done(i, acc, len(batches))
             finally:
-                if hook is not None:
+                for hook in hooks:
                     hook.remove()
                 source.release(i)
             if on_layer is not None:

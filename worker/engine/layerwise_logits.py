@@ -15,6 +15,7 @@ import torch
 
 from .activations import HiddenCache
 from .calibrate import first_pass
+from .form_layers import form_layer
 from .loss_probe import layer_output, replaced_layer
 from .scores import LinearMap
 from .surgery import Plan
@@ -52,7 +53,10 @@ class LayerwiseModel:
         for i in range(source.config.num_hidden_layers):
             layer = source.layer(i, device)
             try:
-                if i in self.plan.layers:
+                if self.plan.form != "nbl":
+                    with form_layer(layer, i, self.plan, self.maps, d) as rep:
+                        h = h if rep is None else layer_output(rep(h, **kwargs[i]))
+                elif i in self.plan.layers:
                     fmap = self.maps.get(i) if self.plan.method == "nbl" else None
                     with replaced_layer(layer, i, d, self.plan.mode, self.plan.method, fmap) as rep:
                         h = layer_output(rep(h, **kwargs[i]))

@@ -88,9 +88,10 @@ def write_safetensors(path: Path, entries: dict[str, torch.Tensor], value: Calla
 
 
 def write_shards(out: Path, base: Path, model, extra: dict[str, torch.Tensor],
-                 max_shard_size: int | str = MAX_SHARD_SIZE) -> list[str]:
+                 max_shard_size: int | str = MAX_SHARD_SIZE, source: Callable[[str], str] = str) -> list[str]:
     """Write `model`'s (a skeleton's) weights into `out`: `extra[name]` where given, else the base's
-    tensor of that name. Returns the file names written (shards, then the index if sharded)."""
+    tensor named `source(name)` (the same name, or another layer's for an output with fewer layers).
+    Returns the file names written (shards, then the index if sharded)."""
     from huggingface_hub.serialization import split_state_dict_into_shards_factory
 
     entries = layout(model)
@@ -98,7 +99,7 @@ def write_shards(out: Path, base: Path, model, extra: dict[str, torch.Tensor],
         entries, get_storage_size=lambda t: t.numel() * t.element_size(),
         filename_pattern="model{suffix}.safetensors", max_shard_size=max_shard_size)
     files = tensor_files(Path(base))
-    missing = [n for n in entries if n not in extra and n not in files]
+    missing = [n for n in entries if n not in extra and source(n) not in files]
     if missing:
         raise ValueError(f"the base checkpoint {base} lacks {len(missing)} tensors of the compressed model, "
                          f"e.g. {missing[:3]}")
@@ -109,8 +110,8 @@ def write_shards(out: Path, base: Path, model, extra: dict[str, torch.Tensor],
             return extra[name]
         # opened per tensor: the file's mapping goes with it, so the host holds one tensor (pages of a
         # mapping kept open stay resident: the whole base, once every tensor was read)
-        with safe_open(str(Path(base) / files[name]), "pt", device="cpu") as f:
-            return f.get_tensor(name)
+        with safe_open(str(Path(base) / files[source(name)]), "pt", device="cpu") as f:
+            return f.get_tensor(source(name))
 
     for shard, names in split.filename_to_tensors.items():
         write_safetensors(Path(out) / shard, {n: entries[n] for n in names}, value)

@@ -87,6 +87,10 @@ class LayerStats:
     shift_y: dict[str, torch.Tensor]  # branch -> (d,)
     splits: dict[str, SplitSums]
     yy: dict[str, torch.Tensor]  # branch -> (d, d) Σyyᵀ over both splits
+    # form fold, block mode: lag r -> (d, d) Σ ỹ x̃_rᵀ over both splits, ỹ this layer's block change about
+    # its shift, x̃_r the MLP output r layers back about the shift of the layer that regressed on it
+    # (form_taps.py); a run of consecutive blocks fits one map from these (fold_runs.py)
+    lag: dict[int, torch.Tensor] = field(default_factory=dict)
 
     @property
     def branches(self) -> tuple[str, ...]:
@@ -98,7 +102,7 @@ class LayerStats:
 
     def sums(self) -> list[torch.Tensor]:
         """Every float64 sum (not the shifts): what data-parallel calibration adds across processes."""
-        out = [*self.yy.values()]
+        out = [*self.yy.values(), *self.lag.values()]
         for s in self.splits.values():
             out += [s.n, s.x, s.xx] + [getattr(bs, f) for bs in s.branches.values() for f in FIELDS]
         return out
@@ -108,6 +112,7 @@ class LayerStats:
         out = {f"{prefix}.shift_x": self.shift_x}
         out.update({f"{prefix}.shift_{b}": t for b, t in self.shift_y.items()})
         out.update({f"{prefix}.yy_{b}": t for b, t in self.yy.items()})
+        out.update({f"{prefix}.lag_{r}": t for r, t in self.lag.items()})
         for split, s in self.splits.items():
             p = f"{prefix}.{split}"
             out.update({f"{p}.n": s.n, f"{p}.x": s.x, f"{p}.xx": s.xx})
@@ -134,6 +139,7 @@ class LayerStats:
             shift_y={b: flat[f"{prefix}.shift_{b}"] for b in branches},
             splits=splits,
             yy={b: flat[f"{prefix}.yy_{b}"] for b in branches},
+            lag={int(k[len(prefix) + 5:]): t for k, t in flat.items() if k.startswith(f"{prefix}.lag_")},
         )
 
 
@@ -156,7 +162,7 @@ class LayerAccumulator:
     `branches` (modes) asked for: x's sums are shared, each branch adds Σy, Σyyᵀ, Σyxᵀ and Σcos."""
 
     def __init__(self, d: int, device, product_dtype: torch.dtype = torch.float32, branches=BRANCHES,
-                 tf32: bool = False):
+                 tf32: bool = False, lags=()):
         self.d = d
         self.device = device
         self.product_dtype = product_dtype
@@ -171,6 +177,7 @@ class LayerAccumulator:
         # cost +0.9 GB of peak RSS on SmolLM2).
         self._zeros = {s: SplitSums.zeros(d, device, self.branches) for s in SPLITS}
         self._yy = {b: off_heap_zeros((d, d), torch.float64, device) for b in self.branches}
+        self._lag = {r: off_heap_zeros((d, d), torch.float64, device) for r in lags}
 
     def shift_of(self, x: torch.Tensor, ys: dict[str, torch.Tensor]) -> torch.Tensor:
         """The first batch's means in float64, [x, then each branch], as one (d * (1 + branches),)
@@ -185,8 +192,9 @@ class LayerAccumulator:
             shift_y=dict(zip(self.branches, parts[1:])),
             splits=self._zeros,
             yy=self._yy,
+            lag=self._lag,
         )
-        del self._zeros, self._yy
+        del self._zeros, self._yy, self._lag
 
     @property
     def stats(self) -> LayerStats | None:
@@ -198,12 +206,16 @@ class LayerAccumulator:
         return self._stats
 
     @torch.no_grad()
-    def add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str) -> None:
-        """h: (N, d) layer inputs; ys: branch -> (N, d) branch outputs; split: 'fit' or 'held'."""
+    def add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str, stream: torch.Tensor | None = None,
+            lags: dict[int, torch.Tensor] | None = None) -> None:
+        """h: (N, d) regressors (the layer inputs, for nbl); ys: branch -> (N, d) branch outputs; split: 'fit'
+        or 'held'; stream: the residual stream the DROP cosine is taken on (default h); lags: r -> (N, d)
+        earlier regressors, already about their own shifts, crossed with the one branch (form fold)."""
         with tf32_matmuls(self.tf32 and h.is_cuda):
-            self._add(h, {b: ys[b] for b in self.branches}, split)
+            self._add(h, {b: ys[b] for b in self.branches}, split, h if stream is None else stream, lags or {})
 
-    def _add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str) -> None:
+    def _add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str, stream: torch.Tensor,
+             lags: dict[int, torch.Tensor]) -> None:
         if self._stats is None:
             self.start(self.shift_of(h, ys))
         st, dt = self._stats, self.product_dtype
@@ -221,12 +233,15 @@ class LayerAccumulator:
             add_upper(st.yy[b], gram(y, prod, mirror=False))
             bs.yy_tr += torch.diagonal(prod).sum(dtype=torch.float64)
             bs.yx += cross(y, x, prod)
+            for r, xr in lags.items():
+                st.lag[r] += cross(y, xr.to(dt), prod)
             # DROP baseline: cosine between the stream before and after the branch is added.
-            hf = h.float()
+            hf = stream.float()
             bs.cos += torch.nn.functional.cosine_similarity(hf, hf + y_raw.float(), dim=-1).sum(dtype=torch.float64)
 
     def nbytes(self) -> int:
         """Bytes of float64 sums this layer holds (the same whether or not a batch has arrived)."""
         d, nb = self.d, len(self.branches)
         per_split = 1 + d + d * d + nb * (d + 1 + d * d + 1)
-        return 8 * (len(SPLITS) * per_split + nb * d * d + (1 + nb) * d)
+        return 8 * (len(SPLITS) * per_split + (nb + len(self._lag if self._stats is None else self._stats.lag)) * d * d
+                    + (1 + nb) * d)

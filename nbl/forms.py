@@ -1,0 +1,98 @@
+"""The form an output is written in, and the runtimes that load it without our code.
+
+    nbl     our modeling_nbl.py (trust_remote_code): attn h' = h + W h + b; block h'' = h + W h + b
+    linear  DeciLM / Nemotron-NAS `block_configs`, `replace_with_linear`: attn h' = h + W·LN1(h);
+            block: attention no_op and ffn replace_with_linear, h'' = h + W·LN2(h); no bias
+    fold    the map acts on the previous block's MLP output and is folded into its down_proj:
+            block: the base family's own class with fewer layers; attn: DeciLM with attention no_op
+
+Torch-free: the API validates requests with it, the engine and the card read the same table. What
+`runs_in` names for a runtime other than transformers is read from that runtime's code (vLLM's
+nemotron_nas.py, llama.cpp's `deci` arch, TensorRT-LLM, SGLang, mlx-lm), not tested here unless
+docs/serving.md says so.
+"""
+
+from __future__ import annotations
+
+FORMS = ("nbl", "linear", "fold")
+FORM = "nbl"
+# fold and linear fit on the one-shot criteria only: the measured ones (loss probe, greedy, auto, k auto)
+# replace layers with nbl's maps
+ONE_SHOT = ("cca", "nmse", "cosine")
+# families DeciLM (Llama-shaped: RMSNorm, SwiGLU, no biases, no q/k norms) can express
+DECILM_FAMILIES = ("llama", "mistral")
+FOLD_BLOCK_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+FFN_ROUND = 256  # DeciLM gives the MLP's width as ffn_mult, rounded up to a multiple of 256
+
+# (form, mode) -> runtimes that load the output with no code of ours; "transformers+file": through the
+# modeling file we ship (trust_remote_code); "vllm+plugin": with our nbl_vllm plugin installed
+RUNS_IN: dict[tuple[str, str], tuple[str, ...]] = {
+    ("nbl", "attn"): ("transformers+file", "vllm+plugin"),
+    ("nbl", "block"): ("transformers+file", "vllm+plugin"),
+    ("fold", "block"): ("transformers", "vllm", "sglang", "tensorrt-llm", "llama.cpp"),
+    ("fold", "attn"): ("vllm", "sglang", "tensorrt-llm", "llama.cpp", "transformers+file"),
+    ("linear", "attn"): ("tensorrt-llm", "llama.cpp", "mlx-lm", "transformers+file"),
+    ("linear", "block"): ("tensorrt-llm", "transformers+file"),
+}
+
+
+def runs_in(form: str | None, mode: str | None, method: str | None = "nbl") -> list[str]:
+    """The runtimes an output of this form and mode loads in; drop (no map) is nbl's form."""
+    if method == "drop" or form is None:
+        form = FORM
+    return list(RUNS_IN.get((form, mode or "attn"), ()))
+
+
+def writes_decilm(form: str, mode: str) -> bool:
+    """Whether the output is a DeciLMForCausalLM (block_configs) rather than the base's class or ours."""
+    return form == "linear" or (form == "fold" and mode == "attn")
+
+
+def request_error(form: str, mode: str, method: str, criterion: str, k_auto: bool) -> str | None:
+    """Why a request's compression section cannot be met in this form (None: it can); no model needed."""
+    if form not in FORMS:
+        return f"form must be one of {', '.join(FORMS)}, got {form!r}"
+    if form == FORM:
+        return None
+    if method != "nbl":
+        return f"form {form!r} writes a fitted map: method must be 'nbl' (drop is written as form 'nbl')"
+    if criterion not in ONE_SHOT:
+        return f"form {form!r} ranks layers on its own fit with criterion {', '.join(ONE_SHOT)}, got {criterion!r}"
+    if k_auto:
+        return f"form {form!r} needs explicit k values (k auto measures nbl's maps)"
+    return None
+
+
+def layer_error(form: str, layers) -> str | None:
+    """Why these layers cannot be replaced in this form: layer 0 has no previous MLP to fold into."""
+    if form == "fold" and 0 in set(layers):
+        return "layer 0 cannot be folded: it has no previous block's MLP (form 'fold' skips it)"
+    return None
+
+
+def family_error(form: str, mode: str, family: str, config: dict) -> str | None:
+    """Why a base model (its family and config.json) cannot be written in this form (None: it can)."""
+    if form == "fold" and mode == "block":
+        if family not in FOLD_BLOCK_FAMILIES:
+            return f"form 'fold' writes {', '.join(FOLD_BLOCK_FAMILIES)} models, not {family!r}"
+        return None
+    if not writes_decilm(form, mode):
+        return None
+    what = f"form {form!r} in mode {mode!r} writes DeciLM (Nemotron-NAS), which"
+    if family not in DECILM_FAMILIES:
+        reason = {"qwen2": "has no q/k/v biases", "qwen3": "has no q/k norms"}.get(family, "is Llama-shaped")
+        return f"{what} {reason}: it cannot express a {family} model; use form 'fold' in mode 'block', or 'nbl'"
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    head_dim = config.get("head_dim") or (hidden // heads if hidden and heads else None)
+    inter = config.get("intermediate_size") or 0
+    if config.get("attention_bias") or config.get("mlp_bias"):
+        return f"{what} has no biases: this {family} model has attention or MLP biases"
+    if hidden and heads and head_dim != hidden // heads:
+        return f"{what} derives head_dim as hidden_size / heads ({hidden // heads}); this model's is {head_dim}"
+    if not inter or inter % FFN_ROUND:
+        return f"{what} gives the MLP width as ffn_mult rounded to {FFN_ROUND}: intermediate_size {inter} is not a multiple"
+    if config.get("sliding_window") and config.get("use_sliding_window", True):
+        return f"{what} has no sliding window: this model's is {config['sliding_window']}"
+    if config.get("hidden_act", "silu") != "silu":
+        return f"{what} runs SwiGLU MLPs: this model's activation is {config.get('hidden_act')!r}"
+    return None
