@@ -13,6 +13,7 @@ from pathlib import Path
 from cli.eval import add_eval_options  # argparse wiring only: torch loads inside commands
 from cli.gates import EXIT_QUALITY, add_gate_option, gates_from_args
 from nbl import recipe as R
+from nbl.forms import FORMS
 from cli.selection_options import add_selection_options, print_selection, selection_from_args
 from nbl.score_fields import CRITERIA, MEASURED, SCORE_FIELDS
 
@@ -58,6 +59,10 @@ def compress_arguments(p, *, k_required: bool = True) -> None:
     p.add_argument("--method", choices=R.METHODS, default=R.METHOD)
     p.add_argument("--criterion", choices=CRITERIA + MEASURED, default=R.CRITERION,
                    help="greedy and auto measure layer sets on the selection data (see --selection-dataset)")
+    p.add_argument("--form", choices=FORMS, default=R.FORM,
+                   help="how outputs are written, so where they run (docs/engine.md#forms): nbl (our modeling file), "
+                   "linear (DeciLM replace_with_linear), fold (the map folded into the previous MLP: block mode "
+                   "writes the base's own class)")
     p.add_argument("--k", type=_ks, required=k_required, help="layers to replace: K or K1,K2,... (one output each), or "
                    "auto with --max-ppl-increase")
     p.add_argument("--out", type=Path, help="output directory (DIR/k{K} for several k)")
@@ -168,14 +173,14 @@ def recipe(args, espec=None) -> R.Recipe:
                                   text_field=args.text_field, num_samples=args.num_samples, seq_len=args.seq_len,
                                   seed=args.seed, shuffle=args.shuffle),
         compression=R.Compression(ks=tuple(args.k), mode=args.mode, method=args.method, criterion=args.criterion,
-                                  max_ppl_increase=args.max_ppl_increase),
+                                  form=args.form, max_ppl_increase=args.max_ppl_increase),
         evaluation=evaluation, selection=selection_from_args(args),
         gates=gates_from_args(args, espec),
     )
 
 
 def _json_view(r: dict) -> dict:
-    keep = SCORE_FIELDS
+    keep = SCORE_FIELDS + ("eligible", "reason")  # form fold: layer 0 is not eligible, and says why
     return {
         "calibration": r["calibration"],
         "scores": [
@@ -199,6 +204,9 @@ def print_compress_table(r: dict, mode: str) -> None:
     print(f"\n{mode} scores (* = replaced in some output)\n{head}")
     for s in r["scores"]:
         m = s[mode]
+        if m.get("eligible") is False:  # form fold's layer 0
+            print(f"{s['layer']:>4}  not eligible: {m.get('reason')}")
+            continue
         held = "-" if m["heldout_nmse"] is None else f"{m['heldout_nmse']:.4f}"
         line = f"{s['layer']:>4}{'*' if s['layer'] in chosen else ' '} {m['cca_bound']:>10.3f} {m['nmse']:>8.4f} {m['cosine']:>8.4f} {held:>9}"
         if has_loss:
@@ -208,4 +216,5 @@ def print_compress_table(r: dict, mode: str) -> None:
     if r.get("selection"):
         print_selection(r["selection"])
     for o in r["outputs"]:
-        print(f"k={o['k']:<3} {o['mode']}/{o['method']}/{o['criterion']}: layers {o['replaced_layers']} -> {o['path']}")
+        print(f"k={o['k']:<3} {o['mode']}/{o['method']}/{o['criterion']} form {o.get('form', R.FORM)}: layers "
+              f"{o['replaced_layers']} -> {o['path']}  (runs in: {', '.join(o.get('runs_in') or [])})")

@@ -43,6 +43,7 @@ def build_request(args) -> dict[str, Any]:
     put("compression", "mode", args.mode)
     put("compression", "method", args.method)
     put("compression", "criterion", args.criterion)
+    put("compression", "form", getattr(args, "form", None))
     if getattr(args, "max_ppl_increase", None) is not None:
         put("compression", "budget", {"max_ppl_increase": args.max_ppl_increase})
     put("selection", "dataset", getattr(args, "selection_dataset", None))

@@ -3,7 +3,7 @@
     Recipe
       model, revision
       calibration    dataset, config, split, text_field, num_samples, seq_len, seed, shuffle
-      compression    ks, mode, method, criterion (+ k auto's budget: max_ppl_increase, ks empty)
+      compression    ks, mode, method, criterion, form (+ k auto's budget: max_ppl_increase, ks empty)
       selection      dataset, config, split, text_field, num_samples (None: the calibration's held-out tenth)
       evaluation     perplexity, tasks, task files, limit, max_tokens, speed (+ the CLI's suite, ...)
       publishing     a Hub repo or a local directory name (None: nowhere; the CLI's --out)
@@ -21,6 +21,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from nbl.forms import FORM
 from nbl.task_records import text_lines
 
 DATASET = "c4"
@@ -54,6 +55,7 @@ class Compression:
     mode: str = MODE
     method: str = METHOD
     criterion: str = CRITERION
+    form: str = FORM  # nbl | linear | fold (nbl/forms.py): how the output is written, so where it runs
     max_ppl_increase: float | None = None  # k auto: the largest k within this rise of the selection perplexity
 
 
@@ -144,6 +146,7 @@ def from_request(spec) -> Recipe:
         revision=spec.model.revision,
         calibration=Calibration(**cal.model_dump()),
         compression=Compression(ks=tuple(comp.ks), mode=comp.mode, method=comp.method, criterion=comp.criterion,
+                                form=comp.form or FORM,
                                 max_ppl_increase=comp.budget.max_ppl_increase if comp.budget is not None else None),
         selection=None if spec.selection is None else Selection(**spec.selection.model_dump()),
         evaluation=Evaluation(perplexity=tuple(ev.perplexity), tasks=tuple(ev.tasks), limit=ev.limit,

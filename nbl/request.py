@@ -21,6 +21,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Fiel
 
 from nbl import recipe as R
 from nbl.dataset_names import refuse_local_reader
+from nbl.forms import FORMS, request_error
 from nbl.gates import GatesSpec
 from nbl.names import HUB_PART, REVISION, SIMPLE, hub_id, model_id, revision, simple_name
 from nbl.plain_text import plain_text, secret_token
@@ -150,8 +151,19 @@ class CompressionSpec(Request):
         description="layers to replace; a list gives one output per k from one calibration; auto: the largest "
         "within budget.max_ppl_increase", examples=[4, [4, 8], "auto"])
     budget: BudgetSpec | None = Field(default=None, description="with k auto: the selection perplexity's largest rise")
+    form: Literal[FORMS] | None = Field(  # type: ignore[valid-type]
+        default=None, description="how outputs are written, so where they run: nbl (default; our modeling file), "
+        "linear (DeciLM replace_with_linear), fold (the map folded into the previous MLP's down_proj; block mode "
+        "writes the base's own class with fewer layers)", examples=["fold"])
     _k_auto = model_validator(mode="after")(check_budget)
-    _dump = model_serializer(mode="wrap")(without_none("budget"))  # a request without one dumps as before
+    _dump = model_serializer(mode="wrap")(without_none("budget", "form"))  # a request without them dumps as before
+
+    @model_validator(mode="after")
+    def _form_fits(self):
+        why = request_error(self.form or R.FORM, self.mode, self.method, self.criterion, self.k == "auto")
+        if why is not None:
+            raise ValueError(why)
+        return self
 
     @property
     def ks(self) -> list[int]:

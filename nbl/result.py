@@ -4,7 +4,7 @@ build it here, so the three agree.
 
     {"calibration": {"tokens", "seconds", "cached"},
      "base": METRICS,
-     "outputs": [{"k", "mode", "method", "criterion", "layers", "metrics", "delta", "relative"}]}
+     "outputs": [{"k", "mode", "method", "criterion", "form", "runs_in", "layers", "metrics", "delta", "relative"}]}
 
     METRICS = {"perplexity": {name: {ppl, bits_per_byte, tokens}},
                "tasks": {name: {acc, acc_norm, n, ppl}},
@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from nbl.forms import FORM, runs_in
 
 PERPLEXITY_KEYS = ("ppl", "bits_per_byte", "tokens")
 TASK_KEYS = ("acc", "acc_norm", "n", "ppl")
@@ -123,8 +125,11 @@ def relative(model: Mapping | None, base: Mapping | None) -> dict | None:
 
 
 def output_entry(k: int, mode: str | None, method: str | None, criterion: str | None, layers: list[int] | None,
-                 metrics: Mapping | None, base: Mapping | None) -> dict:
-    return {"k": k, "mode": mode, "method": method, "criterion": criterion, "layers": layers,
+                 metrics: Mapping | None, base: Mapping | None, form: str | None = None) -> dict:
+    """One output's entry; `form` None is nbl (a request without one), runs_in from nbl/forms.py's table."""
+    form = form or FORM
+    return {"k": k, "mode": mode, "method": method, "criterion": criterion, "form": form,
+            "runs_in": runs_in(form, mode, method), "layers": layers,
             "metrics": metrics, "delta": delta(metrics, base), "relative": relative(metrics, base)}
 
 
@@ -167,5 +172,5 @@ def job_result(spec: Mapping[str, Any], selected: Iterable[Mapping] | None,
         "outputs": [output_entry(k, (chosen.get(k) or {}).get("mode", comp.get("mode")), comp.get("method"),
                                  (chosen.get(k) or {}).get("criterion") or comp.get("criterion"),
                                  (chosen.get(k) or {}).get("layers"),
-                                 nested(f"k{k}"), base) for k in ks],
+                                 nested(f"k{k}"), base, comp.get("form")) for k in ks],
     }

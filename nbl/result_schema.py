@@ -115,6 +115,12 @@ class OutputResult(Schema):
     mode: str | None = Field(None, description="attn or block", examples=["attn"])
     method: str | None = Field(None, description="nbl (the fitted linear map) or drop (the layer removed)", examples=["nbl"])
     criterion: str | None = Field(None, description="the score the layers were ranked by", examples=["cca"])
+    form: str = Field("nbl", description="how the output is written: nbl (our modeling file), linear (DeciLM "
+                      "replace_with_linear) or fold (the map folded into the previous MLP)", examples=["fold"])
+    runs_in: list[str] = Field(default_factory=list, description="runtimes that load it with no code of ours "
+                               "(`transformers+file`: through the modeling file shipped with it, trust_remote_code; "
+                               "`vllm+plugin`: with the nbl_vllm plugin); docs/serving.md says which are tested",
+                               examples=[["transformers", "vllm", "sglang", "tensorrt-llm", "llama.cpp"]])
     layers: list[int] | None = Field(None, description="the replaced layers, ascending; null until scoring ends",
                                      examples=[[19, 21, 22, 23]])
     metrics: Metrics | None = Field(None, description="this output, reloaded from disk; null until evaluated")

@@ -75,12 +75,14 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
         dtype=str(source.dtype),
         holdout_fraction=cfg.holdout_fraction,
         product_dtype=products,
+        **({"form": cfg.form} if cfg.form != "nbl" else {}),  # nbl's keys stay as they were
     )
+    max_run = max(cfg.ks) if (cfg.form, cfg.mode) == ("fold", "block") else 1  # a fold run is at most k blocks
     caching = cfg.use_cache and cfg.stats_dir is not None
     if caching:
         stats_dir = Path(cfg.stats_dir)
         hit = stats_cache.open_entry(stats_cache.entry_path(stats_dir, key))
-        if hit is not None and cfg.mode in hit.modes:
+        if hit is not None and cfg.mode in hit.modes and hit.meta.get("max_run", 1) >= max_run:
             report("calibrate", 1.0, f"statistics cache hit {key}")
             return CalibrationResult(hit, hit.held_blocks(), hit.meta, True, key)
         path = stats_cache.entry_path(stats_dir, key)
@@ -100,7 +102,7 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
 
     def on_layer(i: int, stats: LayerStats) -> None:  # score at once, write the shard, drop the sums
         writer.layer(i, stats)
-        scores.append(layer_scores(i, stats, cfg.ridge))
+        scores.append(layer_scores(i, stats, cfg.ridge, cfg.form))
 
     try:
         cal = calibrate(
@@ -118,6 +120,8 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
             spill_dir=spill_dir(cfg),
             on_layer=on_layer,
             devices=cfg.devices,
+            form=cfg.form,
+            max_run=max_run,
         )
     except BaseException:
         writer.abort()
@@ -134,6 +138,8 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
         "batch_size": bs,
         "modes": [cfg.mode],
         "num_layers": n_layers,
+        "form": cfg.form,
+        "max_run": max_run,
     }
     held = blocks[len(blocks) - holdout :].clone()
     shards = writer.finish(held, meta)

@@ -19,14 +19,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from nbl.forms import family_error, runs_in
+
 from .auto_k import MEASURED
 from .calibration_stage import CalibrationResult, Report, calibration_stage, layer_source, no_report, spill_dir
 from .config import CompressConfig
 from .layerwise_logits import LayerwiseModel
 from .loading import LoadedModel, load_model
 from .loss_probe import loss_rise
+from .fold_runs import fit_form_maps
 from .saving import write_compressed
-from .score_stage import fit_maps, score_stage
+from .saving_forms import write_form
+from .score_stage import layer_reader, fit_maps, score_stage
 from .selection import choose
 from .selection_stage import selection_stage
 from .surgery import Plan
@@ -62,6 +66,9 @@ def run(cfg: CompressConfig, report: Report = no_report, progress: bool = True, 
     n_layers = source.config.num_hidden_layers
     if cfg.ks and max(cfg.ks) >= n_layers:
         raise ValueError(f"k must be below the number of layers ({n_layers}), got {max(cfg.ks)}")
+    why = family_error(cfg.form, cfg.mode, lm.family, source.config.to_dict())
+    if why is not None:  # before calibrating: the output could not be written
+        raise ValueError(why)
     timings["load_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -80,7 +87,8 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
     t = time.perf_counter()
     report("score", 0.0, "scoring layers")
     scores = cal.scores if cal.scores is not None else score_stage(
-        cal.stats, cfg.ridge, progress, on_layer=lambda i, n: report("score", i / n, f"scored layer {i}/{n}"))
+        cal.stats, cfg.ridge, progress, on_layer=lambda i, n: report("score", i / n, f"scored layer {i}/{n}"),
+        form=cfg.form)
     if cfg.criterion == "loss":
         if len(cal.held_blocks) == 0:
             raise ValueError("criterion 'loss' needs held-out blocks: use num_samples >= 2 and holdout_fraction > 0")
@@ -120,16 +128,24 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
     t = time.perf_counter()
     for j, k in enumerate(ks):
         layers, criterion = chosen[k] if chosen is not None else (choose(scores, cfg.mode, cfg.criterion, k), cfg.criterion)
-        plan = Plan(cfg.mode, cfg.method, tuple(layers))
-        maps = fit_maps(cal.stats, cfg.mode, layers, cfg.ridge) if cfg.method == "nbl" else {}
+        plan = Plan(cfg.mode, cfg.method, tuple(layers), cfg.form)
+        if cfg.form != "nbl":  # bias-free, on the form's own regressor; fold block: one map per run
+            maps = fit_form_maps(layer_reader(cal.stats)[1], cfg.form, cfg.mode, layers, cfg.ridge)
+        else:
+            maps = fit_maps(cal.stats, cfg.mode, layers, cfg.ridge) if cfg.method == "nbl" else {}
         out = None if cfg.out is None else Path(cfg.out) if len(ks) == 1 else Path(cfg.out) / f"k{k}"
-        output = {"k": k, "mode": cfg.mode, "method": cfg.method, "criterion": criterion,
-                  "replaced_layers": layers, "path": str(out) if out else None}
+        output = {"k": k, "mode": cfg.mode, "method": cfg.method, "criterion": criterion, "form": cfg.form,
+                  "runs_in": runs_in(cfg.form, cfg.mode, cfg.method), "replaced_layers": layers,
+                  "path": str(out) if out else None}
         if out is not None:
             report("compress", j / len(ks), f"k={k}: layers {layers} -> {out}")
             # written tensor by tensor from the base's shards: the whole model is never in memory
-            write_compressed(lm.path, plan.as_config(), maps, lm.dtype, lm.tokenizer, out, lm.family,
-                             _scores_report(cfg, lm, result, plan), cfg.max_shard_size)
+            if cfg.form != "nbl":
+                write_form(lm.path, plan, maps, lm.dtype, lm.tokenizer, out, lm.family,
+                           _scores_report(cfg, lm, result, plan), cfg.max_shard_size)
+            else:
+                write_compressed(lm.path, plan.as_config(), maps, lm.dtype, lm.tokenizer, out, lm.family,
+                                 _scores_report(cfg, lm, result, plan), cfg.max_shard_size)
             if on_saved is not None:
                 on_saved(output, LayerwiseModel(layer_source(lm), plan, maps))
         result.outputs.append(output)
@@ -147,7 +163,7 @@ def _scores_report(cfg: CompressConfig, lm: LoadedModel, result: CompressResult,
         "recipe": {
             "dataset": cfg.dataset.key(), "num_samples": cfg.num_samples, "seq_len": cfg.seq_len,
             "seed": cfg.seed, "shuffle": cfg.shuffle, "mode": plan.mode, "method": plan.method,
-            "criterion": cfg.criterion, "k": len(plan.layers), "ridge": cfg.ridge,
+            "criterion": cfg.criterion, "k": len(plan.layers), "ridge": cfg.ridge, "form": plan.form,
             # k auto's budget: the card's plot draws it over the greedy's perplexities
             **({"max_ppl_increase": cfg.max_ppl_increase} if cfg.max_ppl_increase is not None else {}),
         },

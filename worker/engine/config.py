@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nbl import recipe as R
+from nbl.forms import request_error
 
 from .data import DatasetSpec
 from .scores import DEFAULT_RIDGE
@@ -34,6 +35,7 @@ class CompressConfig:
     mode: str = R.MODE
     method: str = R.METHOD
     criterion: str = R.CRITERION
+    form: str = R.FORM  # nbl/forms.py
     dtype: str | None = None
     device: str | None = None
     devices: list[str] | None = None  # several: data-parallel calibration, one process each (distributed.py)
@@ -72,6 +74,9 @@ class CompressConfig:
             raise ValueError("give at least one k, or k auto with a budget")
         if any(k <= 0 for k in self.ks):
             raise ValueError(f"k must be positive, got {self.ks}")
+        why = request_error(self.form, self.mode, self.method, self.criterion, self.max_ppl_increase is not None)
+        if why is not None:
+            raise ValueError(why)
         if self.product_dtype not in PRODUCTS:
             raise ValueError(f"product_dtype must be one of {', '.join(PRODUCTS)}")
 
@@ -89,4 +94,4 @@ def from_recipe(recipe: R.Recipe, model: str | None = None, **machine) -> Compre
         model=model or recipe.model, revision=recipe.revision,
         dataset=DatasetSpec(cal.dataset, cal.config, cal.split, cal.text_field), ks=list(comp.ks),
         num_samples=cal.num_samples, seq_len=cal.seq_len, seed=cal.seed, shuffle=cal.shuffle,
-        mode=comp.mode, method=comp.method, criterion=comp.criterion, **machine)
+        mode=comp.mode, method=comp.method, criterion=comp.criterion, form=comp.form, **machine)

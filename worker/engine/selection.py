@@ -7,7 +7,8 @@
             held-out calibration blocks, with maps fitted on the other blocks (not in the paper;
             measured by loss_probe.py)
 
-No refit after earlier choices: the k best by the criterion, as in the paper.
+No refit after earlier choices: the k best by the criterion, as in the paper. A layer whose scores say
+`"eligible": false` (form fold's layer 0, with a `reason`) is never ranked.
 """
 
 from __future__ import annotations
@@ -25,16 +26,26 @@ def ranking(layer_scores: list[dict], mode: str, criterion: str) -> list[int]:
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
     key = CRITERION_FIELD[criterion]
-    values = [s[mode].get(key) for s in layer_scores]
-    if any(v is None for v in values):
+    eligible = [i for i, s in enumerate(layer_scores) if eligible_layer(s, mode)]
+    values = {i: layer_scores[i][mode].get(key) for i in eligible}
+    if any(v is None for v in values.values()):
         raise ValueError(f"criterion {criterion!r} needs {key!r} for every layer in mode {mode!r}")
     sign = -1.0 if criterion in HIGHER_FIRST else 1.0
     # NaN (a degenerate layer) ranks last, ties by layer index, for a stable order.
-    return sorted(range(len(values)), key=lambda i: (math.isnan(values[i]), sign * values[i], i))
+    return sorted(eligible, key=lambda i: (math.isnan(values[i]), sign * values[i], i))
+
+
+def eligible_layer(scores: dict, mode: str) -> bool:
+    """False for a layer the form cannot replace (form fold's layer 0): its scores say why."""
+    return scores[mode].get("eligible", True) is not False
 
 
 def choose(layer_scores: list[dict], mode: str, criterion: str, k: int) -> list[int]:
     n = len(layer_scores)
     if not 0 < k < n:
         raise ValueError(f"k must be between 1 and {n - 1} for a model with {n} layers, got {k}")
-    return sorted(ranking(layer_scores, mode, criterion)[:k])
+    order = ranking(layer_scores, mode, criterion)
+    if k > len(order):
+        why = next(s[mode].get("reason") for s in layer_scores if not eligible_layer(s, mode))
+        raise ValueError(f"k={k} but only {len(order)} layers are eligible: {why}")
+    return sorted(order[:k])

@@ -45,7 +45,8 @@ def compress_result(view: dict, base: dict | None, results: dict[int, dict]) -> 
     base_m = metrics_of(base) if base else None
     return {"calibration": calibration_of(view["calibration"]), "base": base_m,
             "outputs": [output_entry(o["k"], o["mode"], o["method"], o["criterion"], o["replaced_layers"],
-                                     metrics_of(results[o["k"]]) if o["k"] in results else None, base_m)
+                                     metrics_of(results[o["k"]]) if o["k"] in results else None, base_m,
+                                     o.get("form"))
                         for o in view["outputs"]]}
 
 
