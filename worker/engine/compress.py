@@ -163,7 +163,8 @@ def _scores_report(cfg: CompressConfig, lm: LoadedModel, result: CompressResult,
         "recipe": {
             "dataset": cfg.dataset.key(), "num_samples": cfg.num_samples, "seq_len": cfg.seq_len,
             "seed": cfg.seed, "shuffle": cfg.shuffle, "mode": plan.mode, "method": plan.method,
-            "criterion": cfg.criterion, "k": len(plan.layers), "ridge": cfg.ridge, "form": plan.form,
+            "criterion": cfg.criterion, "k": len(plan.layers), "ridge": cfg.ridge,
+            **({"form": plan.form} if plan.form != "nbl" else {}),  # an nbl report reads as before
             # k auto's budget: the card's plot draws it over the greedy's perplexities
             **({"max_ppl_increase": cfg.max_ppl_increase} if cfg.max_ppl_increase is not None else {}),
         },

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import torch
 
+from nbl.forms import layer_error
+
 from .form_scores import lstsq_no_bias
 from .scores import DEFAULT_RIDGE, LinearMap, Moments, layer_moments
 
@@ -61,6 +63,9 @@ def run_moments(get, run: tuple[int, ...], mode: str = "block") -> Moments:
 
 def fit_form_maps(get, form: str, mode: str, layers, ridge: float = DEFAULT_RIDGE) -> dict[int, LinearMap]:
     """The maps of a linear or fold output: per layer, or per fold run of blocks (keyed by its first layer)."""
+    why = layer_error(form, layers)
+    if why is not None:
+        raise ValueError(why)
     if form == "fold" and mode == "block":
         return {r[0]: lstsq_no_bias(run_moments(get, r, mode), ridge) for r in runs(layers)}
     return {i: lstsq_no_bias(layer_moments(get(i), mode), ridge) for i in layers}

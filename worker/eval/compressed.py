@@ -5,7 +5,9 @@ A compressed output (`nbl compress`) is a directory whose config.json has model_
 and an auto_map into the modeling_nbl.py beside it; it loads with trust_remote_code=True. We trust
 that file only when it is byte-identical to the modeling_nbl.py this package ships, i.e. the code is
 ours. A directory whose copy differs (an older release, or an edited file) is loaded with the
-installed classes instead, never its own code, with a warning.
+installed classes instead, never its own code, with a warning. A DeciLM output (forms linear and fold-attn,
+model_type `nemotron-nas`) is trusted the same way through its modeling_decilm.py; a fold-block output is the
+base's own class and loads as any model.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import logging
 import sys
 from pathlib import Path
 
-from ..engine import modeling_nbl
+from ..engine import modeling_decilm, modeling_nbl
 from ..engine.fingerprint import dir_digest
 from ..engine.loading import LoadedModel, ModelError, load_model, resolve_device, resolve_dtype
 from ..engine.placement import max_memory_for, place, spread_kwargs
 
 log = logging.getLogger(__name__)
 MODELING_FILE = "modeling_nbl.py"
+DECILM_FILE, DECILM_TYPE = "modeling_decilm.py", "nemotron-nas"
 
 
 def is_compressed_dir(path: str | Path) -> bool:
@@ -31,6 +34,8 @@ def is_compressed_dir(path: str | Path) -> bool:
         config = json.loads((path / "config.json").read_text())
     except (OSError, json.JSONDecodeError):
         return False
+    if config.get("model_type") == DECILM_TYPE:
+        return (path / DECILM_FILE).is_file()
     return str(config.get("model_type", "")).startswith("nbl_") and (path / MODELING_FILE).is_file()
 
 
@@ -42,14 +47,16 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None, hom
 
     path = Path(path).expanduser()
     config = json.loads((path / "config.json").read_text())
-    family = config["model_type"].removeprefix("nbl_")
+    decilm = config["model_type"] == DECILM_TYPE
+    module, file = (modeling_decilm, DECILM_FILE) if decilm else (modeling_nbl, MODELING_FILE)
+    family = "llama" if decilm else config["model_type"].removeprefix("nbl_")  # DeciLM is Llama-shaped
     if family not in modeling_nbl.FAMILIES:
         raise ModelError(f"{path}: compressed model of unknown family {family!r}")
     if not any(path.glob("*.safetensors")):
         raise ModelError(f"{path}: no *.safetensors weights")
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
-    ours = Path(modeling_nbl.__file__).read_bytes() == (path / MODELING_FILE).read_bytes()
+    ours = Path(module.__file__).read_bytes() == (path / file).read_bytes()
     # The tokenizer needs no code, ours or any other (an auto_map in tokenizer_config.json would run):
     # say False, or transformers asks on stdin since config.json names our code. Its notices go to
     # stderr: stdout must stay clean for --json.
@@ -62,8 +69,8 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None, hom
                                                          use_safetensors=True, **kw)
     else:
         log.warning("%s: %s differs from the installed one; loading with the installed classes, not its code",
-                    path, MODELING_FILE)
-        cls = getattr(modeling_nbl, modeling_nbl.class_names(family)[1])
+                    path, file)
+        cls = modeling_decilm.DeciLMForCausalLM if decilm else getattr(modeling_nbl, modeling_nbl.class_names(family)[1])
         model = cls.from_pretrained(path, dtype=torch_dtype, use_safetensors=True, **kw)
     model = place(model, device, kw)
     return LoadedModel(

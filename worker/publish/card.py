@@ -20,6 +20,7 @@ from pathlib import Path
 from nbl.score_fields import SCORE_LABELS
 
 from ..eval.truncation import describe
+from .card_runs import form_sentence, runs_in_section
 from .card_selection import selection_section
 from .model_index import eval_results
 from .vllm_usage import vllm_usage
@@ -122,6 +123,7 @@ def method_section(report: dict, base: str) -> str:
         + (" (the CCA bound Σ(1 − ρᵢ²) between a layer's input and output: the lower, the more linear the "
            "layer, as the paper ranks)" if crit == "cca" else "")
         + ". Replaced attention branches hold no KV cache, so the KV cache shrinks by the same fraction.\n"
+        + form_sentence(r.get("form", "nbl"), mode)
     )
 
 
@@ -136,7 +138,7 @@ def recipe_section(report: dict, recipe: dict | None) -> str:
         args.append(f"--revision {report['base_revision']}")
     if ds:
         args += dataset_args(ds, ("--dataset", "--dataset-config", "--split", "--text-field"), "train")
-    for key in ("num_samples", "seq_len", "seed", "mode", "method", "criterion", "k"):
+    for key in ("num_samples", "seq_len", "seed", "mode", "method", "criterion", "form", "k"):
         if key in r:
             auto = key == "k" and r.get("max_ppl_increase") is not None  # k auto: the budget, not the k it found
             args.append(f"--k auto --max-ppl-increase {r['max_ppl_increase']}" if auto
@@ -261,6 +263,7 @@ def card_text(info: CardInfo) -> str:
         recipe += (f"\nCalibration: {format_number(cal.get('num_samples'))} × {format_number(cal.get('seq_len'))} = "
                    f"{format_number(cal['tokens'])} tokens.\n")
     selection = selection_section(report.get("selection"), len(report.get("replaced_layers") or []))
+    rec = report.get("recipe") or {}
     sections = [
         (f"# {model_name(report, info.recipe)}", method_section(report, base)),
         ("## Recipe", recipe),
@@ -268,7 +271,9 @@ def card_text(info: CardInfo) -> str:
         ("## Replaced layers and their scores", layers_section(report, info.plot)),
         ("## Evaluation: base vs compressed", eval_section(info.metrics, info.scored)),
         *([("## Warnings", "".join(f"- {w}\n" for w in info.warnings))] if info.warnings else []),
-        ("## How to load", usage_section(info.repo_id, info.subfolder)),
+        ("## Runs in", runs_in_section(rec.get("form"), rec.get("mode", "attn"), rec.get("method", "nbl"),
+                                       info.repo_id, info.subfolder)),
+        *([("## How to load", usage_section(info.repo_id, info.subfolder))] if rec.get("form", "nbl") == "nbl" else []),
         ("## Citation", f"Neural Block Linearization, [arXiv 2505.21077]({PAPER}).\n"),
     ]
     body = "\n".join(f"{head}\n\n{text.strip()}\n" for head, text in sections)
