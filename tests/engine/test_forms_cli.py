@@ -1,5 +1,5 @@
-"""`nbl compress --form` end to end on tiny checkpoints: the job's path (load check in a fresh process, card),
-the typed result's form and runs_in, and the refusals (one line, exit 2)."""
+"""`nbl compress --form` end to end on tiny checkpoints: the job's path (load check in a fresh process, card,
+each output's evaluation), the typed result's form and runs_in, and the refusals (one line, exit 2)."""
 
 import json
 
@@ -26,7 +26,7 @@ def _args(model, text_file, out, *extra):
 def test_compress_form_end_to_end(form, mode, family, text_file, tmp_path, capsys):
     base = save_tiny_checkpoint(tmp_path / "base", family, layers=5, intermediate_size=256)
     code, out, err = _run(capsys, *_args(base, text_file, tmp_path / "out", "--k", "1,2", "--mode", mode, "--form",
-                                         form, "--criterion", "nmse"))
+                                         form, "--criterion", "nmse", "--eval", "--max-tokens", 256))
     assert code == 0, err
     r = json.loads(out)
     for o in r["outputs"]:
@@ -38,6 +38,8 @@ def test_compress_form_end_to_end(form, mode, family, text_file, tmp_path, capsy
         card = (tmp_path / "out" / f"k{o['k']}" / "README.md").read_text()
         assert "## Runs in" in card and "per the runtime's code" in card
     assert [o["form"] for o in r["result"]["outputs"]] == [form, form]
+    # evaluated reloaded from disk: the base's class (fold block) or our DeciLM file
+    assert all(o["metrics"]["perplexity"]["wikitext2"]["ppl"] > 1 for o in r["result"]["outputs"])
     if form == "fold":
         assert r["scores"][0][mode]["eligible"] is False
     if (form, mode) == ("fold", "block"):

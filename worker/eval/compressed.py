@@ -48,6 +48,7 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None, hom
     path = Path(path).expanduser()
     config = json.loads((path / "config.json").read_text())
     decilm = config["model_type"] == DECILM_TYPE
+    plain = config["model_type"] in modeling_nbl.FAMILIES  # form fold, block: the base's own class, no code at all
     module, file = (modeling_decilm, DECILM_FILE) if decilm else (modeling_nbl, MODELING_FILE)
     family = "llama" if decilm else config["model_type"].removeprefix("nbl_")  # DeciLM is Llama-shaped
     if family not in modeling_nbl.FAMILIES:
@@ -56,7 +57,7 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None, hom
         raise ModelError(f"{path}: no *.safetensors weights")
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
-    ours = Path(module.__file__).read_bytes() == (path / file).read_bytes()
+    ours = plain or Path(module.__file__).read_bytes() == (path / file).read_bytes()
     # The tokenizer needs no code, ours or any other (an auto_map in tokenizer_config.json would run):
     # say False, or transformers asks on stdin since config.json names our code. Its notices go to
     # stderr: stdout must stay clean for --json.
@@ -65,7 +66,7 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None, hom
     kw = spread_kwargs(max_memory)
     if ours:
         with contextlib.redirect_stdout(sys.stderr):
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=True,
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=not plain,
                                                          use_safetensors=True, **kw)
     else:
         log.warning("%s: %s differs from the installed one; loading with the installed classes, not its code",
