@@ -1,0 +1,32 @@
+"""One output through vLLM with no plugin loaded (run with VLLM_PLUGINS= in its own process): prints JSON
+{"tokens", "logprobs"} of 16 greedy fp32 tokens per prompt, as vllm_run.py measures them.
+
+    VLLM_PLUGINS= python tests/serving/vllm_plain.py PATH TRUST_REMOTE_CODE(0|1) PROMPTS_JSON
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from plan import NEW_TOKENS
+
+
+def main(path: str, trust: bool, prompts: list[list[int]]) -> None:
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    llm = LLM(model=path, dtype="float32", generation_config="vllm", max_model_len=256, seed=0, enforce_eager=True,
+              distributed_executor_backend="uni", trust_remote_code=trust)
+    params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True, logprobs=1)
+    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+    print("RESULT " + json.dumps({
+        "tokens": [list(o.outputs[0].token_ids) for o in outs],
+        "logprobs": [[s[t].logprob for t, s in zip(o.outputs[0].token_ids, o.outputs[0].logprobs)] for o in outs]}))
+    llm.llm_engine.engine_core.shutdown()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2] == "1", json.loads(sys.argv[3]))
