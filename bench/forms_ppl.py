@@ -50,7 +50,10 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=2048)
     ap.add_argument("--criterion", default="cosine", choices=("cca", "nmse", "cosine"))
     ap.add_argument("--out", type=Path, default=HERE / "results" / "forms_ppl")
+    ap.add_argument("--from-log", type=Path, help="write the tables from the rows an interrupted run printed")
     args = ap.parse_args()
+    if args.from_log is not None:
+        return from_log(args)
     os.environ.setdefault("NBL_DATA_DIR", str(HERE.parent.parent / "shared" / "data"))
     settings = Settings()
     lm = load_model(smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir, home=settings.home)
@@ -87,7 +90,17 @@ def main() -> None:
     write(args, base, rows)
 
 
-def write(args, base: float, rows: list[dict]) -> None:
+def from_log(args) -> None:
+    """The rows a run printed (`base X`, then one dict per row), for a run stopped before its end."""
+    import ast
+
+    lines = args.from_log.read_text().splitlines()
+    base = next(float(x.split()[1]) for x in lines if x.startswith("base "))
+    rows = [ast.literal_eval(x[:x.rindex("}") + 1]) for x in lines if x.startswith("{'form'")]
+    write(args, base, rows, partial=True)
+
+
+def write(args, base: float, rows: list[dict], partial: bool = False) -> None:
     nbl = {(r["mode"], r["k"]): r["ppl"] for r in rows if r["form"] == "nbl"}
     md = [f"# Perplexity per output form (SmolLM2-135M-Instruct)", "",
           f"Calibration: C4 (c4_demo) {args.num_samples} x {args.seq_len} tokens; WikiText-2 raw test, first "
@@ -96,14 +109,20 @@ def write(args, base: float, rows: list[dict]) -> None:
           f"**{base:.2f}**.", "",
           "| mode | k | form | layers | ppl | vs nbl | target | holds |", "|---|---:|---|---|---:|---:|---:|---|"]
     for r in rows:
-        rise = r["ppl"] / nbl[(r["mode"], r["k"])] - 1
+        ref = nbl.get((r["mode"], r["k"]))
+        rise = r["ppl"] / ref - 1 if ref else float("nan")
         target = TARGETS.get((r["form"], r["mode"], r["k"]))
-        holds = "-" if target is None else ("yes" if rise <= target else "**no**")
+        holds = "-" if target is None or not ref else ("yes" if rise <= target else "**no**")
         md.append(f"| {r['mode']} | {r['k']} | {r['form']} | {r['layers']} | {r['ppl']:.2f} | {rise:+.1%} | "
                   f"{'-' if target is None else f'≤ +{target:.0%}'} | {holds} |")
-    md += ["", "Command:", "", "```", "python " + " ".join(sys.argv), "```"]
+    if partial:
+        done = {(r["form"], r["mode"], r["k"]) for r in rows}
+        missing = [f"{f} {m} k={k}" for m, ks in KS.items() for f in FORMS[m] for k in ks if (f, m, k) not in done]
+        md += ["", f"Not measured (the run was stopped before them): {', '.join(missing) or 'none'}."]
+    command = "python bench/forms_ppl.py" if partial else "python " + " ".join(sys.argv)  # --from-log: the run's own
+    md += ["", "Command:", "", "```", command, "```"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"base": base, "rows": rows, "command": " ".join(sys.argv)},
+    args.out.with_suffix(".json").write_text(json.dumps({"base": base, "rows": rows, "command": command},
                                                         indent=2) + "\n")
     args.out.with_suffix(".md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
