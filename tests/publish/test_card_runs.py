@@ -15,7 +15,8 @@ def test_fold_block_card_lists_stock_runtimes_without_remote_code():
     text = card_text(CardInfo(report=_report("fold"), repo_id="team/m", plot=None))
     runs = text.split("## Runs in")[1].split("## Citation")[0]
     assert "| transformers | as is, no code of ours | tested by nbl-service |" in runs
-    assert "| vLLM | as is, no code of ours | per the runtime's code |" in runs
+    assert "| vLLM | as is, no code of ours | tested by nbl-service |" in runs
+    assert "| SGLang | as is, no code of ours | per the runtime's code |" in runs
     assert "trust_remote_code" not in runs and "modeling_nbl" not in text and "## How to load" not in text
     assert 'from_pretrained("team/m")' in runs and "vllm serve team/m" in runs
     assert "folded into that MLP's `down_proj`" in text

@@ -1,7 +1,8 @@
 """The card's "Runs in" table: each runtime an output's form loads in (nbl/forms.py), with its snippet.
 
-Only transformers is tested by this service for every form (tests/engine/test_forms_*.py load each form
-token-exact); the other rows are read from the runtimes' own code, and the card says so.
+transformers is tested by this service for every form (tests/engine/test_forms_*.py load each form token-exact),
+vLLM with no plugin on the fold forms (tests/serving/test_vllm_forms.py) and with the plugin on nbl's; the other
+rows are read from the runtimes' own code, and the card says so.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from nbl.forms import FORM, runs_in, writes_decilm
 
 # runtimes this service's tests load the outputs in, token-exact against the compressed model in memory
-TESTED = {"transformers", "transformers+file", "vllm+plugin"}
+TESTED = {"transformers", "transformers+file", "vllm", "vllm+plugin"}
 LABELS = {"transformers": "transformers", "transformers+file": "transformers (our modeling file)",
           "vllm": "vLLM", "vllm+plugin": "vLLM (nbl-vllm plugin)", "sglang": "SGLang",
           "tensorrt-llm": "TensorRT-LLM", "llama.cpp": "llama.cpp", "mlx-lm": "mlx-lm"}
