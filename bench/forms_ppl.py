@@ -50,6 +50,8 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=2048)
     ap.add_argument("--criterion", default="cosine", choices=("cca", "nmse", "cosine"))
     ap.add_argument("--out", type=Path, default=HERE / "results" / "forms_ppl")
+    ap.add_argument("--modes", default="attn,block", help="a subset of attn,block")
+    ap.add_argument("--forms", default="nbl,linear,fold", help="a subset of nbl,linear,fold (nbl: the reference)")
     ap.add_argument("--from-log", type=Path, help="write the tables from the rows an interrupted run printed")
     args = ap.parse_args()
     if args.from_log is not None:
@@ -66,7 +68,9 @@ def main() -> None:
     print("base", base, flush=True)
     rows = []
     for mode, ks in KS.items():
-        for form in FORMS[mode]:
+        if mode not in args.modes.split(","):
+            continue
+        for form in [f for f in FORMS[mode] if f in args.forms.split(",")]:
             t = time.perf_counter()
             cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=list(ks), num_samples=args.num_samples,
                                  seq_len=args.seq_len, mode=mode, form=form, stats_dir=settings.stats_dir,
@@ -117,7 +121,8 @@ def write(args, base: float, rows: list[dict], partial: bool = False) -> None:
                   f"{'-' if target is None else f'≤ +{target:.0%}'} | {holds} |")
     if partial:
         done = {(r["form"], r["mode"], r["k"]) for r in rows}
-        missing = [f"{f} {m} k={k}" for m, ks in KS.items() for f in FORMS[m] for k in ks if (f, m, k) not in done]
+        missing = [f"{f} {m} k={k}" for m, ks in KS.items() for f in FORMS[m] for k in ks
+                   if (f, m, k) not in done and m in args.modes.split(",") and f in args.forms.split(",")]
         md += ["", f"Not measured (the run was stopped before them): {', '.join(missing) or 'none'}."]
     command = "python bench/forms_ppl.py" if partial else "python " + " ".join(sys.argv)  # --from-log: the run's own
     md += ["", "Command:", "", "```", command, "```"]
