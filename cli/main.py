@@ -15,6 +15,7 @@ from cli.admin import add_admin_commands, add_reconcile
 from cli.client import add_client_commands
 from cli.compress import add_compress
 from cli.estimate import add_estimate
+from cli.export import add_export
 from cli.eval import add_eval
 from cli.keys import add_key_commands
 from cli.outputs import add_output_commands
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     add_eval(sub)
     add_estimate(sub)
     add_import_gguf(sub)
+    add_export(sub)
     add_worker(sub)
     admin = sub.add_parser("admin", help="administer the service: API keys, migrations, the reconciler")
     asub = admin.add_subparsers(dest="admin_command", required=True)

@@ -101,6 +101,8 @@ class Publishing:
     create_pr: bool = False
     local_dir: str | None = None
     overwrite: bool = False
+    formats: tuple[str, ...] = ("safetensors",)  # + "gguf:TYPE" (nbl/gguf_formats.py)
+    dtype: str = "auto"  # the saved weights' dtype; auto: the base's stored one
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,8 @@ def from_request(spec) -> Recipe:
     cal, comp, ev, pub = spec.calibration, spec.compression, spec.evaluation, spec.publish
     publishing = None
     if pub is not None:
-        publishing = Publishing(**pub.model_dump(include=set(Publishing.__dataclass_fields__)))
+        given = pub.model_dump(include=set(Publishing.__dataclass_fields__) - {"formats", "dtype"})
+        publishing = Publishing(**given, formats=tuple(pub.formats or ("safetensors",)), dtype=pub.dtype or "auto")
     return Recipe(
         model=spec.model.id,
         revision=spec.model.revision,

@@ -23,6 +23,7 @@ from nbl import recipe as R
 from nbl.dataset_names import refuse_local_reader
 from nbl.forms import FORMS, request_error
 from nbl.gates import GatesSpec
+from nbl.gguf_formats import GGUF_TYPES, OUTPUT_DTYPES, check_formats
 from nbl.names import HUB_PART, REVISION, SIMPLE, hub_id, model_id, revision, simple_name
 from nbl.plain_text import plain_text, secret_token
 from nbl.score_fields import CRITERIA, MEASURED
@@ -207,7 +208,17 @@ class PublishSpec(Request):
     card_metadata: StrictBool | None = Field(default=None, description="quote the request's `metadata` on the model "
                                              "card (default: left off; the card is public on the Hub). The "
                                              "webhook_url is never on the card")
-    _dump = model_serializer(mode="wrap")(without_none("card_metadata"))  # stored and hashed as before it existed
+    formats: Annotated[list[str], Field(min_length=1, max_length=1 + len(GGUF_TYPES)),
+                       AfterValidator(check_formats)] | None = Field(
+        default=None, description='what each output is published as: "safetensors" (always) and llama.cpp GGUF '
+        f'files "gguf:TYPE", TYPE one of {", ".join(GGUF_TYPES)} (default: ["safetensors"]). GGUF needs an '
+        "output llama.cpp has an architecture for: compression.form linear or fold, not nbl",
+        examples=[["safetensors", "gguf:q4_k_m"]])
+    dtype: Literal[OUTPUT_DTYPES] | None = Field(  # type: ignore[valid-type]
+        default=None, description="the saved weights' dtype (default auto: the base's stored dtype, bfloat16 for a "
+        "GGUF input)")
+    # stored and hashed as before these existed when not given
+    _dump = model_serializer(mode="wrap")(without_none("card_metadata", "formats", "dtype"))
 
 
 def _secret_token(value: SecretStr) -> SecretStr:
@@ -269,3 +280,11 @@ class JobCreate(Request):
         "per Standard Webhooks with your team's secret; http(s) to a public address",
         examples=["https://ci.example.com/hooks/nbl"])
     _dump = model_serializer(mode="wrap")(without_none("selection"))
+
+    @model_validator(mode="after")
+    def _gguf_needs_a_gguf_form(self):
+        form = getattr(self.compression, "form", "nbl")  # compression.form: the nbl form has no GGUF architecture
+        if self.publish is not None and any(f != "safetensors" for f in self.publish.formats or ()) and form == "nbl":
+            raise ValueError("publish.formats gguf:* needs compression.form linear or fold: an nbl-form output "
+                             "(h + W h + b) has no GGUF architecture")
+        return self

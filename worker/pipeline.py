@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from nbl.gguf_formats import gguf_types
 from nbl.recipe import Evaluation, Recipe
 from nbl.score_fields import GREEDY_WIDTH
 
@@ -34,6 +35,7 @@ from . import gates, load_stage, progress, run_warnings
 from .errors import RetryPolicy
 from .eval.evaluate import EvalSpec, check_tasks
 from .publish import loadcheck
+from .publish.gguf_export import export_formats, gguf_python
 from .publish.destination import Destination, Published
 from .publish.stage import publish
 
@@ -70,6 +72,7 @@ class Paths:
     data_dir: Path | None = None  # the shipped data sets (c4, wikitext2, the evaluation tasks)
     models_dir: Path | None = None  # where a GGUF input is converted
     home: Path | None = None  # the digest memo and the base-evaluation cache
+    gguf_python: Path | None = None  # the GGUF venv's python (publish.formats gguf:*; None: the checkout's)
 
 
 @dataclass
@@ -135,7 +138,8 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
                       dtype=options.dtype, batch_size=options.batch_size, product_dtype=options.product_dtype,
                       stats_dir=paths.stats_dir, use_cache=paths.stats_cache, spill_dir=paths.spill_dir,
                       data_dir=paths.data_dir, models_dir=paths.models_dir, home=paths.home, greedy_width=options.greedy_width,
-                      max_model_bytes=options.max_model_bytes, host_cache_bytes=options.host_cache_bytes)
+                      max_model_bytes=options.max_model_bytes, host_cache_bytes=options.host_cache_bytes,
+                      out_dtype=recipe.publishing.dtype if recipe.publishing is not None else None)
     cfg.devices = visible(options.devices, options.device)
     cfg.device = cfg.devices[0]  # the model is loaded there; the other processes read its checkpoint
     cfg.check()
@@ -143,6 +147,8 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
         # a task whose data is absent fails the run before any download
         with tempfile.TemporaryDirectory(prefix="nbl-tasks-") as tmp:
             check_tasks(eval_spec(recipe.evaluation, Path(tmp)), paths.data_dir)
+    if paths.work_dir is not None and recipe.publishing is not None and gguf_types(recipe.publishing.formats):
+        gguf_python(paths.gguf_python)  # no GGUF venv: the job fails now, not after calibrating
     name = recipe.model  # as the job names it (local:NAME), never a server path
     lm, load_s = load_stage.load(recipe, cfg, options, sink)
     lm.source = name  # what nbl_scores.json and the card call the base model
@@ -180,6 +186,10 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     lm = None  # the base model goes before publishing (a closure above shares the name)
 
     outputs = gates.apply(recipe.gates, outputs, metrics, sink)  # QualityFailure when none passes
+    if recipe.publishing is not None and gguf_types(recipe.publishing.formats):  # written into each output's folder
+        for k, path in outputs.items():
+            sink.progress("publish", 0.0, f"k={k}: GGUF {', '.join(gguf_types(recipe.publishing.formats))}")
+            export_formats(path, recipe.publishing.formats, paths.gguf_python)
     result.outputs = publish(outputs, result.selected, destination, metrics, recipe.request, sink, retry,
                              several=len(result.selected) > 1, caveats=caveats)
     return result

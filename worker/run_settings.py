@@ -17,7 +17,8 @@ def run_paths(settings: Settings, work_dir: Path | None, **given: Any) -> Paths:
     """The Settings' directories; `given` fields (publish_dir, stats_cache, eval_cache, ...) win."""
     fields: dict[str, Any] = dict(work_dir=work_dir, stats_dir=settings.stats_dir,
                                   stats_cache=settings.stats_cache_max_bytes > 0, spill_dir=settings.spill_dir,
-                                  data_dir=settings.data_dir, models_dir=settings.models_dir, home=settings.home)
+                                  data_dir=settings.data_dir, models_dir=settings.models_dir, home=settings.home,
+                                  gguf_python=settings.gguf_python)
     return Paths(**{**fields, **given})
 
 

@@ -54,6 +54,9 @@ class Settings(BaseSettings):
                                    "transport on sqla+sqlite:///$NBL_HOME/broker.db")
     models_dir: Path | None = Field(default=None, validation_alias=_env("NBL_MODELS_DIR"),
                                     description="where `local:NAME` model ids resolve")
+    gguf_python: Path | None = Field(default=None, validation_alias=_env("NBL_GGUF_PYTHON"),
+                                     description="the GGUF venv's python (publish.formats gguf:*, `nbl export`); "
+                                     "default the checkout's .venv-gguf (`make gguf-env`)")
     publish_dir: Path | None = Field(default=None, validation_alias=_env("NBL_PUBLISH_DIR"),
                                      description="where publish {local_dir: NAME} writes")
     stats_dir: Path | None = Field(default=None, validation_alias=_env("NBL_STATS_DIR"))

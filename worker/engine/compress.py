@@ -28,6 +28,7 @@ from .layerwise_logits import LayerwiseModel
 from .loading import LoadedModel, load_model
 from .loss_probe import loss_rise
 from .fold_runs import fit_form_maps
+from .out_dtype import output_dtype
 from .saving import write_compressed
 from .saving_forms import write_form
 from .score_stage import layer_reader, fit_maps, score_stage
@@ -140,11 +141,12 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
         if out is not None:
             report("compress", j / len(ks), f"k={k}: layers {layers} -> {out}")
             # written tensor by tensor from the base's shards: the whole model is never in memory
+            saved = output_dtype(cfg.out_dtype, lm.dtype, lm.path, lm.fingerprint)
             if cfg.form != "nbl":
-                write_form(lm.path, plan, maps, lm.dtype, lm.tokenizer, out, lm.family,
+                write_form(lm.path, plan, maps, saved, lm.tokenizer, out, lm.family,
                            _scores_report(cfg, lm, result, plan), cfg.max_shard_size)
             else:
-                write_compressed(lm.path, plan.as_config(), maps, lm.dtype, lm.tokenizer, out, lm.family,
+                write_compressed(lm.path, plan.as_config(), maps, saved, lm.tokenizer, out, lm.family,
                                  _scores_report(cfg, lm, result, plan), cfg.max_shard_size)
             if on_saved is not None:
                 on_saved(output, LayerwiseModel(layer_source(lm), plan, maps))

@@ -37,6 +37,7 @@ class CompressConfig:
     criterion: str = R.CRITERION
     form: str = R.FORM  # nbl/forms.py
     dtype: str | None = None
+    out_dtype: str | None = None  # the saved weights' (out_dtype.py): None the compute dtype, auto the base's
     device: str | None = None
     devices: list[str] | None = None  # several: data-parallel calibration, one process each (distributed.py)
     batch_size: int | None = None

@@ -1,0 +1,70 @@
+"""GGUF export: a checkpoint directory to llama.cpp's format, for `nbl export` and a job's publish.formats.
+
+The work is llama.cpp's own: its converter (convert_hf_to_gguf.py, the tokenizer embedded) and its
+quantizer (llama_model_quantize, K-quants included), run by integrations/gguf/export_gguf.py in the GGUF
+venv (`make gguf-env`: llama-cpp-python built from its pinned sdist) as a subprocess, so the worker's
+venv needs neither llama-cpp-python nor llama.cpp's pinned transformers. What exports is decided here
+first, from config.json (nbl/gguf_formats.py): an nbl-form output is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from nbl.gguf_formats import check_type, gguf_arch, gguf_file, gguf_types
+
+SCRIPT = Path(__file__).resolve().parents[2] / "integrations" / "gguf" / "export_gguf.py"
+DEFAULT_VENV = Path(__file__).resolve().parents[2] / ".venv-gguf"
+
+
+class GgufExportError(RuntimeError):
+    """llama.cpp's converter or quantizer failed on a checkpoint that passed the checks."""
+
+
+def gguf_python(python: Path | None = None) -> Path:
+    """The GGUF venv's interpreter: `python` (Settings.gguf_python, NBL_GGUF_PYTHON) or the checkout's
+    .venv-gguf; ValueError when there is none."""
+    exe = Path(python) if python else DEFAULT_VENV / "bin" / "python"
+    if not exe.is_file():
+        raise ValueError(f"GGUF export needs llama.cpp's converter in the GGUF venv, and {exe} is missing: run "
+                         "`make gguf-env` or set NBL_GGUF_PYTHON")
+    return exe
+
+
+def exportable(model_dir: Path) -> str:
+    """The GGUF architecture `model_dir` exports as; ValueError when it has none."""
+    cfg = Path(model_dir) / "config.json"
+    if not cfg.is_file():
+        raise ValueError(f"{model_dir}: not a checkpoint directory (no config.json)")
+    try:
+        config = json.loads(cfg.read_text())
+    except ValueError as e:
+        raise ValueError(f"{cfg}: not JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{cfg}: not a JSON object")
+    return gguf_arch(config, str(model_dir))
+
+
+def export_gguf(model_dir: Path, out: Path, kind: str, python: Path | None = None, timeout_s: float = 3600) -> dict:
+    """Write `model_dir` as a GGUF of TYPE `kind` at `out` (replaced atomically); returns {path, type, arch, size}."""
+    check_type(kind)
+    arch = exportable(model_dir)
+    exe = gguf_python(python)
+    out = Path(out)
+    tmp = out.with_name(out.name + ".partial")
+    proc = subprocess.run([str(exe), str(SCRIPT), str(model_dir), str(tmp), kind], capture_output=True, text=True,
+                          timeout=timeout_s)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-3:])
+        raise GgufExportError(f"GGUF export of {model_dir} as {kind} failed (exit {proc.returncode}): {tail[-600:]}")
+    tmp.rename(out)
+    return {"path": str(out), "type": kind, "arch": arch, "size": out.stat().st_size}
+
+
+def export_formats(model_dir: Path, formats, python: Path | None = None) -> list[dict]:
+    """The GGUF files of a job's publish.formats, written into the output's own folder (model-TYPE.gguf), so
+    they are published, listed and hashed with its other files."""
+    return [export_gguf(model_dir, Path(model_dir) / gguf_file(kind), kind, python) for kind in gguf_types(formats)]
