@@ -1,8 +1,9 @@
-"""The GGUF tests: llama.cpp (llama-cpp-python, its converter and quantizer) runs in the GGUF venv
-(.venv-gguf, `make gguf-env`) as a subprocess; the outputs and the transformers reference are made here.
+"""Helpers of the GGUF tests: llama.cpp (llama-cpp-python, its converter and quantizer) runs in the GGUF venv
+(.venv-gguf, `make gguf-env`) as a subprocess (integrations/gguf/run_gguf.py); the outputs and the transformers
+reference are made here.
 
-Without the GGUF venv, the tests that need it are skipped with the reason, except in CI (CI set), where
-.ci/run builds it first and they must run (and so fail when it is missing).
+Without the GGUF venv, the tests that need it (the `gguf_python` fixture) are skipped with the reason, except in
+CI (CI set), where .ci/run builds it first and they must run (and so fail when it is missing).
 """
 
 from __future__ import annotations
