@@ -74,4 +74,19 @@ def gguf_arch(config: dict, where: str = "the checkpoint") -> str:
                          f"{', '.join(GGUF_ARCHS)}")
     if arch == "deci" and not isinstance(config.get("block_configs"), list):
         raise ValueError(f"{where} is a DeciLM without block_configs: GGUF export takes the Nemotron-NAS schema")
+    if arch == "deci" and any(isinstance(b, dict) and isinstance(b.get("ffn"), dict) and b["ffn"].get("replace_with_linear")
+                              for b in config["block_configs"]):
+        raise ValueError(f"{where} has an ffn replace_with_linear layer (the linear form in block mode), which "
+                         "llama.cpp's deci cannot run (attention no_op / replace_with_linear and ffn no_op it can): "
+                         "GGUF export takes block-mode outputs of the fold form")
     return arch
+
+
+def refuse_form(form: str, mode: str) -> None:
+    """A request's compression.form/mode that no GGUF can hold (what gguf_arch would refuse of its output)."""
+    if form == "nbl":
+        raise ValueError("publish.formats gguf:* needs compression.form linear or fold: an nbl-form output "
+                         "(h + W h + b) has no GGUF architecture")
+    if form == "linear" and mode == "block":
+        raise ValueError("publish.formats gguf:* with compression.form linear needs mode attn: llama.cpp's deci "
+                         "has no linear FFN (block mode); use form fold for blocks")

@@ -23,7 +23,7 @@ from nbl import recipe as R
 from nbl.dataset_names import refuse_local_reader
 from nbl.forms import FORMS, request_error
 from nbl.gates import GatesSpec
-from nbl.gguf_formats import GGUF_TYPES, OUTPUT_DTYPES, check_formats
+from nbl.gguf_formats import GGUF_TYPES, OUTPUT_DTYPES, check_formats, gguf_types, refuse_form
 from nbl.names import HUB_PART, REVISION, SIMPLE, hub_id, model_id, revision, simple_name
 from nbl.plain_text import plain_text, secret_token
 from nbl.score_fields import CRITERIA, MEASURED
@@ -283,8 +283,6 @@ class JobCreate(Request):
 
     @model_validator(mode="after")
     def _gguf_needs_a_gguf_form(self):
-        form = getattr(self.compression, "form", "nbl")  # compression.form: the nbl form has no GGUF architecture
-        if self.publish is not None and any(f != "safetensors" for f in self.publish.formats or ()) and form == "nbl":
-            raise ValueError("publish.formats gguf:* needs compression.form linear or fold: an nbl-form output "
-                             "(h + W h + b) has no GGUF architecture")
+        if self.publish is not None and gguf_types(self.publish.formats):  # what llama.cpp cannot hold: a 422 now
+            refuse_form(getattr(self.compression, "form", "nbl"), self.compression.mode)
         return self

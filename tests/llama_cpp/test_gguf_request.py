@@ -64,3 +64,17 @@ def test_gguf_types_and_archs():
         gguf_arch({"architectures": ["DeciLMForCausalLM"]})
     with pytest.raises(ValueError, match="GGUF export takes LlamaForCausalLM"):
         gguf_arch({"architectures": ["GPT2LMHeadModel"]})
+
+
+def test_what_llama_cpp_deci_cannot_run_is_refused():
+    cfg = {"architectures": ["DeciLMForCausalLM"], "block_configs": [
+        {"attention": {"no_op": True, "replace_with_linear": False, "n_heads_in_group": None},
+         "ffn": {"no_op": False, "replace_with_linear": True, "ffn_mult": None}}]}
+    with pytest.raises(ValueError, match="ffn replace_with_linear .* fold form"):
+        gguf_arch(cfg)
+    from nbl.gguf_formats import refuse_form
+
+    refuse_form("fold", "block")
+    refuse_form("linear", "attn")
+    with pytest.raises(ValueError, match="form linear needs mode attn"):
+        refuse_form("linear", "block")
