@@ -83,3 +83,32 @@ def test_smollm2_f32_is_token_identical_and_quantized_types_generate(smollm2, en
             assert all(len(t) == NEW and all(0 <= i < 49152 for i in t) for t in got["tokens"]), kind
             assert sum(a == b for g, r in zip(got["tokens"], reference) for a, b in zip(g, r)) >= NEW, kind
     assert sizes["q4_k_m"] < sizes["q8_0"] < sizes["f32"] / 3
+
+
+def test_publish_formats_write_into_the_output_and_its_manifest(smollm2, gguf_python, tmp_path):
+    """A job's publish.formats (worker/publish/gguf_export.export_formats): model-TYPE.gguf in the output's own
+    folder, so the files endpoint's manifest lists it with its sha256 like every other file."""
+    import hashlib
+
+    from service.outputs import manifest
+    from worker.publish.gguf_export import export_formats
+
+    tiny = save_tiny_checkpoint(tmp_path / "tiny", vocab=49152, seed=4)
+    for f in tiny.glob("tokenizer*"):
+        f.unlink()
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(smollm2).save_pretrained(tiny)
+    done = export_formats(tiny, ["safetensors", "gguf:q8_0", "gguf:bf16"], gguf_python)
+    assert [Path(d["path"]).name for d in done] == ["model-q8_0.gguf", "model-bf16.gguf"]
+    assert not list(tiny.glob("*.partial")) and not list(tiny.glob("*.f32"))
+    manifest.write_for(tiny)
+    fd = os.open(tiny, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        listed = {e["path"]: e for e in manifest.read(fd)}
+    finally:
+        os.close(fd)
+    for d in done:
+        name = Path(d["path"]).name
+        assert listed[name]["sha256"] == hashlib.sha256(Path(d["path"]).read_bytes()).hexdigest()
+        assert listed[name]["size"] == d["size"]
