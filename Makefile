@@ -60,17 +60,18 @@ test-serving: install serving-env
 
 # The GGUF venv: llama-cpp-python built here from its sdist (sha256-checked, integrations/gguf/sdist.txt),
 # which vendors llama.cpp; its converter (convert_hf_to_gguf.py) stays linked at $(GGUF_VENV)/llama.cpp.
-# `make test` runs the GGUF tests (tests/gguf) with it. The build is the library alone (no mtmd, tools,
-# tests, examples or server), for this CPU; pip caches the wheel by the sdist, so a rebuild on the same
-# machine takes seconds (after changing GGUF_CMAKE_ARGS: `pip cache remove llama_cpp_python`).
+# `make test` runs the GGUF tests (tests/llama_cpp) with it. The build is the library alone, for this CPU:
+# no mtmd, tools, tests, examples or server, and no common library (no_common.cmake), 83 compile steps
+# instead of 140. --no-cache-dir: pip's wheel cache is keyed on the sdist, not on these CMake arguments.
 GGUF_VENV ?= .venv-gguf
 GPY := $(GGUF_VENV)/bin/python
 GGUF_PINS := integrations/gguf/constraints.txt
 LLAMA_CPP_SDIST := llama_cpp_python-0.3.36
 GGUF_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_TESTS=OFF \
-	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
+	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+	-DCMAKE_PROJECT_llama.cpp_INCLUDE=$(abspath integrations/gguf/no_common.cmake)
 
-$(GGUF_VENV)/.installed: $(GGUF_PINS) integrations/gguf/sdist.txt
+$(GGUF_VENV)/.installed: $(GGUF_PINS) integrations/gguf/sdist.txt integrations/gguf/no_common.cmake
 	rm -rf $(GGUF_VENV)
 	python3 -m venv $(GGUF_VENV)
 	$(GPY) -m pip install -q --upgrade pip
@@ -81,7 +82,7 @@ $(GGUF_VENV)/.installed: $(GGUF_PINS) integrations/gguf/sdist.txt
 	mkdir -p $(GGUF_VENV)/src
 	tar xzf $(GGUF_VENV)/sdist/$(LLAMA_CPP_SDIST).tar.gz -C $(GGUF_VENV)/src
 	CMAKE_ARGS="$(GGUF_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(GPY) -m pip install -q --no-deps \
-		--no-build-isolation $(GGUF_VENV)/sdist/$(LLAMA_CPP_SDIST).tar.gz
+		--no-build-isolation --no-cache-dir $(GGUF_VENV)/sdist/$(LLAMA_CPP_SDIST).tar.gz
 	ln -sfn src/$(LLAMA_CPP_SDIST)/vendor/llama.cpp $(GGUF_VENV)/llama.cpp
 	touch $@
 
