@@ -76,7 +76,7 @@ def main() -> None:
            "tokens": len(ids), "ctx": args.ctx, "machine": f"{platform.machine()}, {os.cpu_count()} cores", "rows": rows}
     (HERE / "results" / "gguf_smollm2.json").write_text(json.dumps(out, indent=2) + "\n")
     lines = ["# SmolLM2 as GGUF: llama.cpp perplexity and file size", "",
-             "Command: `make gguf-env && NBL_HOME=/tmp/gguf-bench .venv/bin/python bench/gguf_ppl.py` "
+             f"Command: `make gguf-env && NBL_HOME=/tmp/gguf-bench .venv/bin/python bench/gguf_ppl.py --tokens {len(ids)}` "
              f"(WikiText-2 test, first {len(ids)} tokens, windows of {args.ctx}, each window's second half scored "
              f"by llama.cpp through llama-cpp-python; {out['machine']}).", "",
              "| GGUF | size (MB) | perplexity | export (s) |", "|---|---|---|---|"]
