@@ -85,7 +85,7 @@ def main() -> None:
     lines += ["", "f16, q8_0 and q4_k_m are exported from the float32 checkpoint `nbl import-gguf` makes of the Q4_1 "
               "input (dequantized), so they carry the input's Q4_1 rounding; a quantization of a quantized model "
               "is compared here with its source, not with the original bfloat16 release."]
-    (HERE / "results" / "gguf_smollm2.md").write_text("\n".join(lines) + "\n")
+    (HERE / "results" / "gguf_smollm2.md").write_text("\n".join(lines) + "\n")  # notes on the figures: by hand
 
 
 if __name__ == "__main__":
