@@ -1,11 +1,9 @@
 """DeciLM outputs (forms `linear` and `fold` in attn mode: attention replace_with_linear / no_op) exported as
 llama.cpp's `deci`, per-layer head counts, f32 greedy token-identical to transformers through the output's
-modeling file. The outputs are made by `nbl compress --form`: skipped, with the reason, until the forms
-(worker/engine/modeling_decilm.py, issue 26 item 1) are in this tree."""
+modeling file. The outputs are made by `nbl compress --form`."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,9 +15,7 @@ import pytest
 from conftest import save_tiny_checkpoint, smollm2_gguf
 from gguf_helpers import REPO, gguf_python, llama_cpp_greedy  # noqa: F401 (a fixture)
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    importlib.util.find_spec("worker.engine.modeling_decilm") is None,
-    reason="no DeciLM writer in this tree yet (compression.form, issue 26 item 1)")]
+pytestmark = pytest.mark.slow
 
 TEXTS = ["The capital of France is", "def fibonacci(n):\n    ", "Once upon a time, in a small village,"]
 NEW = 16
