@@ -229,8 +229,10 @@ def begin_publish(session: Session, job_id: str, lease_token: str) -> bool:
                       Job.lease_token == lease_token, Job.cancel_requested == false())
                .values(publishing_at=first, updated_at=now)):
         return False
+    # a log event carries the job's figures, as every other one does (a reader sorts events by progress)
+    row = session.execute(select(Job.progress, Job.stage_progress, Job.eta_seconds).where(Job.id == job_id)).one()
     event(session, job_id, EventKind.log.value, message="publishing began: the job can no longer be cancelled",
-          stage="publish", now=now)
+          stage="publish", progress=row.progress, stage_progress=row.stage_progress, eta=row.eta_seconds, now=now)
     session.commit()
     return True
 
