@@ -284,5 +284,5 @@ class JobCreate(Request):
     @model_validator(mode="after")
     def _gguf_needs_a_gguf_form(self):
         if self.publish is not None and gguf_types(self.publish.formats):  # what llama.cpp cannot hold: a 422 now
-            refuse_form(getattr(self.compression, "form", "nbl"), self.compression.mode)
+            refuse_form(self.compression.form or R.FORM, self.compression.mode)  # unset: the default form, nbl
         return self
