@@ -89,8 +89,12 @@ def _write(out: Path, weights, tokenizer, family: str, plan: dict, report: dict)
     )
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     # The card (README.md, the plot) is written from this file once, at publishing (worker/pipeline.py).
-    (tmp / SCORES_FILE).write_text(json.dumps(report, indent=2) + "\n")
+    return finish_output(tmp, out, report)
 
+
+def finish_output(tmp: Path, out: Path, report: dict) -> Path:
+    """The last steps every writer shares: the scores file, the modes, then `tmp` replaces `out` whole."""
+    (tmp / SCORES_FILE).write_text(json.dumps(report, indent=2) + "\n")
     share_modes(tmp)
     if out.exists():
         shutil.rmtree(out)

@@ -26,7 +26,7 @@ from . import modeling_decilm
 from .decilm import decilm_config
 from .fold_runs import fold_targets, folded
 from .layer_source import tensor_files
-from .saving import SCORES_FILE, share_modes, strip_code_refs
+from .saving import finish_output, strip_code_refs
 from .shard_writer import MAX_SHARD_SIZE, write_shards
 
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.")
@@ -98,9 +98,4 @@ def write_form(base: Path, plan, maps: dict, dtype: torch.dtype, tokenizer, out:
     if writes_decilm(plan.form, plan.mode):  # after strip_code_refs, which removes every .py and auto_map
         shutil.copyfile(modeling_decilm.__file__, tmp / "modeling_decilm.py")
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
-    (tmp / SCORES_FILE).write_text(json.dumps(report, indent=2) + "\n")
-    share_modes(tmp)
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return out
+    return finish_output(tmp, out, report)
