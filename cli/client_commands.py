@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 from nbl_client import ApiError, Client, Unavailable
 
@@ -60,22 +59,19 @@ def cancel(client: Client, args) -> int:
 
 @_guard
 def logs(client: Client, args) -> int:
-    """All events (page by page); with --follow, then new ones until the job ends."""
-    after, interval = None, max(args.interval, 0.05)
+    """All events (page by page); with --follow, then new ones until the job ends (over the event
+    stream; polling every --interval, backing off to 5 s, where the server has none)."""
+    if args.follow:
+        for ev in client.follow(args.job, interval=args.interval):
+            print(json.dumps(ev.model_dump(mode="json")) if args.json else event_line(ev.model_dump(mode="json")),
+                  flush=True)
+        return 0
+    after = None
     while True:
         page = client.events(args.job, after=after, limit=1000, timeout=args.timeout or None)
         for ev in page.data:
             print(json.dumps(ev.model_dump(mode="json")) if args.json else event_line(ev.model_dump(mode="json")),
                   flush=True)
         after = page.last_id if page.last_id is not None else after
-        if page.has_more:
-            continue
-        if not args.follow:
+        if not page.has_more:
             return 0
-        if client.job(args.job, timeout=args.timeout or None).done:
-            # The last events may have been written after this page: one more read, then stop.
-            for ev in client.events(args.job, after=after, limit=1000).data:
-                print(json.dumps(ev.model_dump(mode="json")) if args.json else event_line(ev.model_dump(mode="json")))
-            return 0
-        time.sleep(interval)
-        interval = min(interval * 1.5, 5.0)

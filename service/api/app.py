@@ -19,6 +19,7 @@ from . import docs, nul, problems
 from .limits import BodySizeLimit
 from service.api import health
 from service.jobs import endpoints as jobs
+from service.jobs import stream as job_stream
 from service import ui
 from service.outputs import endpoints as outputs
 from service.estimates import endpoints as estimates
@@ -57,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problems.install(app)
     docs.install(app)
     app.include_router(jobs.router)
+    app.include_router(job_stream.router)  # /v1/jobs/{id}/events/stream
     app.include_router(outputs.router)
     app.include_router(estimates.router)
     app.include_router(health.router)

@@ -180,6 +180,11 @@ class Settings(BaseSettings):
                                          validation_alias=_env("NBL_WEBHOOK_BACKOFF_MAX"))
     webhook_timeout_s: float = Field(default=10.0, gt=0,
                                      validation_alias=_env("NBL_WEBHOOK_TIMEOUT"))
+    stream_poll_s: float = Field(default=1.0, gt=0, le=60, validation_alias=_env("NBL_STREAM_POLL_S"),
+                                 description="how often an open event stream reads the job's new events")
+    stream_max_s: float = Field(default=300.0, gt=0, validation_alias=_env("NBL_STREAM_MAX_S"),
+                                description="an event stream ends after this long; the client resumes it "
+                                "with Last-Event-ID (so a revoked key or a stopping server frees it)")
     metrics_window_jobs: int = Field(default=500, ge=1,
                                      description="finished jobs whose stage durations /metrics summarizes")
     trust_forwarded_proto: bool = Field(default=False, validation_alias=_env("NBL_TRUST_FORWARDED_PROTO"),

@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .download import Fetched, fetch_all
 from .http import Api, Unavailable
-from .models import EventList, Job, JobList, OutputFileList
+from .models import Event, EventList, Job, JobList, OutputFileList
+from .stream import StreamUnavailable, follow
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -41,6 +42,14 @@ class WaitTimeout(Unavailable):
     def __init__(self, message: str, job: Job):
         super().__init__(message)
         self.job = job
+
+
+class _Resume(Exception):
+    """The stream stopped working after some events: wait() polls on from `after`."""
+
+    def __init__(self, after: int):
+        super().__init__(after)
+        self.after = after
 
 
 def _deadline(timeout: float | None) -> float | None:
@@ -106,14 +115,24 @@ class Client:
                                                           deadline=deadline))
 
     def wait(self, job_id: str, *, timeout: float | None = None, interval: float = 1.0, max_interval: float = 15.0,
-             on_poll: Callable[[Job, EventList], None] | None = None) -> Job:
-        """Poll until the job ends and return it. Each poll reads the job and its new events and
-        hands both to `on_poll`. The interval grows by half each poll up to `max_interval`.
-        Raises WaitTimeout after `timeout` seconds (None: no limit), Unavailable or ApiError."""
+             on_poll: Callable[[Job, EventList], None] | None = None, stream: bool = True) -> Job:
+        """Follow the job until it ends and return it: over its event stream (as each event is
+        written), or, where the server has none (or `stream=False`), by polling every `interval`
+        seconds, growing by half each poll up to `max_interval`. `on_poll(job, new_events)` is
+        called at each change. Raises WaitTimeout after `timeout` seconds (None: no limit),
+        Unavailable or ApiError."""
         deadline, after = _deadline(timeout), None
+        job = Job.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}", deadline=deadline))
+        if stream and not job.done:
+            try:
+                return self._wait_streaming(job, deadline, timeout, on_poll)
+            except StreamUnavailable as e:
+                self._api.warn_once(f"nbl: no event stream ({e}); polling instead")
+            except _Resume as r:
+                after = r.after
+                job = Job.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}", deadline=deadline))
         interval = max(interval, 0.05)
         while True:
-            job = Job.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}", deadline=deadline))
             events = self._events(job_id, after, 1000, deadline) if on_poll else EventList(data=[], last_id=after)
             after = events.last_id if events.last_id is not None else after
             if on_poll:
@@ -124,6 +143,68 @@ class Client:
                 raise WaitTimeout(f"timed out after {timeout:g} s; job {job_id} is {job.status}", job)
             self._sleep(interval if deadline is None else min(interval, max(deadline - time.monotonic(), 0)))
             interval = min(interval * 1.5, max_interval)
+            job = Job.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}", deadline=deadline))
+
+    def _wait_streaming(self, job: Job, deadline: float | None, timeout: float | None,
+                        on_poll: Callable[[Job, EventList], None] | None) -> Job:
+        """wait() over the stream: on_poll at each event and at each change of the job's figures; the
+        whole job read once more at the end. A stream that fails after some events: _Resume (poll on)."""
+        seen: list = []
+        after = None
+        try:
+            for kind, item in follow(self._api, job.id, None, deadline):
+                if kind == "event":
+                    seen.append(item)
+                    after = item.id
+                    continue
+                if kind == "heartbeat":  # nothing new: on_poll may say the job is still alive
+                    if on_poll:
+                        on_poll(job, EventList(data=[], last_id=after))
+                    continue
+                job = job.model_copy(update={k: v for k, v in item.items() if k != "id"})
+                if on_poll and (seen or kind == "job"):
+                    on_poll(job, EventList(data=seen, last_id=after))
+                seen = []
+                if kind == "end":
+                    break
+        except TimeoutError:
+            raise WaitTimeout(f"timed out after {timeout:g} s; job {job.id} is {job.status}", job) from None
+        except StreamUnavailable:
+            if after is None:
+                raise
+            raise _Resume(after) from None
+        if seen and on_poll:
+            on_poll(job, EventList(data=seen, last_id=after))
+        return Job.model_validate(self._api.request("GET", f"/v1/jobs/{job.id}", deadline=deadline))
+
+    def follow(self, job_id: str, *, after: int | None = None, timeout: float | None = None,
+               interval: float = 1.0) -> Iterator[Event]:
+        """The job's events as they are written (after event id `after`), until the job ends: over
+        the event stream, else by polling /events every `interval` s (backing off to 5 s).
+        TimeoutError after `timeout` seconds."""
+        deadline = _deadline(timeout)
+        try:
+            for kind, item in follow(self._api, job_id, after, deadline):
+                if kind == "event":
+                    after = item.id
+                    yield item
+            return
+        except StreamUnavailable as e:
+            self._api.warn_once(f"nbl: no event stream ({e}); polling instead")
+        interval = max(interval, 0.05)
+        while True:
+            page = self._events(job_id, after, 1000, deadline)
+            yield from page.data
+            after = page.last_id if page.last_id is not None else after
+            if page.has_more:
+                continue
+            if self.job(job_id).done:
+                yield from self._events(job_id, after, 1000, deadline).data  # written just before it ended
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(job_id)
+            self._sleep(interval)
+            interval = min(interval * 1.5, 5.0)
 
     def files(self, job_id: str, k: int, *, timeout: float | None = None) -> OutputFileList:
         """The files of the job's local output k: path, size, sha256 and URL of each."""

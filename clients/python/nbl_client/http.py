@@ -99,10 +99,10 @@ class Api:
         time.monotonic() value, None for no limit on busy answers)."""
         return _json_or_error(self.send(method, path, deadline=deadline, **kwargs))
 
-    def stream(self, path: str, *, deadline: float | None = None, headers: dict | None = None):
+    def stream(self, path: str, *, deadline: float | None = None, headers: dict | None = None, **kwargs):
         """GET with the body unread (`iter_bytes()`), retried as `request` is until it answers; the
         caller closes it. ApiError on a 4xx/5xx answer."""
-        resp = self.send("GET", path, deadline=deadline, stream=True, headers=headers)
+        resp = self.send("GET", path, deadline=deadline, stream=True, headers=headers, **kwargs)
         if resp.status_code >= 400:
             resp.read()
             resp.close()
@@ -142,6 +142,13 @@ class Api:
             self._announce(cause, delay, now)
             self._sleep(delay)
             attempt += 1
+
+    def warn_once(self, line: str) -> None:
+        """Says `line` on stderr (or to `warn`) the first time only."""
+        said = self.__dict__.setdefault("_said", set())
+        if line not in said:
+            said.add(line)
+            self._warn(line)
 
     def _announce(self, cause: str, delay: float, now: float) -> None:
         if self._last_warning is None or self._last_warning[0] != cause or now - self._last_warning[1] >= WARN_EVERY_S:
