@@ -15,13 +15,13 @@ from fastapi.staticfiles import StaticFiles
 from service.api import problems
 from service.api.nul import NulInRequest
 
-from . import csrf, outputs, routes, session
+from . import actions, csrf, outputs, routes, session
 from .render import page
 
 
 def install(app: FastAPI) -> None:
     app.mount("/ui/static", StaticFiles(directory=str(files("service.ui") / "static")), name="ui-static")
-    for router in (routes.router, outputs.router):
+    for router in (routes.router, outputs.router, actions.router):
         app.include_router(router, dependencies=[Depends(csrf.protect)])
 
     @app.exception_handler(session.LoginRequired)

@@ -32,6 +32,8 @@ class Metric:
 def describe(path: str) -> Metric:
     parts = path.split("/")
     family, leaf = parts[0], parts[-1]
+    if len(parts) == 1:  # a family not measured at all ("speed": null)
+        return Metric(path, path, "", 0, shown=family not in ("speed", "params"))
     name = DATASETS.get(parts[1], parts[1]) if len(parts) > 2 else ""
     if family in ("perplexity", "tasks") and len(parts) == 3:
         if leaf in HIDDEN:

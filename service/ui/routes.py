@@ -23,7 +23,7 @@ from service.jobs import filters as job_filters
 from service.jobs import service as jobs
 from service.jobs.views import job_view, job_views
 from service.keys.auth import Principal, authenticate
-from . import chart, csrf, session as ui_session, views
+from . import chart, compare, csrf, session as ui_session, views
 from .render import page
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -146,7 +146,7 @@ def job_page(request: Request, job_id: str, session: SessionDep, who: Who) -> Re
         layers = [row.model_dump() for row in jobs.layer_scores(session, who.team_id, job_id).data]
     session.commit()
     now = utcnow()
-    return page(request, "job.html", who=who, job=job, recipe=views.recipe(job.spec), events=events,
+    return page(request, "job.html", who=who, job=job, nonce=secrets.token_urlsafe(12), stage_class=views.stage_class, recipe=views.recipe(job.spec), events=events,
                 age=views.age(job.created_at, now), timeline=views.timeline(events, job, now),
                 charts=chart.job_charts(layers, [s.model_dump() for s in job.selected_layers or []], job.spec),
                 result=views.result_table(job.result), duration=views.duration, num=views.num,
@@ -156,13 +156,17 @@ def job_page(request: Request, job_id: str, session: SessionDep, who: Who) -> Re
 
 @router.get("/compare")
 def compare_page(request: Request, session: SessionDep, who: Who,
-                 ids: Annotated[list[str], Query(description="job ids: a,b or repeated")] = []) -> Response:  # noqa: B006
+                 ids: Annotated[list[str], Query(description="job ids: a,b or repeated")] = [],  # noqa: B006
+                 baseline: str = "base") -> Response:
     wanted = list(dict.fromkeys(i.strip() for v in ids for i in v.split(",") if i.strip()))
     if not 2 <= len(wanted) <= MAX_COMPARE:
         raise PageError(422, "Pick jobs to compare", f"Compare takes 2 to {MAX_COMPARE} job ids (ids=a,b).")
     with as_page():
         data = job_views(session, [jobs.get_job(session, who.team_id, i) for i in wanted])
     session.commit()
+    baseline = baseline if baseline in wanted else "base"
+    label = "each job's base model" if baseline == "base" else f"job …{baseline[-8:]}"
     return page(request, "compare.html", who=who, jobs=data, recipes=[views.recipe(j.spec) for j in data],
                 diff=views.recipe_diff([j.spec for j in data]), selected=views.selected_side_by_side(data),
-                deltas=views.metric_deltas(data))
+                baseline=baseline, charts=[{"metric": r["metric"], "svg": compare.chart(r, label)}
+                                           for r in compare.rows(data, baseline)])

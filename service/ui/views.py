@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
+from . import metrics
+
 TERMINAL = ("succeeded", "failed", "cancelled")
 _K_VARIANT = re.compile(r"k(\d+)")
 
@@ -31,17 +33,6 @@ def signed(x: float | None, percent: bool = False) -> str:
     if x is None:
         return ""
     return f"{x * 100:+.1f}%" if percent else ("+" if x > 0 else "") + num(x)
-
-
-def judge(name: str, delta: float | None) -> str:
-    """"worse" / "better" for a metric whose direction is known (accuracy up, perplexity down), else ""."""
-    if not delta:
-        return ""
-    n = name.lower()
-    up = "acc" in n
-    if not up and not any(w in n for w in ("ppl", "perplexity", "bits_per_byte", "loss")):
-        return ""
-    return "better" if (delta > 0) == up else "worse"
 
 
 def recipe(spec: dict) -> dict:
@@ -133,19 +124,30 @@ def result_variants(result: Any) -> dict[str, dict[str, dict]]:
 
 def result_table(result: Any) -> dict:
     """The job's typed `result` as rows: the base, then each output with its value, its delta from the base
-    and the relative change (the result's own). {"columns": [...], "rows": [{"variant", "cells": [...]}]}"""
+    and the relative change (the result's own), each metric under its name and unit (metrics.py), only the
+    base and the outputs (the calibration's figures are no row). {"columns": [Metric], "rows": [{"variant",
+    "cells": [...]}]}"""
     variants = result_variants(result)
     seen = dict.fromkeys(n for v in variants.values() for n, x in v["metrics"].items())
-    columns = [n for n in seen if any(v["metrics"].get(n) is not None for v in variants.values())]
+    columns = [metrics.describe(n) for n in seen
+               if metrics.describe(n).shown and any(v["metrics"].get(n) is not None for v in variants.values())]
     rows = []
     for name, v in sorted(variants.items(), key=lambda nv: variant_order(nv[0])):
         cells = []
         for col in columns:
-            delta, rel = (v.get("delta") or {}).get(col), (v.get("relative") or {}).get(col)
-            cells.append({"value": num(v["metrics"].get(col)), "delta": signed(delta), "relative": signed(rel, True),
-                          "judge": judge(col, delta)})
+            delta, rel = (v.get("delta") or {}).get(col.path), (v.get("relative") or {}).get(col.path)
+            cells.append({"value": metrics.value(col, v["metrics"].get(col.path)), "delta": metrics.delta(col, delta),
+                          "relative": signed(rel, True), "judge": metrics.judge(col, delta)})
         rows.append({"variant": name, "cells": cells})
     return {"columns": columns, "rows": rows}
+
+
+STAGE_COLOURS = ("load", "calibrate", "score", "select", "compress", "check", "evaluate", "publish")
+
+
+def stage_class(stage: str) -> str:
+    """Each stage its own colour (ui.css), the same on every page; an unknown one a neutral grey."""
+    return f"stage-{stage}" if stage in STAGE_COLOURS else "stage-other"
 
 
 def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -182,26 +184,6 @@ def selected_side_by_side(jobs: list) -> list[dict]:
                for j in jobs]
     keys = sorted(set().union(*per_job), key=lambda mk: (str(mk[0]), mk[1] if isinstance(mk[1], int) else 0))
     return [{"mode": m, "k": k, "layers": [p.get((m, k)) for p in per_job]} for m, k in keys]
-
-
-def metric_deltas(jobs: list) -> list[dict]:
-    """For each (variant, metric) of the jobs' typed results: every job's value and its delta from the first job's."""
-    all_metrics = [{v: parts["metrics"] for v, parts in result_variants(j.result).items()} for j in jobs]
-    keys = sorted({(v, n) for m in all_metrics for v, names in m.items() if isinstance(names, dict) for n in names},
-                  key=lambda vn: (variant_order(vn[0]), vn[1]))
-    rows = []
-    for variant, name in keys:
-        values = [(m.get(variant) or {}).get(name) for m in all_metrics]
-        if all(v is None for v in values):
-            continue  # measured by none of them
-        ref = values[0]
-        cells = []
-        for i, v in enumerate(values):
-            delta = v - ref if i and isinstance(v, (int, float)) and isinstance(ref, (int, float)) else None
-            cells.append({"value": num(v), "delta": signed(delta),
-                          "relative": signed(delta / abs(ref), True) if delta is not None and ref else ""})
-        rows.append({"variant": variant, "metric": name, "cells": cells})
-    return rows
 
 
 def artifact_href(uri: str) -> str | None:

@@ -91,7 +91,8 @@ def test_job_page_draws_the_chart_results_timeline_events_and_outputs(client, al
     job = seed_job(sessions, settings, _key(alpha), ks=(2, 4))
     r = client.get(f"/ui/jobs/{job}", headers=alpha)
     assert r.status_code == 200, r.text
-    assert "script-src" not in r.headers["content-security-policy"]  # default-src 'none': no scripts
+    csp = r.headers["content-security-policy"]  # our own script only (live.js): nothing inline, nothing elsewhere
+    assert "script-src 'self';" in csp and "unsafe-inline" not in csp and "http" not in csp
     html = r.text
     # One chart per criterion with scores: attn (cca, nmse, cosine, loss) and block (no loss_rise).
     charts = re.findall(r'<svg class="chart".*?</svg>', html, re.S)
@@ -104,8 +105,11 @@ def test_job_page_draws_the_chart_results_timeline_events_and_outputs(client, al
     for stage in ("load", "calibrate", "score", "evaluate"):
         assert f"{stage}</td>" in html or f"{stage} (now)" in html
     # The result table: outputs with their delta and relative change from the base.
-    assert "perplexity/wikitext2/ppl" in html and "+1.4 (+6.8%)" in html and "+2.8 (+13.6%)" in html
-    assert "287,644" in html  # counts in digits, not 2.876e+05
+    results = re.search(r'<table class="results">.*?</table>', html, re.S).group(0)
+    assert ">WikiText-2 perplexity<" in results and "+1.4 (+6.8%)" in results and "+2.8 (+13.6%)" in results
+    assert '<span class="delta worse">+1.4' in results and "ARC-Easy accuracy %" in results and "-2.0 pts" in results
+    assert "287,644" not in results and "calibration" not in results  # how much was measured is no column
+    assert [r for r in re.findall(r'<tr class="variant"><th>(\w+)</th>', results)] == ["base", "k2", "k4"]
     assert '<ul class="warnings"><li>submit: evaluation not given' in html  # said at submit (JobOut.warnings)
     assert '<li>evaluate: evaluation.limit unset' in html  # the worker's warning event
     assert f'href="/ui/jobs/{job}/outputs/4/files"' in html  # the dashboard's own page of it (cookie)
@@ -163,7 +167,11 @@ def test_compare_shows_recipe_differences_selected_layers_and_metric_deltas(clie
     assert "compression.k" in diff and "[2]" in diff and "[2, 4]" in diff and "model.id" not in diff
     layers = re.search(r'<table class="layers-compare">.*?</table>', html, re.S).group(0)
     assert "attn k=2" in layers and "attn k=4" in layers and "—" in layers  # a has no k=4 output
-    assert "+1 (+4.6%)" in html  # k2 perplexity: b is 1.0 above a
+    chart = re.search(r'<svg class="compare-chart".*?data-metric="perplexity/wikitext2/ppl".*?</svg>', html, re.S).group(0)
+    assert f'data-job="{b}" data-variant="k2"' in chart and "+2.4 (+11.7%)" in chart  # b's k2 against b's base
+    html = client.get(f"/ui/compare?ids={a},{b}&baseline={a}", headers=alpha).text
+    assert "+1 (+4.6%)" in html  # k2 perplexity: b is 1.0 above a's k2
+    assert 'data-metric="perplexity/wikitext2/tokens"' not in html  # how much was measured: no chart
     assert client.get(f"/ui/compare?ids={a}", headers=alpha).status_code == 422
 
 

@@ -8,9 +8,11 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace as NS
 from xml.etree import ElementTree
 
+import pytest
+
 from nbl.result import output_entry
 from nbl.result_schema import JobResult
-from service.ui import chart, views
+from service.ui import chart, compare, metrics, views
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -69,12 +71,13 @@ def test_result_table_reads_the_typed_result_deltas_from_the_base_in_readable_nu
     assert table == views.result_table(JobResult.model_validate(result))  # JobOut.result, or its JSON
     assert [r["variant"] for r in table["rows"]] == ["base", "k4", "k8"]  # by k, not as listed
     # the evaluation's order; bits_per_byte, measured by none, has no column
-    assert table["columns"] == ["perplexity/wikitext2/ppl", "perplexity/wikitext2/tokens", "tasks/arc_easy/acc"]
-    ppl, tokens, acc = table["rows"][2]["cells"]
+    # the evaluation's order, under names and units; the token count (how much, not how well) is no column
+    assert [c.label for c in table["columns"]] == ["WikiText-2 perplexity", "ARC-Easy accuracy %"]
+    ppl, acc = table["rows"][2]["cells"]
     assert (ppl["value"], ppl["delta"], ppl["relative"], ppl["judge"]) == ("30", "+10", "+50.0%", "worse")
-    assert (acc["delta"], acc["relative"], acc["judge"]) == ("-0.1", "-16.7%", "worse")
-    assert tokens["value"] == "106,200,000" and tokens["judge"] == ""
-    _, _, k4_acc = table["rows"][1]["cells"]
+    assert (acc["value"], acc["delta"], acc["relative"], acc["judge"]) == ("50.0%", "-10.0 pts", "-16.7%", "worse")
+    assert views.result_table(result)["rows"][1]["cells"][0]["judge"] == "worse"
+    _, k4_acc = table["rows"][1]["cells"]
     assert k4_acc["value"] == "—" and k4_acc["delta"] == ""
     assert all(c["delta"] == "" for c in table["rows"][0]["cells"])  # the base has no delta
     assert views.result_table(None) == views.result_table(typed_result(None, {4: None})) == {"columns": [], "rows": []}
@@ -113,8 +116,32 @@ def test_recipe_diff_and_layers_side_by_side():
             result=typed_result({"ppl": 12.5}, {}))
     assert views.selected_side_by_side([ja, jb]) == [{"mode": "attn", "k": 4, "layers": [[3, 9], [3, 5]]},
                                                      {"mode": "attn", "k": 8, "layers": [None, [1]]}]
-    (row,) = views.metric_deltas([ja, jb])
-    assert [c["delta"] for c in row["cells"]] == ["", "+2.5"] and row["cells"][1]["relative"] == "+25.0%"
+    ja.id, jb.id = "job_a", "job_b"
+    (row,) = compare.rows([ja, jb], "job_a")  # against job a: b's base is 2.5 above a's
+    assert [(e["job"], e["delta_text"], e["relative"]) for e in row["entries"]] == [("job_a", "", ""),
+                                                                                   ("job_b", "+2.5", "+25.0%")]
+    assert row["entries"][1]["judge"] == "worse" and 'class="cbar worse"' in compare.chart(row, "job a")
+    (row,) = compare.rows([ja, jb], "base")  # against their own base: nothing to compare
+    assert all(e["delta"] is None for e in row["entries"])
+
+
+def test_cosine_is_drawn_as_one_minus_cosine_on_a_log_axis():
+    layers = [{"layer": i, "attn": {"cosine": c}} for i, c in enumerate((0.999, 0.99, 0.9))]
+    (c,) = chart.job_charts(layers, [{"k": 1, "mode": "attn", "layers": [0]}], {"compression": {"criterion": "cosine"}})
+    root = ElementTree.fromstring(c["svg"])
+    ns = "{http://www.w3.org/2000/svg}"
+    heights = [float(b.get("height")) for b in root.findall(f"{ns}rect")]
+    assert root.get("data-scale") == "log" and heights[0] < heights[1] < heights[2]  # 0.001 < 0.01 < 0.1
+    assert heights[1] - heights[0] == pytest.approx(heights[2] - heights[1], rel=0.01)  # a decade each
+    assert "1 − cosine" in c["svg"] and 'class="bar selected" data-layer="0"' in c["svg"]
+
+
+def test_metric_names_units_and_directions():
+    ppl, acc, tok = (metrics.describe(p) for p in ("perplexity/c4/ppl", "tasks/arc_easy/acc", "perplexity/c4/tokens"))
+    assert (ppl.label, ppl.better, acc.label, acc.better, tok.shown) == ("C4 perplexity", -1, "ARC-Easy accuracy %", 1, False)
+    assert metrics.judge(ppl, -0.5) == "better" and metrics.judge(acc, -0.01) == "worse" and metrics.judge(tok, 5) == ""
+    assert metrics.describe("speed/decode_tokens_per_s").label == "decode (tokens/s)"
+    assert views.stage_class("evaluate") != views.stage_class("publish") and views.stage_class("x") == "stage-other"
 
 
 def test_numbers_and_durations():
