@@ -83,7 +83,7 @@ def test_dashboard_in_headless_chromium(tmp_path):
     from service.keys.auth import create_key, get_or_create_team
 
     env = {**env_without("DATABASE_URL", "BROKER_URL"), "NBL_HOME": str(tmp_path / "home"),
-           "PYTHONPATH": str(REPO)}
+           "PYTHONPATH": str(REPO), "NBL_STREAM_POLL_S": "0.2"}
     alpha = _create_key(env, "alpha")  # also migrates the fresh SQLite database
     settings = Settings(home=env["NBL_HOME"])
     engine = make_engine(settings)
@@ -94,14 +94,15 @@ def test_dashboard_in_headless_chromium(tmp_path):
         base = seed_job(sessions, settings, alpha, ks=(2,), metadata={"ci": "nightly"})
         job = seed_job(sessions, settings, alpha, ks=(2, 4), metadata={"ci": "nightly", "branch": "main"},
                        ppl_shift=0.3, pause=0.25, files=FILES)
-        seed_job(sessions, settings, alpha, ks=(8,), model="HuggingFaceTB/SmolLM2-360M-Instruct", finish=None)
+        running = seed_job(sessions, settings, alpha, ks=(8,), model="HuggingFaceTB/SmolLM2-360M-Instruct", finish=None)
         theirs = seed_job(sessions, settings, beta)
-        engine.dispose()
         browser = Browser(tmp_path / "chrome")
         try:
             _check_pages(browser, ready(), alpha, beta, base, job, theirs, tmp_path / "downloads")
+            _live_cancel_and_rerun(browser, ready(), sessions, running, theirs)
         finally:
             browser.close()
+            engine.dispose()
     for name in ("jobs", "job", "compare"):
         assert (SHOTS / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -154,13 +155,16 @@ def _check_pages(browser: Browser, url: str, alpha: str, beta: str, base: str, j
     assert browser.eval("document.querySelector('h1').textContent") == "Not found"
     assert theirs not in browser.eval("document.body.innerText")
 
-    assert browser.goto(f"{url}/ui/compare?ids={base},{job}") == 200
+    assert browser.goto(f"{url}/ui/compare?ids={base},{job}&baseline={base}") == 200
     assert "compression.k" in browser.eval("document.querySelector('table.diff').innerText")
+    bars = browser.eval("""[...document.querySelectorAll('svg.compare-chart[data-metric="perplexity/wikitext2/ppl"] rect.cbar')]
+        .map(r => ({job: r.dataset.job, variant: r.dataset.variant, fill: getComputedStyle(r).fill,
+                    width: r.getBBox().width}))""")
+    assert {(b["job"], b["variant"]) for b in bars} == {(base, "base"), (base, "k2"), (job, "base"), (job, "k2"), (job, "k4")}
+    k2 = next(b for b in bars if b["job"] == job and b["variant"] == "k2")
+    assert k2["fill"] == "rgb(225, 87, 89)" and k2["width"] > 50  # above the baseline job's k2 perplexity: worse, red
     browser.screenshot(SHOTS / "compare.png")
 
-    browser.load(lambda: browser.eval("document.querySelector('form.logout').submit()"))
-    assert browser.eval("location.pathname") == "/ui/login"
-    assert browser.goto(f"{url}/ui/jobs") == 200 and browser.eval("location.pathname") == "/ui/login"
 
 
 def _click(text: str) -> str:
@@ -180,3 +184,58 @@ def _follow_the_job_links(browser: Browser, url: str, job: str, downloads: Path)
     for name, data in FILES.items():
         saved = browser.download(lambda: browser.eval(_click(name)), downloads / name.replace("/", "_"))
         assert saved.read_bytes() == data, name
+
+
+def _until(browser: Browser, expression: str, timeout: float = 20.0):
+    """The expression's value once it is truthy (the page updating itself from its event stream)."""
+    deadline = time.monotonic() + timeout
+    while not (value := browser.eval(expression)):
+        assert time.monotonic() < deadline, f"never true: {expression}"
+        time.sleep(0.1)
+    return value
+
+
+def _live_cancel_and_rerun(browser: Browser, url: str, sessions, running: str, theirs: str) -> None:
+    """The running job's page follows the worker without a reload; Cancel, then Re-run from the page;
+    another team's job can be neither followed nor cancelled; log out."""
+    from service.core.models import Job
+    from service.jobs import states, store
+
+    assert browser.goto(f"{url}/ui/jobs/{running}") == 200
+    browser.eval("window.notReloaded = true")
+    with sessions() as s:  # the worker moves on
+        token = s.get(Job, running).lease_token
+        store.set_progress(s, running, "evaluate", 0.73, eta=12, lease_token=token)
+        store.add_event(s, running, "log", "evaluating k8 on wikitext2", stage="evaluate")
+    _until(browser, "document.getElementById('events').innerText.includes('evaluating k8 on wikitext2')")
+    _until(browser, "document.getElementById('progress-text').textContent.startsWith('73%')")
+    assert browser.eval("document.getElementById('progress-bar').value") == 0.73
+
+    assert browser.load(lambda: browser.eval("document.querySelector('form.cancel').submit()")) == 200
+    assert browser.eval("document.getElementById('status').textContent") == "cancelling"
+    browser.eval("window.notReloaded = true")
+    with sessions() as s:  # the worker sees the cancel at its next checkpoint
+        states.finish(s, running, s.get(Job, running).lease_token, "cancelled")
+    _until(browser, "document.body.dataset.ended === 'true'")
+    _until(browser, "document.getElementById('status').textContent === 'cancelled'")
+    assert browser.eval("window.notReloaded === true && !document.querySelector('form.cancel')")
+
+    # Another team's job, with this team's cookie and a valid CSRF token: its stream and its cancel are 404s.
+    status = browser.send("Runtime.evaluate", awaitPromise=True, returnByValue=True, expression=(
+        f"fetch('/ui/jobs/{theirs}/events/stream').then(r => r.status)"))["result"]["value"]
+    assert status == 404
+    forged = (f"const f = document.querySelector('form.rerun'); f.action = '/ui/jobs/{theirs}/cancel'; f.submit()")
+    assert browser.load(lambda: browser.eval(forged)) == 404
+    with sessions() as s:
+        assert s.get(Job, theirs).status == "succeeded"
+
+    assert browser.goto(f"{url}/ui/jobs/{running}") == 200
+    assert browser.load(lambda: browser.eval("document.querySelector('form.rerun').submit()")) == 200
+    again = browser.eval("location.pathname").rsplit("/", 1)[1]
+    assert again != running and browser.eval("document.getElementById('status').textContent") == "queued"
+    with sessions() as s:
+        assert s.get(Job, again).spec == s.get(Job, running).spec and s.get(Job, again).team_id == s.get(Job, running).team_id
+
+    browser.load(lambda: browser.eval("document.querySelector('form.logout').submit()"))
+    assert browser.eval("location.pathname") == "/ui/login"
+    assert browser.goto(f"{url}/ui/jobs") == 200 and browser.eval("location.pathname") == "/ui/login"
