@@ -25,7 +25,9 @@ def serve(host: str, port: int, log_level: str) -> int:
     ensure_schema(settings)
     loop = reconcile_loop.start(settings, "serve")
     try:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+        # An open event stream lasts until its job ends (or NBL_STREAM_MAX_S): a stop waits 10 s for
+        # requests in flight, then closes them; clients resume with Last-Event-ID (downloads with Range).
+        uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=10)
     finally:
         loop.close()
     return 0
