@@ -57,6 +57,7 @@ class Compression:
     criterion: str = CRITERION
     form: str = FORM  # nbl | linear | fold (nbl/forms.py): how the output is written, so where it runs
     max_ppl_increase: float | None = None  # k auto: the largest k within this rise of the selection perplexity
+    enforce_budget: bool = True  # k auto: a budget broken on the evaluation fails the job (False: a warning)
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ def from_request(spec) -> Recipe:
         calibration=Calibration(**cal.model_dump()),
         compression=Compression(ks=tuple(comp.ks), mode=comp.mode, method=comp.method, criterion=comp.criterion,
                                 form=comp.form or FORM,
-                                max_ppl_increase=comp.budget.max_ppl_increase if comp.budget is not None else None),
+                                max_ppl_increase=comp.budget.max_ppl_increase if comp.budget is not None else None,
+                                enforce_budget=comp.budget is None or comp.budget.enforce is not False),
         selection=None if spec.selection is None else Selection(**spec.selection.model_dump()),
         evaluation=Evaluation(perplexity=tuple(ev.perplexity), tasks=tuple(ev.tasks), limit=ev.limit,
                               max_tokens=ev.max_tokens, speed=ev.speed,

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from nbl.gates import ACC_METRIC, PPL_METRIC
 from nbl.recipe import Gates
 
+PPL_GATES = ("max_ppl_increase", "budget")  # "budget": k auto's, checked on the evaluation (worker/budget.py)
 Metrics = Mapping[str, Mapping[str, float | None]]  # {"base": {...}, "k4": {...}}, flat names
 
 
@@ -39,10 +40,10 @@ def check_one(output: str, metric: str, gate: str, allowed: float, base: float |
               value: float | None) -> dict:
     """One check: {"output", "metric", "gate", "allowed", "base", "value", "limit", "passed"}; `limit`
     is the bound on the value itself (the most perplexity, the least accuracy)."""
-    limit = None
+    limit, ppl = None, gate in PPL_GATES
     if _finite(base):
-        limit = base * (1 + allowed) if gate == "max_ppl_increase" else base - allowed
-    passed = _finite(value) and limit is not None and (value <= limit if gate == "max_ppl_increase" else value >= limit)
+        limit = base * (1 + allowed) if ppl else base - allowed
+    passed = _finite(value) and limit is not None and (value <= limit if ppl else value >= limit)
     shown = lambda x: float(x) if _finite(x) else None  # noqa: E731 - JSON (and JSONB) has no NaN
     return {"output": output, "metric": metric, "gate": gate, "allowed": allowed, "base": shown(base),
             "value": shown(value), "limit": shown(limit), "passed": bool(passed)}
@@ -73,19 +74,22 @@ def describe(c: dict) -> str:
     def num(x) -> str:
         return "missing" if x is None else f"{x:.4g}"
 
-    ppl = c["gate"] == "max_ppl_increase"
+    ppl = c["gate"] in PPL_GATES
     bound = f"at most +{100 * c['allowed']:.4g}%" if ppl else f"at most {c['allowed']:.4g} below"
+    if c["gate"] == "budget":
+        bound = f"k auto's budget {bound}"
     sign = ("<=" if ppl else ">=") if c["passed"] else (">" if ppl else "<")
     return f"{c['output']} {c['metric']} {num(c['value'])} {sign} {num(c['limit'])} (base {num(c['base'])}, {bound})"
 
 
-def apply(gates: Gates | None, outputs: dict, metrics: Metrics, sink) -> dict:
-    """The outputs ({k: path}) that may be published. With gates: the checks go to `sink.gates` (the job
-    stores them) and each output held back is a warning; QualityFailure when none passes."""
-    if gates is None or gates.empty():
+def apply(gates: Gates | None, outputs: dict, metrics: Metrics, sink, extra: list[dict] = ()) -> dict:
+    """The outputs ({k: path}) that may be published. With gates (or `extra` checks made already: k auto's
+    budget, worker/budget.py): the checks go to `sink.gates` (the job stores them) and each output held back
+    is a warning; QualityFailure when none passes."""
+    if (gates is None or gates.empty()) and not extra:
         return outputs
     names = {k: f"k{k}" for k in outputs}
-    found = checks(gates, metrics, list(names.values()))
+    found = (checks(gates, metrics, list(names.values())) if gates is not None else []) + list(extra)
     sink.gates(summary(found))
     kept = set(passing(found, list(names.values())))
     if not kept:

@@ -31,7 +31,7 @@ from .engine.devices import visible
 from .engine.hub_ids import refuse_path_shadowing
 from .engine.loading import release_weights
 from .eval.compare import evaluate_outputs
-from . import gates, load_stage, progress, run_warnings
+from . import budget, gates, load_stage, progress, run_warnings
 from .errors import RetryPolicy
 from .eval.evaluate import EvalSpec, check_tasks
 from .publish import loadcheck
@@ -170,6 +170,9 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     caveats = run_warnings.after_compression(  # over-fitted maps, too few tokens: warned now, on the cards later
         compressed.scores, recipe.compression.mode, result.selected, cal.get("tokens"),
         run_warnings.hidden_size(lm), sink.warning)
+    if (msg := budget.selection_warning(recipe, compressed.selection, recipe.calibration.seq_len)) is not None:
+        caveats.common.append(msg)  # the selection data cannot tell the budget apart: on the cards too
+        sink.warning(msg)
     if paths.work_dir is None or destination is None:
         return result  # scores and the layers each k would replace; nothing saved
 
@@ -185,7 +188,9 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     run_warnings.after_evaluation(caveats, metrics, recipe.evaluation.limit, recipe.evaluation.max_tokens, sink.warning)
     lm = None  # the base model goes before publishing (a closure above shares the name)
 
-    outputs = gates.apply(recipe.gates, outputs, metrics, sink)  # QualityFailure when none passes
+    held, told = budget.on_evaluation(recipe, metrics, list(outputs), sink.warning)  # k auto's, on the evaluation
+    caveats.common.extend(told)
+    outputs = gates.apply(recipe.gates, outputs, metrics, sink, extra=held)  # QualityFailure when none passes
     if recipe.publishing is not None and gguf_types(recipe.publishing.formats):  # written into each output's folder
         for k, path in outputs.items():
             sink.progress("publish", 0.0, f"k={k}: GGUF {', '.join(gguf_types(recipe.publishing.formats))}")

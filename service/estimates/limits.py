@@ -6,7 +6,7 @@ from __future__ import annotations
 from service.core.settings import Settings
 from nbl.gates import gate_errors
 from nbl.request import JobCreate
-from nbl.selection_schema import selection_errors
+from nbl.selection_schema import budget_errors, selection_errors
 
 
 def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:
@@ -26,4 +26,4 @@ def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:
         over(("selection", "num_samples"), spec.selection.num_samples, settings.max_num_samples, "num_samples")
     if spec.evaluation.limit is not None:
         over(("evaluation", "limit"), spec.evaluation.limit, settings.max_eval_limit, "limit")
-    return errors + gate_errors(spec) + selection_errors(spec)
+    return errors + gate_errors(spec) + selection_errors(spec) + budget_errors(spec)

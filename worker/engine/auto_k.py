@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from nbl.rise_error import paired
 from nbl.score_fields import MEASURED  # the criteria that need selection data (beside `loss`)
 from nbl.selection_sets import expected_sets  # priced once, for the API's estimate too
 
@@ -91,12 +92,21 @@ class Chooser:
                              f"perplexity by more than {max_ppl_increase:.0%}")
         return lo
 
+    def error(self, layers: list[int]) -> dict:
+        """{"rise", "rise_se", "sd_per_token", "blocks"} of a set on the selection data (nbl/rise_error.py), from
+        the per-block losses a SetLoss keeps; empty for a loss that has none (a plain function)."""
+        if not hasattr(self.loss, "per_block"):
+            return {}
+        tokens = int(self.loss.blocks.shape[1]) - 1
+        return paired(self.loss.per_block(()).tolist(), self.loss.per_block(tuple(layers)).tolist(), tokens)
+
     def record(self, data: dict, tokens: int, chosen: dict[int, tuple[list[int], str]]) -> dict:
         """The `selection` section of --json and of the job result."""
         ks = sorted(chosen)
         return {"criterion": self.criterion if len(ks) != 1 else chosen[ks[0]][1],
                 "k": ks[0] if len(ks) == 1 else ks, "data": data, "tokens": tokens,
                 "base_ppl": ppl(self.base_loss),
-                "chosen": [{"k": k, "criterion": chosen[k][1], "layers": chosen[k][0]} for k in ks],
+                "chosen": [{"k": k, "criterion": chosen[k][1], "layers": chosen[k][0], **self.error(chosen[k][0])}
+                           for k in ks],
                 "tried": [{key: t[key] for key in ("k", "criterion", "layers", "heldout_ppl")} for t in self.tried],
                 "greedy_steps": [{"added": s["added"], "heldout_ppl": ppl(s["loss"])} for s in self.greedy.steps]}

@@ -55,13 +55,9 @@ def selection_stage(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult
                        lambda i: fit_maps(cal.stats, cfg.mode, [i], cfg.ridge, split=split)[i],
                        batch_size=cal.meta.get("batch_size", 1))
 
-    def loss(layers):
-        value = set_loss(layers)
-        done = len(set_loss.memo) + 1  # and the base
-        report("select", min(done / expected, 0.99), f"{done} layer sets measured (about {expected} expected)")
-        return value
-
-    chooser = Chooser(scores, cfg.mode, cfg.criterion, loss, set_loss.base, cfg.greedy_width)
+    set_loss.on_set = lambda done: report("select", min(done / expected, 0.99),  # done counts the base
+                                          f"{done} layer sets measured (about {expected} expected)")
+    chooser = Chooser(scores, cfg.mode, cfg.criterion, set_loss, set_loss.base, cfg.greedy_width)
     ks = [chooser.auto_k(cfg.max_ppl_increase)] if cfg.max_ppl_increase is not None else list(cfg.ks)
     chosen = {k: chooser.layers(k) for k in ks}
     return chosen, chooser.record(data, set_loss.tokens, chosen)
