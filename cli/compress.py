@@ -173,7 +173,8 @@ def recipe(args, espec=None) -> R.Recipe:
                                   text_field=args.text_field, num_samples=args.num_samples, seq_len=args.seq_len,
                                   seed=args.seed, shuffle=args.shuffle),
         compression=R.Compression(ks=tuple(args.k), mode=args.mode, method=args.method, criterion=args.criterion,
-                                  form=args.form, max_ppl_increase=args.max_ppl_increase),
+                                  form=args.form, max_ppl_increase=args.max_ppl_increase,
+                                  enforce_budget=getattr(args, "enforce_budget", True)),
         evaluation=evaluation, selection=selection_from_args(args),
         gates=gates_from_args(args, espec),
     )

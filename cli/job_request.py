@@ -45,7 +45,8 @@ def build_request(args) -> dict[str, Any]:
     put("compression", "criterion", args.criterion)
     put("compression", "form", getattr(args, "form", None))
     if getattr(args, "max_ppl_increase", None) is not None:
-        put("compression", "budget", {"max_ppl_increase": args.max_ppl_increase})
+        put("compression", "budget", {"max_ppl_increase": args.max_ppl_increase,
+                                      **({} if getattr(args, "enforce_budget", True) else {"enforce": False})})
     put("selection", "dataset", getattr(args, "selection_dataset", None))
     put("selection", "split", getattr(args, "selection_split", None))
     put("selection", "num_samples", getattr(args, "selection_samples", None))

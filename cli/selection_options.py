@@ -16,7 +16,10 @@ def add_selection_options(p) -> None:
     g.add_argument("--selection-samples", type=int, default=R.SELECTION_SAMPLES,
                    help=f"selection blocks of --seq-len tokens (default {R.SELECTION_SAMPLES})")
     g.add_argument("--max-ppl-increase", type=float, metavar="F",
-                   help="with --k auto: the largest k whose selection perplexity rises by at most F (0.10: 10%%)")
+                   help="with --k auto: the largest k whose selection perplexity rises by at most F (0.10: 10%%); "
+                        "checked on the evaluation's perplexity too, a broken budget fails the run (exit 5)")
+    g.add_argument("--no-enforce-budget", dest="enforce_budget", action="store_false",
+                   help="with --k auto: a budget broken on the evaluation is a warning, and the output is published")
     g.add_argument("--greedy-width", type=int, metavar="M",
                    help="candidate layers the greedy criterion tries per step (default: NBL_GREEDY_WIDTH, else 8)")
 

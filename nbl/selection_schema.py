@@ -92,9 +92,10 @@ def budget_errors(spec) -> list[dict]:
         return []
     seq_len = spec.calibration.seq_len
     samples = -(-need // max(seq_len - 1, 1))
-    where = "selection.num_samples" if spec.selection is not None else "a selection dataset"
+    where = ("selection.num_samples >=" if spec.selection is not None
+             else "a selection dataset (selection.dataset) with num_samples >=")
     return [{"loc": ["body", "selection", "num_samples"] if spec.selection is not None else ["body", "selection"],
              "type": "selection_too_small", "input": blocks,
              "msg": f"k auto with a budget of +{100 * budget:.4g}% needs about {need:,} selection tokens to resolve it "
                     f"(the rise's standard error at most a third of the budget, by the prior of docs/quality.md); "
-                    f"{blocks} blocks of {seq_len} give {tokens:,}: give {where} with num_samples >= {samples}"}]
+                    f"{blocks} blocks of {seq_len} give {tokens:,}: give {where} {samples}"}]

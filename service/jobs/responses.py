@@ -44,7 +44,7 @@ class SelectedLayers(Response):
 class GateCheck(Response):
     output: str = Field(description="the output checked: k4, ...")
     metric: str = Field(description="the flat metric name, e.g. perplexity/wikitext2/ppl or tasks/arc_easy/acc")
-    gate: str = Field(description="max_ppl_increase | max_acc_drop")
+    gate: str = Field(description="max_ppl_increase | max_acc_drop | budget (k auto's, on the evaluation)")
     allowed: float = Field(description="the gate's number: a relative rise (0.10) or an absolute drop (0.02)")
     base: float | None
     value: float | None

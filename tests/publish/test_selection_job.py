@@ -12,13 +12,16 @@ from huggingface_hub import ModelCard
 from publish_helpers import start_worker, stop
 from test_gates_job import deployment, run_jobs  # noqa: F401  (a fixture, and the helper that waits)
 
+from nbl.rise_error import tokens_needed
 from service.api import create_app
 
+BUDGET = 1.0  # any rise the tiny model shows fits +100%
+HELD = -(-tokens_needed(BUDGET) // 31)  # held-out blocks of 32 that resolve it (a smaller one is refused at submit)
 JOB = {
     "model": {"id": "local:tiny"},
-    "calibration": {"dataset": "c4", "num_samples": 20, "seq_len": 32},
+    "calibration": {"dataset": "c4", "num_samples": 10 * HELD, "seq_len": 32},
     "compression": {"mode": "attn", "method": "nbl", "criterion": "auto", "k": "auto",
-                    "budget": {"max_ppl_increase": 100}},
+                    "budget": {"max_ppl_increase": BUDGET}},
     "evaluation": {"perplexity": [], "tasks": []},
     "publish": {"local_dir": "auto"},
 }
@@ -39,8 +42,8 @@ def test_a_criterion_auto_k_auto_job_records_the_table_and_the_winner(deployment
     sel = job["selection"]
     stages = [e["stage"] for e in events if e.get("stage")]
     assert "select" in stages and stages.index("select") > stages.index("score")  # its own stage, priced by the plan
-    assert sel["k"] == 3 and sel["data"]["in_distribution"] is True  # any rise the tiny model shows fits +10,000%: 4 layers - 1
-    assert sel["tokens"] == 2 * 31  # the held-out tenth of 20 blocks of 32
+    assert sel["k"] == 3 and sel["data"]["in_distribution"] is True  # any rise the tiny model shows fits +100%: 4 layers - 1
+    assert sel["tokens"] == HELD * 31  # the held-out tenth of 10 x HELD blocks of 32
     at3 = {t["criterion"]: t for t in sel["tried"] if t["k"] == 3}
     assert set(at3) == {"cca", "cosine", "nmse", "greedy"}
     (won,) = sel["chosen"]
@@ -50,7 +53,7 @@ def test_a_criterion_auto_k_auto_job_records_the_table_and_the_winner(deployment
     assert {m["criterion"] for m in marks} == {won["criterion"]}
     assert sorted(row["layer"] for row in layers if row["outputs"][0]["selected"]) == won["layers"]
     out = settings.publish_dir / "alpha" / "auto"
-    assert json.loads((out / "nbl_scores.json").read_text())["recipe"]["max_ppl_increase"] == 100  # the plot's budget line
+    assert json.loads((out / "nbl_scores.json").read_text())["recipe"]["max_ppl_increase"] == BUDGET  # the plot's budget line
     assert (out / "nbl_scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     card = ModelCard.load(out / "README.md")
     assert "## Selection" in card.text and f"This output (k=3): **{won['criterion']}**" in card.text
