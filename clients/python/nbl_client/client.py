@@ -127,7 +127,7 @@ class Client:
             try:
                 return self._wait_streaming(job, deadline, timeout, on_poll)
             except StreamUnavailable as e:
-                self._api.warn_once(f"nbl: no event stream ({e}); polling instead")
+                self._api.warn_once(f"nbl: event stream unusable ({e}); polling instead")
             except _Resume as r:
                 after = r.after
                 job = Job.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}", deadline=deadline))
@@ -152,7 +152,7 @@ class Client:
         seen: list = []
         after = None
         try:
-            for kind, item in follow(self._api, job.id, None, deadline):
+            for kind, item in follow(self._api, job.id, None, deadline, sleep=self._sleep):
                 if kind == "event":
                     seen.append(item)
                     after = item.id
@@ -169,9 +169,10 @@ class Client:
                     break
         except TimeoutError:
             raise WaitTimeout(f"timed out after {timeout:g} s; job {job.id} is {job.status}", job) from None
-        except StreamUnavailable:
+        except StreamUnavailable as e:
             if after is None:
                 raise
+            self._api.warn_once(f"nbl: event stream unusable ({e}); polling instead")
             raise _Resume(after) from None
         if seen and on_poll:
             on_poll(job, EventList(data=seen, last_id=after))
@@ -184,13 +185,13 @@ class Client:
         TimeoutError after `timeout` seconds."""
         deadline = _deadline(timeout)
         try:
-            for kind, item in follow(self._api, job_id, after, deadline):
+            for kind, item in follow(self._api, job_id, after, deadline, sleep=self._sleep):
                 if kind == "event":
                     after = item.id
                     yield item
             return
         except StreamUnavailable as e:
-            self._api.warn_once(f"nbl: no event stream ({e}); polling instead")
+            self._api.warn_once(f"nbl: event stream unusable ({e}); polling instead")
         interval = max(interval, 0.05)
         while True:
             page = self._events(job_id, after, 1000, deadline)
