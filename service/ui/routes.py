@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from contextlib import contextmanager
+from functools import partial
 from typing import Annotated
 from urllib.parse import parse_qsl, urlencode
 
@@ -23,7 +24,7 @@ from service.jobs import filters as job_filters
 from service.jobs import service as jobs
 from service.jobs.views import job_view, job_views
 from service.keys.auth import Principal, authenticate
-from . import chart, compare, csrf, session as ui_session, views
+from . import chart, compare, csrf, metrics, session as ui_session, sort as metric_sort, views
 from .render import page
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -114,7 +115,7 @@ def logout(request: Request) -> RedirectResponse:
 @router.get("/jobs")
 def jobs_page(request: Request, session: SessionDep, who: Who, status: str = "", after: str | None = None,
               meta: Annotated[str | None, Query(description="KEY=VALUE, from the filter form")] = None,
-              limit: int = PAGE_SIZE) -> Response:
+              sort: str | None = None, order: str | None = None, limit: int = PAGE_SIZE) -> Response:
     if meta is not None:  # the form's KEY=VALUE box becomes the API's own `metadata.KEY=VALUE`
         params = [(k, v) for k, v in request.query_params.multi_items() if k not in ("meta", "after")]
         key, sep, value = meta.partition("=")
@@ -124,18 +125,39 @@ def jobs_page(request: Request, session: SessionDep, who: Who, status: str = "",
     limit = min(max(limit, 1), 100)
     with as_page():
         filters = job_filters.metadata_filters(request)
-        rows, has_more, cursor = jobs.list_jobs(session, who.team_id, limit=limit, after=after,
-                                                statuses=jobs.parse_statuses([status]),
-                                                where=job_filters.metadata_clauses(filters))
+        by = metric_sort.parse(sort, order)
+        lister = jobs.list_jobs if by is None else partial(metric_sort.list_sorted, sort=by)
+        rows, has_more, cursor = lister(session, who.team_id, limit=limit, after=after,
+                                        statuses=jobs.parse_statuses([status]),
+                                        where=job_filters.metadata_clauses(filters))
         data = job_views(session, rows)
+        cols = metric_sort.columns(session, who.team_id, by)
+        values = metric_sort.best(session, [j.id for j in data], cols)
     session.commit()
     keep = [(k, v) for k, v in request.query_params.multi_items() if k != "after"]
     now = utcnow()
     items = [{"job": j, "recipe": views.recipe(j.spec), "age": views.age(j.created_at, now),
-              "eta": views.duration(j.eta_seconds) if j.status not in views.TERMINAL else ""} for j in data]
+              "eta": views.duration(j.eta_seconds) if j.status not in views.TERMINAL else "",
+              "values": [metrics.value(metrics.describe(c), values.get((j.id, c))) for c in cols]} for j in data]
     return page(request, "jobs.html", who=who, items=items, status=status, filters=filters,
+                columns=_sort_links(request, cols, by), newest_url=_sort_links(request, [], None, newest=True),
                 next_url=f"{request.url.path}?{urlencode(keep + [('after', cursor)])}" if has_more else None,
                 statuses=["queued", "running", "cancelling", "succeeded", "failed", "cancelled"])
+
+
+def _sort_links(request: Request, cols: list[str], by, newest: bool = False):
+    """A header per metric column: its label, the link that sorts by it (again: the other way), its
+    arrow; with `newest`, the link back to the plain list (newest first) with the same filters."""
+    base = [(k, v) for k, v in request.query_params.multi_items() if k not in ("after", "sort", "order")]
+    if newest:
+        return f"{request.url.path}?{urlencode(base)}"
+    out = []
+    for c in cols:
+        here = by is not None and by.path == c
+        params = base + [("sort", metric_sort.PREFIX + c)] + ([("order", "asc" if by.desc else "desc")] if here else [])
+        out.append({"label": metrics.describe(c).label, "path": c, "url": f"{request.url.path}?{urlencode(params)}",
+                    "arrow": ("↓" if by.desc else "↑") if here else ""})
+    return out
 
 
 @router.get("/jobs/{job_id}")

@@ -8,11 +8,11 @@ reconnects with `Last-Event-ID`, so no event is lost or repeated. A server witho
 (an older one: 404/405 on the route) raises StreamUnavailable, and the caller polls instead.
 
 A stream that keeps failing also raises StreamUnavailable, so the caller polls within a bounded
-time (GIVE_UP_S + READ_TIMEOUT_S at most) whatever the fault: an attempt fails when it breaks (reset,
-silent past READ_TIMEOUT_S) before a new event, closes having sent no data, or answers 5xx (each
-attempt's HTTP retries of a busy or unreachable API stop at GIVE_UP_S from the first failure: they
-would otherwise retry for ever when no deadline is given). MAX_BROKEN failures in a row, or failing
-for GIVE_UP_S, is the end of streaming; failed attempts are spaced by the HTTP layer's backoff.
+time (GIVE_UP_S, then one last attempt's connect and read timeouts, at most) whatever the fault: an
+attempt fails when it breaks (reset, silent past READ_TIMEOUT_S) before a new event, closes having
+sent no data, or answers 5xx (each attempt's HTTP retries of a busy or unreachable API stop at
+GIVE_UP_S from the first failure: they would otherwise retry for ever when no deadline is given).
+MAX_BROKEN failures in a row, or failing for GIVE_UP_S, is the end of streaming; failed attempts are spaced by the HTTP layer's backoff.
 """
 
 from __future__ import annotations
