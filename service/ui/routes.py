@@ -154,7 +154,8 @@ def _sort_links(request: Request, cols: list[str], by, newest: bool = False):
     out = []
     for c in cols:
         here = by is not None and by.path == c
-        params = base + [("sort", metric_sort.PREFIX + c)] + ([("order", "asc" if by.desc else "desc")] if here else [])
+        toggle = [("order", "asc" if by.desc else "desc")] if here else []
+        params = base + [("sort", metric_sort.PREFIX + c)] + toggle
         out.append({"label": metrics.describe(c).label, "path": c, "url": f"{request.url.path}?{urlencode(params)}",
                     "arrow": ("↓" if by.desc else "↑") if here else ""})
     return out

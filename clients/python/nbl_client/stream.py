@@ -12,7 +12,8 @@ time (GIVE_UP_S, then one last attempt's connect and read timeouts, at most) wha
 attempt fails when it breaks (reset, silent past READ_TIMEOUT_S) before a new event, closes having
 sent no data, or answers 5xx (each attempt's HTTP retries of a busy or unreachable API stop at
 GIVE_UP_S from the first failure: they would otherwise retry for ever when no deadline is given).
-MAX_BROKEN failures in a row, or failing for GIVE_UP_S, is the end of streaming; failed attempts are spaced by the HTTP layer's backoff.
+MAX_BROKEN failures in a row, or failing for GIVE_UP_S, is the end of streaming; failed attempts
+are spaced by the HTTP layer's backoff.
 """
 
 from __future__ import annotations
