@@ -3,9 +3,11 @@ tiny Llama as `local:tiny`): the budget the selection data kept but the evaluati
 error.type "quality" and publishes nothing (`nbl wait` exits 5); with `budget.enforce: false` the output is
 published and the broken budget is a warning, in the job's warnings and on the card. Never silent.
 
-The tiny model's numbers (same model, data and seeds, so the same every run): k auto at +1 % keeps k=3 (layers
-dropped: -0.1 % on the 30 held-out selection blocks) while WikiText-2 rises +1.1 %. The test asserts that
-premise from the unenforced job's own numbers before relying on it.
+The tiny model (same model, data and seeds, so the same every run): k auto at +1 % keeps a set within the budget
+on the 250 held-out C4 blocks (7,750 tokens, enough to resolve +1 % under nbl/rise_error.py's prior, so the
+submit check lets it through and the run does not warn that the rise is unresolved), while WikiText-2 rises
+over it: the budget held where it was measured and broke on another corpus. The test asserts that premise from
+the unenforced job's own numbers before relying on it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ PPL = "perplexity/wikitext2/ppl"
 BUDGET = 0.01
 JOB = {
     "model": {"id": "local:tiny"},
-    "calibration": {"dataset": "c4", "num_samples": 300, "seq_len": 32},
+    "calibration": {"dataset": "c4", "num_samples": 2500, "seq_len": 32},
     "compression": {"mode": "attn", "method": "drop", "criterion": "cca", "k": "auto",
                     "budget": {"max_ppl_increase": BUDGET}},
     "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 1024},
@@ -48,14 +50,15 @@ def test_a_budget_broken_on_the_evaluation_fails_the_job_unless_not_enforced(dep
     # the premise: within the budget on the selection data, over it on the evaluation
     assert warned["status"] == "succeeded", (warned, log.read_text()[-4000:])
     (chosen,) = warned["selection"]["chosen"]
-    assert chosen["rise"] <= BUDGET and chosen["rise_se"] > 0 and chosen["blocks"] == 30
+    assert chosen["rise"] <= BUDGET and chosen["rise_se"] > 0 and chosen["blocks"] == 250
     k = chosen["k"]
     assert warned["metrics"][f"k{k}"][PPL] > warned["metrics"]["base"][PPL] * (1 + BUDGET)
 
     # not enforced: published, with the broken budget among the warnings and on the card
     (broken,) = [w for w in warned["warnings"] if w.startswith("k auto's budget is broken on the evaluation")]
     assert f"k{k} {PPL}" in broken and "k auto's budget at most +1%" in broken
-    assert any(w.startswith("k auto's selection rise") and "not resolved" in w for w in warned["warnings"])
+    assert chosen["rise_se"] <= BUDGET / 3  # resolved: no "not resolved" warning
+    assert not any(w.startswith("k auto's selection rise") and "not resolved" in w for w in warned["warnings"])
     assert warned["gates"] is None and [a["k"] for a in warned["artifacts"]] == [k]
     card = ModelCard.load(settings.publish_dir / "alpha" / "warned" / "README.md")
     assert broken in card.text
