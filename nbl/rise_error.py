@@ -62,4 +62,5 @@ def prior_sd(budget: float) -> float:
 def tokens_needed(budget: float, sd_per_token: float | None = None) -> int:
     """Selection tokens (next-token predictions) for se <= budget / 3 at a rise equal to the budget."""
     s = prior_sd(budget) if sd_per_token is None else sd_per_token
-    return math.ceil((RESOLVE * (1 + budget) * s / budget) ** 2)
+    need = (RESOLVE * (1 + budget) * s / budget) ** 2
+    return math.ceil(need) if need < 1e18 else 10**18  # a vanishing budget (5e-324) needs more than any data has
