@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from service.core.celery_app import make_celery
-from service.core.db import make_engine, make_sessionmaker
+from service.core.db import make_engine, make_read_sessionmaker, make_sessionmaker
 from service.core.metrics import make_registry
 from service.core.settings import Settings
 from . import docs, nul, problems
@@ -20,6 +20,7 @@ from .limits import BodySizeLimit
 from service.api import health
 from service.jobs import endpoints as jobs
 from service.jobs import stream as job_stream
+from service.jobs.read_cache import RenderedJobs
 from service import ui
 from service.outputs import endpoints as outputs
 from service.estimates import endpoints as estimates
@@ -42,9 +43,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.settings = s
         app.state.engine = engine
         app.state.sessions = make_sessionmaker(engine)
+        app.state.read_sessions = make_read_sessionmaker(engine)
         app.state.celery = make_celery(s)
         app.state.metrics_registry = make_registry(app.state.sessions, s.metrics_window_jobs)
         app.state.schema_head = _schema_head()
+        app.state.rendered_jobs = RenderedJobs()  # the JSON of job reads, per version (service/jobs/read_cache.py)
         try:
             yield
         finally:

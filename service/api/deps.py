@@ -1,23 +1,32 @@
 """Request dependencies: settings, a DB session per request, the caller's team, the Celery app.
-All of them come from app.state, which the lifespan fills; nothing is built at import."""
+All of them come from app.state, which the lifespan fills; nothing is built at import.
+
+FastAPI runs a plain `def` dependency in its threadpool, and each such hop (two for a generator) costs
+about what a query does (bench/api_profile.py): those that do no I/O are `async def`, and the hot reads
+(GET /v1/jobs/{id}, GET /v1/jobs) take the read session and principal, so only their key lookup and
+the route itself run in the threadpool."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated
 
 from celery import Celery
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from service.api.nul import NulInRequest
+from service.core.db import end_read
+from service.core.errors import Unauthorized
 from service.keys.auth import Principal, authenticate
 from service.core.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `nbl admin create-key --team NAME`")
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
@@ -31,7 +40,18 @@ def get_session(request: Request) -> Iterator[Session]:
         session.close()
 
 
-def get_celery(request: Request) -> Celery:
+async def get_read_session(request: Request) -> AsyncIterator[Session]:
+    """A session for the routes that only read (core.db.make_read_sessionmaker: autocommit on Postgres).
+    `async`, so it costs no threadpool hop: it connects on its first query, not here, and closes
+    without I/O (psycopg sends no ROLLBACK on an idle connection; SQLite's rollback is local)."""
+    session = request.app.state.read_sessions()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+async def get_celery(request: Request) -> Celery:
     return request.app.state.celery
 
 
@@ -42,7 +62,36 @@ def get_principal(request: Request, session: Annotated[Session, Depends(get_sess
     return principal
 
 
+async def get_key(request: Request,
+                  _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str | None:
+    """The Authorization header, for a hot read that looks the key up itself, in the same threadpool hop
+    as its reads (GET /v1/jobs/{id} in the same query). A 422 found before the route ran is answered
+    only after the key is checked (key_first), so a bad key is a 401 first, as with PrincipalDep."""
+    return request.headers.get("authorization")
+
+
+async def key_first(request: Request, exc: Exception) -> Exception:
+    """Unauthorized instead of `exc` (a 422 raised before the route ran) when the route takes get_key
+    and the caller's key is not live; otherwise `exc`."""
+    route = request.scope.get("route")
+    if isinstance(exc, NulInRequest) or route is None or not any(d.call is get_key for d in route.dependant.dependencies):
+        return exc  # refuse_nul runs before every route's own dependencies: its 422 came first before too
+
+    def check() -> None:
+        with request.app.state.read_sessions() as session:
+            authenticate(session, request.headers.get("authorization"))
+            end_read(session)
+
+    try:
+        await run_in_threadpool(check)
+    except Unauthorized as unauthorized:
+        return unauthorized
+    return exc
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 CeleryDep = Annotated[Celery, Depends(get_celery)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+ReadSessionDep = Annotated[Session, Depends(get_read_session)]
+KeyDep = Annotated[str | None, Depends(get_key)]

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.api.deps import key_first
 from service.core.dbretry import is_transient
 from service.core.errors import HTTP_SLUGS, DatabaseUnavailable, InvalidRequest, ServiceError, problem_type
 
@@ -47,6 +48,8 @@ async def handle(request: Request, exc: Exception) -> JSONResponse:
         log.warning("database unavailable on %s %s: %s: %s", request.method, instance, type(exc).__name__,
                     str(exc).splitlines()[0] if str(exc) else "")
         exc = DatabaseUnavailable()
+    if isinstance(exc, RequestValidationError) or (isinstance(exc, ServiceError) and exc.status == 422):
+        exc = await key_first(request, exc)  # a route that checks its key itself: the 401 still comes first
     if isinstance(exc, ServiceError):
         return problem(exc.status, exc.slug, exc.title, exc.detail, instance=instance, errors=exc.errors,
                        headers=exc.headers, extra=getattr(exc, "extra", None))

@@ -4,20 +4,33 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Query, Response, status
+from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 
-from service.api.deps import CeleryDep, PrincipalDep, SessionDep, SettingsDep
+from service.api.deps import CeleryDep, KeyDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
 from service.jobs import filters as job_filters
+from service.jobs import read_cache
 from service.jobs import service as jobs
 from service.core.errors import Problem
 from service.jobs.responses import EventList, JobList, JobOut, LayerList
 from nbl.request import JobCreate
-from service.jobs.views import job_view, job_views
+from service.jobs.views import job_view
+from service.keys.auth import authenticate
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
 
 # Event ids are 64-bit on both databases: a larger cursor cannot be bound as a parameter (was a 500).
 MAX_EVENT_ID = 2**63 - 1
+
+
+def rendered(request: Request) -> read_cache.RenderedJobs:
+    return request.app.state.rendered_jobs
+
+
+def json_response(body: bytes) -> Response:
+    """The reads answer their cached JSON as it is: FastAPI's response_model pass (validate, encode) would
+    redo per request what read_cache did once per version of the job. response_model stays for the docs."""
+    return Response(content=body, media_type="application/json")
+
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM, 422: PROBLEM})
 
@@ -44,21 +57,21 @@ def create_job(body: JobCreate, response: Response, session: SessionDep, princip
 
 
 @router.get("", response_model=JobList, summary="List jobs, newest first", description=job_filters.DESCRIPTION)
-def list_jobs(session: SessionDep, principal: PrincipalDep,
-              metadata: Annotated[list[tuple[str, str]], Depends(job_filters.metadata_filters)],
+def list_jobs(request: Request, session: ReadSessionDep, authorization: KeyDep,
+              metadata: Annotated[list[tuple[str, str]], Depends(job_filters.query_filters)],
               limit: Annotated[int, Query(ge=1, le=100)] = 20,
               after: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
               status_: Annotated[list[str], Query(alias="status", description="filter; repeat or comma-separate")] = [],  # noqa: B006
-              ) -> JobList:
-    rows, has_more, cursor = jobs.list_jobs(session, principal.team_id, limit=limit, after=after,
-                                            statuses=jobs.parse_statuses(status_),
-                                            where=job_filters.metadata_clauses(metadata))
-    return JobList(data=job_views(session, rows), has_more=has_more, next_cursor=cursor)
+              ) -> Response:
+    principal = authenticate(session, authorization)  # here, not a dependency: one threadpool hop in all
+    return json_response(read_cache.list_body(rendered(request), session, principal.team_id, limit=limit, after=after,
+                                              statuses=jobs.parse_statuses(status_),
+                                              where=job_filters.metadata_clauses(metadata)))
 
 
 @router.get("/{job_id}", response_model=JobOut, responses={404: PROBLEM}, summary="Read a job")
-def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> JobOut:
-    return job_view(session, jobs.get_job(session, principal.team_id, job_id))
+def get_job(job_id: str, request: Request, session: ReadSessionDep, authorization: KeyDep) -> Response:
+    return json_response(read_cache.job_body(rendered(request), session, authorization, job_id))  # authenticates
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={404: PROBLEM, 409: PROBLEM},

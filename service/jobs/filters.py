@@ -57,6 +57,11 @@ def metadata_filters(request: Request) -> list[tuple[str, str]]:
     return filters
 
 
+async def query_filters(request: Request) -> list[tuple[str, str]]:
+    """metadata_filters as the API's dependency: `async`, so FastAPI runs it without a threadpool hop."""
+    return metadata_filters(request)
+
+
 def metadata_clauses(filters: list[tuple[str, str]]) -> list[ColumnElement[bool]]:
     """WHERE clauses on jobs.spec (JSON on SQLite, JSONB on Postgres): spec.metadata.KEY = VALUE.
     The path is a bound parameter on both databases, never spliced into the SQL."""

@@ -182,7 +182,7 @@ def _replay(job: Job, digest: str) -> Job:
 def get_job(session: Session, team_id: int, job_id: str) -> Job:
     """The team's job, or JobNotFound: another team's job looks exactly like a missing one."""
     job = None
-    if _JOB_ID.fullmatch(job_id):
+    if is_job_id(job_id):
         job = session.scalar(select(Job).where(Job.id == job_id, Job.team_id == team_id)
                              .execution_options(populate_existing=True))
     if job is None:
@@ -222,15 +222,30 @@ def parse_statuses(values: Sequence[str]) -> list[str]:
 def list_jobs(session: Session, team_id: int, *, limit: int, after: str | None,
               statuses: Sequence[str], where: Sequence = ()) -> tuple[list[Job], bool, str | None]:
     """Newest first; keyset pagination on the id (ids sort by creation time); `where`: more clauses."""
-    q = select(Job).where(Job.team_id == team_id, *where)
-    if statuses:
-        q = q.where(Job.status.in_(statuses))
-    if after:
-        q = q.where(Job.id < decode_cursor(after))
+    q = select(Job).where(Job.team_id == team_id, *list_filters(after=after, statuses=statuses, where=where))
     jobs = list(session.scalars(q.order_by(Job.id.desc()).limit(limit + 1)))
-    has_more = len(jobs) > limit
-    jobs = jobs[:limit]
-    return jobs, has_more, (encode_cursor(jobs[-1].id) if has_more and jobs else None)
+    return page(jobs, limit, lambda j: j.id)
+
+
+def list_filters(*, after: str | None, statuses: Sequence[str], where: Sequence = ()) -> list:
+    """The clauses of a page of jobs besides the team's: after a cursor, with these statuses, and `where`."""
+    clauses = list(where)
+    if statuses:
+        clauses.append(Job.status.in_(statuses))
+    if after:
+        clauses.append(Job.id < decode_cursor(after))
+    return clauses
+
+
+def page(rows: list, limit: int, id_of) -> tuple[list, bool, str | None]:
+    """(the first `limit` of `rows`, fetched as limit + 1, whether there are more, the next cursor)."""
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, has_more, (encode_cursor(id_of(rows[-1])) if has_more and rows else None)
+
+
+def is_job_id(job_id: str) -> bool:
+    return _JOB_ID.fullmatch(job_id) is not None
 
 
 # --- cancel --------------------------------------------------------------------------------------

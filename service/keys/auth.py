@@ -10,7 +10,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import Row, Select, bindparam, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -74,27 +74,46 @@ def create_key(session: Session, team: Team, name: str | None = None) -> tuple[s
     return key, row
 
 
+def key_query(*columns, join=None, on=None) -> Select:
+    """The lookup of a key (bound as `key_hash`), with more `columns` from a table outer-joined `on` a
+    condition: a read can fetch what it needs with the key, in one round trip (service/jobs/read_cache.py)."""
+    query = (select(Team.id, Team.name, Team.max_active_jobs, ApiKey.id.label("key_id"), ApiKey.last_used_at,
+                    *columns).select_from(ApiKey).join(Team, ApiKey.team_id == Team.id))
+    if join is not None:
+        query = query.outerjoin(join, on)
+    return query.where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.revoked_at.is_(None))
+
+
+# Built once: a statement object memoises its cache key, so each request skips building and hashing it.
+_KEY_QUERY = key_query()
+
+
 def authenticate(session: Session, authorization: str | None) -> Principal:
+    return authenticate_row(session, authorization, _KEY_QUERY)[0]
+
+
+def authenticate_row(session: Session, authorization: str | None, query: Select,
+                     params: dict | None = None) -> tuple[Principal, Row]:
+    """The key's team, and the row of `query` (a key_query) that found it; Unauthorized for no live key."""
     if not authorization:
         raise Unauthorized()
     scheme, _, key = authorization.partition(" ")
     key = key.strip()
     if scheme.lower() != "bearer" or not key.startswith(KEY_PREFIX) or len(key) > 200:
         raise Unauthorized()
-    row = session.execute(
-        select(Team.id, Team.name, Team.max_active_jobs, ApiKey.id.label("key_id"), ApiKey.last_used_at)
-        .join(ApiKey, ApiKey.team_id == Team.id)
-        .where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None))
-    ).first()
+    # The session's connection, not session.execute: the ORM layer is half the cost of this Core query,
+    # which every request runs (bench/api_profile.py).
+    conn = session.connection()
+    row = conn.execute(query, {**(params or {}), "key_hash": hash_key(key)}).first()
     if row is None:
         raise Unauthorized()
     now = utcnow()
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
         # Conditional, so concurrent requests of the same minute write once; the caller commits.
-        session.execute(update(ApiKey).where(ApiKey.id == row.key_id, or_(
+        conn.execute(update(ApiKey).where(ApiKey.id == row.key_id, or_(
             ApiKey.last_used_at.is_(None), ApiKey.last_used_at <= now - LAST_USED_RESOLUTION))
-            .values(last_used_at=now).execution_options(synchronize_session=False))
-    return Principal(team_id=row.id, team_name=row.name, max_active_jobs=row.max_active_jobs)
+            .values(last_used_at=now))
+    return Principal(team_id=row.id, team_name=row.name, max_active_jobs=row.max_active_jobs), row
 
 
 def list_keys(session: Session, team: Team | None = None) -> list[tuple[ApiKey, str]]:

@@ -1,0 +1,132 @@
+"""The JSON of GET /v1/jobs/{id} and GET /v1/jobs, rendered once per version of a job and kept per process.
+
+Building a job's view costs two more queries (artifacts, warnings), the typed result and a pydantic
+pass: ~10x a query. A poller mostly reads jobs that have not changed since its last read, so each read
+asks the database only for the job's *version* (GET /v1/jobs/{id}: in the query that looks up the
+caller's key) and re-renders when it moved:
+
+    version = (updated_at, newest warning event id, artifact count, newest artifact created_at)
+
+Every writer of a field JobOut shows sets `jobs.updated_at` (service/jobs/store.py, states.py,
+service/estimates/store.py); warnings and artifacts are rows of their own, so they count in the version
+directly. The version is read from the database on every request, so several API processes (each with
+its own cache) never serve a view older than the row they just read. The bytes are those of
+`JobOut.model_dump_json()`, which is what FastAPI's response_model path wrote (the same pydantic
+serialiser): the body is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from threading import Lock
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, bindparam, func, select
+from sqlalchemy.orm import Session
+
+from service.core.db import end_read
+from service.core.errors import JobNotFound
+from service.core.models import Artifact, EventKind, Job, JobEvent, Team
+from service.jobs import service as jobs
+from service.jobs.views import job_views
+from service.keys.auth import authenticate_row, key_query
+
+Version = tuple[Any, ...]
+VERSION = 5  # where _version_columns start in a key_query row (after the key's five)
+
+
+def _version_columns() -> tuple[ColumnElement, ...]:
+    warning = (select(func.max(JobEvent.id)).where(JobEvent.job_id == Job.id,
+                                                   JobEvent.kind == EventKind.warning.value).scalar_subquery())
+    arts = select(func.count(Artifact.id)).where(Artifact.job_id == Job.id).scalar_subquery()
+    art_time = select(func.max(Artifact.created_at)).where(Artifact.job_id == Job.id).scalar_subquery()
+    return Job.id, Job.updated_at, warning, arts, art_time
+
+
+class RenderedJobs:
+    """An LRU of {job id: (version, JSON bytes)}, at most `capacity` jobs; thread-safe (the API's
+    threadpool shares it)."""
+
+    def __init__(self, capacity: int = 2048):
+        self.capacity = capacity
+        self._lock = Lock()
+        self._items: OrderedDict[str, tuple[Version, bytes]] = OrderedDict()
+
+    def _get(self, job_id: str, version: Version) -> bytes | None:
+        with self._lock:
+            hit = self._items.get(job_id)
+            if hit is None or hit[0] != version:
+                return None
+            self._items.move_to_end(job_id)
+            return hit[1]
+
+    def _put(self, job_id: str, version: Version, body: bytes) -> None:
+        with self._lock:
+            self._items[job_id] = (version, body)
+            self._items.move_to_end(job_id)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def versions(self, session: Session, query: Select, params: dict | None = None) -> list[tuple[str, Version]]:
+        """(id, version) of the jobs `query` (a select of _version_columns) finds, in its order (run on the
+        session's connection: a Core query needs none of the ORM's steps)."""
+        return [(row[0], tuple(row[1:])) for row in session.connection().execute(query, params)]
+
+    def bodies(self, session: Session, found: Sequence[tuple[str, Version]]) -> list[bytes]:
+        """The JSON of each job in `found`, rendering (in one batch of queries) those not cached at their version."""
+        bodies: dict[str, bytes] = {}
+        missing: dict[str, Version] = {}
+        for job_id, version in found:
+            body = self._get(job_id, version)
+            if body is None:
+                missing[job_id] = version
+            else:
+                bodies[job_id] = body
+        if missing:
+            rows = list(session.scalars(select(Job).where(Job.id.in_(list(missing)))
+                                        .execution_options(populate_existing=True)))
+            for view in job_views(session, rows):
+                body = view.model_dump_json().encode()
+                # Stored under the version read first: the rows read since are as new or newer, and a
+                # reader that sees a newer version renders again.
+                self._put(view.id, missing[view.id], body)
+                bodies[view.id] = body
+        return [bodies[job_id] for job_id, _ in found if job_id in bodies]
+
+
+def version_query(*where: ColumnElement) -> Select:
+    return select(*_version_columns()).where(*where)
+
+
+# Built once (their cache keys are memoised on them): the key's lookup with the job's version, the one
+# query of a read whose job is cached; and a page of jobs without filters (those add their clauses to it).
+_KEY_AND_JOB = key_query(*_version_columns(), join=Job, on=and_(Job.team_id == Team.id, Job.id == bindparam("job_id")))
+_PAGE = version_query(Job.team_id == bindparam("team_id")).order_by(Job.id.desc()).limit(bindparam("limit"))
+
+
+def job_body(cache: RenderedJobs, session: Session, authorization: str | None, job_id: str) -> bytes:
+    """GET /v1/jobs/{id}'s JSON, the caller authenticated by the same query (Unauthorized without a live
+    key); JobNotFound when the team has no such job (another team's looks the same)."""
+    _, row = authenticate_row(session, authorization, _KEY_AND_JOB,
+                              {"job_id": job_id if jobs.is_job_id(job_id) else ""})
+    found = [(row[VERSION], tuple(row[VERSION + 1:]))] if row[VERSION] is not None else []
+    bodies = cache.bodies(session, found)
+    end_read(session)
+    if not bodies:
+        raise JobNotFound(job_id)
+    return bodies[0]
+
+
+def list_body(cache: RenderedJobs, session: Session, team_id: int, *, limit: int, after: str | None,
+              statuses: Sequence[str], where: Sequence = ()) -> bytes:
+    """GET /v1/jobs's JSON: JobList's fields in their order around the jobs' own JSON."""
+    filters = jobs.list_filters(after=after, statuses=statuses, where=where)
+    query = _PAGE.where(*filters) if filters else _PAGE  # a copy loses the memoised cache key
+    found, has_more, cursor = jobs.page(cache.versions(session, query, {"team_id": team_id, "limit": limit + 1}),
+                                        limit, lambda row: row[0])
+    bodies = cache.bodies(session, found)
+    end_read(session)
+    return (b'{"object":"list","data":[' + b",".join(bodies) + b'],"has_more":' + (b"true" if has_more else b"false")
+            + b',"next_cursor":' + json.dumps(cursor).encode() + b"}")
