@@ -63,7 +63,7 @@ def main() -> None:
         "JobOut validate + dump_json": lambda: JobOut.model_validate(view).model_dump_json(),
         "JobOut jsonable_encoder": lambda: jsonable_encoder(view),
         "cached read: job_body (auth + version query)": lambda: read_cache.job_body(cache, s, f"Bearer {key}", job_id),
-        "cached read: list_body (20)": lambda: read_cache.list_body(cache, s, who.team_id, limit=20, after=None,
+        "cached read: list_body (auth + page, 20)": lambda: read_cache.list_body(cache, s, f"Bearer {key}", limit=20, after=None,
                                                                     statuses=[]),
         "list query (20)": lambda: jobs.list_jobs(s, who.team_id, limit=20, after=None, statuses=[]),
         "list views (20)": lambda: job_views(s, rows),

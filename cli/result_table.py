@@ -71,6 +71,11 @@ def result_lines(result: Mapping | None) -> list[str]:
     if cal:
         src = " (from the statistics cache)" if cal.get("cached") else ""
         lines.append(f"calibration: {readable(cal.get('tokens'))} tokens, {readable(cal.get('seconds'))} s{src}")
+    ev = result.get("base_evaluation")
+    if ev and ev.get("cached"):
+        lines.append(f"base evaluation: reused from the cache ({readable(ev.get('seconds'))} s)")
+    elif ev and ev.get("seconds") is not None:
+        lines.append(f"base evaluation: {readable(ev.get('seconds'))} s")
     outputs = [o for o in result.get("outputs") or [] if o.get("metrics") is not None]
     table = list(rows(result))
     if not table:

@@ -4,6 +4,7 @@ build it here, so the three agree.
 
     {"calibration": {"tokens", "seconds", "cached"},
      "base": METRICS,
+     "base_evaluation": {"cached", "seconds"},
      "outputs": [{"k", "mode", "method", "criterion", "form", "runs_in", "layers", "metrics", "delta", "relative"}]}
 
     METRICS = {"perplexity": {name: {ppl, bits_per_byte, tokens}},
@@ -31,6 +32,7 @@ SPEED_KEYS = ("prefill_tokens_per_s", "decode_tokens_per_s", "decode_context", "
               "kv_cache_bytes_per_token", "kv_cache_layers", "params", "non_embedding_params",
               "base_non_embedding_params", "sparsity", "repeats", "threads", "device", "dtype")
 CALIBRATION_KEYS = ("tokens", "seconds", "cached")
+BASE_EVALUATION = "base_evaluation"  # the stored variant of the base's evaluation facts {"cached", "seconds"}
 
 
 def finite(node: Any) -> Any:
@@ -143,6 +145,14 @@ def calibration_of(facts: Mapping[str, Any] | None) -> dict | None:
             "cached": None if cached is None else bool(cached)}
 
 
+def base_evaluation_of(facts: Mapping[str, Any] | None) -> dict | None:
+    """{"cached", "seconds"} of the base's evaluation (cached stored as 1.0/0.0); None when not stored."""
+    if not facts:
+        return None
+    cached = facts.get("cached")
+    return {"cached": None if cached is None else bool(cached), "seconds": finite(facts.get("seconds"))}
+
+
 def job_result(spec: Mapping[str, Any], selected: Iterable[Mapping] | None,
                metrics: Mapping[str, Mapping[str, Any]] | None) -> dict:
     """The API's result from a job's stored rows: its request (the ks, mode, method, criterion), the
@@ -169,6 +179,7 @@ def job_result(spec: Mapping[str, Any], selected: Iterable[Mapping] | None,
     return {
         "calibration": calibration_of(metrics.get("calibration")),
         "base": base,
+        "base_evaluation": base_evaluation_of(metrics.get(BASE_EVALUATION)),
         "outputs": [output_entry(k, (chosen.get(k) or {}).get("mode", comp.get("mode")), comp.get("method"),
                                  (chosen.get(k) or {}).get("criterion") or comp.get("criterion"),
                                  (chosen.get(k) or {}).get("layers"),

@@ -110,6 +110,14 @@ class CalibrationFacts(Schema):
                                 examples=[False])
 
 
+class BaseEvaluationFacts(Schema):
+    cached: bool | None = Field(None, description="true when the base's evaluation was reused from the cache: an "
+                                "earlier job (of any team) evaluated the same model (content fingerprint) with the "
+                                "same evaluation spec, dtype, device and data", examples=[True])
+    seconds: float | None = Field(None, description="seconds this job spent on the base's evaluation (reading the "
+                                  "cache when cached)", examples=[0.02])
+
+
 class OutputResult(Schema):
     k: int = Field(description="layers replaced in this output", examples=[4])
     mode: str | None = Field(None, description="attn or block", examples=["attn"])
@@ -135,4 +143,6 @@ class JobResult(Schema):
     calibration: CalibrationFacts | None = Field(None, description="the calibration pass; null until it ran")
     base: Metrics | None = Field(None, description="the uncompressed model; null until evaluated (or when the "
                                  "request asked for no evaluation)")
+    base_evaluation: BaseEvaluationFacts | None = Field(None, description="how the base's figures were had: "
+                                                        "measured, or reused from the cache; null until evaluated")
     outputs: list[OutputResult] = Field(default_factory=list, description="one per requested k, in request order")

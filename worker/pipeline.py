@@ -34,6 +34,7 @@ from .eval.compare import evaluate_outputs
 from . import budget, gates, load_stage, progress, run_warnings
 from .errors import RetryPolicy
 from .eval.evaluate import EvalSpec, check_tasks
+from nbl.result import BASE_EVALUATION
 from .publish import loadcheck
 from .publish.gguf_export import export_formats, gguf_python
 from .publish.destination import Destination, Published
@@ -241,6 +242,9 @@ def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: P
         nested[variant] = result
         metrics[variant] = flatten(result)
         sink.metrics(variant, metrics[variant])
+        if variant == "base":  # whether it came from the cache, and the time it took: result.base_evaluation
+            sink.metrics(BASE_EVALUATION, {"cached": float(bool(result.get("cached"))),
+                                           "seconds": float(result.get("seconds") or 0.0)})
 
     evaluate_outputs(lm, outputs, espec, use_cache=paths.eval_cache, progress=progress, report=sink.progress,
                      on_result=record, data_dir=paths.data_dir, home=paths.home, devices=devices)

@@ -14,7 +14,6 @@ from service.core.errors import Problem
 from service.jobs.responses import EventList, JobList, JobOut, LayerList
 from nbl.request import JobCreate
 from service.jobs.views import job_view
-from service.keys.auth import authenticate
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
 
@@ -63,8 +62,7 @@ def list_jobs(request: Request, session: ReadSessionDep, authorization: KeyDep,
               after: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
               status_: Annotated[list[str], Query(alias="status", description="filter; repeat or comma-separate")] = [],  # noqa: B006
               ) -> Response:
-    principal = authenticate(session, authorization)  # here, not a dependency: one threadpool hop in all
-    return json_response(read_cache.list_body(rendered(request), session, principal.team_id, limit=limit, after=after,
+    return json_response(read_cache.list_body(rendered(request), session, authorization, limit=limit, after=after,
                                               statuses=jobs.parse_statuses(status_),
                                               where=job_filters.metadata_clauses(metadata)))
 

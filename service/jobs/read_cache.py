@@ -31,7 +31,7 @@ from service.core.errors import JobNotFound
 from service.core.models import Artifact, EventKind, Job, JobEvent, Team
 from service.jobs import service as jobs
 from service.jobs.views import job_views
-from service.keys.auth import authenticate_row, key_query
+from service.keys.auth import authenticate_row, authenticate_rows, key_query
 
 Version = tuple[Any, ...]
 VERSION = 5  # where _version_columns start in a key_query row (after the key's five)
@@ -69,11 +69,6 @@ class RenderedJobs:
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
 
-    def versions(self, session: Session, query: Select, params: dict | None = None) -> list[tuple[str, Version]]:
-        """(id, version) of the jobs `query` (a select of _version_columns) finds, in its order (run on the
-        session's connection: a Core query needs none of the ORM's steps)."""
-        return [(row[0], tuple(row[1:])) for row in session.connection().execute(query, params)]
-
     def bodies(self, session: Session, found: Sequence[tuple[str, Version]]) -> list[bytes]:
         """The JSON of each job in `found`, rendering (in one batch of queries) those not cached at their version."""
         bodies: dict[str, bytes] = {}
@@ -96,14 +91,18 @@ class RenderedJobs:
         return [bodies[job_id] for job_id, _ in found if job_id in bodies]
 
 
-def version_query(*where: ColumnElement) -> Select:
-    return select(*_version_columns()).where(*where)
-
-
 # Built once (their cache keys are memoised on them): the key's lookup with the job's version, the one
-# query of a read whose job is cached; and a page of jobs without filters (those add their clauses to it).
+# query of a read whose job is cached; and with a page of the team's jobs, newest first (a page with
+# filters adds them to the join).
 _KEY_AND_JOB = key_query(*_version_columns(), join=Job, on=and_(Job.team_id == Team.id, Job.id == bindparam("job_id")))
-_PAGE = version_query(Job.team_id == bindparam("team_id")).order_by(Job.id.desc()).limit(bindparam("limit"))
+
+
+def _key_and_page(*filters: ColumnElement) -> Select:
+    return (key_query(*_version_columns(), join=Job, on=and_(Job.team_id == Team.id, *filters))
+            .order_by(Job.id.desc()).limit(bindparam("limit")))
+
+
+_KEY_AND_PAGE = _key_and_page()
 
 
 def job_body(cache: RenderedJobs, session: Session, authorization: str | None, job_id: str) -> bytes:
@@ -119,13 +118,16 @@ def job_body(cache: RenderedJobs, session: Session, authorization: str | None, j
     return bodies[0]
 
 
-def list_body(cache: RenderedJobs, session: Session, team_id: int, *, limit: int, after: str | None,
+def list_body(cache: RenderedJobs, session: Session, authorization: str | None, *, limit: int, after: str | None,
               statuses: Sequence[str], where: Sequence = ()) -> bytes:
-    """GET /v1/jobs's JSON: JobList's fields in their order around the jobs' own JSON."""
+    """GET /v1/jobs's JSON (JobList's fields in their order around the jobs' own JSON), the caller
+    authenticated by the same query. A bad cursor's 422 is answered after the key is checked
+    (service/api/deps.py key_first), as everywhere."""
     filters = jobs.list_filters(after=after, statuses=statuses, where=where)
-    query = _PAGE.where(*filters) if filters else _PAGE  # a copy loses the memoised cache key
-    found, has_more, cursor = jobs.page(cache.versions(session, query, {"team_id": team_id, "limit": limit + 1}),
-                                        limit, lambda row: row[0])
+    query = _key_and_page(*filters) if filters else _KEY_AND_PAGE
+    _, rows = authenticate_rows(session, authorization, query, {"limit": limit + 1})
+    versions = [(row[VERSION], tuple(row[VERSION + 1:])) for row in rows if row[VERSION] is not None]
+    found, has_more, cursor = jobs.page(versions, limit, lambda v: v[0])
     bodies = cache.bodies(session, found)
     end_read(session)
     return (b'{"object":"list","data":[' + b",".join(bodies) + b'],"has_more":' + (b"true" if has_more else b"false")

@@ -95,6 +95,13 @@ def authenticate(session: Session, authorization: str | None) -> Principal:
 def authenticate_row(session: Session, authorization: str | None, query: Select,
                      params: dict | None = None) -> tuple[Principal, Row]:
     """The key's team, and the row of `query` (a key_query) that found it; Unauthorized for no live key."""
+    principal, rows = authenticate_rows(session, authorization, query, params)
+    return principal, rows[0]
+
+
+def authenticate_rows(session: Session, authorization: str | None, query: Select,
+                      params: dict | None = None) -> tuple[Principal, list[Row]]:
+    """authenticate_row with every row of `query` (one per row of its outer-joined table, at least one)."""
     if not authorization:
         raise Unauthorized()
     scheme, _, key = authorization.partition(" ")
@@ -104,16 +111,17 @@ def authenticate_row(session: Session, authorization: str | None, query: Select,
     # The session's connection, not session.execute: the ORM layer is half the cost of this Core query,
     # which every request runs (bench/api_profile.py).
     conn = session.connection()
-    row = conn.execute(query, {**(params or {}), "key_hash": hash_key(key)}).first()
-    if row is None:
+    rows = conn.execute(query, {**(params or {}), "key_hash": hash_key(key)}).all()
+    if not rows:
         raise Unauthorized()
+    row = rows[0]
     now = utcnow()
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
         # Conditional, so concurrent requests of the same minute write once; the caller commits.
         conn.execute(update(ApiKey).where(ApiKey.id == row.key_id, or_(
             ApiKey.last_used_at.is_(None), ApiKey.last_used_at <= now - LAST_USED_RESOLUTION))
             .values(last_used_at=now))
-    return Principal(team_id=row.id, team_name=row.name, max_active_jobs=row.max_active_jobs), row
+    return Principal(team_id=row.id, team_name=row.name, max_active_jobs=row.max_active_jobs), rows
 
 
 def list_keys(session: Session, team: Team | None = None) -> list[tuple[ApiKey, str]]:

@@ -38,6 +38,8 @@ def evaluate_outputs(lm, outputs: dict[int, Path], spec: EvalSpec, *, use_cache:
     report("evaluate", 0.0, "evaluating the base model")
     base = evaluate_cached(lm, spec, use_cache=use_cache, progress=progress, data_dir=data_dir, home=home,
                            on_progress=within(0, "evaluating the base model"))
+    if base.get("cached"):
+        report("evaluate", 1 / n, "the base model's evaluation reused from the cache (same model and evaluation)")
     on_result("base", base)
     dtype, device = lm.model.dtype, devices[0] if devices else str(input_device(lm.model))
     release_weights(lm)  # the base leaves the devices before each output is placed on them

@@ -174,17 +174,20 @@ def evaluate_cached(lm, spec: EvalSpec, use_cache: bool = True, progress: bool =
                     data_dir: Path | None = None, home: Path | None = None,
                     on_progress: Callable[[float], None] | None = None) -> dict:
     """evaluate_model, read from / written to the cache under `home` (Settings.home; None: no cache);
-    `result["cached"]` says which."""
+    `result["cached"]` says which, `result["seconds"]` how long this call took. The key is the model's
+    content fingerprint and the evaluation spec (with dtype, device and data), nothing of the job's or
+    team's: every job of the worker's home on the same base and spec reuses it."""
+    started = time.monotonic()
     model = lm.model
     key = cache_key(lm.fingerprint, spec, str(model.dtype).removeprefix("torch."), str(input_device(model)), data_dir)
     use_cache = use_cache and home is not None
     hit = cached(home, key) if use_cache else None
     if hit is not None:
         log.info("base evaluation read from the cache (%s)", key)
-        return {**hit, "cached": True}
+        return {**hit, "cached": True, "seconds": time.monotonic() - started}
     own = count_parameters(model)["non_embedding_params"]  # a base is its own base: sparsity 0
     result = evaluate_model(lm, spec, base_non_embedding=own, progress=progress, data_dir=data_dir,
                             on_progress=on_progress)
     if use_cache:
         store(home, key, result)
-    return {**result, "cached": False}
+    return {**result, "cached": False, "seconds": time.monotonic() - started}

@@ -7,7 +7,7 @@ as for the API's `result`; for throughputs the table also shows the ratio (the s
 
 from __future__ import annotations
 
-from nbl.result import calibration_of, delta as result_delta, finite, metrics_of, output_entry, relative
+from nbl.result import base_evaluation_of, calibration_of, delta as result_delta, finite, metrics_of, output_entry, relative
 
 
 def json_view(result: dict) -> dict:
@@ -44,6 +44,8 @@ def compress_result(view: dict, base: dict | None, results: dict[int, dict]) -> 
     calibration, its outputs and the evaluation results (base, and {k: result} of each output)."""
     base_m = metrics_of(base) if base else None
     return {"calibration": calibration_of(view["calibration"]), "base": base_m,
+            "base_evaluation": base_evaluation_of({"cached": float(bool(base.get("cached"))),
+                                                   "seconds": base.get("seconds")}) if base else None,
             "outputs": [output_entry(o["k"], o["mode"], o["method"], o["criterion"], o["replaced_layers"],
                                      metrics_of(results[o["k"]]) if o["k"] in results else None, base_m,
                                      o.get("form"))

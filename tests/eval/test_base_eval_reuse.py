@@ -1,0 +1,60 @@
+"""No repeated work (issue 28): the base model's evaluation is cached by (model fingerprint, evaluation
+spec), so a second job on the same base, another team's, reuses it; the job's result says so
+(`result.base_evaluation.cached`), with the seconds it spent. Through the real
+task on the embedded SQLite database with a tiny Llama stored as `local:tiny` (tests/eval/test_eval_jobs.py);
+the fresh-process load check is skipped (tests/publish/test_loadcheck.py covers it)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import save_tiny_checkpoint
+from eval_helpers import one_thread  # noqa: F401 (fixture)
+from fastapi.testclient import TestClient
+
+from service.api import create_app
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def job(k: int, max_tokens: int = 512) -> dict:
+    return {"model": {"id": "local:tiny"}, "calibration": {"dataset": "c4", "num_samples": 8, "seq_len": 32},
+            "compression": {"mode": "attn", "k": k},
+            "evaluation": {"perplexity": ["wikitext2"], "max_tokens": max_tokens}}
+
+
+@pytest.fixture
+def api(sqlite_clean_url, settings_for, team_key_for, monkeypatch):
+    from worker import pipeline, tasks
+
+    settings = settings_for(sqlite_clean_url)
+    settings.ensure_dirs()
+    save_tiny_checkpoint(settings.models_dir / "tiny")
+    monkeypatch.setattr(tasks, "settings", settings)
+    monkeypatch.setattr(tasks, "_sessions", None)
+    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None)
+    with TestClient(create_app(settings)) as client:
+        yield client, team_key_for(settings, "alpha"), team_key_for(settings, "beta")
+
+
+def run(client, auth, body) -> dict:
+    from worker import tasks
+
+    r = client.post("/v1/jobs", json=body, headers=auth)
+    assert r.status_code == 201, r.text
+    tasks.run_job(r.json()["id"])
+    done = client.get(f"/v1/jobs/{r.json()['id']}", headers=auth).json()
+    assert done["status"] == "succeeded", done
+    return done
+
+
+def test_a_second_job_on_the_same_base_reuses_its_evaluation_across_teams(api):
+    client, alpha, beta = api
+    first = run(client, alpha, job(k=1))
+    assert first["result"]["base_evaluation"]["cached"] is False
+    assert first["result"]["base_evaluation"]["seconds"] > 0
+    second = run(client, beta, job(k=2))  # another team, another k: the same base and evaluation
+    assert second["result"]["base_evaluation"]["cached"] is True
+    assert second["result"]["base"] == first["result"]["base"]  # the figures, not a second measurement
+    other = run(client, alpha, job(k=1, max_tokens=256))  # another evaluation spec: measured again
+    assert other["result"]["base_evaluation"]["cached"] is False
+    assert other["result"]["base"] != first["result"]["base"]
