@@ -119,7 +119,7 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
                                    spec=spec.model_dump(mode="json"), idempotency_key=idempotency_key,
                                    request_hash=digest, hub_token_encrypted=_encrypted_hub_token(spec, settings),
                                    **({"estimate": estimate} if estimate is not None else {}))  # else SQL NULL
-        for message in submit_warnings(spec, estimate):  # expensive defaults, said now (JobOut.warnings)
+        for message in submit_warnings(spec, estimate, settings.stats_cache_max_bytes):  # said now (JobOut.warnings)
             states.event(session, job.id, EventKind.warning.value, message=message, stage="submit", now=now)
         session.commit()
     except IntegrityError:

@@ -16,8 +16,14 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
-def submit_warnings(spec, estimate: dict | None) -> list[str]:
-    """`spec`: a schemas.JobCreate (not imported: schemas imports this package's recipe for its defaults)."""
+def _gb(n: float) -> str:
+    return f"{n / 1e9:,.1f} GB"
+
+
+def submit_warnings(spec, estimate: dict | None, stats_cache_max_bytes: int | None = None) -> list[str]:
+    """`spec`: a schemas.JobCreate (not imported: schemas imports this package's recipe for its defaults);
+    `stats_cache_max_bytes`: the deployment's cap on the statistics cache (NBL_STATS_CACHE_MAX_BYTES; 0 or
+    None: no cache, nothing to say)."""
     out: list[str] = []
     given = spec.model_fields_set
     seconds = (estimate or {}).get("seconds") or None
@@ -34,4 +40,10 @@ def submit_warnings(spec, estimate: dict | None) -> list[str]:
         out.append(f"evaluation not given: the default is {', '.join(R.PERPLEXITY)} perplexity on the whole test "
                    "set, for the base and for every output; give evaluation.max_tokens to score fewer tokens, or "
                    "evaluation: {\"perplexity\": []} for none")
+    stats = ((estimate or {}).get("disk") or {}).get("stats_cache")
+    if stats_cache_max_bytes and stats and stats > stats_cache_max_bytes:
+        out.append(f"this job's calibration statistics ({_gb(stats)}) are over the statistics cache's cap "
+                   f"({_gb(stats_cache_max_bytes)}, NBL_STATS_CACHE_MAX_BYTES): they will not be kept after the "
+                   "job, so a later job on the same model and calibration calibrates again; raise the cap on the "
+                   "workers (and their disk) to keep them")
     return out

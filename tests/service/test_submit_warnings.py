@@ -49,3 +49,22 @@ def test_the_api_answers_with_the_warnings_and_keeps_them(client, auth, settings
 
     quiet = client.post("/v1/jobs", json=body(k=1, model="local:tiny", **CHEAP), headers=auth)
     assert quiet.status_code == 201 and quiet.json()["warnings"] == []
+
+
+def test_a_statistics_cache_over_the_cap_is_said_at_submit():
+    spec = JobCreate.model_validate(body(k=1, **CHEAP))
+    big = {"seconds": [60.0, 600.0], "disk": {"stats_cache": 215 * 10**9}}
+    (said,) = submit_warnings(spec, big, 50 * 10**9)
+    assert "(215.0 GB) are over the statistics cache's cap (50.0 GB, NBL_STATS_CACHE_MAX_BYTES)" in said
+    assert submit_warnings(spec, big, 300 * 10**9) == []  # it fits: kept
+    assert submit_warnings(spec, big, 0) == [] and submit_warnings(spec, big) == []  # no cache at all: nothing kept anyway
+
+
+def test_the_api_warns_when_the_cap_is_below_the_estimate(client, auth, settings):
+    d = settings.models_dir / "tiny"
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps(TINY_CONFIG))
+    settings.stats_cache_max_bytes = 1  # below any model's statistics
+    job = client.post("/v1/jobs", json=body(k=1, model="local:tiny", **CHEAP), headers=auth).json()
+    assert [w.split(" (")[0] for w in job["warnings"]] == ["this job's calibration statistics"], job["warnings"]
+    assert job["estimate"]["disk"]["stats_cache"] > 1
