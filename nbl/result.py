@@ -33,6 +33,7 @@ SPEED_KEYS = ("prefill_tokens_per_s", "decode_tokens_per_s", "decode_context", "
               "base_non_embedding_params", "sparsity", "repeats", "threads", "device", "dtype")
 CALIBRATION_KEYS = ("tokens", "seconds", "cached")
 BASE_EVALUATION = "base_evaluation"  # the stored variant of the base's evaluation facts {"cached", "seconds"}
+EVALUATION_SECONDS = "evaluation_seconds"  # the stored variant {"k4": seconds of its reload and evaluation}
 
 
 def finite(node: Any) -> Any:
@@ -127,12 +128,15 @@ def relative(model: Mapping | None, base: Mapping | None) -> dict | None:
 
 
 def output_entry(k: int, mode: str | None, method: str | None, criterion: str | None, layers: list[int] | None,
-                 metrics: Mapping | None, base: Mapping | None, form: str | None = None) -> dict:
-    """One output's entry; `form` None is nbl (a request without one), runs_in from nbl/forms.py's table."""
+                 metrics: Mapping | None, base: Mapping | None, form: str | None = None,
+                 seconds: float | None = None) -> dict:
+    """One output's entry; `form` None is nbl (a request without one), runs_in from nbl/forms.py's table;
+    `seconds` its reload and evaluation."""
     form = form or FORM
     return {"k": k, "mode": mode, "method": method, "criterion": criterion, "form": form,
             "runs_in": runs_in(form, mode, method), "layers": layers,
-            "metrics": metrics, "delta": delta(metrics, base), "relative": relative(metrics, base)}
+            "metrics": metrics, "delta": delta(metrics, base), "relative": relative(metrics, base),
+            "seconds": finite(seconds)}
 
 
 def calibration_of(facts: Mapping[str, Any] | None) -> dict | None:
@@ -183,5 +187,6 @@ def job_result(spec: Mapping[str, Any], selected: Iterable[Mapping] | None,
         "outputs": [output_entry(k, (chosen.get(k) or {}).get("mode", comp.get("mode")), comp.get("method"),
                                  (chosen.get(k) or {}).get("criterion") or comp.get("criterion"),
                                  (chosen.get(k) or {}).get("layers"),
-                                 nested(f"k{k}"), base, comp.get("form")) for k in ks],
+                                 nested(f"k{k}"), base, comp.get("form"),
+                                 _dict(metrics.get(EVALUATION_SECONDS)).get(f"k{k}")) for k in ks],
     }

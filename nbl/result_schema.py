@@ -135,6 +135,8 @@ class OutputResult(Schema):
     delta: Metrics | None = Field(None, description="metrics - base, field by field; null until both are evaluated")
     relative: MetricsRelative | None = Field(None, description="(metrics - base) / |base| (0.05: 5 % higher); a "
                                              "field is null where the base is 0; null until both are evaluated")
+    seconds: float | None = Field(None, description="seconds this output's reload and evaluation took; null until "
+                                  "evaluated", examples=[31.5])
 
 
 class JobResult(Schema):

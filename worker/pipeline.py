@@ -34,7 +34,7 @@ from .eval.compare import evaluate_outputs
 from . import budget, gates, load_stage, progress, run_warnings
 from .errors import RetryPolicy
 from .eval.evaluate import EvalSpec, check_tasks
-from nbl.result import BASE_EVALUATION
+from nbl.result import BASE_EVALUATION, EVALUATION_SECONDS
 from .publish import loadcheck
 from .publish.gguf_export import export_formats, gguf_python
 from .publish.destination import Destination, Published
@@ -237,6 +237,7 @@ def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: P
     Returns the flat metrics by variant ({"base": {...}, "k4": {...}}) and the nested results they come from."""
     metrics: dict[str, dict[str, float]] = {}
     nested: dict[str, dict] = {}
+    seconds: dict[str, float] = {}
 
     def record(variant: str, result: dict) -> None:
         nested[variant] = result
@@ -245,6 +246,9 @@ def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: P
         if variant == "base":  # whether it came from the cache, and the time it took: result.base_evaluation
             sink.metrics(BASE_EVALUATION, {"cached": float(bool(result.get("cached"))),
                                            "seconds": float(result.get("seconds") or 0.0)})
+        elif result.get("seconds") is not None:  # each output's reload and evaluation: result.outputs[].seconds
+            seconds[variant] = float(result["seconds"])
+            sink.metrics(EVALUATION_SECONDS, dict(seconds))
 
     evaluate_outputs(lm, outputs, espec, use_cache=paths.eval_cache, progress=progress, report=sink.progress,
                      on_result=record, data_dir=paths.data_dir, home=paths.home, devices=devices)

@@ -51,6 +51,8 @@ def finish(settings, job_id: str, status: str = "succeeded") -> None:
                                               {"k": 2, "mode": "attn", "layers": [1, 2]}], lease_token=token)
         store.save_metrics(s, job_id, "calibration", {"tokens": 524288, "seconds": 94.2, "cached": 0.0},
                            lease_token=token)
+        store.save_metrics(s, job_id, "evaluation_seconds", {"k1": 31.5}, lease_token=token)
+        store.save_metrics(s, job_id, "base_evaluation", {"cached": 1.0, "seconds": 0.02}, lease_token=token)
         states.finish(s, job_id, token, status, **({"error_type": "system", "error_message": "out of disk"}
                                                     if status == "failed" else {}))
     engine.dispose()
@@ -66,6 +68,7 @@ def test_wait_prints_the_result_and_writes_junit(served, capsys, tmp_path):
     report = tmp_path / "reports" / "nbl.xml"
     code, out, _ = run(capsys, "wait", job_id, "--quiet", "--junit", str(report))
     assert code == 0
+    waited = out
     lines = out.splitlines()
     assert "calibration: 524,288 tokens, 94.2 s" in out
     head = next(i for i, line in enumerate(lines) if line.startswith("metric"))
@@ -83,23 +86,51 @@ def test_wait_prints_the_result_and_writes_junit(served, capsys, tmp_path):
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == ["k1", "k2"]
     assert "wikitext2 ppl: 25 (base 20, +5, +25.0%)" in cases[0].find("system-out").text
+    props = {p.get("name"): p.get("value") for p in cases[0].iter("property")}  # the figures, machine-readable
+    assert (props["wikitext2 ppl"], props["wikitext2 ppl base"], props["limit"]) == ("25", "20", "none (the job has no gates)")
+    assert cases[0].get("time") == "31.500" and cases[1].get("time") is None  # k1's reload and evaluation; k2: none
+    assert float(suite.get("time")) >= 0 and suite.get("timestamp")
+    assert "base evaluation: reused from the cache (0.02 s)" in waited
 
     code, out, _ = run(capsys, "wait", job_id, "--quiet", "--json")
     assert code == 0 and json.loads(out)["result"]["outputs"][0]["delta"]["perplexity"]["wikitext2"]["ppl"] == 5.0
 
 
-def test_a_failed_job_fails_every_output_case(served, capsys, tmp_path):
+def test_a_failed_job_is_one_failing_case_that_says_why(served, capsys, tmp_path):
     job_id = json.loads(run(capsys, "submit", "--model", "acme/m", "--k", "1,2", "--json")[1])["id"]
     finish(served, job_id, "failed")
     code, _, _ = run(capsys, "wait", job_id, "--quiet", "--junit", str(tmp_path / "r.xml"))
     suite = ET.parse(tmp_path / "r.xml").getroot()
-    assert code == 1 and (suite.get("tests"), suite.get("failures")) == ("2", "2")
-    assert suite.find("testcase/failure").get("message") == "job failed (system): out of disk"
+    assert code == 1 and (suite.get("tests"), suite.get("failures")) == ("1", "1")
+    (case,) = suite.findall("testcase")
+    assert case.get("name") == "job" and case.get("time") is not None
+    assert case.find("failure").get("message") == "job failed (system): out of disk"
+
+
+def test_a_cancelled_job_is_one_failing_case_that_says_where(served, capsys, tmp_path):
+    job_id = json.loads(run(capsys, "submit", "--model", "acme/m", "--k", "1,2", "--json")[1])["id"]
+    from service.core.db import make_engine, make_sessionmaker
+    from service.core.models import Job
+
+    engine = make_engine(served)
+    with make_sessionmaker(engine)() as s:
+        token = states.claim_job(s, job_id, 60)
+        store.set_progress(s, job_id, "calibrate", 0.25, lease_token=token)
+        assert states.request_cancel(s, s.get(Job, job_id))
+        states.finish(s, job_id, token, "cancelled")
+    engine.dispose()
+    code, _, _ = run(capsys, "wait", job_id, "--quiet", "--junit", str(tmp_path / "r.xml"))
+    suite = ET.parse(tmp_path / "r.xml").getroot()
+    assert code == 2 and (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("1", "1", "0")
+    failure = suite.find("testcase/failure")
+    assert failure.get("type") == "cancelled"
+    assert failure.get("message") == "job cancelled by request during calibrate at 25%; no output was published"
+    assert "layers None" not in ET.tostring(suite, encoding="unicode")
 
 
 def test_junit_one_case_per_gate_check():
     job = {"id": "job_x", "status": "succeeded", "spec": {"model": {"id": "acme/m"}},
-           "result": {"outputs": [{"k": 4}, {"k": 8}]},
+           "result": {"outputs": [{"k": 4, "seconds": 12.0}, {"k": 8}]},
            "gates": {"passed": True, "checks": [
                {"output": "k4", "metric": "perplexity/wikitext2/ppl", "base": 20.0, "value": 21.0, "limit": 22.0,
                 "passed": True},
@@ -110,13 +141,24 @@ def test_junit_one_case_per_gate_check():
                                                                    "k8 perplexity/wikitext2/ppl"]
     assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
     assert suite.find("testcase/failure").get("message") == "perplexity/wikitext2/ppl = 25 beyond its limit 22 (base 20)"
-    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
     assert props == {"job_id": "job_x", "status": "succeeded", "model": "acme/m"}
+    first = {p.get("name"): p.get("value") for p in suite.find("testcase/properties")}
+    assert (first["metric"], first["value"], first["base"], first["limit"]) == ("perplexity/wikitext2/ppl", "21", "20", "22")
+    assert suite.findall("testcase")[0].get("time") == "12.000" and suite.findall("testcase")[1].get("time") is None
+    assert suite.find("testcase/system-out").text.startswith("perplexity/wikitext2/ppl = 21 (base 20, limit 22")
 
 
 def test_junit_without_outputs_or_a_job():
     cancelled = ET.fromstring(junit_xml({"id": "job_x", "status": "cancelled", "result": {"outputs": []}}))
-    assert cancelled.find("testcase").get("name") == "job" and cancelled.get("skipped") == "1"
+    assert cancelled.find("testcase").get("name") == "job" and cancelled.get("failures") == "1"
+    assert cancelled.find("testcase/failure").get("message") == "job cancelled before it started; no output was published"
+    quality = {"id": "job_q", "status": "failed", "error": {"type": "quality", "message": "no output passed its gates"},
+               "result": {"outputs": [{"k": 4}]}, "gates": {"passed": False, "checks": [
+                   {"output": "k4", "metric": "tasks/arc_easy/acc", "base": 0.6, "value": 0.5, "limit": 0.58,
+                    "passed": False}]}}
+    gated = ET.fromstring(junit_xml(quality))  # the gate cases say why: kept
+    assert [c.get("name") for c in gated.findall("testcase")] == ["k4 tasks/arc_easy/acc"] and gated.get("failures") == "1"
     gone = ET.fromstring(unreachable_xml("job_x", "timed out after 5 s"))
     assert gone.get("errors") == "1" and gone.find("testcase/error").get("message") == "timed out after 5 s"
 

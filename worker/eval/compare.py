@@ -8,6 +8,7 @@ Shared by the job pipeline (which stores each result as it comes, through `on_re
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -47,9 +48,11 @@ def evaluate_outputs(lm, outputs: dict[int, Path], spec: EvalSpec, *, use_cache:
     for j, (k, path) in enumerate(outputs.items(), start=1):
         what = f"evaluating k={k} from {Path(path).name}"
         report("evaluate", j / n, what)
+        started = time.monotonic()
         out = load_compressed(path, dtype, device, home, max_memory_for(path, devices))
         results[k] = evaluate_model(out, spec, base_non_embedding=base["params"]["non_embedding_params"],
                                     progress=progress, data_dir=data_dir, on_progress=within(j, what))
+        results[k]["seconds"] = time.monotonic() - started  # reload and evaluation: the JUnit case's time
         del out  # one compressed copy in memory at a time
         on_result(f"k{k}", results[k])
     report("evaluate", 1.0, "evaluated")
