@@ -24,6 +24,7 @@ from service.jobs.read_cache import RenderedJobs
 from service import ui
 from service.outputs import endpoints as outputs
 from service.estimates import endpoints as estimates
+from service.catalog import endpoints as catalog
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(job_stream.router)  # /v1/jobs/{id}/events/stream
     app.include_router(outputs.router)
     app.include_router(estimates.router)
+    app.include_router(catalog.router)
     app.include_router(health.router)
     ui.install(app)  # the dashboard at /ui
     return app

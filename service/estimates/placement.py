@@ -22,6 +22,7 @@ from nbl.request import JobCreate
 from nbl.sizing.classes import Placement
 from .configs import ConfigUnavailable, model_config
 from .jobs import place_job, placement_json
+from nbl.model_shape import shape_summary
 from nbl.sizing.shapes import ShapeError
 
 HUB_TIMEOUT_S = 5.0  # a client waits on this GET; a slower Hub leaves the job to the worker's check
@@ -51,7 +52,7 @@ def placement_for(body: JobCreate, settings: Settings, *, required: bool) -> tup
     except ShapeError as e:
         msg = f"{body.model.id}: {e}"
         raise InvalidRequest(msg, errors=[{"loc": ["body", "model", "id"], "msg": msg, "type": "model_config"}]) from None
-    return placement, placement_json(placement, settings)
+    return placement, {**placement_json(placement, settings), "shape": shape_summary(config)}  # GET /v1/models
 
 
 def refuse_unplaced(placement: Placement | None, stored: dict | None) -> None:

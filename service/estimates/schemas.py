@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 
@@ -37,3 +39,5 @@ class EstimateOut(BaseModel):
                                         "in a fresh process; evaluate: the base and each output, one at a time. A "
                                         "whole model larger than one device is spread over the GPUs and the host")
     refusal: str | None = None
+    shape: dict[str, Any] | None = Field(None, description="the model's shape from its config.json (architecture, "
+                                         "model_type, layers, hidden_size, ..., params), as GET /v1/models lists it")

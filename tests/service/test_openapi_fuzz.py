@@ -148,7 +148,7 @@ def test_every_operation_that_declares_auth_rejects_a_missing_or_wrong_key(fuzz_
     app = create_app(fuzz_env["settings"])  # its own lifespan, apart from the one schemathesis holds
     spec = app.openapi()
     secured = [(m, p) for p, item in spec["paths"].items() for m, op in item.items() if op.get("security")]
-    assert len(secured) == 10  # jobs (6 operations and the event stream), outputs' files (2), estimates
+    assert len(secured) == 12  # jobs (6 operations and the event stream), outputs' files (2), estimates, models, usage
     with TestClient(app) as c:
         for method, path in secured:
             url = path.replace("{job_id}", fuzz_env["job_ids"][1]).replace("{k}", "1").replace("{path}", "config.json")

@@ -1,0 +1,84 @@
+"""GET /v1/models: the `local:` models on this server (every team may use them) with their shapes and sizes
+on disk, then the Hub ids the team's recent jobs named, newest first, with the shape their estimate read
+from config.json at submit (null when the API could not read it: offline, or a job older than this field).
+
+One ordered list, paged by a cursor that names the last item given (the list is rebuilt per request: the
+models directory and the team's last RECENT_JOBS jobs, both small)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from nbl.lru import tree_size
+from nbl.model_checks import read_config
+from nbl.model_shape import shape_summary
+from nbl.names import LOCAL_PREFIX
+from service.core.errors import InvalidRequest
+from service.core.models import Job
+from service.core.settings import Settings
+
+RECENT_JOBS = 500  # the Hub ids of the team's last this many jobs
+
+
+def local_models(settings: Settings) -> list[dict]:
+    root = settings.models_dir
+    try:
+        names = sorted(n for n in os.listdir(root) if not n.startswith("."))
+    except (FileNotFoundError, NotADirectoryError, TypeError):
+        return []
+    out = []
+    for name in names:
+        directory = root / name
+        config = read_config(directory) if directory.is_dir() else None
+        if config is None:
+            continue  # not a model (a half-imported one has no config yet)
+        out.append({"id": LOCAL_PREFIX + name, "source": "local", "shape": shape_summary(config),
+                    "size_bytes": tree_size(directory), "last_used_at": None, "jobs": None})
+    return out
+
+
+def hub_models(session: Session, team_id: int) -> list[dict]:
+    rows = session.execute(select(Job.spec, Job.estimate, Job.created_at).where(Job.team_id == team_id)
+                           .order_by(Job.id.desc()).limit(RECENT_JOBS)).all()
+    seen: dict[str, dict] = {}
+    for spec, estimate, created_at in rows:  # newest first: the first seen is the latest use
+        model = str(((spec or {}).get("model") or {}).get("id") or "")
+        if not model or model.startswith(LOCAL_PREFIX):
+            continue
+        entry = seen.setdefault(model, {"id": model, "source": "hub", "shape": None, "size_bytes": None,
+                                        "last_used_at": created_at, "jobs": 0})
+        entry["jobs"] += 1
+        if entry["shape"] is None and isinstance(estimate, dict) and isinstance(estimate.get("shape"), dict):
+            entry["shape"] = estimate["shape"]
+    return list(seen.values())
+
+
+def encode_cursor(model: str) -> str:
+    return base64.urlsafe_b64encode(f"m1:{model}".encode()).decode().rstrip("=")
+
+
+def _after(items: list[dict], cursor: str) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raw = ""
+    version, _, model = raw.partition(":")
+    for i, item in enumerate(items):
+        if version == "m1" and item["id"] == model:
+            return i + 1
+    raise InvalidRequest("`after` is not a cursor this API returned (or its model is no longer listed)",
+                         errors=[{"loc": ["query", "after"], "msg": "invalid cursor", "type": "value_error"}])
+
+
+def page(session: Session, settings: Settings, team_id: int, limit: int, after: str | None) -> dict:
+    items = local_models(settings) + hub_models(session, team_id)
+    start = _after(items, after) if after else 0
+    chunk = items[start:start + limit]
+    more = start + limit < len(items)
+    return {"object": "list", "data": chunk, "has_more": more,
+            "next_cursor": encode_cursor(chunk[-1]["id"]) if more and chunk else None}
