@@ -6,6 +6,7 @@
     nbl cancel JOB                         cancel a queued or running job
     nbl logs JOB [--follow]                the job's events
     nbl download JOB [--k K] DIR           a local output's files, sha256-checked (cli/client_download.py)
+    nbl models, nbl usage                  what the team can run, what it used (cli/client_catalog.py)
 
 They read NBL_API_URL (default http://127.0.0.1:8000) and NBL_API_KEY; registered by
 cli/admin.py's add_service_commands. Retries, Retry-After and the connect timeout live in
@@ -24,6 +25,7 @@ from pathlib import Path
 from nbl_client import DEFAULT_URL, ApiError, Client, MissingKey, Unavailable
 
 from cli import client_commands
+from cli.client_catalog import add_catalog
 from cli.client_download import add_download
 from cli.client_format import job_lines
 from cli.client_wait import failed, wait_for
@@ -139,6 +141,7 @@ def add_client_commands(sub) -> None:
     _client_args(p, timeout=True)
     p.set_defaults(func=_run(client_commands.logs))
     add_download(sub, _parser, _client_args, _run)
+    add_catalog(sub, _parser, _client_args, _run)
 
 
 def _wait_args(p) -> None:

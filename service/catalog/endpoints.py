@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -22,7 +23,7 @@ class ModelOut(BaseModel):
                                          "hidden_size, intermediate_size, heads, kv_heads, head_dim, vocab_size, "
                                          "context, params; null when unknown (a Hub model the API could not read)")
     size_bytes: int | None = Field(description="local: bytes on disk; null for the Hub")
-    last_used_at: Any = Field(description="hub: when your newest job on it was created; null for local")
+    last_used_at: datetime | None = Field(description="hub: when your newest job on it was created; null for local")
     jobs: int | None = Field(description="hub: how many of your recent jobs named it; null for local")
 
 

@@ -15,7 +15,9 @@ from service.api import create_app
 PAIRS = [(models.Job, "JobOut"), (models.JobList, "JobList"), (models.Event, "EventOut"),
          (models.EventList, "EventList"), (models.Artifact, "ArtifactOut"), (models.JobError, "JobError"),
          (models.OutputFile, "OutputFile"), (models.OutputFileList, "OutputFileList"), (models.Result, "JobResult"),
-         (models.Metrics, "Metrics"), (models.Relative, "MetricsRelative"), (models.SelectedLayers, "SelectedLayers")]
+         (models.Metrics, "Metrics"), (models.Relative, "MetricsRelative"), (models.SelectedLayers, "SelectedLayers"),
+         (models.ModelInfo, "ModelOut"), (models.ModelList, "ModelList"), (models.UsageMonth, "Month"),
+         (models.Usage, "UsageOut"), (models.BaseEvaluation, "BaseEvaluationFacts")]
 
 
 def _resolve(node: dict, defs: dict) -> dict:

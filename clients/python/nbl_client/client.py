@@ -22,7 +22,7 @@ from typing import Any
 
 from .download import Fetched, fetch_all
 from .http import Api, Unavailable
-from .models import Event, EventList, Job, JobList, OutputFileList
+from .models import Event, EventList, Job, JobList, ModelList, OutputFileList, Usage
 from .stream import StreamUnavailable, follow
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -211,6 +211,17 @@ class Client:
         """The files of the job's local output k: path, size, sha256 and URL of each."""
         return OutputFileList.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}/outputs/{k}/files",
                                                                deadline=_deadline(timeout)))
+
+    def models(self, *, limit: int = 50, after: str | None = None, timeout: float | None = None) -> ModelList:
+        """One page of the models the team can run: the server's `local:` models, then the Hub ids of its
+        recent jobs, with their shapes; pass the page's `next_cursor` as `after` for the next one."""
+        params: list[tuple[str, str | int]] = [("limit", limit)] + ([("after", after)] if after else [])
+        return ModelList.model_validate(self._api.request("GET", "/v1/models", params=params, deadline=_deadline(timeout)))
+
+    def usage(self, *, limit: int = 12, after: str | None = None, timeout: float | None = None) -> Usage:
+        """The team's usage by month, newest first (jobs, worker-hours, GPU-hours), and its disk now."""
+        params: list[tuple[str, str | int]] = [("limit", limit)] + ([("after", after)] if after else [])
+        return Usage.model_validate(self._api.request("GET", "/v1/usage", params=params, deadline=_deadline(timeout)))
 
     def output_k(self, job_id: str, k: int | None = None, *, timeout: float | None = None) -> int:
         """`k`, or when None the k of the job's only published output: ValueError if it has several

@@ -1,4 +1,5 @@
-"""Typed views of the API's answers: a job, a page of jobs, an event, a page of events, an output's files.
+"""Typed views of the API's answers: a job, a page of jobs, an event, a page of events, an output's files,
+the models a team can run and its usage.
 
 They mirror the server's response bodies (service/jobs/responses.py) and are checked against the app's OpenAPI
 by tests/client/test_client_models.py: every field here exists there with a compatible type, so a
@@ -108,6 +109,11 @@ class Calibration(Model):
     cached: bool | None = None
 
 
+class BaseEvaluation(Model):
+    cached: bool | None = None  # reused from the cache (an earlier job on the same base and evaluation)
+    seconds: float | None = None
+
+
 class OutputResult(Model):
     k: int
     mode: str | None = None
@@ -117,12 +123,14 @@ class OutputResult(Model):
     metrics: Metrics | None = None
     delta: Metrics | None = None
     relative: Relative | None = None
+    seconds: float | None = None  # its reload and evaluation
 
 
 class Result(Model):
     """What the job measured: calibration, the base model, and each output with its delta and relative change."""
     calibration: Calibration | None = None
     base: Metrics | None = None
+    base_evaluation: BaseEvaluation | None = None
     outputs: list[OutputResult] = []
 
 
@@ -195,3 +203,35 @@ class OutputFileList(Items, Model):
     job_id: str
     k: int
     data: list[OutputFile]
+
+
+class ModelInfo(Model):
+    """GET /v1/models: a `local:` model of the server, or a Hub id the team's recent jobs named."""
+    id: str
+    source: str | None = None  # local | hub
+    shape: dict[str, Any] | None = None  # layers, hidden_size, ..., params (null: unknown)
+    size_bytes: int | None = None
+    last_used_at: datetime | None = None
+    jobs: int | None = None
+
+
+class ModelList(Items, Model):
+    data: list[ModelInfo]
+    has_more: bool = False
+    next_cursor: str | None = None
+
+
+class UsageMonth(Model):
+    month: str
+    jobs: dict[str, int] = {}
+    worker_hours: dict[str, float] = {}
+    gpu_hours: float | None = None
+
+
+class Usage(Items, Model):
+    """GET /v1/usage: the team's months, newest first, and its disk now."""
+    team: str | None = None
+    disk: dict[str, int | None] = {}
+    data: list[UsageMonth]
+    has_more: bool = False
+    next_cursor: str | None = None
