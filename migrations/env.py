@@ -17,6 +17,8 @@ config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
+from service.core import stage_rate  # noqa: E402, F401  (its table, in its own file)
+
 target_metadata = Base.metadata
 
 

@@ -33,7 +33,7 @@ from nbl.recipe import Publishing, Recipe, from_request
 from service.core.settings import Settings
 from service.estimates.store import keep_estimate
 
-from . import ownership, retention
+from . import ownership, rates, retention
 from .errors import classify
 from .redact import Redactor
 from .run_settings import run_options, run_paths
@@ -202,8 +202,10 @@ def run_job(job_id: str) -> str:
         # since) fails the job as `user` rather than leaving it `running` until its lease expires.
         recipe = from_request(db(store.job_spec, job_id))  # stored JSON -> JobCreate -> Recipe, once
         paths = run_paths(settings, scratch_dir(settings, job_id), publish_dir=settings.publish_dir)
-        run(recipe, DbSink(job_id, token, plan(recipe)), paths, destination(recipe, job_id), run_options(settings),
+        sink = DbSink(job_id, token, plan(recipe))
+        run(recipe, sink, paths, destination(recipe, job_id), run_options(settings),
             source=model_source(settings, recipe.model))  # local:NAME -> its directory
+        db(rates.record, job_id, sink.tracker.close())  # the class's measured stages, for the next estimate
     except Cancelled as e:
         status, err_msg = "cancelled", str(e)
     except Exception as e:  # every failure ends the job: none stays in `running`

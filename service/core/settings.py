@@ -71,6 +71,10 @@ class Settings(BaseSettings):
                                        description="cap on the statistics cache, least recently used entries "
                                        "evicted first (nbl/lru.py); 0: no cache")
 
+    class_prices: str = Field(default="", validation_alias=_env("NBL_CLASS_PRICES"),
+                              description="NAME=PRICE per worker-hour of each worker class, comma-separated "
+                              "(gpu-80g=4.10,cpu=0.20): the estimate's cost; unset: no cost")
+
     # --- queue ---------------------------------------------------------------------------------
     queue_name: str = Field(default="nbl", validation_alias=_env("NBL_QUEUE"),
                             pattern=r"^[A-Za-z0-9_.-]{1,64}$")
@@ -193,6 +197,14 @@ class Settings(BaseSettings):
     trust_forwarded_proto: bool = Field(default=False, validation_alias=_env("NBL_TRUST_FORWARDED_PROTO"),
                                         description="behind a TLS proxy that sets X-Forwarded-Proto: the /ui "
                                         "login cookie is Secure when it says https")
+
+    @field_validator("class_prices")
+    @classmethod
+    def _prices(cls, value: str) -> str:
+        from nbl.sizing.rates import parse_prices
+
+        parse_prices(value)  # a bad price is told at start, not at the first estimate
+        return value
 
     @field_validator("data_dir", "team_disk_quota_bytes", "max_jobs_per_team_per_hour", "hf_token", mode="before")
     @classmethod

@@ -6,12 +6,14 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from nbl.request import JobCreate
-from service.api.deps import PrincipalDep, SettingsDep
+from service.api.deps import PrincipalDep, SessionDep, SettingsDep
 from service.core.errors import InvalidRequest, Problem
 
 from . import local_model
 from .limits import check_limits
 from .placement import placement_for
+from .rates import with_rates
+from nbl.recipe import from_request
 from .schemas import EstimateOut
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
@@ -26,9 +28,11 @@ router = APIRouter(prefix="/v1/estimates", tags=["estimates"], responses={
 @router.post("", response_model=EstimateOut, summary="Estimate a job without creating it",
              description="Peak device and host memory, disk, a time range, and the worker class the job would "
              "go to, from the model's config.json alone (nothing is downloaded but that file).")
-def create_estimate(body: JobCreate, principal: PrincipalDep, settings: SettingsDep) -> EstimateOut:
+def create_estimate(body: JobCreate, principal: PrincipalDep, settings: SettingsDep, session: SessionDep) -> EstimateOut:
     errors = check_limits(body, settings) or local_model.submit_problems(body, settings)
     if errors:
         raise InvalidRequest(errors[0]["msg"], errors=errors)
     placement, stored = placement_for(body, settings, required=True)
+    stored = with_rates(session, stored, from_request(body), settings)  # the class's measured stages
+    session.commit()  # end the read
     return EstimateOut(**stored, refusal=placement.reason or None)

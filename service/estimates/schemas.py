@@ -39,5 +39,15 @@ class EstimateOut(BaseModel):
                                         "in a fresh process; evaluate: the base and each output, one at a time. A "
                                         "whole model larger than one device is spread over the GPUs and the host")
     refusal: str | None = None
+    basis: str | None = Field(None, description="measured: `seconds` and `stages` from the rates this worker class "
+                              "measured on jobs of the same model shape (a range 1.56x wide); model: from FLOP "
+                              "counts and the slowest and fastest hardware of the class (wide)")
+    stages: dict[str, dict[str, Any]] | None = Field(None, description="measured basis: each stage's time, "
+                                                     "{seconds, measured} (measured false: the class's rate over "
+                                                     "its other stages); null on the model basis")
+    worker_hours: list[float] | None = Field(None, description="`seconds` in hours, low and high")
+    gpu_hours: list[float] | None = Field(None, description="worker-hours times the class's GPUs")
+    cost: list[float] | None = Field(None, description="worker-hours times the class's price (NBL_CLASS_PRICES); "
+                                     "null when the operator set none")
     shape: dict[str, Any] | None = Field(None, description="the model's shape from its config.json (architecture, "
                                          "model_type, layers, hidden_size, ..., params), as GET /v1/models lists it")

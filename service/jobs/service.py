@@ -30,6 +30,8 @@ from service.core.errors import (
 from service.core.models import EventKind, Job, JobEvent, JobStatus, new_job_id, utcnow
 from service.core.settings import Settings
 from service.estimates.placement import placement_for, refuse_unplaced
+from service.estimates.rates import with_rates
+from nbl.recipe import from_request
 from service.estimates import local_model
 from service.jobs import states
 from service.jobs.disk_quota import check_disk_quota
@@ -81,6 +83,7 @@ def submit(session: Session, celery: Celery, principal: Principal, spec: JobCrea
     placement, estimate = placement_for(spec, settings, required=False)  # config.json: memory, time, class
     refuse_unplaced(placement, estimate)  # no worker class holds it: a 422 with the numbers
     check_webhook_url(spec, settings)
+    estimate = with_rates(session, estimate, from_request(spec), settings)  # the class's measured stages
     job, created = create_job(session, principal, spec, key, settings, estimate)  # commits
     if created:
         enqueue_job(session, celery, job.id)

@@ -1,6 +1,7 @@
 """No repeated work (issue 28): the base model's evaluation is cached by (model fingerprint, evaluation
 spec), so a second job on the same base, another team's, reuses it; the job's result says so
-(`result.base_evaluation.cached`), with the seconds it spent. Through the real
+(`result.base_evaluation.cached`), with the seconds it spent. The first job's measured stages make the
+second one's estimate (worker/rates.py, service/estimates/rates.py). Through the real
 task on the embedded SQLite database with a tiny Llama stored as `local:tiny` (tests/eval/test_eval_jobs.py);
 the fresh-process load check is skipped (tests/publish/test_loadcheck.py covers it)."""
 
@@ -26,7 +27,7 @@ def job(k: int, max_tokens: int = 512) -> dict:
 def api(sqlite_clean_url, settings_for, team_key_for, monkeypatch):
     from worker import pipeline, tasks
 
-    settings = settings_for(sqlite_clean_url)
+    settings = settings_for(sqlite_clean_url, class_prices="cpu=0.5,gpu-24g=2")
     settings.ensure_dirs()
     save_tiny_checkpoint(settings.models_dir / "tiny")
     monkeypatch.setattr(tasks, "settings", settings)
@@ -51,9 +52,15 @@ def test_a_second_job_on_the_same_base_reuses_its_evaluation_across_teams(api):
     client, alpha, beta = api
     first = run(client, alpha, job(k=1))
     assert first["result"]["base_evaluation"]["cached"] is False
+    assert first["estimate"]["basis"] == "model" and first["estimate"]["stages"] is None  # no job measured yet
     assert first["result"]["base_evaluation"]["seconds"] > 0
     second = run(client, beta, job(k=2))  # another team, another k: the same base and evaluation
     assert second["result"]["base_evaluation"]["cached"] is True
+    est = second["estimate"]  # the first job's measured stages, on the same class and shape (issue 28 item 5)
+    assert est["basis"] == "measured" and {"calibrate", "evaluate"} <= set(est["stages"])
+    assert est["seconds"][1] <= 2 * est["seconds"][0]
+    assert est["seconds"] == [round(sum(s["seconds"] for s in est["stages"].values()) / f, 1) for f in (1.25, 1 / 1.25)]
+    assert est["gpu_hours"] == [0, 0] and est["cost"] == [round(h * 0.5, 4) for h in est["worker_hours"]]
     assert second["result"]["base"] == first["result"]["base"]  # the figures, not a second measurement
     other = run(client, alpha, job(k=1, max_tokens=256))  # another evaluation spec: measured again
     assert other["result"]["base_evaluation"]["cached"] is False

@@ -10,6 +10,7 @@ from migrationlib import fresh_url  # noqa: F401  (fixtures)
 from sqlalchemy import create_engine, inspect, pool
 
 from service.core import migrate
+from service.core import stage_rate  # noqa: F401  (the stage_rates table, in its own file)
 from service.core.models import Base
 from service.core.settings import Settings
 

@@ -1,0 +1,55 @@
+"""The estimate from measured rates: a job's stored estimate (and POST /v1/estimates') gains each stage's
+time from what its worker class measured on the same model shape (stage_rates, written by the worker at
+the end of every job that succeeded: worker/rates.py), a range no wider than nbl/sizing/rates.SPREAD²,
+worker-hours, GPU-hours and the cost at NBL_CLASS_PRICES. A class that has run no job on the shape keeps
+the FLOP model's range (nbl/sizing/model.py), with worker-hours, GPU-hours and cost from it."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from nbl.recipe import Recipe
+from nbl.sizing.classes import parse_classes, queue_of
+from nbl.sizing.rates import budget, measured_range, parse_prices, shape_key, stage_times
+from nbl.sizing.stage_plan import plan
+from service.core.settings import Settings
+from service.core.stage_rate import StageRate
+
+RECENT = 3  # a stage's rate: its last this many measurements on the class and shape
+
+
+def measured(session: Session, worker_class: str, shape: str) -> dict[str, tuple[float, float]]:
+    """{stage: (token-layers, seconds)} summed over the class's last RECENT measurements of each stage."""
+    rows = session.execute(select(StageRate.stage, StageRate.weight, StageRate.seconds)
+                           .where(StageRate.worker_class == worker_class, StageRate.shape == shape)
+                           .order_by(StageRate.id.desc()).limit(RECENT * 16)).all()
+    out: dict[str, list[float]] = {}
+    seen: dict[str, int] = {}
+    for stage, weight, seconds in rows:
+        if seen.get(stage, 0) >= RECENT:
+            continue
+        seen[stage] = seen.get(stage, 0) + 1
+        w, s = out.setdefault(stage, [0.0, 0.0])
+        out[stage] = [w + weight, s + seconds]
+    return {stage: (w, s) for stage, (w, s) in out.items()}
+
+
+def with_rates(session: Session, estimate: dict | None, recipe: Recipe, settings: Settings) -> dict | None:
+    """`estimate` (an as_json dict with `shape` and `worker_class`) with stages, basis, and the budget."""
+    if not estimate or not estimate.get("worker_class"):
+        return estimate
+    queue, shape = estimate["worker_class"], estimate.get("shape") or {}
+    devices = {queue_of(settings.queue_name, c): c.devices for c in parse_classes(settings.worker_classes)}
+    prices = {queue_of(settings.queue_name, c): parse_prices(settings.class_prices).get(c.name)
+              for c in parse_classes(settings.worker_classes)}
+    key = shape_key(shape)
+    weights = {s: c.weight for s, c in plan(recipe, shape.get("layers")).items()}
+    times = stage_times(weights, measured(session, queue, key)) if key else None
+    out = dict(estimate)
+    if times is not None:
+        out.update(stages=times, seconds=list(measured_range(times)), basis="measured")
+    else:
+        out.update(stages=None, basis="model")
+    out.update(budget(tuple(out["seconds"]), devices.get(queue, 0), prices.get(queue)))
+    return out

@@ -1,0 +1,29 @@
+"""After a job succeeds, what its worker measured per stage goes to stage_rates (migration 0011): each
+stage's planned token-layers and the seconds it took (worker/progress.py Tracker.measured), under the
+job's worker class (the queue its estimate chose) and its model's shape key (nbl/sizing/rates.py). The
+API's next estimate for that class and shape reads them (service/estimates/rates.py). A job without an
+estimate (its Hub config unread at submit) or without a shape in it records nothing."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from nbl.sizing.rates import shape_key
+from service.core.models import Job, utcnow
+from service.core.stage_rate import StageRate
+
+
+def record(session: Session, job_id: str, measured: dict[str, tuple[float, float]]) -> int:
+    """Rows written (0 when the job's estimate names no class or shape). Commits."""
+    estimate = session.scalar(select(Job.estimate).where(Job.id == job_id)) or {}
+    key, queue = shape_key(estimate.get("shape")), estimate.get("worker_class")
+    if not key or not queue:
+        session.rollback()
+        return 0
+    now = utcnow()
+    rows = [StageRate(job_id=job_id, worker_class=queue, shape=key, stage=stage, weight=w, seconds=s, created_at=now)
+            for stage, (w, s) in measured.items() if w > 0 and s > 0]
+    session.add_all(rows)
+    session.commit()
+    return len(rows)
