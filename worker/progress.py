@@ -5,10 +5,12 @@ recipe, in one unit: one token through one decoder layer ("token-layers"). Calib
 x layers; the other stages are priced in the same unit by constants measured on SmolLM2-135M on a CPU
 (bench/progress_smollm2.py). The job's fraction is the cost done over the whole cost, never going back.
 
-The ETA comes from this job's own rates only: the current stage's remainder at its measured rate
-(tokens/s in calibration, layers/s in scoring, documents/s in evaluation), the stages after it at the
-rate, in token-layers per second, that the measured stages ran at. Before any stage has run long enough
-to be measured it is None: a guess from nothing would be a number nobody can trust.
+The ETA: the current stage's remainder at its measured rate (tokens/s in calibration, layers/s in
+scoring, documents/s in evaluation), else at the time its worker class took for it (`prior`, from the
+job's estimate: service/estimates/rates.py); the stages after it at their class's times, else at the
+rate, in token-layers per second, that this job's measured stages ran at. With neither (a class that has
+run no job on the shape, before any stage has run long enough to be measured) it is None: a guess from
+nothing would be a number nobody can trust.
 
 Pure and torch-free: `Tracker` takes a clock, so the tests drive it with a fake one.
 """
@@ -40,8 +42,11 @@ class Figures:
 class Tracker:
     """Turns (stage, fraction) reports into the job's Figures; one per attempt of a job."""
 
-    def __init__(self, costs: dict[str, StageCost], clock: Callable[[], float] = time.monotonic):
-        self.costs, self.clock = dict(costs), clock
+    def __init__(self, costs: dict[str, StageCost], clock: Callable[[], float] = time.monotonic,
+                 prior: dict[str, float] | None = None):
+        """`prior`: each stage's seconds as the job's estimate priced them from its worker class's measured
+        rates (service/estimates/rates.py): the ETA from the first second, before this job measured anything."""
+        self.costs, self.clock, self.prior = dict(costs), clock, dict(prior or {})
         self.stage: str | None = None
         self.started = 0.0  # when the current stage began
         self.fraction = 0.0  # its highest reported fraction
@@ -96,12 +101,18 @@ class Tracker:
         cost = self.costs.get(stage)
         weight = self.done_weight + (cost.weight * self.fraction if measured else 0.0)
         seconds = self.done_s + (elapsed if measured else 0.0)
-        if weight <= 0 or seconds <= 0:
-            return None
-        per_s = weight / seconds  # token-layers per second over what this job has measured
+        per_s = weight / seconds if weight > 0 and seconds > 0 else None  # token-layers/s this job measured
         if measured:  # this stage at its own pace
             here = elapsed * (1 - self.fraction) / self.fraction
-        else:
+        elif stage in self.prior:  # as its class ran it
+            here = self.prior[stage] * (1 - self.fraction)
+        elif per_s is not None:
             here = (cost.weight if cost else 0.0) * (1 - self.fraction) / per_s
-        later = STAGES[STAGES.index(stage) + 1:] if stage in STAGES else ()
-        return round(here + sum(self.costs[s].weight for s in later if s in self.costs) / per_s, 1)
+        else:
+            return None
+        later = [s for s in (STAGES[STAGES.index(stage) + 1:] if stage in STAGES else ()) if s in self.costs]
+        if per_s is None and any(s not in self.prior for s in later if self.costs[s].weight > 0):
+            return None  # a stage ahead with neither the class's time nor a rate of this job's
+        rest = sum(self.prior[s] if s in self.prior else self.costs[s].weight / per_s
+                   for s in later if s in self.prior or self.costs[s].weight > 0)
+        return round(here + rest, 1)

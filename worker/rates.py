@@ -1,8 +1,9 @@
 """After a job succeeds, what its worker measured per stage goes to stage_rates (migration 0011): each
 stage's planned token-layers and the seconds it took (worker/progress.py Tracker.measured), under the
 job's worker class (the queue its estimate chose) and its model's shape key (nbl/sizing/rates.py). The
-API's next estimate for that class and shape reads them (service/estimates/rates.py). A job without an
-estimate (its Hub config unread at submit) or without a shape in it records nothing."""
+API's next estimate for that class and shape reads them (service/estimates/rates.py), and that job's
+worker starts its ETA from the stage times it gave (`prior`). A job without an estimate (its Hub config
+unread at submit) or without a shape in it records nothing."""
 
 from __future__ import annotations
 
@@ -27,3 +28,13 @@ def record(session: Session, job_id: str, measured: dict[str, tuple[float, float
     session.add_all(rows)
     session.commit()
     return len(rows)
+
+
+def prior(session: Session, job_id: str) -> dict[str, float]:
+    """{stage: seconds} of the job's estimate when its worker class had measured rates (`stages`), for the
+    ETA from the first second (worker/progress.py); {} otherwise."""
+    estimate = session.scalar(select(Job.estimate).where(Job.id == job_id)) or {}
+    session.rollback()
+    stages = estimate.get("stages") if isinstance(estimate, dict) else None
+    return {s: float(t["seconds"]) for s, t in (stages or {}).items()
+            if isinstance(t, dict) and isinstance(t.get("seconds"), (int, float))}

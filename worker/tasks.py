@@ -73,10 +73,11 @@ class DbSink:
     (worker/progress.py); raises Cancelled when a cancel was requested. The stages report at least
     every few seconds of work, so a cancel is seen within about a second of the next report."""
 
-    def __init__(self, job_id: str, token: str, costs: dict[str, StageCost] | None = None):
+    def __init__(self, job_id: str, token: str, costs: dict[str, StageCost] | None = None,
+                 prior: dict[str, float] | None = None):
         self.job_id, self.token = job_id, token
         self.redact = Redactor.for_settings(settings)  # events never carry a server path (worker/redact.py)
-        self.tracker = Tracker(costs or {})
+        self.tracker = Tracker(costs or {}, prior=prior)  # prior: the class's stage times, the ETA from the start
         self._last = 0.0
         self._stage: str | None = None
 
@@ -202,7 +203,7 @@ def run_job(job_id: str) -> str:
         # since) fails the job as `user` rather than leaving it `running` until its lease expires.
         recipe = from_request(db(store.job_spec, job_id))  # stored JSON -> JobCreate -> Recipe, once
         paths = run_paths(settings, scratch_dir(settings, job_id), publish_dir=settings.publish_dir)
-        sink = DbSink(job_id, token, plan(recipe))
+        sink = DbSink(job_id, token, plan(recipe), db(rates.prior, job_id))
         run(recipe, sink, paths, destination(recipe, job_id), run_options(settings),
             source=model_source(settings, recipe.model))  # local:NAME -> its directory
         db(rates.record, job_id, sink.tracker.close())  # the class's measured stages, for the next estimate

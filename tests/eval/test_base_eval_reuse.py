@@ -48,6 +48,11 @@ def run(client, auth, body) -> dict:
     return done
 
 
+def first_eta(client, auth, job_id):
+    events = client.get(f"/v1/jobs/{job_id}/events", headers=auth).json()["data"]
+    return next(e for e in events if e["kind"] == "stage")["eta_seconds"]
+
+
 def test_a_second_job_on_the_same_base_reuses_its_evaluation_across_teams(api):
     client, alpha, beta = api
     first = run(client, alpha, job(k=1))
@@ -61,6 +66,8 @@ def test_a_second_job_on_the_same_base_reuses_its_evaluation_across_teams(api):
     assert est["seconds"][1] <= 2 * est["seconds"][0]
     assert est["seconds"] == [round(sum(s["seconds"] for s in est["stages"].values()) / f, 1) for f in (1.25, 1 / 1.25)]
     assert est["gpu_hours"] == [0, 0] and est["cost"] == [round(h * 0.5, 4) for h in est["worker_hours"]]
+    assert first_eta(client, alpha, first["id"]) is None  # nothing measured before its first stage ran
+    assert first_eta(client, beta, second["id"]) > 0  # its class's stage times, from the first event
     assert second["result"]["base"] == first["result"]["base"]  # the figures, not a second measurement
     other = run(client, alpha, job(k=1, max_tokens=256))  # another evaluation spec: measured again
     assert other["result"]["base_evaluation"]["cached"] is False
