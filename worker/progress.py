@@ -53,7 +53,7 @@ class Tracker:
         self.best = 0.0  # the job's highest fraction so far
         self.done_weight = 0.0  # token-layers done in measured, finished stages
         self.done_s = 0.0  # and the seconds they took
-        self.measured: dict[str, tuple[float, float]] = {}  # stage -> (token-layers, seconds): worker/rates.py
+        self.measured: dict[str, tuple[float, float]] = {}  # ended stage -> (token-layers, seconds): worker/rates.py
 
     def replan(self, costs: dict[str, StageCost]) -> None:
         """New costs (the model's layer count is known): the fraction still never goes back."""
@@ -80,9 +80,9 @@ class Tracker:
         if cost is not None and now - self.started >= MIN_MEASURE_S and self.fraction > 0:
             self.done_weight += cost.weight * self.fraction
             self.done_s += now - self.started
-            if cost.weight > 0:
-                w, s = self.measured.get(self.stage or "", (0.0, 0.0))
-                self.measured[self.stage or ""] = (w + cost.weight * self.fraction, s + now - self.started)
+        if cost is not None and cost.weight > 0:  # the stage ended, however fast (a cache hit, scores made in
+            w, s = self.measured.get(self.stage or "", (0.0, 0.0))  # calibration): its whole work, its time
+            self.measured[self.stage or ""] = (w + cost.weight, s + max(now - self.started, 0.01))
 
     def close(self) -> dict[str, tuple[float, float]]:
         """The job ended: its last stage counts too. Returns `measured`."""

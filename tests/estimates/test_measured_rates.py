@@ -43,5 +43,10 @@ def test_the_tracker_keeps_each_stages_work_and_time():
     t.update("evaluate", 0.0)
     now[0] = 14.0
     t.update("evaluate", 1.0)
-    t.update("publish", 0.5)  # under a second, and no work: measures nothing
+    t.update("publish", 0.5)  # no work: nothing to rate
     assert t.close() == {"calibrate": (1000.0, 10.0), "evaluate": (400.0, 4.0)}
+    quick = Tracker({"score": StageCost(8, "layers", 800.0), "evaluate": StageCost(4, "documents", 400.0)},
+                    clock=lambda: now[0])
+    quick.update("score", 0.0)  # scores made during calibration: the stage ends at once, and counts as such
+    quick.update("evaluate", 0.0)
+    assert quick.close() == {"score": (800.0, 0.01), "evaluate": (400.0, 0.01)}
