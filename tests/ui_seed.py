@@ -33,12 +33,14 @@ def lowest(k: int) -> list[int]:
 def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/SmolLM2-135M-Instruct",
              metadata=None, finish: str | None = "succeeded", error_message: str | None = None,
              ppl_shift: float = 0.0, pause: float = 0.0, gate: float | None = None,
-             files: dict[str, bytes] | None = None) -> str:
+             files: dict[str, bytes] | None = None, compression: dict | None = None) -> str:
     """A job of the key's team; `finish=None` leaves it running in the evaluate stage. `pause`
     seconds between stages give the timeline visible widths (the browser test's screenshots).
     `files` are published as each k's local output by the worker's own local publisher (the API
-    serves them); without them the artifact rows point nowhere."""
-    spec = JobCreate.model_validate({"model": {"id": model}, "compression": {"k": list(ks)},
+    serves them); without them the artifact rows point nowhere. `compression`: more of that section
+    (mode, form, ...)."""
+    compression = {"k": list(ks), **(compression or {})}
+    spec = JobCreate.model_validate({"model": {"id": model}, "compression": compression,
                                      "calibration": {"num_samples": 16, "seq_len": 256},
                                      "metadata": metadata or {}})
     with sessions() as s:
@@ -52,7 +54,8 @@ def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/Sm
             store.set_progress(s, job_id, stage, 0.0, lease_token=token)
             time.sleep(pause)
         store.save_layer_scores(s, job_id, layer_rows(), lease_token=token)
-        store.set_selected_layers(s, job_id, [{"k": k, "mode": "attn", "layers": lowest(k)} for k in ks],
+        store.set_selected_layers(s, job_id, [{"k": k, "mode": compression.get("mode", "attn"),
+                                                    "layers": lowest(k)} for k in ks],
                                   lease_token=token)
         store.set_progress(s, job_id, "evaluate", 0.5, eta=42, lease_token=token)
         store.add_event(s, job_id, "warning", "evaluation.limit unset: all of WikiText-2", stage="evaluate")

@@ -115,6 +115,17 @@ def test_job_page_draws_the_chart_results_timeline_events_and_outputs(client, al
     assert f'href="/ui/jobs/{job}/outputs/4/files"' in html  # the dashboard's own page of it (cookie)
 
 
+def test_job_page_shows_each_outputs_form_and_where_it_runs(client, alpha, sessions, settings):
+    fold = seed_job(sessions, settings, _key(alpha), ks=(2,),
+                    compression={"mode": "block", "form": "fold", "criterion": "cosine"})
+    html = client.get(f"/ui/jobs/{fold}", headers=alpha).text
+    row = re.search(r"<tr><td>block k=2</td>.*?</tr>", html, re.S).group(0)
+    assert "<td>fold</td>" in row and "<td>transformers, vllm, sglang, tensorrt-llm, llama.cpp</td>" in row
+    plain = seed_job(sessions, settings, _key(alpha), ks=(2,))  # no form asked: nbl, our code
+    row = re.search(r"<tr><td>attn k=2</td>.*?</tr>", client.get(f"/ui/jobs/{plain}", headers=alpha).text, re.S).group(0)
+    assert "<td>nbl</td>" in row and "<td>transformers+file, vllm+plugin</td>" in row
+
+
 def test_another_teams_job_is_the_same_404_page_as_a_missing_one(client, alpha, team_key, sessions, settings):
     theirs = seed_job(sessions, settings, _key(team_key("beta")))
     mine = seed_job(sessions, settings, _key(alpha))
