@@ -116,7 +116,7 @@ E2E_FILES = {
     "publish/test_gates_job.py", "publish/test_selection_job.py", "publish/test_loadcheck.py",
     "publish/test_loadcheck_device_map.py", "publish/test_hub_failures_job.py", "engine/test_data_parallel.py",
     "engine/test_devices_options.py", "progress/test_job_progress.py", "estimates/test_routing_redis.py",
-    "eval/test_eval_device_map.py", "docs/test_docs_quickstart.py",
+    "eval/test_eval_device_map.py", "docs/test_docs_quickstart.py", "llama_cpp/test_gguf_job_e2e.py",
 }
 
 

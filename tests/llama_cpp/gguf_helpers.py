@@ -47,6 +47,13 @@ def transformers_greedy(model_dir: Path, prompts: list[list[int]], new: int) -> 
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, trust_remote_code=False).eval()
+    return greedy(model, prompts, new)
+
+
+def greedy(model, prompts: list[list[int]], new: int) -> list[list[int]]:
+    """Greedy decoding (argmax of the full sequence's last logits, no eos stop) of a loaded model."""
+    import torch
+
     out = []
     with torch.no_grad():
         for prompt in prompts:
