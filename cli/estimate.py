@@ -106,7 +106,7 @@ def cmd_estimate(args) -> int:
     tasks = [*args.tasks, *args.task_file]
     opts = Options(
         num_samples=args.num_samples, seq_len=args.seq_len, batch_size=args.batch_size, mode=args.mode,
-        method=args.method, criterion=args.criterion, ks=(1,) if k_auto else tuple(args.k), dtype=args.dtype,
+        method=args.method, criterion=args.criterion, form=args.form, ks=(1,) if k_auto else tuple(args.k), dtype=args.dtype,
         k_auto=k_auto, load_check=not args.no_load_check, greedy_width=args.greedy_width or settings.greedy_width,
         selection_samples=args.selection_samples if args.selection_dataset else None,  # else the held-out tenth
         stats_precision=args.stats_precision, host_cache_bytes=host_cache_bytes,

@@ -83,6 +83,7 @@ class Options:
     mode: str = "attn"
     method: str = "nbl"
     criterion: str = "cca"
+    form: str = "nbl"  # fold keeps MLP outputs in the hidden cache and, in block mode, lag sums (form_taps.py)
     ks: tuple[int, ...] = (4,)
     dtype: str = "auto"  # float32 on CPU, bfloat16 on GPU (engine/loading.resolve_dtype)
     stats_precision: str = "auto"  # the products' precision: auto and tf32 are float32 buffers
@@ -128,11 +129,21 @@ def holdout_count(num_blocks: int, fraction: float) -> int:
     return max(1, int(num_blocks * fraction))
 
 
-def sums_bytes(d: int, modes: int) -> int:
+def sums_bytes(d: int, modes: int, lags: int = 0) -> int:
     """float64 sums of one layer (stats.LayerAccumulator.nbytes): per split n, Σx, Σxxᵀ and per mode
-    Σy, tr Σyyᵀ, Σyxᵀ, Σcos; Σyyᵀ once per mode; the shifts."""
+    Σy, tr Σyyᵀ, Σyxᵀ, Σcos; Σyyᵀ once per mode, one Σ Δ fᵀ per lag; the shifts."""
     per_split = 1 + d + d * d + modes * (d + 1 + d * d + 1)
-    return 8 * (2 * per_split + modes * d * d + (1 + modes) * d)
+    return 8 * (2 * per_split + (modes + lags) * d * d + (1 + modes) * d)
+
+
+def fold_extra(opts: Options) -> tuple[int, int]:
+    """(lag sums per layer, layers of MLP outputs the hidden cache holds) of the form's calibration
+    (form_taps.py, calibration_stage.max_run): fold attn keeps the previous layer's MLP output, fold
+    block the last max(k) layers' and the lags 2..max(k); other forms neither."""
+    if opts.form != "fold":
+        return 0, 0
+    run = max(opts.ks) if opts.mode == "block" else 1
+    return (run - 1 if opts.mode == "block" else 0), run
 
 
 def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = Memory()) -> Estimate:
@@ -149,7 +160,8 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
 
     # -- calibrate: per process ------------------------------------------------------------------
     layer_w = shape.layer_params * dt
-    sums = sums_bytes(d, 1)  # calibration_stage asks for the job's mode only
+    lags, kept_mlp = fold_extra(opts)
+    sums = sums_bytes(d, 1, lags)  # calibration_stage asks for the job's mode only
     scratch = d * d * pt  # stats._scratch: one (d, d) product buffer
     scoring = 3 * d * d * 8  # score_stage: a few float64 (d, d) temporaries while the layer is scored
     acts = tokens_b * (ACT_WIDTHS_D * d + 3 * I) * dt + tokens_b * ACC_WIDTHS_D * d * 4
@@ -158,7 +170,7 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
         stem = max(stem, shape.embed_params * dt + tokens_b * shape.vocab * 4)
     per_proc = max(stem, layer_w + sums + scratch + scoring + acts)
     # the host keeps every block's hidden states (the process' share), spilt past the budget
-    hidden = math.ceil(opts.num_samples / procs) * opts.seq_len * d * dt * procs
+    hidden = (1 + kept_mlp) * math.ceil(opts.num_samples / procs) * opts.seq_len * d * dt * procs
     if opts.criterion == "loss":  # L + 1 streams of the held-out hidden states
         hidden += (L + 1) * holdout_count(opts.num_samples, opts.holdout_fraction) * opts.seq_len * d * dt
     in_memory = hidden if opts.host_cache_bytes is None else min(hidden, opts.host_cache_bytes)
@@ -210,7 +222,7 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     disk = {
         "download": shape.params * shape.checkpoint_bytes_per_param,
         "spill": spill,
-        "stats_cache": L * sums_bytes(d, 1),  # one shard per layer, kept (or removed after --no-cache)
+        "stats_cache": L * sums,  # one shard per layer, kept (or removed after --no-cache)
         "outputs": n_out * model_b,
         "offload": placed.disk if placed_whole else 0,  # accelerate's disk offload of a model larger than the devices
     }

@@ -145,3 +145,22 @@ def test_bad_classes_refused(bad):
 def test_config_without_numbers_is_an_error():
     with pytest.raises(ShapeError, match="hidden_size"):
         shape_of({"num_hidden_layers": 2})
+
+
+def test_fold_counts_its_lag_sums_and_the_mlp_outputs_it_keeps():
+    import torch
+
+    from worker.engine.stats import LayerAccumulator
+
+    for lags in ((2,), (2, 3, 4)):
+        assert sums_bytes(64, 1, len(lags)) == LayerAccumulator(64, "cpu", torch.float32, ("block",), lags=lags).nbytes()
+    shape = shape_of(LLAMA_8B)
+    base = dict(num_samples=32, seq_len=512, outputs=False, whole_model=False, dtype="bfloat16")
+    d, layer = 4096, 32 * 512 * 4096 * 2  # one layer's MLP outputs over the calibration set, bf16
+    for mode, ks, kept, lags in (("attn", (4, 8), 1, 0), ("block", (2, 4), 4, 3)):
+        nbl, linear, fold = (estimate(shape, Options(mode=mode, ks=ks, form=f, **base), ["cpu"])
+                             for f in ("nbl", "linear", "fold"))
+        assert linear.phases == nbl.phases and linear.disk == nbl.disk  # linear regresses LN(h): nothing kept
+        extra = kept * layer + 2 * lags * d * d * 8  # the sums are held twice while a shard is written
+        assert fold.phases["calibrate"]["host"] - nbl.phases["calibrate"]["host"] == extra
+        assert fold.disk["stats_cache"] - nbl.disk["stats_cache"] == 32 * lags * d * d * 8
