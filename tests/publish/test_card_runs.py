@@ -25,7 +25,8 @@ def test_fold_block_card_lists_stock_runtimes_without_remote_code():
 def test_decilm_card_loads_through_the_shipped_file():
     runs = card_text(CardInfo(report=_report("linear", "attn"), plot=None)).split("## Runs in")[1]
     assert "| transformers (our modeling file) | through the modeling file shipped here" in runs
-    assert "| llama.cpp | as is, no code of ours | per the runtime's code |" in runs
+    assert "| llama.cpp | as is, no code of ours | tested by nbl-service |" in runs  # tests/llama_cpp
+    assert "| mlx-lm | as is, no code of ours | per the runtime's code |" in runs
     assert "trust_remote_code=True" in runs
 
 

@@ -1,8 +1,11 @@
 """The card's "Runs in" table: each runtime an output's form loads in (nbl/forms.py), with its snippet.
 
 transformers is tested by this service for every form (tests/engine/test_forms_*.py load each form token-exact),
-vLLM with no plugin on the fold forms (tests/serving/test_vllm_forms.py) and with the plugin on nbl's; the other
-rows are read from the runtimes' own code, and the card says so.
+vLLM with no plugin on the fold forms (tests/serving/test_vllm_forms.py) and with the plugin on nbl's, llama.cpp on
+the DeciLM forms (Llama-shaped by construction; tests/llama_cpp/test_gguf_forms.py, test_gguf_decilm.py). Fold
+block through llama.cpp is tested for Llama and Mistral but not Qwen2/Qwen3 (no Qwen vocabulary offline for the
+converter), and the card does not know the family here, so it says "per the runtime's code" there; the other rows
+are read from the runtimes' own code, and the card says so.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ def runs_in_section(form: str | None, mode: str, method: str, repo_id: str | Non
     for r in runs_in(form, mode, method):
         how = "through the modeling file shipped here (`trust_remote_code=True`)" if r.endswith("+file") else (
             "with the nbl-vllm plugin" if r.endswith("+plugin") else "as is, no code of ours")
-        seen = "tested by nbl-service" if r in TESTED else "per the runtime's code"
+        tested = r in TESTED or (r == "llama.cpp" and remote)
+        seen = "tested by nbl-service" if tested else "per the runtime's code"
         text += f"| {LABELS.get(r, r)} | {how} | {seen} |\n"
     if form == FORM or method == "drop":
         return text + "\nSnippets: see \"How to load\" below.\n"
