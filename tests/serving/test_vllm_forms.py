@@ -15,7 +15,8 @@ from plan import LOGPROB_TOL
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
 PROJECT_PYTHON = Path(os.environ.get("NBL_PROJECT_PYTHON", HERE.parents[1] / ".venv" / "bin" / "python"))
-NAMES = ["tiny-llama-fold-block", "tiny-qwen2-fold-block", "tiny-llama-fold-attn"]
+NAMES = ["tiny-llama-fold-block", "tiny-mistral-fold-block", "tiny-qwen2-fold-block", "tiny-qwen3-fold-block",
+         "tiny-llama-fold-attn", "smollm2-fold-block", "smollm2-fold-attn"]
 
 
 @pytest.fixture(scope="session")
