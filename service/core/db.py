@@ -28,7 +28,8 @@ def make_engine(settings: Settings, **kwargs) -> Engine:
     kwargs.setdefault("pool_pre_ping", True)
     # Below the requests in flight, every connection past the pool is opened and closed per request
     # (a Postgres backend each time): SQLAlchemy's default of 5 cost the API most of its read rate.
-    kwargs.setdefault("pool_size", settings.db_pool_size)
+    if "poolclass" not in kwargs:  # a pool size is for the default QueuePool only: NullPool refuses it (TypeError)
+        kwargs.setdefault("pool_size", settings.db_pool_size)
     return create_engine(url, **kwargs)
 
 
