@@ -18,6 +18,7 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 from service.core import stage_rate  # noqa: E402, F401  (its table, in its own file)
+from service.core import class_cache  # noqa: E402, F401  (likewise)
 
 target_metadata = Base.metadata
 

@@ -9,7 +9,8 @@ import os
 PG_ADMIN_URL = os.environ.get("NBL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("NBL_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 TABLES = ["teams", "api_keys", "jobs", "job_events", "layer_scores", "metrics", "artifacts",
-          "webhook_secrets", "webhook_deliveries", "webhook_attempts", "stage_rates"]
+          "webhook_secrets", "webhook_deliveries", "webhook_attempts", "stage_rates",
+          "class_caches"]
 
 PROBLEM_JSON = "application/problem+json"
 PROBLEM_PREFIX = "tag:nbl-service,2025:problems/"

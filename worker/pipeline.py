@@ -56,7 +56,9 @@ class Sink(Protocol):
     def output(self, k: int, layers: list[int], published: Published) -> None: ...
     def estimate(self, figures: dict) -> None: ...
     def gates(self, result: dict) -> None: ...
-    # optional: replan(costs) receives each stage's expected cost once the model is loaded (progress.plan)
+    # optional: replan(costs) receives each stage's expected cost once the model is loaded (progress.plan),
+    # and again when the base's evaluation came from the cache (the outputs' evaluation alone);
+    # loaded(warm) learns whether the load found the model on disk (nothing downloaded)
     # a job's: begin_publish() records that publishing began, or raises Cancelled when a cancel came first
     # (worker/publish/stage.py; from then on the API refuses a cancel)
 
@@ -151,10 +153,17 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     if paths.work_dir is not None and recipe.publishing is not None and gguf_types(recipe.publishing.formats):
         gguf_python(paths.gguf_python)  # no GGUF venv: the job fails now, not after calibrating
     name = recipe.model  # as the job names it (local:NAME), never a server path
-    lm, load_s = load_stage.load(recipe, cfg, options, sink)
+    lm, load_s, warm = load_stage.load(recipe, cfg, options, sink)
     lm.source = name  # what nbl_scores.json and the card call the base model
-    if hasattr(sink, "replan"):  # the stages' costs, now that the layer count is known (worker/progress.py)
-        sink.replan(progress.plan(recipe, layer_count(lm.path)))
+    if hasattr(sink, "loaded"):
+        sink.loaded(warm)
+    layers = layer_count(lm.path)
+
+    def replan(base_cached: bool = False) -> None:  # the stages' costs, now that the layer count is known
+        if hasattr(sink, "replan"):  # (worker/progress.py)
+            sink.replan(progress.plan(recipe, layers, base_cached=base_cached))
+
+    replan()
     refs: dict[int, loadcheck.Reference] = {}  # k -> logits of the compressed model in memory
     compressed = retry.run(lambda: compress.run(
         cfg, report=sink.progress, progress=options.progress, lm=lm,
@@ -185,7 +194,7 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     if not recipe.evaluation.empty():  # a base not in memory (released above) is loaded over cfg.devices: compare.py
         with tempfile.TemporaryDirectory(prefix="nbl-tasks-") as tmp:  # a job's task files, as files
             metrics, result.evaluation = evaluate(lm, outputs, eval_spec(recipe.evaluation, Path(tmp)), sink, paths,
-                                                  options.progress, cfg.devices)
+                                                  options.progress, cfg.devices, on_base=replan)
     run_warnings.after_evaluation(caveats, metrics, recipe.evaluation.limit, recipe.evaluation.max_tokens, sink.warning)
     lm = None  # the base model goes before publishing (a closure above shares the name)
 
@@ -231,9 +240,11 @@ def eval_spec(ev: Evaluation, task_dir: Path | None = None) -> EvalSpec:
 
 
 def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: Paths, progress: bool = False,
-             devices: list[str] | None = None) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
+             devices: list[str] | None = None, on_base=lambda cached: None
+             ) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
     """Base (cached per model and spec unless paths.eval_cache is off) and each output reloaded from disk
     (worker/eval/compare.py), over `devices` when larger than the first, each stored as soon as measured.
+    `on_base(cached)`: the base's evaluation is done, from the cache or not (the stage's cost is replanned).
     Returns the flat metrics by variant ({"base": {...}, "k4": {...}}) and the nested results they come from."""
     metrics: dict[str, dict[str, float]] = {}
     nested: dict[str, dict] = {}
@@ -244,6 +255,7 @@ def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: P
         metrics[variant] = flatten(result)
         sink.metrics(variant, metrics[variant])
         if variant == "base":  # whether it came from the cache, and the time it took: result.base_evaluation
+            on_base(bool(result.get("cached")))
             sink.metrics(BASE_EVALUATION, {"cached": float(bool(result.get("cached"))),
                                            "seconds": float(result.get("seconds") or 0.0)})
         elif result.get("seconds") is not None:  # each output's reload and evaluation: result.outputs[].seconds

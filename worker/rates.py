@@ -15,15 +15,17 @@ from service.core.models import Job, utcnow
 from service.core.stage_rate import StageRate
 
 
-def record(session: Session, job_id: str, measured: dict[str, tuple[float, float]]) -> int:
-    """Rows written (0 when the job's estimate names no class or shape). Commits."""
+def record(session: Session, job_id: str, measured: dict[str, tuple[float, float]], warm: bool | None = None) -> int:
+    """Rows written (0 when the job's estimate names no class or shape). Commits. `warm`: whether the load
+    found the model on disk (its row says so: a cold load's rate is a download's)."""
     estimate = session.scalar(select(Job.estimate).where(Job.id == job_id)) or {}
     key, queue = shape_key(estimate.get("shape")), estimate.get("worker_class")
     if not key or not queue:
         session.rollback()
         return 0
     now = utcnow()
-    rows = [StageRate(job_id=job_id, worker_class=queue, shape=key, stage=stage, weight=w, seconds=s, created_at=now)
+    rows = [StageRate(job_id=job_id, worker_class=queue, shape=key, stage=stage, weight=w, seconds=s, created_at=now,
+                      warm=warm if stage == "load" else None)
             for stage, (w, s) in measured.items() if w > 0 and s > 0]
     session.add_all(rows)
     session.commit()

@@ -30,10 +30,12 @@ from service.core.paths import model_source, publish_dir, scratch_dir
 from service.core.secrets import decrypt
 from service.jobs.reconciler import drop_reason
 from nbl.recipe import Publishing, Recipe, from_request
+from nbl.result import BASE_EVALUATION
+from nbl.sizing.reuse import MODEL
 from service.core.settings import Settings
 from service.estimates.store import keep_estimate
 
-from . import ownership, rates, retention
+from . import caches, ownership, rates, retention
 from .errors import classify
 from .redact import Redactor
 from .run_settings import run_options, run_paths
@@ -74,8 +76,10 @@ class DbSink:
     every few seconds of work, so a cancel is seen within about a second of the next report."""
 
     def __init__(self, job_id: str, token: str, costs: dict[str, StageCost] | None = None,
-                 prior: dict[str, float] | None = None):
-        self.job_id, self.token = job_id, token
+                 prior: dict[str, float] | None = None, keys: dict[str, str] | None = None):
+        """`keys`: what the job fills for its class (worker/caches.py), noted as it does."""
+        self.job_id, self.token, self.keys = job_id, token, dict(keys or {})
+        self.warm: bool | None = None  # whether the load found the model on disk
         self.redact = Redactor.for_settings(settings)  # events never carry a server path (worker/redact.py)
         self.tracker = Tracker(costs or {}, prior=prior)  # prior: the class's stage times, the ETA from the start
         self._last = 0.0
@@ -83,6 +87,11 @@ class DbSink:
 
     def replan(self, costs: dict[str, StageCost]) -> None:
         self.tracker.replan(costs)
+
+    def loaded(self, warm: bool) -> None:
+        self.warm = warm
+        if MODEL in self.keys:  # the model is on the class's disk now
+            db(caches.note, self.job_id, MODEL, self.keys[MODEL])
 
     def progress(self, stage: str, fraction: float, message: str) -> None:
         fig = self.tracker.update(stage, fraction)
@@ -104,6 +113,8 @@ class DbSink:
 
     def metrics(self, variant: str, values: dict[str, float]) -> None:
         db(store.save_metrics, self.job_id, variant, values, lease_token=self.token)
+        if variant == BASE_EVALUATION and BASE_EVALUATION in self.keys:  # in the class's evaluation cache now
+            db(caches.note, self.job_id, BASE_EVALUATION, self.keys[BASE_EVALUATION])
 
     def warning(self, message: str) -> None:
         db(store.add_event, self.job_id, "warning", self.redact(message))
@@ -203,10 +214,10 @@ def run_job(job_id: str) -> str:
         # since) fails the job as `user` rather than leaving it `running` until its lease expires.
         recipe = from_request(db(store.job_spec, job_id))  # stored JSON -> JobCreate -> Recipe, once
         paths = run_paths(settings, scratch_dir(settings, job_id), publish_dir=settings.publish_dir)
-        sink = DbSink(job_id, token, plan(recipe), db(rates.prior, job_id))
+        sink = DbSink(job_id, token, plan(recipe), db(rates.prior, job_id), caches.keys(recipe))
         run(recipe, sink, paths, destination(recipe, job_id), run_options(settings),
             source=model_source(settings, recipe.model))  # local:NAME -> its directory
-        db(rates.record, job_id, sink.tracker.close())  # the class's measured stages, for the next estimate
+        db(rates.record, job_id, sink.tracker.close(), sink.warm)  # the class's measured stages, for the next estimate
     except Cancelled as e:
         status, err_msg = "cancelled", str(e)
     except Exception as e:  # every failure ends the job: none stays in `running`

@@ -40,8 +40,10 @@ class StageCost:
     weight: float  # expected cost in token-layers
 
 
-def plan(recipe: Recipe, layers: int | None = None) -> dict[str, StageCost]:
-    """Each stage's expected cost for `recipe` on a model of `layers` decoder layers (None: not known yet)."""
+def plan(recipe: Recipe, layers: int | None = None, base_cached: bool = False) -> dict[str, StageCost]:
+    """Each stage's expected cost for `recipe` on a model of `layers` decoder layers (None: not known yet).
+    `base_cached`: the base's evaluation comes from the cache (nbl/sizing/reuse.py), so evaluation is the
+    outputs' alone: models = outputs, not 1 + outputs (the worker's measured rate is per model evaluated)."""
     L = layers or LAYERS
     cal, ev = recipe.calibration, recipe.evaluation
     tokens = cal.num_samples * cal.seq_len
@@ -57,7 +59,7 @@ def plan(recipe: Recipe, layers: int | None = None) -> dict[str, StageCost]:
     task_docs = (len(ev.tasks) + len(ev.task_files)) * (ev.limit or TASK_DOCS)
     docs = len(ev.perplexity) * -(-ppl_tokens // WINDOW) + task_docs + (4 if ev.speed else 0)
     eval_tokens = len(ev.perplexity) * ppl_tokens + task_docs * TASK_TOKENS_PER_DOC + (8192 if ev.speed else 0)
-    models = 1 + outputs
+    models = outputs + (0 if base_cached else 1)
     return {
         "load": StageCost(1, "models", L * LOAD_PER_LAYER),
         "calibrate": StageCost(tokens, "tokens", tokens * L + L * SCORE_PER_LAYER),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Float, ForeignKey, Index, Integer, String
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from service.core.models import Base, utcnow
@@ -23,4 +23,5 @@ class StageRate(Base):
     stage: Mapped[str] = mapped_column(String(32))
     weight: Mapped[float] = mapped_column(Float)  # the stage's planned token-layers (nbl/sizing/stage_plan.py)
     seconds: Mapped[float] = mapped_column(Float)
+    warm: Mapped[bool | None] = mapped_column(Boolean)  # load: the model was on disk already (0012); else null
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

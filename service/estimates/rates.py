@@ -2,7 +2,12 @@
 time from what its worker class measured on the same model shape (stage_rates, written by the worker at
 the end of every job that succeeded: worker/rates.py), a range no wider than nbl/sizing/rates.SPREAD²,
 worker-hours, GPU-hours and the cost at NBL_CLASS_PRICES. A class that has run no job on the shape keeps
-the FLOP model's range (nbl/sizing/model.py), with worker-hours, GPU-hours and cost from it."""
+the FLOP model's range (nbl/sizing/model.py), with worker-hours, GPU-hours and cost from it.
+
+What the class already holds (reuse.py) changes the plan: a base evaluation in its cache leaves the
+outputs' evaluation alone (stage_plan.plan's base_cached: `base_evaluation_cached`, stages.evaluate
+.base_cached), and a model on its disk is priced at the rate of the class's warm loads, a new one at its
+cold loads' (a download; stages.load.warm)."""
 
 from __future__ import annotations
 
@@ -16,18 +21,21 @@ from nbl.sizing.stage_plan import plan
 from service.core.settings import Settings
 from service.core.stage_rate import StageRate
 
+from .reuse import reuse
+
 RECENT = 3  # a stage's rate: its last this many measurements on the class and shape
 
 
-def measured(session: Session, worker_class: str, shape: str) -> dict[str, tuple[float, float]]:
-    """{stage: (token-layers, seconds)} summed over the class's last RECENT measurements of each stage."""
-    rows = session.execute(select(StageRate.stage, StageRate.weight, StageRate.seconds)
+def measured(session: Session, worker_class: str, shape: str, warm: bool = True) -> dict[str, tuple[float, float]]:
+    """{stage: (token-layers, seconds)} summed over the class's last RECENT measurements of each stage; the
+    load stage's only from loads as `warm` as this one (a row from before 0012, warm null, counts as warm)."""
+    rows = session.execute(select(StageRate.stage, StageRate.weight, StageRate.seconds, StageRate.warm)
                            .where(StageRate.worker_class == worker_class, StageRate.shape == shape)
                            .order_by(StageRate.id.desc()).limit(RECENT * 16)).all()
     out: dict[str, list[float]] = {}
     seen: dict[str, int] = {}
-    for stage, weight, seconds in rows:
-        if seen.get(stage, 0) >= RECENT:
+    for stage, weight, seconds, was_warm in rows:
+        if seen.get(stage, 0) >= RECENT or (stage == "load" and (was_warm is not False) != warm):
             continue
         seen[stage] = seen.get(stage, 0) + 1
         w, s = out.setdefault(stage, [0.0, 0.0])
@@ -44,10 +52,15 @@ def with_rates(session: Session, estimate: dict | None, recipe: Recipe, settings
     prices = {queue_of(settings.queue_name, c): parse_prices(settings.class_prices).get(c.name)
               for c in parse_classes(settings.worker_classes)}
     key = shape_key(shape)
-    weights = {s: c.weight for s, c in plan(recipe, shape.get("layers")).items()}
-    times = stage_times(weights, measured(session, queue, key)) if key else None
-    out = dict(estimate)
+    warm, cached = reuse(session, queue, recipe)
+    weights = {s: c.weight for s, c in plan(recipe, shape.get("layers"), base_cached=cached).items()}
+    times = stage_times(weights, measured(session, queue, key, warm)) if key else None
+    out = dict(estimate, base_evaluation_cached=cached, warm_load=warm)
     if times is not None:
+        if "load" in times:
+            times["load"]["warm"] = warm
+        if "evaluate" in times:
+            times["evaluate"]["base_cached"] = cached
         out.update(stages=times, seconds=list(measured_range(times)), basis="measured")
     else:
         out.update(stages=None, basis="model")

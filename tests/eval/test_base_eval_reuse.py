@@ -48,6 +48,29 @@ def run(client, auth, body) -> dict:
     return done
 
 
+def stage_rows(client) -> dict[str, dict[str, tuple[float, float]]]:
+    """{job id: {stage: (token-layers, seconds)}} the worker recorded (worker/rates.py)."""
+    from sqlalchemy import select
+
+    from service.core.stage_rate import StageRate
+
+    with client.app.state.sessions() as s:
+        rows = s.execute(select(StageRate.job_id, StageRate.stage, StageRate.weight, StageRate.seconds)).all()
+    out: dict = {}
+    for job_id, stage, weight, seconds in rows:
+        out.setdefault(job_id, {})[stage] = (weight, seconds)
+    return out
+
+
+def load_rows(client) -> list:
+    from sqlalchemy import select
+
+    from service.core.stage_rate import StageRate
+
+    with client.app.state.sessions() as s:
+        return s.scalars(select(StageRate).where(StageRate.stage == "load")).all()
+
+
 def first_eta(client, auth, job_id):
     events = client.get(f"/v1/jobs/{job_id}/events", headers=auth).json()["data"]
     return next(e for e in events if e["kind"] == "stage")["eta_seconds"]
@@ -69,6 +92,14 @@ def test_a_second_job_on_the_same_base_reuses_its_evaluation_across_teams(api):
     assert first_eta(client, alpha, first["id"]) is None  # nothing measured before its first stage ran
     assert first_eta(client, beta, second["id"]) > 0  # its class's stage times, from the first event
     assert second["result"]["base"] == first["result"]["base"]  # the figures, not a second measurement
+    assert first["estimate"]["base_evaluation_cached"] is False and est["base_evaluation_cached"] is True
+    assert est["stages"]["evaluate"]["base_cached"] is True and est["stages"]["load"]["warm"] is True  # local: on disk
+    # the second job's evaluation is priced and recorded as its output's alone, at the first job's rate per model
+    rows = stage_rows(client)
+    (w1, s1), (w2, s2) = rows[first["id"]]["evaluate"], rows[second["id"]]["evaluate"]
+    assert w2 == pytest.approx(w1 / 2)  # base + one output, then one output
+    assert est["stages"]["evaluate"]["seconds"] == round(w2 / (w1 / s1), 1)
+    assert rows[first["id"]]["load"] and all(r.warm for r in load_rows(client))
     other = run(client, alpha, job(k=1, max_tokens=256))  # another evaluation spec: measured again
     assert other["result"]["base_evaluation"]["cached"] is False
     assert other["result"]["base"] != first["result"]["base"]

@@ -2,6 +2,8 @@
 
 import argparse
 import json
+import os
+from pathlib import Path
 from dataclasses import replace
 
 import pytest
@@ -143,3 +145,25 @@ def test_evaluate_cached_skips_a_cached_base(tmp_path):
     assert third["cached"] is False and calls
     calls.clear()
     assert evaluate_cached(lm, spec)["cached"] is False and calls  # no home: no cache
+
+
+def test_a_cached_base_is_looked_up_before_its_weights_are_loaded(tmp_path):
+    """compare.py hands a base whose weights were released (lm.model None): the cache is asked where they
+    would be loaded, and the weights are read only on a miss; the key is the loaded model's."""
+    from worker.engine.loading import load_weights, release_weights
+
+    lm = load_model(str(save_tiny_checkpoint(tmp_path / "m")), weights=False)
+    spec, home, loads = EvalSpec(perplexity=("wikitext2",), max_tokens=64), tmp_path / "home", []
+
+    def load():
+        loads.append(1)
+        load_weights(lm)
+
+    data = Path(os.environ["NBL_DATA_DIR"])
+    first = evaluate_cached(lm, spec, home=home, load=load, devices=["cpu"], data_dir=data)
+    assert first["cached"] is False and loads == [1]
+    assert (home / "evals" / f"{cache_key(lm.fingerprint, spec, 'float32', 'cpu', data)}.json").is_file()
+    release_weights(lm)
+    second = evaluate_cached(lm, spec, home=home, load=load, devices=["cpu"], data_dir=data)
+    assert second["cached"] is True and loads == [1] and lm.model is None  # never read from disk
+    assert second["perplexity"] == first["perplexity"]

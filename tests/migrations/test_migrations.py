@@ -11,6 +11,7 @@ from sqlalchemy import create_engine, inspect, pool
 
 from service.core import migrate
 from service.core import stage_rate  # noqa: F401  (the stage_rates table, in its own file)
+from service.core import class_cache  # noqa: F401  (the class_caches table, likewise)
 from service.core.models import Base
 from service.core.settings import Settings
 

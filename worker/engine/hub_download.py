@@ -70,3 +70,15 @@ def _cached(repo_id: str, revision: str | None, limit: int | None) -> tuple[Path
     check_config(read_config(snap / "config.json", repo_id), repo_id)
     check_model_size(sum(f.stat().st_size for f in snap.glob("*.safetensors")), limit, repo_id)
     return snap, snap.name
+
+
+def in_cache(repo_id: str, revision: str | None) -> bool:
+    """Whether the snapshot's weights are in the Hugging Face cache already (a warm load: no download), asked
+    of the cache alone, before fetch_from_hub runs."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        snap = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_PATTERNS, local_files_only=True))
+    except Exception:  # noqa: BLE001 - LocalEntryNotFoundError and kin: not in the cache
+        return False
+    return any(snap.glob("*.safetensors"))

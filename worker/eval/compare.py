@@ -1,4 +1,5 @@
-"""Base vs compressed: the base model evaluated once (cached per model and spec), then every output
+"""Base vs compressed: the base model evaluated once (cached per model and spec, and looked up in the cache
+before its weights are loaded: a cached base is never read from disk), then every output
 reloaded from disk, as users will load it, in the base's dtype and on its device; each one larger than
 the run's first device spread over its devices with device_map="auto" (engine/placement.py).
 
@@ -29,25 +30,29 @@ def evaluate_outputs(lm, outputs: dict[int, Path], spec: EvalSpec, *, use_cache:
     """(base result, {k: output result}); `on_result(variant, result)` sees "base", then "k{K}" each.
     `data_dir`: the shipped data sets; `home`: where the base's result is cached (evaluate.py); `devices`:
     the run's devices (a base not loaded yet, lm.model None, is loaded over them too)."""
-    n = len(outputs) + 1
-    if lm.model is None:
+    def load() -> None:
         load_weights(lm, max_memory_for(lm.path, devices))
 
-    def within(j: int, what: str) -> Callable[[float], None]:  # model j of n, a fraction of its evaluation
-        return lambda f: report("evaluate", (j + f) / n, what)
+    parts = [len(outputs) + 1]  # the stage's models; a cached base takes none of its time
+
+    def within(j: int, what: str) -> Callable[[float], None]:  # model j of the stage's, a fraction of its evaluation
+        return lambda f: report("evaluate", (j + f) / parts[0], what)
 
     report("evaluate", 0.0, "evaluating the base model")
     base = evaluate_cached(lm, spec, use_cache=use_cache, progress=progress, data_dir=data_dir, home=home,
-                           on_progress=within(0, "evaluating the base model"))
+                           on_progress=within(0, "evaluating the base model"), devices=devices, load=load)
     if base.get("cached"):
-        report("evaluate", 1 / n, "the base model's evaluation reused from the cache (same model and evaluation)")
+        parts[0] = max(1, len(outputs))  # the outputs make the whole stage now: output j is model j - 1 of it
+        report("evaluate", 0.0, "the base model's evaluation reused from the cache (same model and evaluation)")
     on_result("base", base)
-    dtype, device = lm.model.dtype, devices[0] if devices else str(input_device(lm.model))
+    first = 0 if base.get("cached") else 1
+    dtype = lm.model.dtype if lm.model is not None else lm.dtype
+    device = devices[0] if devices else str(input_device(lm.model)) if lm.model is not None else lm.device
     release_weights(lm)  # the base leaves the devices before each output is placed on them
     results: dict[int, dict] = {}
-    for j, (k, path) in enumerate(outputs.items(), start=1):
+    for j, (k, path) in enumerate(outputs.items(), start=first):
         what = f"evaluating k={k} from {Path(path).name}"
-        report("evaluate", j / n, what)
+        report("evaluate", j / parts[0], what)
         started = time.monotonic()
         out = load_compressed(path, dtype, device, home, max_memory_for(path, devices))
         results[k] = evaluate_model(out, spec, base_non_embedding=base["params"]["non_embedding_params"],

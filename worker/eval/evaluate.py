@@ -170,22 +170,43 @@ def store(home: Path, key: str, result: dict) -> None:
     tmp.replace(path)
 
 
+def placed_as(lm, devices: list[str] | None = None) -> tuple[str, str]:
+    """(dtype, device) of the base in its cache key: where its weights are, or, not loaded yet (lm.model
+    None), where load_weights will put them (the run's first device, else lm.device, as "cuda:0" not
+    "cuda", which is what a loaded model reports), so the cache is asked before any weight is read."""
+    if lm.model is not None:
+        return str(lm.model.dtype).removeprefix("torch."), str(input_device(lm.model))
+    device = torch.device(devices[0] if devices else lm.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return str(lm.dtype).removeprefix("torch."), str(device)
+
+
 def evaluate_cached(lm, spec: EvalSpec, use_cache: bool = True, progress: bool = True,
                     data_dir: Path | None = None, home: Path | None = None,
-                    on_progress: Callable[[float], None] | None = None) -> dict:
+                    on_progress: Callable[[float], None] | None = None, devices: list[str] | None = None,
+                    load: Callable[[], None] | None = None) -> dict:
     """evaluate_model, read from / written to the cache under `home` (Settings.home; None: no cache);
     `result["cached"]` says which, `result["seconds"]` how long this call took. The key is the model's
     content fingerprint and the evaluation spec (with dtype, device and data), nothing of the job's or
-    team's: every job of the worker's home on the same base and spec reuses it."""
+    team's: every job of the worker's home on the same base and spec reuses it. A base whose weights are
+    not loaded (lm.model None) is looked up where they would go (placed_as, over `devices`) and `load()`
+    is called only on a miss: a cached base is never read from disk."""
     started = time.monotonic()
-    model = lm.model
-    key = cache_key(lm.fingerprint, spec, str(model.dtype).removeprefix("torch."), str(input_device(model)), data_dir)
+    if lm.model is None and (lm.dtype is None or load is None):
+        if load is None:
+            raise ValueError("a base with no weights loaded needs `load` to evaluate it")
+        load()  # no dtype to key it by before loading
+    dtype, device = placed_as(lm, devices)
+    key = cache_key(lm.fingerprint, spec, dtype, device, data_dir)
     use_cache = use_cache and home is not None
     hit = cached(home, key) if use_cache else None
     if hit is not None:
         log.info("base evaluation read from the cache (%s)", key)
         return {**hit, "cached": True, "seconds": time.monotonic() - started}
-    own = count_parameters(model)["non_embedding_params"]  # a base is its own base: sparsity 0
+    if lm.model is None:
+        load()
+    own = count_parameters(lm.model)["non_embedding_params"]  # a base is its own base: sparsity 0
     result = evaluate_model(lm, spec, base_non_embedding=own, progress=progress, data_dir=data_dir,
                             on_progress=on_progress)
     if use_cache:
