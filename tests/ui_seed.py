@@ -33,12 +33,12 @@ def lowest(k: int) -> list[int]:
 def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/SmolLM2-135M-Instruct",
              metadata=None, finish: str | None = "succeeded", error_message: str | None = None,
              ppl_shift: float = 0.0, pause: float = 0.0, gate: float | None = None,
-             files: dict[str, bytes] | None = None, compression: dict | None = None) -> str:
+             files: dict[str, bytes] | None = None, compression: dict | None = None, logs: int = 0) -> str:
     """A job of the key's team; `finish=None` leaves it running in the evaluate stage. `pause`
     seconds between stages give the timeline visible widths (the browser test's screenshots).
     `files` are published as each k's local output by the worker's own local publisher (the API
     serves them); without them the artifact rows point nowhere. `compression`: more of that section
-    (mode, form, ...)."""
+    (mode, form, ...). `logs`: that many calibration log events, as a real job writes hundreds."""
     compression = {"k": list(ks), **(compression or {})}
     spec = JobCreate.model_validate({"model": {"id": model}, "compression": compression,
                                      "calibration": {"num_samples": 16, "seq_len": 256},
@@ -52,6 +52,8 @@ def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/Sm
         token = states.claim_job(s, job_id, 120)
         for stage in ("load", "calibrate", "score"):
             store.set_progress(s, job_id, stage, 0.0, lease_token=token)
+            for i in range(logs if stage == "calibrate" else 0):
+                store.add_event(s, job_id, "log", f"calibrating: batch {i + 1} of {logs}", stage="calibrate")
             time.sleep(pause)
         store.save_layer_scores(s, job_id, layer_rows(), lease_token=token)
         store.set_selected_layers(s, job_id, [{"k": k, "mode": compression.get("mode", "attn"),

@@ -138,11 +138,17 @@ def jobs_page(request: Request, session: SessionDep, who: Who, status: str = "",
     now = utcnow()
     items = [{"job": j, "recipe": views.recipe(j.spec), "age": views.age(j.created_at, now),
               "eta": views.duration(j.eta_seconds) if j.status not in views.TERMINAL else "",
-              "values": [metrics.value(metrics.describe(c), values.get((j.id, c))) for c in cols]} for j in data]
+              "values": [_cell(c, values.get((j.id, c))) for c in cols]} for j in data]
     return page(request, "jobs.html", who=who, items=items, status=status, filters=filters,
                 columns=_sort_links(request, cols, by), newest_url=_sort_links(request, [], None, newest=True),
                 next_url=f"{request.url.path}?{urlencode(keep + [('after', cursor)])}" if has_more else None,
                 statuses=["queued", "running", "cancelling", "succeeded", "failed", "cancelled"])
+
+
+def _cell(path: str, best: tuple[float, str] | None) -> dict:
+    """A metric cell of the list: the job's best output's value and which output that is (k2, k4, ...)."""
+    value, variant = best if best is not None else (None, None)
+    return {"value": metrics.value(metrics.describe(path), value), "output": variant}
 
 
 def _sort_links(request: Request, cols: list[str], by, newest: bool = False):
@@ -161,6 +167,9 @@ def _sort_links(request: Request, cols: list[str], by, newest: bool = False):
     return out
 
 
+RECENT_EVENTS = 5  # the job page shows these; the rest fold under "All N events" (a job writes hundreds)
+
+
 @router.get("/jobs/{job_id}")
 def job_page(request: Request, job_id: str, session: SessionDep, who: Who) -> Response:
     with as_page():
@@ -169,7 +178,8 @@ def job_page(request: Request, job_id: str, session: SessionDep, who: Who) -> Re
         layers = [row.model_dump() for row in jobs.layer_scores(session, who.team_id, job_id).data]
     session.commit()
     now = utcnow()
-    return page(request, "job.html", who=who, job=job, nonce=secrets.token_urlsafe(12), stage_class=views.stage_class, recipe=views.recipe(job.spec), events=events,
+    return page(request, "job.html", who=who, job=job, nonce=secrets.token_urlsafe(12), stage_class=views.stage_class,
+                recipe=views.recipe(job.spec), events=events, recent_events=RECENT_EVENTS,
                 age=views.age(job.created_at, now), timeline=views.timeline(events, job, now),
                 charts=chart.job_charts(layers, [s.model_dump() for s in job.selected_layers or []], job.spec),
                 result=views.result_table(job.result), duration=views.duration, num=views.num,

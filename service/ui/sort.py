@@ -119,13 +119,17 @@ def columns(session: Session, team_id: int, sort: Sort | None) -> list[str]:
     return (first + [n for n in shown if n not in first])[:MAX_COLUMNS]
 
 
-def best(session: Session, job_ids: Iterable[str], paths: Sequence[str]) -> dict[tuple[str, str], float]:
-    """{(job id, metric): the job's value} for the page's jobs, by the same rule as the sort."""
+def best(session: Session, job_ids: Iterable[str], paths: Sequence[str]) -> dict[tuple[str, str], tuple[float, str]]:
+    """{(job id, metric): (the job's value, the output it comes from, e.g. "k4")} for the page's jobs, by
+    the same rule as the sort (a tie: the smaller k, as the rows are ordered)."""
     ids, out = list(job_ids), {}
     if not ids or not paths:
         return out
-    for job_id, name, value in session.execute(select(Metric.job_id, Metric.name, Metric.value).where(
-            Metric.job_id.in_(ids), Metric.name.in_(paths), Metric.variant.like("k%"), Metric.value.is_not(None))):
-        keep = max if names.describe(name).better > 0 else min
-        out[(job_id, name)] = value if (job_id, name) not in out else keep(out[(job_id, name)], value)
+    rows = session.execute(select(Metric.job_id, Metric.name, Metric.value, Metric.variant).where(
+        Metric.job_id.in_(ids), Metric.name.in_(paths), Metric.variant.like("k%"), Metric.value.is_not(None)))
+    for job_id, name, value, variant in sorted(rows, key=lambda r: (len(r.variant), r.variant)):
+        sign = 1 if names.describe(name).better > 0 else -1
+        held = out.get((job_id, name))
+        if held is None or sign * value > sign * held[0]:
+            out[(job_id, name)] = (value, variant)
     return out

@@ -93,7 +93,7 @@ def test_dashboard_in_headless_chromium(tmp_path):
             beta, _ = create_key(s, get_or_create_team(s, "beta")[0])
         base = seed_job(sessions, settings, alpha, ks=(2,), metadata={"ci": "nightly"})
         job = seed_job(sessions, settings, alpha, ks=(2, 4), metadata={"ci": "nightly", "branch": "main"},
-                       ppl_shift=0.3, pause=0.25, files=FILES)
+                       ppl_shift=0.3, pause=0.25, files=FILES, logs=300)
         running = seed_job(sessions, settings, alpha, ks=(8,), model="HuggingFaceTB/SmolLM2-360M-Instruct", finish=None)
         theirs = seed_job(sessions, settings, beta)
         browser = Browser(tmp_path / "chrome")
@@ -105,6 +105,30 @@ def test_dashboard_in_headless_chromium(tmp_path):
             engine.dispose()
     for name in ("jobs", "job", "compare"):
         assert (SHOTS / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _events_fold(browser: Browser) -> None:
+    """The job's 300-odd events (seeded below) show as the latest 5; the rest fold under one line."""
+    assert browser.eval("document.querySelectorAll('#events-recent tr').length") == 5
+    newest = browser.eval("document.querySelector('#events-recent tr').innerText")
+    assert "succeeded" in newest  # newest first
+    folded = browser.eval("""(() => { const d = document.querySelector('details.events-all');
+        return {open: d.open, summary: d.querySelector('summary').textContent, rows: d.querySelectorAll('tr.event').length,
+                height: d.getBoundingClientRect().height}; })()""")
+    assert folded["open"] is False and folded["rows"] == int(folded["summary"].split()[1]) > 300
+    assert folded["height"] < 40  # one line, not the 5,000-8,000 px of issue 28
+    browser.eval("document.querySelector('details.events-all summary').click()")
+    assert 300 < browser.eval("document.querySelector('details.events-all').getBoundingClientRect().height") < 420
+    browser.eval("document.querySelector('details.events-all summary').click()")
+
+
+def _results_read(browser: Browser) -> None:
+    """The results table: metric names with units (no raw keys, no counts), inside the page's width."""
+    heads = browser.eval("[...document.querySelectorAll('table.results thead th')].map(th => th.textContent)")
+    assert heads == ["Model", "WikiText-2 perplexity", "ARC-Easy accuracy %"], heads
+    assert not any("/" in h for h in heads)
+    width = browser.eval("document.querySelector('table.results').getBoundingClientRect().right")
+    assert width <= browser.eval("document.documentElement.clientWidth")
 
 
 def _cross_site_login(browser: Browser, url: str, key: str) -> None:
@@ -128,6 +152,10 @@ def _check_pages(browser: Browser, url: str, alpha: str, beta: str, base: str, j
     assert browser.goto(f"{url}/ui/jobs") == 200 and "team alpha" in browser.eval("document.body.innerText")
     assert browser.eval("document.cookie") == ""  # HttpOnly: no script sees the key
     assert browser.eval("document.querySelectorAll('tr.job').length") == 3
+    # each metric cell names the output its value comes from (the job's best), and the list fits the page
+    cells = browser.eval("[...document.querySelectorAll('tr.job td.num')].map(td => td.innerText.replace(/\\s+/g, ' '))")
+    assert "22.22 k2" in cells and "26.12 k8" in cells, cells
+    assert browser.eval("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     browser.screenshot(SHOTS / "jobs.png")
 
     assert browser.goto(f"{url}/ui/jobs/{job}") == 200
@@ -147,6 +175,8 @@ def _check_pages(browser: Browser, url: str, alpha: str, beta: str, base: str, j
         .map(r => getComputedStyle(r).fill)""")
     assert "rgb(214, 39, 40)" in fills and "rgb(154, 179, 207)" in fills
     assert browser.eval("document.querySelectorAll('svg.timeline rect.span').length") == 4
+    _events_fold(browser)
+    _results_read(browser)
     browser.screenshot(SHOTS / "job.png")
     _follow_the_job_links(browser, url, job, downloads)
 
@@ -207,7 +237,7 @@ def _live_cancel_and_rerun(browser: Browser, url: str, sessions, running: str, t
         token = s.get(Job, running).lease_token
         store.set_progress(s, running, "evaluate", 0.73, eta=12, lease_token=token)
         store.add_event(s, running, "log", "evaluating k8 on wikitext2", stage="evaluate")
-    _until(browser, "document.getElementById('events').innerText.includes('evaluating k8 on wikitext2')")
+    _until(browser, "document.getElementById('events-recent').innerText.includes('evaluating k8 on wikitext2')")
     _until(browser, "document.getElementById('progress-text').textContent.startsWith('73%')")
     assert browser.eval("document.getElementById('progress-bar').value") == 0.73
 

@@ -1,6 +1,6 @@
 // The job page, live: follows /ui/jobs/{id}/events/stream (Server-Sent Events, with the login
 // cookie) and updates the page in place. Status, progress and ETA change as the stream says; a new
-// event is added to the events table; a new stage, a change of status or the job's end fetches the
+// event is added to the latest events (keeping the last few) and to the folded list of all; a new stage, a change of status or the job's end fetches the
 // page again and swaps its <main> in (the timeline, results and outputs as the server renders them),
 // so the page never reloads. EventSource reconnects by itself, resuming with Last-Event-ID.
 "use strict";
@@ -21,15 +21,23 @@
       : Math.floor(s / 3600) + "h " + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
   }
 
-  function addRow(ev) {
-    const body = document.getElementById("events");
-    if (!body || body.querySelector('tr[data-id="' + ev.id + '"]')) return;
-    const row = document.createElement("tr");
-    row.className = "event event-" + ev.kind;
-    row.dataset.id = ev.id;
-    cell(row, new Date(ev.created_at).toLocaleTimeString([], {hour12: false}));
-    cell(row, ev.kind); cell(row, ev.stage || ""); cell(row, pct(ev.progress)); cell(row, ev.message || "");
-    body.insertBefore(row, body.firstChild);  // newest first
+  function row(ev) {
+    const tr = document.createElement("tr");
+    tr.className = "event event-" + ev.kind;
+    tr.dataset.id = ev.id;
+    cell(tr, new Date(ev.created_at).toLocaleTimeString([], {hour12: false}));
+    cell(tr, ev.kind); cell(tr, ev.stage || ""); cell(tr, pct(ev.progress)); cell(tr, ev.message || "");
+    return tr;
+  }
+
+  function addRow(ev) {  // newest first, in the latest few and (once the page folds them) in all
+    for (const id of ["events-recent", "events"]) {
+      const body = document.getElementById(id);
+      if (!body || body.querySelector('tr[data-id="' + ev.id + '"]')) continue;
+      body.insertBefore(row(ev), body.firstChild);
+      const keep = Number(body.dataset.keep || 0);
+      while (keep && body.rows.length > keep) body.deleteRow(-1);
+    }
   }
 
   function update(job) {
@@ -52,7 +60,12 @@
       .then(r => r.ok ? r.text() : Promise.reject(r.status))
       .then(html => {
         const fresh = new DOMParser().parseFromString(html, "text/html").querySelector("main");
-        if (fresh) { document.querySelector("main").replaceWith(fresh); recent.forEach(addRow); }
+        if (!fresh) return;
+        const open = document.querySelector("details.events-all[open]");  // a list the reader opened stays open
+        document.querySelector("main").replaceWith(fresh);
+        const all = document.querySelector("details.events-all");
+        if (open && all) all.open = true;
+        recent.forEach(addRow);
       })
       .catch(() => {})
       .finally(() => { fetching = false; if (again) { again = false; refresh(); } });
