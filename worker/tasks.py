@@ -24,6 +24,7 @@ from sqlalchemy import select
 from service.jobs import states, store
 from service.core.celery_app import RUN_JOB, make_celery
 from service.core.db import make_engine, make_sessionmaker
+from service.core.wakeup import attach, publisher_for
 from service.core.dbretry import is_transient, retrying
 from service.core.models import Job, Team
 from service.core.paths import model_source, publish_dir, scratch_dir
@@ -55,7 +56,7 @@ def sessions():
     """The worker's session factory, built on first use (not at import, so `--help` needs no DB)."""
     global _sessions
     if _sessions is None:
-        _sessions = make_sessionmaker(make_engine(settings))
+        _sessions = attach(make_sessionmaker(make_engine(settings)), publisher_for(settings))  # events wake streams
     return _sessions
 
 

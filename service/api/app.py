@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import asynccontextmanager
 
@@ -15,6 +16,7 @@ from service.core.celery_app import make_celery
 from service.core.db import make_engine, make_read_sessionmaker, make_sessionmaker
 from service.core.metrics import make_registry
 from service.core.settings import Settings
+from service.core.wakeup import Waker, attach, publisher_for
 from . import docs, nul, problems
 from .limits import BodySizeLimit
 from service.api import health
@@ -43,15 +45,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = make_engine(s)
         app.state.settings = s
         app.state.engine = engine
-        app.state.sessions = make_sessionmaker(engine)
+        app.state.sessions = attach(make_sessionmaker(engine), publisher_for(s))  # a cancel wakes streams
         app.state.read_sessions = make_read_sessionmaker(engine)
         app.state.celery = make_celery(s)
         app.state.metrics_registry = make_registry(app.state.sessions, s.metrics_window_jobs)
         app.state.schema_head = _schema_head()
         app.state.rendered_jobs = RenderedJobs()  # the JSON of job reads, per version (service/jobs/read_cache.py)
+        app.state.waker = Waker(s.wakeup_url) if s.wakeup_url else None  # wakes open event streams
+        listening = asyncio.create_task(app.state.waker.run()) if app.state.waker else None
         try:
             yield
         finally:
+            if listening is not None:
+                listening.cancel()
             app.state.celery.close()
             engine.dispose()
 

@@ -192,6 +192,10 @@ class Settings(BaseSettings):
     stream_max_s: float = Field(default=300.0, gt=0, validation_alias=_env("NBL_STREAM_MAX_S"),
                                 description="an event stream ends after this long; the client resumes it "
                                 "with Last-Event-ID (so a revoked key or a stopping server frees it)")
+    wakeup_url: str | None = Field(default=None, validation_alias=_env("NBL_WAKEUP_URL"),
+                                   description="the Redis whose pub/sub wakes open event streams when a job writes "
+                                   "events (service/core/wakeup.py); default the broker when it is Redis; empty: "
+                                   "none, the streams poll every NBL_STREAM_POLL_S")
     metrics_window_jobs: int = Field(default=500, ge=1,
                                      description="finished jobs whose stage durations /metrics summarizes")
     trust_forwarded_proto: bool = Field(default=False, validation_alias=_env("NBL_TRUST_FORWARDED_PROTO"),
@@ -232,6 +236,9 @@ class Settings(BaseSettings):
                 self.database_url = "postgresql+psycopg://" + self.database_url[len(plain):]
         if self.broker_url is None:
             self.broker_url = f"sqla+sqlite:///{self.home / 'broker.db'}"
+        if self.wakeup_url is None and self.broker_url.startswith(("redis://", "rediss://")):
+            self.wakeup_url = self.broker_url
+        self.wakeup_url = self.wakeup_url or None  # empty: no wake-up
         self.models_dir = (self.models_dir or self.home / "models").expanduser().resolve()
         self.publish_dir = (self.publish_dir or self.home / "published").expanduser().resolve()
         self.stats_dir = (self.stats_dir or self.home / "stats").expanduser().resolve()

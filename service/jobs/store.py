@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from service.core.cas import cas
 from service.core.models import Artifact, EventKind, Job, LayerScore, Metric, Team, utcnow
+from service.core.wakeup import touch
 from nbl.request import JobCreate
 from service.jobs.states import event, finite, owned
 from nbl.score_fields import SCORE_FIELDS
@@ -98,6 +99,7 @@ def set_progress(session: Session, job_id: str, stage: str, progress: float, eta
                                                                    timedelta(seconds=5)))
     if not cas(session, update(Job).where(owned(job_id, lease_token)).values(**values)):
         return False
+    touch(session, job_id)  # open streams send the new figures now (service/core/wakeup.py)
     figures = dict(stage=stage, progress=progress, stage_progress=stage_progress, eta=eta, now=now)
     extra = dict(data or {})
     if stage != row.stage:

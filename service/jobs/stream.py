@@ -1,8 +1,9 @@
 """GET /v1/jobs/{id}/events/stream: a job's event log as Server-Sent Events, until the job ends.
 
 The database stays the truth: the stream reads the job's row and its events newer than the last
-one sent, every Settings.stream_poll_s, with a short session each time (no connection is held
-between reads). So a stream resumes exactly where it broke: the browser's EventSource sends back
+one sent, with a short session each time (no connection is held between reads): as soon as a commit
+that wrote the job's events is published on Redis (service/core/wakeup.py), else every
+Settings.stream_poll_s. So a stream resumes exactly where it broke: the browser's EventSource sends back
 the last `id:` it saw as `Last-Event-ID`, a script may pass `?after=` (the header wins, since a
 reconnecting EventSource repeats the URL it started with). What goes out, in this order:
 
@@ -35,6 +36,7 @@ from sqlalchemy.exc import DBAPIError
 from service.api.deps import PrincipalDep, SessionDep
 from service.core.errors import InvalidRequest, JobNotFound, Problem
 from service.core.models import JobEvent
+from service.core.wakeup import Waker, nap
 from service.jobs import service as jobs
 from service.jobs.responses import EventOut
 
@@ -57,6 +59,7 @@ class Start:
     after: int | None
     poll_s: float
     max_s: float
+    waker: Waker | None = None  # the API's Redis subscription (None: poll only)
 
 
 def resume_point(last_event_id: str | None, after: int | None) -> int | None:
@@ -78,7 +81,8 @@ def start_for(request: Request, session, team_id: int, job_id: str, after: int |
     jobs.get_job(session, team_id, job_id)
     session.commit()  # end the read transaction; the stream reads with sessions of its own
     settings = request.app.state.settings
-    return Start(request.app.state.sessions, team_id, job_id, point, settings.stream_poll_s, settings.stream_max_s)
+    return Start(request.app.state.sessions, team_id, job_id, point, settings.stream_poll_s, settings.stream_max_s,
+                 getattr(request.app.state, "waker", None))
 
 
 def api_start(request: Request, job_id: str, session: SessionDep, principal: PrincipalDep,
@@ -110,9 +114,21 @@ def read(start: Start, after: int | None) -> tuple[dict, list[EventOut], bool]:
 async def events(start: Start, clock=time.monotonic) -> AsyncIterator[ServerSentEvent]:
     """The stream itself (module docstring), as ServerSentEvent items."""
     yield ServerSentEvent(retry=RETRY_MS, comment=f"events of {start.job_id}")
+    wake = start.waker.watch(start.job_id) if start.waker is not None else None
+    try:
+        async for item in _follow(start, wake, clock):
+            yield item
+    finally:
+        if wake is not None:
+            start.waker.unwatch(start.job_id, wake)
+
+
+async def _follow(start: Start, wake, clock) -> AsyncIterator[ServerSentEvent]:
     after, shown = start.after, None
     began = quiet_since = clock()
     while True:
+        if wake is not None:
+            wake.clear()  # before the read: a commit published during it wakes the next wait
         try:
             state, new, more = await run_in_threadpool(read, start, after)
         except (JobNotFound, DBAPIError):  # deleted meanwhile, or the database is down: the client retries
@@ -136,7 +152,7 @@ async def events(start: Start, clock=time.monotonic) -> AsyncIterator[ServerSent
             quiet_since = now
         if now - began >= start.max_s:
             return
-        await asyncio.sleep(start.poll_s)
+        await nap(wake, min(start.poll_s, max(HEARTBEAT_S - (now - quiet_since), 0.01)))
 
 
 @router.get("/{job_id}/events/stream", response_class=EventSourceResponse,
