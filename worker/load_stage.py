@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import preflight
 from .engine.hub_access import contacting
-from .engine.hub_download import in_cache
+from .fetch import Fetched, fetch
 from .engine.hub_ids import looks_like_hub_id
 from .engine.loading import LoadedModel, load_model
 
@@ -25,11 +25,11 @@ def is_hub_model(source: str) -> bool:
     return looks_like_hub_id(source) and not Path(source).expanduser().exists()
 
 
-def load(recipe, cfg, options, sink) -> tuple[LoadedModel, float, bool]:
-    """(the model, its tokenizer and no weight yet; the seconds the loader took; whether the load was warm:
-    the model was on this machine's disk, nothing downloaded). A job's estimate must fit this worker's
-    devices (`options.fit_check`, preflight.fits) before anything is downloaded; the figures go to
-    `sink.estimate`."""
+def load(recipe, cfg, options, sink) -> tuple[LoadedModel, float, Fetched]:
+    """(the model, its tokenizer and no weight yet; the seconds the loader took, its fetch included; the
+    fetch: whether the weights were read before on this machine, else how long downloading or hashing them
+    took, worker/fetch.py). A job's estimate must fit this worker's devices (`options.fit_check`,
+    preflight.fits) before anything is downloaded; the figures go to `sink.estimate`."""
     name = recipe.model  # as the job names it (local:NAME), never a server path
     hub = is_hub_model(cfg.model)
     sink.progress("load", 0.0, f"loading {name}" + (f": {contacting(cfg.model, cfg.revision)}" if hub else ""))
@@ -40,9 +40,10 @@ def load(recipe, cfg, options, sink) -> tuple[LoadedModel, float, bool]:
                       "reading the model's config", on_retry=sink.warning)
     if figures:
         sink.estimate(figures)  # kept on the job when the API could not size it (a Hub model, offline)
-    warm = not hub or in_cache(cfg.model, cfg.revision)  # asked before the download, of the cache alone
     start = time.perf_counter()
+    fetched = options.retry.run(lambda: fetch(cfg.model, cfg.revision, hub, cfg.home, cfg.max_model_bytes),
+                                "fetching the model's weights", on_retry=sink.warning)
     lm = options.retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes,
                                               weights=False, models_dir=cfg.models_dir, home=cfg.home),
                            "loading the model", on_retry=sink.warning)
-    return lm, time.perf_counter() - start, warm
+    return lm, time.perf_counter() - start, fetched

@@ -58,7 +58,7 @@ class Sink(Protocol):
     def gates(self, result: dict) -> None: ...
     # optional: replan(costs) receives each stage's expected cost once the model is loaded (progress.plan),
     # and again when the base's evaluation came from the cache (the outputs' evaluation alone);
-    # loaded(warm) learns whether the load found the model on disk (nothing downloaded)
+    # loaded(fetched) learns whether the load found the weights read before, else how long fetching them took
     # a job's: begin_publish() records that publishing began, or raises Cancelled when a cancel came first
     # (worker/publish/stage.py; from then on the API refuses a cancel)
 
@@ -153,10 +153,10 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     if paths.work_dir is not None and recipe.publishing is not None and gguf_types(recipe.publishing.formats):
         gguf_python(paths.gguf_python)  # no GGUF venv: the job fails now, not after calibrating
     name = recipe.model  # as the job names it (local:NAME), never a server path
-    lm, load_s, warm = load_stage.load(recipe, cfg, options, sink)
+    lm, load_s, fetched = load_stage.load(recipe, cfg, options, sink)
     lm.source = name  # what nbl_scores.json and the card call the base model
     if hasattr(sink, "loaded"):
-        sink.loaded(warm)
+        sink.loaded(fetched)
     layers = layer_count(lm.path)
 
     def replan(base_cached: bool = False) -> None:  # the stages' costs, now that the layer count is known

@@ -80,7 +80,7 @@ class DbSink:
                  prior: dict[str, float] | None = None, keys: dict[str, str] | None = None):
         """`keys`: what the job fills for its class (worker/caches.py), noted as it does."""
         self.job_id, self.token, self.keys = job_id, token, dict(keys or {})
-        self.warm: bool | None = None  # whether the load found the model on disk
+        self.fetched = None  # the load's fetch of the weights (worker/fetch.py)
         self.redact = Redactor.for_settings(settings)  # events never carry a server path (worker/redact.py)
         self.tracker = Tracker(costs or {}, prior=prior)  # prior: the class's stage times, the ETA from the start
         self._last = 0.0
@@ -89,8 +89,8 @@ class DbSink:
     def replan(self, costs: dict[str, StageCost]) -> None:
         self.tracker.replan(costs)
 
-    def loaded(self, warm: bool) -> None:
-        self.warm = warm
+    def loaded(self, fetched) -> None:
+        self.fetched = fetched
         if MODEL in self.keys:  # the model is on the class's disk now
             db(caches.note, self.job_id, MODEL, self.keys[MODEL])
 
@@ -218,7 +218,7 @@ def run_job(job_id: str) -> str:
         sink = DbSink(job_id, token, plan(recipe), db(rates.prior, job_id), caches.keys(recipe))
         run(recipe, sink, paths, destination(recipe, job_id), run_options(settings),
             source=model_source(settings, recipe.model))  # local:NAME -> its directory
-        db(rates.record, job_id, sink.tracker.close(), sink.warm)  # the class's measured stages, for the next estimate
+        db(rates.record, job_id, sink.tracker.close(), sink.fetched)  # the class's measured stages, for the next estimate
     except Cancelled as e:
         status, err_msg = "cancelled", str(e)
     except Exception as e:  # every failure ends the job: none stays in `running`

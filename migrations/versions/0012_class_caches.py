@@ -1,4 +1,4 @@
-"""class_caches and stage_rates.warm: what a worker class holds for later jobs (issue 28)
+"""class_caches: what a worker class holds for later jobs (issue 28)
 
 Revision ID: 0012
 Revises: 0011
@@ -6,9 +6,8 @@ Create Date: 2026-12-04
 
 class_caches: one row per (worker class, kind, key) the class's workers filled: a model's files on its disk
 (kind `model`) and a base model's evaluation in its cache (kind `base_evaluation`), under the request-level
-keys of nbl/sizing/reuse.py; the estimate then prices a warm load and the outputs' evaluation alone.
-stage_rates.warm: whether a load stage found the model on disk (a cold one downloads; its rate is not a
-warm one's). Frozen: plain SQLAlchemy types.
+keys of nbl/sizing/reuse.py; the estimate then prices a load without fetching the weights and the
+outputs' evaluation alone. New table only. Frozen: plain SQLAlchemy types.
 """
 
 from typing import Sequence, Union
@@ -35,12 +34,8 @@ def upgrade() -> None:
     )
     op.create_index("ix_class_caches_worker_class_kind_key", "class_caches", ["worker_class", "kind", "key"],
                     unique=True)
-    with op.batch_alter_table("stage_rates") as batch:
-        batch.add_column(sa.Column("warm", sa.Boolean(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("stage_rates") as batch:
-        batch.drop_column("warm")
     op.drop_index("ix_class_caches_worker_class_kind_key", table_name="class_caches")
     op.drop_table("class_caches")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+FETCH = "fetch"  # a load's first read of the weights (worker/fetch.py): its work is the checkpoint's bytes
 SPREAD = 1.25  # a stage of the same work on the same class ran within this factor (bench/estimate_accuracy.py)
 
 

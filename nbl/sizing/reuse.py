@@ -1,5 +1,5 @@
-"""What a worker class already holds, as the estimate can know it from the request alone: the model on its
-disk (a warm load: no download) and the base model's evaluation in its cache (worker/eval/evaluate.py keys
+"""What a worker class already holds, as the estimate can know it from the request alone: the model's
+weights read before (a warm load: no download, no hashing of a local model's files: worker/fetch.py) and the base model's evaluation in its cache (worker/eval/evaluate.py keys
 that by the model's content fingerprint, the evaluation spec, dtype and device, which only the worker can
 compute). The worker notes both under these request-level keys (worker/caches.py, table class_caches) and
 the API's estimate looks them up (service/estimates/reuse.py): a job on the same model id and revision with
@@ -11,7 +11,6 @@ import hashlib
 import json
 from dataclasses import asdict
 
-from nbl.names import LOCAL_PREFIX
 from nbl.recipe import Recipe
 
 MODEL = "model"  # class_caches.kind: the model's files are on the class's disk
@@ -19,7 +18,7 @@ BASE_EVALUATION = "base_evaluation"  # the base's evaluation is in the class's c
 
 
 def model_key(recipe: Recipe) -> str:
-    """`MODEL@REVISION` as the job names it (a `local:NAME` is on the server's disk whatever this says)."""
+    """`MODEL@REVISION` as the job names it."""
     return f"{recipe.model}@{recipe.revision or 'main'}"[:255]
 
 
@@ -29,8 +28,3 @@ def base_evaluation_key(recipe: Recipe) -> str:
     spec.pop("batch_tokens", None)
     blob = json.dumps({"model": model_key(recipe), "evaluation": spec}, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
-
-
-def warm_by_name(recipe: Recipe) -> bool:
-    """A `local:NAME` model lies on the server's disk: its load never downloads."""
-    return recipe.model.startswith(LOCAL_PREFIX)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String
+from sqlalchemy import Float, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from service.core.models import Base, utcnow
@@ -21,7 +21,7 @@ class StageRate(Base):
     worker_class: Mapped[str] = mapped_column(String(128))  # the job's queue: <NBL_QUEUE>-<class>
     shape: Mapped[str] = mapped_column(String(128))  # nbl/sizing/rates.shape_key
     stage: Mapped[str] = mapped_column(String(32))
-    weight: Mapped[float] = mapped_column(Float)  # the stage's planned token-layers (nbl/sizing/stage_plan.py)
+    weight: Mapped[float] = mapped_column(Float)  # the stage's planned token-layers (nbl/sizing/stage_plan.py);
+    # `fetch` (a load's first read of the weights: worker/fetch.py): the checkpoint's bytes
     seconds: Mapped[float] = mapped_column(Float)
-    warm: Mapped[bool | None] = mapped_column(Boolean)  # load: the model was on disk already (0012); else null
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,6 +1,6 @@
 """Whether a job's worker class already holds its model (a warm load) and its base model's evaluation
 (the outputs' evaluation alone), from the notes its workers left (class_caches, worker/caches.py) under
-the request-level keys of nbl/sizing/reuse.py. A `local:NAME` model is on the server's disk: always warm."""
+the request-level keys of nbl/sizing/reuse.py. A `local:NAME` model too: its first load hashes it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from nbl.recipe import Recipe
-from nbl.sizing.reuse import BASE_EVALUATION, MODEL, base_evaluation_key, model_key, warm_by_name
+from nbl.sizing.reuse import BASE_EVALUATION, MODEL, base_evaluation_key, model_key
 from service.core.class_cache import ClassCache
 
 
@@ -21,7 +21,7 @@ def holds(session: Session, worker_class: str, kind: str, key: str) -> bool:
 def reuse(session: Session, worker_class: str, recipe: Recipe) -> tuple[bool, bool]:
     """(warm load, base evaluation cached) for `recipe` on `worker_class`; the second only when the job
     evaluates anything."""
-    warm = warm_by_name(recipe) or holds(session, worker_class, MODEL, model_key(recipe))
+    warm = holds(session, worker_class, MODEL, model_key(recipe))
     cached = not recipe.evaluation.empty() and holds(session, worker_class, BASE_EVALUATION,
                                                      base_evaluation_key(recipe))
     return warm, cached

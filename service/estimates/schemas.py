@@ -45,12 +45,14 @@ class EstimateOut(BaseModel):
     stages: dict[str, dict[str, Any]] | None = Field(None, description="measured basis: each stage's time, "
                                                      "{seconds, measured} (measured false: the class's rate over "
                                                      "its other stages), load's `warm` and evaluate's "
-                                                     "`base_cached`; null on the model basis")
+                                                     "`base_cached`; `fetch` (reading the weights the first time: a "
+                                                     "download, or hashing a local model) for a model the class has "
+                                                     "not loaded, once it measured a fetch; null on the model basis")
     base_evaluation_cached: bool | None = Field(None, description="the worker class holds the base model's "
                                                 "evaluation for this model and evaluation section (an earlier job "
                                                 "made it): only the outputs' evaluation is priced")
-    warm_load: bool | None = Field(None, description="the model is on the class's disk (a `local:` model, or one "
-                                   "an earlier job of the class loaded): the load is priced without a download")
+    warm_load: bool | None = Field(None, description="an earlier job of the class loaded this model: its weights "
+                                   "are on the class's disk and hashed, so no `fetch` is priced")
     worker_hours: list[float] | None = Field(None, description="`seconds` in hours, low and high")
     gpu_hours: list[float] | None = Field(None, description="worker-hours times the class's GPUs")
     cost: list[float] | None = Field(None, description="worker-hours times the class's price (NBL_CLASS_PRICES); "

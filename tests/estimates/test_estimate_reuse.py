@@ -1,7 +1,8 @@
 """The estimate knows what the worker class holds (service/estimates/reuse.py): a base evaluation its
-workers noted in class_caches is not priced (only the outputs' evaluation), a model on its disk is a warm
-load priced at the class's warm loads (a cold one, a download, at its cold loads'). Against the real
-database, rows as a worker writes them (worker/rates.py, worker/caches.py)."""
+workers noted in class_caches is not priced (only the outputs' evaluation), and a model the class has not
+loaded adds its fetch (its weights downloaded or hashed the first time: worker/fetch.py) at the bytes per
+second the class measured. Against the real database, rows as a worker writes them (worker/rates.py,
+worker/caches.py)."""
 
 from __future__ import annotations
 
@@ -22,33 +23,37 @@ JOB = {"model": {"id": "local:tiny"}, "calibration": {"num_samples": 8, "seq_len
 
 
 def rows(sessions, queue, shape, job_id, **stages):
-    """stages: name=(token-layers, seconds, warm)"""
+    """stages: name=(work, seconds)"""
     with sessions() as s:
         s.add_all(StageRate(job_id=job_id, worker_class=queue, shape=shape, stage=stage, weight=w, seconds=sec,
-                            warm=warm, created_at=utcnow()) for stage, (w, sec, warm) in stages.items())
+                            created_at=utcnow()) for stage, (w, sec) in stages.items())
         s.commit()
 
 
-def test_a_cached_base_is_not_priced_and_a_warm_load_at_the_warm_rate(settings, client, auth, sessions):
+def note(sessions, queue, kind, key, job_id):
+    with sessions() as s:
+        s.add(ClassCache(worker_class=queue, kind=kind, key=key, job_id=job_id, created_at=utcnow()))
+        s.commit()
+
+
+def test_a_cached_base_is_not_priced_and_a_new_model_adds_its_fetch(settings, client, auth, sessions):
     write_config(settings.models_dir / "tiny", TINY)
     job = client.post("/v1/jobs", json=JOB, headers=auth).json()  # a job to hang the rows on
     est = job["estimate"]
     queue, recipe = est["worker_class"], from_request(JobCreate.model_validate(JOB))
     weights = plan(recipe, TINY["num_hidden_layers"])
-    rows(sessions, queue, shape_key(est["shape"]), job["id"],
-         load=(weights["load"].weight, 100.0, False),  # a download
-         calibrate=(weights["calibrate"].weight, 10.0, None), evaluate=(weights["evaluate"].weight, 8.0, None))
+    rows(sessions, queue, shape_key(est["shape"]), job["id"], load=(weights["load"].weight, 2.0),
+         calibrate=(weights["calibrate"].weight, 10.0), evaluate=(weights["evaluate"].weight, 8.0),
+         fetch=(1e9, 10.0))  # 100 MB/s
     first = client.post("/v1/estimates", json=JOB, headers=auth).json()
-    assert first["basis"] == "measured" and first["base_evaluation_cached"] is False and first["warm_load"] is True
-    load = first["stages"]["load"]  # no warm load measured: the class's rate over its other stages
-    assert load["measured"] is False and load["warm"] is True and load["seconds"] < 10  # not the 100 s download
+    assert first["basis"] == "measured" and first["base_evaluation_cached"] is False and first["warm_load"] is False
+    assert first["stages"]["fetch"] == {"seconds": round(first["disk"]["download"] / 1e8, 1), "measured": True}
+    assert first["stages"]["load"] == {"seconds": 2.0, "measured": True, "warm": False}
     assert first["stages"]["evaluate"]["seconds"] == 8.0 and first["stages"]["evaluate"]["base_cached"] is False
-    rows(sessions, queue, shape_key(est["shape"]), job["id"], load=(weights["load"].weight, 2.0, True))
-    with sessions() as s:
-        s.add(ClassCache(worker_class=queue, kind=BASE_EVALUATION, key=base_evaluation_key(recipe), job_id=job["id"],
-                         created_at=utcnow()))
-        s.commit()
+    note(sessions, queue, MODEL, model_key(recipe), job["id"])
+    note(sessions, queue, BASE_EVALUATION, base_evaluation_key(recipe), job["id"])
     second = client.post("/v1/estimates", json=JOB, headers=auth).json()
+    assert "fetch" not in second["stages"] and second["warm_load"] is True  # loaded before: nothing to fetch
     assert second["stages"]["load"] == {"seconds": 2.0, "measured": True, "warm": True}
     assert second["base_evaluation_cached"] is True and second["stages"]["evaluate"]["base_cached"] is True
     assert second["stages"]["evaluate"]["seconds"] == 4.0  # one model of two: the output alone
@@ -66,3 +71,20 @@ def test_a_hub_model_is_warm_once_the_class_loaded_it(sessions, settings):
         assert reuse(s, "nbl-cpu", recipe) == (True, False) and reuse(s, "nbl-gpu", recipe) == (False, False)
         other = from_request(JobCreate.model_validate({**JOB, "model": {"id": "org/model", "revision": "v2"}}))
         assert reuse(s, "nbl-cpu", other) == (False, False)
+
+
+def test_the_first_load_of_a_local_model_fetches_it_and_later_ones_do_not(tmp_path):
+    """worker/fetch.py: a local directory is hashed into the digest memo the first time (timed), then warm."""
+    from conftest import save_tiny_checkpoint
+
+    from worker.engine.fingerprint import dir_digest
+    from worker.fetch import fetch
+
+    model, home = save_tiny_checkpoint(tmp_path / "m"), tmp_path / "home"
+    first = fetch(str(model), None, False, home, None)
+    assert first.warm is False and first.seconds > 0
+    assert fetch(str(model), None, False, home, None).warm is True
+    assert fetch(str(model), None, False, tmp_path / "other-home", None).warm is False  # another machine's memo
+    (model / "model.safetensors").write_bytes((model / "model.safetensors").read_bytes())  # rewritten: new mtime
+    assert fetch(str(model), None, False, home, None).warm is False
+    assert dir_digest(model, home)  # the memo the loader then reads

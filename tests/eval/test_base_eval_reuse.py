@@ -62,13 +62,8 @@ def stage_rows(client) -> dict[str, dict[str, tuple[float, float]]]:
     return out
 
 
-def load_rows(client) -> list:
-    from sqlalchemy import select
-
-    from service.core.stage_rate import StageRate
-
-    with client.app.state.sessions() as s:
-        return s.scalars(select(StageRate).where(StageRate.stage == "load")).all()
+def rows_of(client, job_id: str) -> dict[str, tuple[float, float]]:
+    return stage_rows(client).get(job_id, {})
 
 
 def first_eta(client, auth, job_id):
@@ -93,13 +88,15 @@ def test_a_second_job_on_the_same_base_reuses_its_evaluation_across_teams(api):
     assert first_eta(client, beta, second["id"]) > 0  # its class's stage times, from the first event
     assert second["result"]["base"] == first["result"]["base"]  # the figures, not a second measurement
     assert first["estimate"]["base_evaluation_cached"] is False and est["base_evaluation_cached"] is True
-    assert est["stages"]["evaluate"]["base_cached"] is True and est["stages"]["load"]["warm"] is True  # local: on disk
+    assert est["stages"]["evaluate"]["base_cached"] is True and est["stages"]["load"]["warm"] is True
+    assert first["estimate"]["warm_load"] is False  # its load hashed the model's files (a `fetch`): the second's did not
+    assert "fetch" in rows_of(client, first["id"]) and "fetch" not in rows_of(client, second["id"])
+    assert "fetch" not in est["stages"]  # the class loaded this model: nothing to fetch
     # the second job's evaluation is priced and recorded as its output's alone, at the first job's rate per model
     rows = stage_rows(client)
     (w1, s1), (w2, s2) = rows[first["id"]]["evaluate"], rows[second["id"]]["evaluate"]
     assert w2 == pytest.approx(w1 / 2)  # base + one output, then one output
     assert est["stages"]["evaluate"]["seconds"] == round(w2 / (w1 / s1), 1)
-    assert rows[first["id"]]["load"] and all(r.warm for r in load_rows(client))
     other = run(client, alpha, job(k=1, max_tokens=256))  # another evaluation spec: measured again
     assert other["result"]["base_evaluation"]["cached"] is False
     assert other["result"]["base"] != first["result"]["base"]

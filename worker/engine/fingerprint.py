@@ -33,6 +33,21 @@ def file_digest(path: Path, home: Path | None = None) -> str:
     return memo[key]
 
 
+def memoised(path: Path, home: Path | None) -> bool:
+    """Whether every file dir_digest (a directory) or file_digest (a file) would hash is in the memo."""
+    if home is None:
+        return False
+    try:
+        memo = json.loads((Path(home) / "cache" / "digests.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+    files = sorted([path / "config.json", *path.glob("*.safetensors")]) if path.is_dir() else [path]
+    try:
+        return all(f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" in memo for f in files)
+    except OSError:
+        return False
+
+
 def dir_digest(path: Path, home: Path | None = None) -> str:
     """Hash of config.json and every weight file, by content."""
     h = hashlib.sha256()
