@@ -85,7 +85,8 @@ def form_rows(args, rows: dict, save, after_composed) -> None:
     # fold block first: the composition table quantizes its k=2 output, and a slow machine gets there first
     for mode, form in [("block", "fold")] + [(m, f) for m in ("attn", "block") for f in ("nbl", "linear", "fold")
                                              if (m, f) != ("block", "fold")]:
-        todo = [k for m, f, k in CONFIGS if (m, f) == (mode, form) and f"{form}-{mode}-k{k}" not in rows]
+        todo = [k for m, f, k in CONFIGS if (m, f) == (mode, form) and f"{form}-{mode}-k{k}" not in rows
+                and (not args.only or f"{form}-{mode}-k{k}" in args.only)]
         if not todo:
             continue
         t = time.perf_counter()
@@ -178,7 +179,7 @@ def write(args, rows: dict, comp: list[dict]) -> None:
                   f"{r['kv_bytes']:,} | {r['params'] / 1e6:.1f} | {', '.join(r['runs_in'])} |")
     missing = [o for o in order if o not in rows]
     if missing:
-        md += ["", f"Not measured (the run stopped before them): {', '.join(missing)}. Their KV bytes and runtimes "
+        md += ["", f"Not measured at these settings: {', '.join(missing)}. Their KV bytes and runtimes "
                "follow from the form and k alone; perplexities of every row at 64 x 256 calibration tokens and 16,384 "
                "WikiText-2 tokens: bench/results/forms_ppl.md, forms_ppl_block.md, forms_ppl_block_linear.md."]
     md += ["", f"Base: {base['kv_bytes']:,} KV bytes per token. ARC-e standard error at n={args.arc_limit} is at most "
@@ -225,6 +226,8 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--work", type=Path, default=Path("/tmp/forms-table"))
     ap.add_argument("--out", default="forms_table", help="bench/results/OUT.{md,json}")
+    ap.add_argument("--only", type=lambda s: s.split(","), default=None,
+                    help="these rows only (after the base), e.g. nbl-attn-k4,fold-block-k2; a later run adds others")
     ap.add_argument("--composition-only", action="store_true", help="the GGUF table from the outputs a run wrote")
     ap.add_argument("--write-only", action="store_true", help="the tables from WORK's rows, nothing measured")
     args = ap.parse_args()
