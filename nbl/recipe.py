@@ -3,7 +3,8 @@
     Recipe
       model, revision
       calibration    dataset, config, split, text_field, num_samples, seq_len, seed, shuffle
-      compression    ks, mode, method, criterion, form (+ k auto's budget: max_ppl_increase, ks empty)
+      compression    ks, mode, method, criterion, form (+ k auto's budget: max_ppl_increase, ks empty),
+                     refit, heal (the maps refined after the layers are chosen)
       selection      dataset, config, split, text_field, num_samples (None: the calibration's held-out tenth)
       evaluation     perplexity, tasks, task files, limit, max_tokens, speed (+ the CLI's suite, ...)
       publishing     a Hub repo or a local directory name (None: nowhere; the CLI's --out)
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from nbl.forms import FORM
+from nbl.refine_schema import HEAL_LR, REFIT
 from nbl.task_records import text_lines
 
 DATASET = "c4"
@@ -50,6 +52,16 @@ class Calibration:
 
 
 @dataclass(frozen=True)
+class Heal:
+    """Training of the maps against the base's next-token distribution (worker/engine/heal.py)."""
+
+    tokens: int
+    steps: int | None = None  # None: one pass over the training blocks
+    lr: float = HEAL_LR
+    max_seconds: float | None = None
+
+
+@dataclass(frozen=True)
 class Compression:
     ks: tuple[int, ...]
     mode: str = MODE
@@ -58,6 +70,8 @@ class Compression:
     form: str = FORM  # nbl | linear | fold (nbl/forms.py): how the output is written, so where it runs
     max_ppl_increase: float | None = None  # k auto: the largest k within this rise of the selection perplexity
     enforce_budget: bool = True  # k auto: a budget broken on the evaluation fails the job (False: a warning)
+    refit: str = REFIT  # none | sequential (nbl/refine_schema.py)
+    heal: Heal | None = None  # None: no healing
 
 
 @dataclass(frozen=True)
@@ -152,7 +166,9 @@ def from_request(spec) -> Recipe:
         compression=Compression(ks=tuple(comp.ks), mode=comp.mode, method=comp.method, criterion=comp.criterion,
                                 form=comp.form or FORM,
                                 max_ppl_increase=comp.budget.max_ppl_increase if comp.budget is not None else None,
-                                enforce_budget=comp.budget is None or comp.budget.enforce is not False),
+                                enforce_budget=comp.budget is None or comp.budget.enforce is not False,
+                                refit=comp.refit or REFIT,
+                                heal=None if comp.heal is None else Heal(**comp.heal.model_dump())),
         selection=None if spec.selection is None else Selection(**spec.selection.model_dump()),
         evaluation=Evaluation(perplexity=tuple(ev.perplexity), tasks=tuple(ev.tasks), limit=ev.limit,
                               max_tokens=ev.max_tokens, speed=ev.speed,

@@ -26,6 +26,7 @@ from nbl.gates import GatesSpec
 from nbl.gguf_formats import GGUF_TYPES, OUTPUT_DTYPES, check_formats, gguf_types, refuse_form
 from nbl.names import HUB_PART, REVISION, SIMPLE, hub_id, model_id, revision, simple_name
 from nbl.plain_text import plain_text, secret_token
+from nbl.refine_schema import REFIT, HealSpec, RefitName, refine_error
 from nbl.score_fields import CRITERIA, MEASURED
 from nbl.selection_schema import BudgetSpec, check_budget, without_none
 from nbl.task_records import parse_lines, text_lines
@@ -156,12 +157,23 @@ class CompressionSpec(Request):
         default=None, description="how outputs are written, so where they run: nbl (default; our modeling file), "
         "linear (DeciLM replace_with_linear), fold (the map folded into the previous MLP's down_proj; block mode "
         "writes the base's own class with fewer layers)", examples=["fold"])
+    refit: RefitName | None = Field(default=None, description=(
+        "none (default): each map fitted once on the base model's activations; sequential: the replaced layers "
+        "refitted in depth order on the compressed model's own activations (one more pass over the calibration data)"),
+        examples=["sequential"])
+    heal: HealSpec | None = Field(default=None, description=(
+        "train only the maps against the base model's next-token distribution (KL on its top logits), on "
+        "calibration text the fit never saw; absent: no healing"))
     _k_auto = model_validator(mode="after")(check_budget)
-    _dump = model_serializer(mode="wrap")(without_none("budget", "form"))  # a request without them dumps as before
+    # a request without them dumps as before
+    _dump = model_serializer(mode="wrap")(without_none("budget", "form", "refit", "heal"))
 
     @model_validator(mode="after")
     def _form_fits(self):
         why = request_error(self.form or R.FORM, self.mode, self.method, self.criterion, self.k == "auto")
+        if why is not None:
+            raise ValueError(why)
+        why = refine_error(self.form or R.FORM, self.method, self.refit or REFIT, self.heal is not None)
         if why is not None:
             raise ValueError(why)
         return self

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from nbl import recipe as R
 from nbl.forms import request_error
+from nbl.refine_schema import REFIT, refine_error
 
 from .data import DatasetSpec
 from .scores import DEFAULT_RIDGE
@@ -49,6 +50,8 @@ class CompressConfig:
     selection_samples: int = R.SELECTION_SAMPLES
     greedy_width: int = DEFAULT_WIDTH
     max_ppl_increase: float | None = None
+    refit: str = REFIT  # none | sequential: the chosen layers' maps refitted in depth order (refit.py)
+    heal: R.Heal | None = None  # the maps trained against the base's next-token distribution (heal.py)
     product_dtype: str = "auto"  # the per-batch products: auto (tf32 on a GPU, else float32), float32, tf32, float64
     # Directories and limits come from the caller (Settings at the top); the engine reads no variable.
     stats_dir: Path | None = None  # the statistics cache (None: none; the run's sums go to a temporary directory)
@@ -78,6 +81,9 @@ class CompressConfig:
         why = request_error(self.form, self.mode, self.method, self.criterion, self.max_ppl_increase is not None)
         if why is not None:
             raise ValueError(why)
+        why = refine_error(self.form, self.method, self.refit, self.heal is not None)
+        if why is not None:
+            raise ValueError(why)
         if self.product_dtype not in PRODUCTS:
             raise ValueError(f"product_dtype must be one of {', '.join(PRODUCTS)}")
 
@@ -95,4 +101,5 @@ def from_recipe(recipe: R.Recipe, model: str | None = None, **machine) -> Compre
         model=model or recipe.model, revision=recipe.revision,
         dataset=DatasetSpec(cal.dataset, cal.config, cal.split, cal.text_field), ks=list(comp.ks),
         num_samples=cal.num_samples, seq_len=cal.seq_len, seed=cal.seed, shuffle=cal.shuffle,
-        mode=comp.mode, method=comp.method, criterion=comp.criterion, form=comp.form, **machine)
+        mode=comp.mode, method=comp.method, criterion=comp.criterion, form=comp.form, refit=comp.refit,
+        heal=comp.heal, **machine)

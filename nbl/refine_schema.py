@@ -1,0 +1,60 @@
+"""The request's refinement of the fitted maps, after the layers are chosen (worker/engine/refine_stage.py).
+
+    "compression": {"k": 8, "refit": "sequential", "heal": {"tokens": 16384, "steps": 64, "lr": 1e-4}}
+
+- `refit`: `none` (the default: each map fitted once, on the base model's own activations) or `sequential`:
+  the replaced layers refitted in depth order on the compressed model's own activations (earlier replacements
+  applied), against the base layer's output on those same activations (worker/engine/refit.py).
+- `heal`: train only the maps (W, b) against the base model's next-token distribution on calibration text the
+  fit never saw (worker/engine/heal.py), bounded in tokens, steps and seconds. Absent: no healing.
+
+Both need fitted maps the engine can run: method nbl, form nbl or linear (refit) / nbl (heal). Fold's map acts
+on the previous block's MLP output and is folded into its down_proj weights, so a refit would have to refit that
+MLP's input path too: refused, naming the field, as a 422. Torch-free: the API imports this.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+REFITS = ("none", "sequential")
+REFIT = "none"
+HEAL_LR = 1e-4  # bench/results/quality2_table.md: the rate the table was measured at
+MAX_HEAL_TOKENS = 1 << 24  # 16.7 M: more is a fine-tuning job, not a heal
+
+
+class HealSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    tokens: Annotated[StrictInt, Field(ge=2, le=MAX_HEAL_TOKENS, description=(
+        "training tokens, taken from the calibration dataset after the calibration's own blocks (cut into blocks of "
+        "calibration.seq_len; a tenth of them, at least one block, is held out to measure the perplexity before and "
+        "after)"))]
+    steps: Annotated[StrictInt, Field(ge=1, le=1 << 20)] | None = Field(default=None, description=(
+        "optimiser steps of one block each (default: one pass over the training blocks)"))
+    lr: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(default=HEAL_LR, description="Adam's learning rate")
+    max_seconds: Annotated[float, Field(gt=0, le=7 * 86400, allow_inf_nan=False)] | None = Field(
+        default=None, description="stop training after this long (per output), whatever the steps left")
+
+
+def refine_error(form: str, method: str, refit: str, healing: bool) -> str | None:
+    """Why maps of this form and method cannot be refitted or healed (None: they can)."""
+    if refit not in REFITS:
+        return f"refit must be one of {', '.join(REFITS)}, got {refit!r}"
+    asked = [name for name, on in (("refit", refit != REFIT), ("heal", healing)) if on]
+    if not asked:
+        return None
+    what = " and ".join(asked)
+    if method != "nbl":
+        return f"{what} refines fitted maps: method {method!r} has none (give method 'nbl', or drop {what})"
+    if form == "fold":
+        return (f"{what} is not offered for form 'fold': its map is folded into the previous MLP's down_proj, so "
+                f"refining it would change that MLP too; use form 'nbl' or 'linear'")
+    if healing and form != "nbl":
+        return (f"heal trains nbl's maps (W h + b); form {form!r} writes bias-free maps on a norm's output: "
+                f"use form 'nbl', or refit 'sequential' alone")
+    return None
+
+
+RefitName = Literal[REFITS]  # type: ignore[valid-type]
