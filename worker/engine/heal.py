@@ -1,0 +1,163 @@
+"""Healing: the replacement maps (W, b) trained against the base model's next-token distribution.
+
+Everything but the maps stays frozen. The loss is the KL divergence from the teacher (the base model) to the
+student (the compressed model) on the teacher's top-K tokens of each position, the teacher's probabilities
+renormalised over them:
+
+    p̂ = softmax(top-K teacher logits)           (B, T-1, K), computed once per run and kept (TeacherTargets)
+    log q = log_softmax(student logits)[top-K]   the student normalised over the whole vocabulary
+    KL = Σ_K p̂ (log p̂ - log q), mean over positions
+
+K = 64 keeps essentially all of a small model's next-token mass and costs (T-1)·K·(4 + 8) bytes a block, not
+(T-1)·V·4. Training text is calibration text the fit never saw (refine_stage.py takes the blocks after the
+calibration's); a tenth of it (at least one block) is held out, and its perplexity is measured before and
+after. Should healing raise it, the maps before healing are kept (`kept` False): healing never publishes a
+worse model on its own held-out text.
+
+The maps train in float32 whatever the model's dtype (Adam's updates vanish in bfloat16). Memory: the whole
+compressed model (the only stage that holds it; estimates count it), one block's activations for the backward
+from the first replaced layer on, and Adam's two moments of the maps (2·k·d² floats).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .scores import LinearMap
+from .surgery import Plan, replaced
+
+TOP_K = 64
+
+
+@dataclass
+class TeacherTargets:
+    """The base model's top-K next-token logits on each training block."""
+
+    values: torch.Tensor  # (blocks, T-1, K) float32 logits
+    indices: torch.Tensor  # (blocks, T-1, K) int64 token ids
+
+
+@dataclass
+class Healed:
+    maps: dict[int, LinearMap]  # the trained maps, or the ones given when healing did not help (kept False)
+    steps: int
+    tokens: int  # training tokens seen (steps x block length)
+    seconds: float
+    ppl_before: float  # held-out perplexity of the compressed model before and after
+    ppl_after: float
+    kept: bool  # the trained maps were kept (they lowered, or held, the held-out perplexity)
+    losses: list[float]
+
+    def record(self) -> dict:
+        return {"steps": self.steps, "tokens": self.tokens, "seconds": round(self.seconds, 3),
+                "perplexity_before": round(self.ppl_before, 4), "perplexity_after": round(self.ppl_after, 4),
+                "kept": self.kept, "loss_first": round(self.losses[0], 5) if self.losses else None,
+                "loss_last": round(self.losses[-1], 5) if self.losses else None}
+
+
+def kl_top_k(student_logits: torch.Tensor, values: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """Mean over positions of KL(p̂ ‖ q) on the teacher's top-K tokens: student_logits (B, T, V), values and
+    indices (B, T, K); p̂ = softmax(values), q the student's full-vocabulary distribution."""
+    log_q = torch.log_softmax(student_logits.float(), dim=-1).gather(-1, indices)  # (B, T, K)
+    log_p = torch.log_softmax(values.float(), dim=-1)  # (B, T, K)
+    return (log_p.exp() * (log_p - log_q)).sum(-1).mean()
+
+
+@torch.no_grad()
+def teacher_targets(model, blocks: torch.Tensor, top_k: int = TOP_K) -> TeacherTargets:
+    """The base model's top-K logits at each position but the last of each block, one block at a time."""
+    vals, idxs = [], []
+    device = next(model.parameters()).device
+    for b in range(blocks.shape[0]):
+        logits = model(input_ids=blocks[b : b + 1].to(device), use_cache=False).logits[:, :-1]  # (1, T-1, V)
+        top = torch.topk(logits.float(), min(top_k, logits.shape[-1]), dim=-1)
+        vals.append(top.values.cpu())
+        idxs.append(top.indices.cpu())
+    return TeacherTargets(torch.cat(vals), torch.cat(idxs))
+
+
+@torch.no_grad()
+def perplexity(model, blocks: torch.Tensor) -> float:
+    """exp(mean next-token loss) over `blocks` (each token predicted from its block's earlier ones)."""
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    for b in range(blocks.shape[0]):
+        ids = blocks[b : b + 1].to(device)
+        logits = model(input_ids=ids, use_cache=False).logits[:, :-1].float()  # (1, T-1, V)
+        total += float(nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
+                                                   reduction="sum"))
+        count += ids.shape[1] - 1
+    return math.exp(total / count)
+
+
+class Float32Linear(nn.Module):
+    """y = W x + b with W, b trained in float32; input and output in the model's dtype."""
+
+    def __init__(self, fmap: LinearMap, device):
+        super().__init__()
+        self.weight = nn.Parameter(fmap.weight.to(device=device, dtype=torch.float32).clone())
+        self.bias = nn.Parameter(fmap.bias.to(device=device, dtype=torch.float32).clone())
+
+    def forward(self, x):
+        return nn.functional.linear(x.float(), self.weight, self.bias).to(x.dtype)
+
+
+def _holder(model, plan: Plan, i: int) -> nn.Module:
+    """The module whose `.linear` is layer i's map (modeling_nbl.NBLAttention or NBLBlock)."""
+    layer = model.model.layers[i]
+    return layer.self_attn if plan.mode == "attn" else layer
+
+
+def heal(model, plan: Plan, maps: dict[int, LinearMap], train: torch.Tensor, held: torch.Tensor,
+         targets: TeacherTargets, *, steps: int | None = None, lr: float = 1e-4, max_seconds: float | None = None,
+         on_step: Callable[[int, int, float], None] | None = None) -> Healed:
+    """Train the plan's maps in `model` (the base, in memory; restored after) on the `train` blocks against
+    `targets` (teacher_targets of the same blocks), one block a step, round-robin, for `steps` (default: one
+    pass) or until `max_seconds`; the perplexity on `held` before and after. `on_step(done, total, loss)`
+    after each step (it may raise to cancel)."""
+    if plan.method != "nbl" or plan.form != "nbl":
+        raise ValueError(f"heal trains nbl's maps, not method {plan.method!r} form {plan.form!r}")
+    steps = train.shape[0] if steps is None else steps
+    t0 = time.perf_counter()
+    frozen = {p: p.requires_grad for p in model.parameters()}
+    losses: list[float] = []
+    try:
+        for p in frozen:
+            p.requires_grad_(False)
+        with replaced(model, plan, maps):
+            trained = {}
+            for i in plan.layers:
+                holder = _holder(model, plan, i)
+                trained[i] = Float32Linear(maps[i], holder.linear.weight.device)
+                holder.linear = trained[i]
+            before = perplexity(model, held)
+            opt = torch.optim.Adam([p for m in trained.values() for p in m.parameters()], lr=lr)
+            device = next(iter(trained.values())).weight.device
+            for s in range(steps):
+                b = s % train.shape[0]
+                logits = model(input_ids=train[b : b + 1].to(device), use_cache=False).logits[:, :-1]
+                loss = kl_top_k(logits, targets.values[b : b + 1].to(logits.device),
+                                targets.indices[b : b + 1].to(logits.device))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                losses.append(float(loss.detach()))
+                if on_step is not None:
+                    on_step(s + 1, steps, losses[-1])
+                if max_seconds is not None and time.perf_counter() - t0 >= max_seconds:
+                    break
+            after = perplexity(model, held)
+            new = {i: LinearMap(m.weight.detach().double().cpu(), m.bias.detach().double().cpu(), maps[i].ridge)
+                   for i, m in trained.items()}
+    finally:
+        for p, flag in frozen.items():
+            p.requires_grad_(flag)
+    kept = after <= before
+    return Healed(maps=new if kept else dict(maps), steps=len(losses), tokens=len(losses) * int(train.shape[1]),
+                  seconds=time.perf_counter() - t0, ppl_before=before, ppl_after=after, kept=kept, losses=losses)
