@@ -29,6 +29,7 @@ from .loading import LoadedModel, load_model
 from .loss_probe import loss_rise
 from .fold_runs import fit_form_maps
 from .out_dtype import output_dtype
+from .refine_stage import Refiner
 from .saving import write_compressed
 from .saving_forms import write_form
 from .score_stage import layer_reader, fit_maps, score_stage
@@ -126,7 +127,7 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
     )
     ks = list(chosen) if chosen is not None else cfg.ks
 
-    t = time.perf_counter()
+    t, refiner, refine_s = time.perf_counter(), Refiner(cfg, lm, cal, report), 0.0
     for j, k in enumerate(ks):
         layers, criterion = chosen[k] if chosen is not None else (choose(scores, cfg.mode, cfg.criterion, k), cfg.criterion)
         plan = Plan(cfg.mode, cfg.method, tuple(layers), cfg.form)
@@ -134,10 +135,15 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
             maps = fit_form_maps(layer_reader(cal.stats)[1], cfg.form, cfg.mode, layers, cfg.ridge)
         else:
             maps = fit_maps(cal.stats, cfg.mode, layers, cfg.ridge) if cfg.method == "nbl" else {}
+        refined: dict = {}
+        if refiner.active:  # refit and/or heal the maps before they are written (refine_stage.py)
+            r = time.perf_counter()
+            maps, refined = refiner.refine(plan, maps, k)
+            refine_s += time.perf_counter() - r
         out = None if cfg.out is None else Path(cfg.out) if len(ks) == 1 else Path(cfg.out) / f"k{k}"
         output = {"k": k, "mode": cfg.mode, "method": cfg.method, "criterion": criterion, "form": cfg.form,
                   "runs_in": runs_in(cfg.form, cfg.mode, cfg.method), "replaced_layers": layers,
-                  "path": str(out) if out else None}
+                  "path": str(out) if out else None, **refined}
         if out is not None:
             report("compress", j / len(ks), f"k={k}: layers {layers} -> {out}")
             # written tensor by tensor from the base's shards: the whole model is never in memory
@@ -151,7 +157,9 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
             if on_saved is not None:
                 on_saved(output, LayerwiseModel(layer_source(lm), plan, maps))
         result.outputs.append(output)
-    timings["compress_s"] = time.perf_counter() - t
+    timings["compress_s"] = time.perf_counter() - t - refine_s
+    if refiner.active:
+        timings["refine_s"] = refine_s
     report("compress", 1.0, "done")
     return result
 

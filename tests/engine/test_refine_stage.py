@@ -1,0 +1,65 @@
+"""The refine stage through the engine's compress.run on a tiny Llama checkpoint and real text: the outputs carry
+their refit and heal records, the saved maps are the refined ones, the refit's maps come from the statistics
+cache on a second run with the same set, and healing asks for more text than there is with the field named."""
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from conftest import save_tiny_checkpoint
+from nbl.recipe import Heal
+from worker.engine import compress
+from worker.engine.config import CompressConfig
+from worker.engine.data import DataError, DatasetSpec
+from worker.engine.refine_stage import heal_split
+
+
+def _cfg(tmp_path, text_file, **kw):
+    kw.setdefault("out", tmp_path / "out")
+    return CompressConfig(model=str(tmp_path / "base"), dataset=DatasetSpec(str(text_file)), ks=[2], num_samples=8,
+                          seq_len=32, stats_dir=tmp_path / "stats", dtype="float32", **kw)
+
+
+def _saved_map(out, i, mode="attn"):
+    name = f"model.layers.{i}.self_attn.linear.weight" if mode == "attn" else f"model.layers.{i}.linear.weight"
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        return f.get_tensor(name).double()
+
+
+def test_heal_split():
+    assert heal_split(1000, 32) == (29, 3) and heal_split(10, 32) == (1, 1) and heal_split(64, 32) == (1, 1)
+
+
+def test_refit_and_heal_run_between_fit_and_save(tmp_path, text_file):
+    save_tiny_checkpoint(tmp_path / "base", layers=4)
+    stages = []
+    plain = compress.run(_cfg(tmp_path, text_file), progress=False)
+    refined = compress.run(_cfg(tmp_path, text_file, out=tmp_path / "out2", refit="sequential",
+                                heal=Heal(tokens=256, steps=3, lr=1e-3)),
+                           report=lambda s, f, m: stages.append(s), progress=False)
+    o, p = refined.outputs[0], plain.outputs[0]
+    assert o["replaced_layers"] == p["replaced_layers"] and "refit" not in p and "heal" not in p
+    assert o["refit"]["method"] == "sequential" and not o["refit"]["cached"]
+    assert set(o["refit"]["nmse"]) == {str(i) for i in o["replaced_layers"]}
+    assert o["heal"]["steps"] == 3 and o["heal"]["tokens"] == 3 * 32 and o["heal"]["held_tokens"] == 32
+    assert "refine" in stages and stages.index("refine") < len(stages) - 1 - stages[::-1].index("compress")
+    assert refined.timings["refine_s"] > 0 and "refine_s" not in plain.timings
+    deeper = max(o["replaced_layers"])  # below it a replacement moved the stream: its map is not the one-shot
+    assert not torch.allclose(_saved_map(tmp_path / "out2", deeper), _saved_map(tmp_path / "out", deeper))
+
+
+def test_a_second_refit_of_the_same_set_reads_the_cache(tmp_path, text_file):
+    save_tiny_checkpoint(tmp_path / "base", layers=4)
+    first = compress.run(_cfg(tmp_path, text_file, refit="sequential"), progress=False).outputs[0]
+    again = compress.run(_cfg(tmp_path, text_file, out=tmp_path / "out2", refit="sequential"), progress=False).outputs[0]
+    assert not first["refit"]["cached"] and again["refit"]["cached"]
+    assert again["refit"]["nmse"] == first["refit"]["nmse"]
+    for i in first["replaced_layers"]:
+        assert torch.equal(_saved_map(tmp_path / "out2", i), _saved_map(tmp_path / "out", i))
+    assert list((tmp_path / "stats").glob("*.stats/refit-*.safetensors"))
+
+
+def test_healing_past_the_data_names_the_field(tmp_path, text_file):
+    save_tiny_checkpoint(tmp_path / "base", layers=4)
+    with pytest.raises(DataError, match="compression.heal.tokens"):
+        compress.run(_cfg(tmp_path, text_file, heal=Heal(tokens=10**7)), progress=False)

@@ -1,0 +1,139 @@
+"""The refine stage: after the layers are chosen and their maps fitted, refit them (refit.py) and/or heal them
+(heal.py), per output, before it is written. Progress stage `refine`.
+
+What is computed once per run and shared by the outputs (k values): the calibration blocks (re-tokenised, as
+the sums may come from the cache), the healing blocks and the teacher's top-K logits on them.
+
+The refit's maps depend on the chosen set, so they are cached by it: a file beside the calibration's shards,
+`refit-<key>.safetensors` in the statistics cache entry, keyed by the set, mode, form, ridge and the batching
+the sums were taken with. It lives and goes with its entry (the cache's LRU, `nbl admin gc`, a --no-cache run's
+temporary entry). Healing is not cached: its result depends on its steps, rate and clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from nbl.refine_schema import REFIT
+
+from .calibration_stage import CalibrationResult, Report, layer_source, spill_dir
+from .config import CompressConfig
+from .data import DataError, load_texts, make_blocks
+from .heal import TeacherTargets, heal, teacher_targets
+from .loading import LoadedModel, load_weights
+from .placement import max_memory_for
+from .products import resolve_products
+from .refit import sequential_refit
+from .scores import LinearMap
+from .stats_cache import cache_key
+from .surgery import Plan
+
+
+def heal_split(tokens: int, seq_len: int) -> tuple[int, int]:
+    """(training blocks, held-out blocks) of a heal of `tokens`: ceil(tokens / seq_len) blocks, at least 2, a tenth
+    of them (at least 1) held out."""
+    n = max(2, math.ceil(tokens / seq_len))
+    held = max(1, n // 10)
+    return n - held, held
+
+
+class Refiner:
+    """`refine(plan, maps, k)` -> (maps, record) for each output of one run."""
+
+    def __init__(self, cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult, report: Report):
+        self.cfg, self.lm, self.cal, self.report = cfg, lm, cal, report
+        self._blocks: torch.Tensor | None = None  # calibration + healing blocks, tokenised once
+        self._targets: TeacherTargets | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.cfg.refit != REFIT or self.cfg.heal is not None
+
+    def refine(self, plan: Plan, maps: dict[int, LinearMap], k: int) -> tuple[dict[int, LinearMap], dict]:
+        record: dict = {}
+        if self.cfg.refit == "sequential" and plan.layers:
+            maps, record["refit"] = self._refit(plan, maps, k)
+        if self.cfg.heal is not None and plan.layers:
+            maps, record["heal"] = self._heal(plan, maps, k)
+        return maps, record
+
+    def blocks(self) -> torch.Tensor:
+        """The calibration's blocks, then the healing's (the same stream, cut further)."""
+        if self._blocks is None:
+            cfg, extra = self.cfg, sum(heal_split(self.cfg.heal.tokens, self.cfg.seq_len)) if self.cfg.heal else 0
+            self.report("refine", 0.0, "tokenizing calibration data" + (" and healing text" if extra else ""))
+            try:
+                self._blocks = make_blocks(load_texts(cfg.dataset, cfg.data_dir), self.lm.tokenizer,
+                                           cfg.num_samples + extra, cfg.seq_len, cfg.shuffle, cfg.seed)
+            except DataError as e:
+                if not extra:
+                    raise
+                raise DataError(f"compression.heal.tokens: {e}; the healing text is taken after the calibration's "
+                                f"{cfg.num_samples} blocks: ask fewer tokens") from e
+        return self._blocks
+
+    # --- sequential refit ---------------------------------------------------------------------------
+    def _refit(self, plan: Plan, maps: dict[int, LinearMap], k: int) -> tuple[dict[int, LinearMap], dict]:
+        cfg, meta = self.cfg, self.cal.meta
+        source = layer_source(self.lm)
+        products = resolve_products(cfg.product_dtype, source.device)
+        key = cache_key(layers=sorted(plan.layers), mode=plan.mode, form=plan.form, ridge=cfg.ridge,
+                        batch_size=meta.get("batch_size", 1), holdout=meta.get("holdout_blocks", 0), products=products)
+        path = Path(self.cal.stats.path) / f"refit-{key}.safetensors"
+        if path.exists():
+            self.report("refine", 1.0, f"k={k}: refit maps from the statistics cache")
+            return _read_maps(path)
+        blocks = self.blocks()[: cfg.num_samples]
+        refit = sequential_refit(
+            source, blocks, plan, maps, batch_size=meta.get("batch_size", 1), holdout=meta.get("holdout_blocks", 0),
+            ridge=cfg.ridge, product_dtype=torch.float64 if products == "float64" else torch.float32,
+            tf32=products == "tf32", host_bytes=cfg.host_cache_bytes, spill_dir=spill_dir(cfg),
+            on_batch=lambda done, total: self.report("refine", done / total, f"k={k}: refit {done}/{total} layer passes"))
+        record = {**refit.record(), "cached": False}
+        _write_maps(path, refit.maps, {**record, "cached": True})
+        return refit.maps, record
+
+    # --- healing ------------------------------------------------------------------------------------
+    def _heal(self, plan: Plan, maps: dict[int, LinearMap], k: int) -> tuple[dict[int, LinearMap], dict]:
+        spec, cfg = self.cfg.heal, self.cfg
+        n_train, n_held = heal_split(spec.tokens, cfg.seq_len)
+        rest = self.blocks()[cfg.num_samples:]
+        train, held = rest[:n_train], rest[n_train:]
+        if self.lm.model is None:  # healing backpropagates through the whole compressed model
+            self.report("refine", 0.0, "loading the whole model for healing")
+            load_weights(self.lm, max_memory_for(self.lm.path, cfg.devices))
+        model = self.lm.model
+        if self._targets is None:  # the teacher's top-K logits, once for every output
+            self.report("refine", 0.0, f"teacher logits on {n_train} healing blocks")
+            self._targets = teacher_targets(model, train)
+        steps = spec.steps or n_train
+        out = heal(model, plan, maps, train, held, self._targets, steps=steps, lr=spec.lr,
+                   max_seconds=spec.max_seconds,
+                   on_step=lambda done, total, loss: self.report("refine", done / total,
+                                                                 f"k={k}: heal step {done}/{total}, KL {loss:.4f}"))
+        return out.maps, {**out.record(), "lr": spec.lr, "held_tokens": int(held.numel())}
+
+
+def _write_maps(path: Path, maps: dict[int, LinearMap], record: dict) -> None:
+    """Atomically: a reader sees the whole file or none."""
+    tensors = {f"{i}.{name}": getattr(m, name).contiguous() for i, m in maps.items() for name in ("weight", "bias")}
+    tensors.update({f"{i}.ridge": torch.tensor(m.ridge, dtype=torch.float64) for i, m in maps.items()})
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    save_file(tensors, str(tmp), metadata={"record": json.dumps(record)})
+    os.replace(tmp, path)
+
+
+def _read_maps(path: Path) -> tuple[dict[int, LinearMap], dict]:
+    from safetensors import safe_open
+
+    flat = load_file(str(path))
+    with safe_open(str(path), "pt") as f:
+        record = json.loads(f.metadata()["record"])
+    layers = sorted({int(name.split(".")[0]) for name in flat})
+    return {i: LinearMap(flat[f"{i}.weight"], flat[f"{i}.bias"], float(flat[f"{i}.ridge"])) for i in layers}, record
