@@ -30,6 +30,7 @@ from cli.client_download import add_download
 from cli.client_format import job_lines
 from cli.client_wait import failed, wait_for
 from cli.gates import parse_gate
+from cli.refine_options import add_refine_options
 from cli.job_request import build_request
 
 DEFAULT_API_URL = DEFAULT_URL
@@ -86,6 +87,7 @@ def add_client_commands(sub) -> None:
                    help="your own task, a JSONL file as `nbl eval --task-file` takes it, sent in the request and "
                    "reported under the file's stem")
     p.add_argument("--speed", action="store_true", default=None)
+    add_refine_options(p, defaults=False)
     p.add_argument("--gate", action="append", type=parse_gate, default=[], metavar="NAME:ppl:+X|NAME:acc:-X",
                    help="a quality gate (repeatable), as `nbl compress --gate`: wikitext2:ppl:+10%%, arc_easy:acc:-0.02; "
                    "an output that fails one is not published, none passing fails the job (exit 5 with --wait)")

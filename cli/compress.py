@@ -14,6 +14,7 @@ from cli.eval import add_eval_options  # argparse wiring only: torch loads insid
 from cli.gates import EXIT_QUALITY, add_gate_option, gates_from_args
 from nbl import recipe as R
 from nbl.forms import FORMS
+from cli.refine_options import add_refine_options, refine_from_args
 from cli.selection_options import add_selection_options, print_selection, selection_from_args
 from nbl.score_fields import CRITERIA, MEASURED, SCORE_FIELDS
 
@@ -95,6 +96,7 @@ def compress_arguments(p, *, k_required: bool = True) -> None:
     add_eval_options(ev)
     add_gate_option(p, ev)
     add_selection_options(p)
+    add_refine_options(p)
 
 
 def cmd_compress(args) -> int:
@@ -167,6 +169,7 @@ def recipe(args, espec=None) -> R.Recipe:
         evaluation = R.Evaluation(perplexity=espec.perplexity, tasks=espec.tasks, limit=espec.limit,
                                   max_tokens=espec.max_tokens, speed=espec.speed, task_files=espec.task_files,
                                   suite=espec.suite, repeats=espec.repeats, batch_tokens=espec.batch_tokens)
+    refit, heal = refine_from_args(args, args.form, args.method)
     return R.Recipe(
         model=args.model, revision=args.revision,
         calibration=R.Calibration(dataset=args.dataset, config=args.dataset_config, split=args.split,
@@ -174,7 +177,7 @@ def recipe(args, espec=None) -> R.Recipe:
                                   seed=args.seed, shuffle=args.shuffle),
         compression=R.Compression(ks=tuple(args.k), mode=args.mode, method=args.method, criterion=args.criterion,
                                   form=args.form, max_ppl_increase=args.max_ppl_increase,
-                                  enforce_budget=getattr(args, "enforce_budget", True)),
+                                  enforce_budget=getattr(args, "enforce_budget", True), refit=refit, heal=heal),
         evaluation=evaluation, selection=selection_from_args(args),
         gates=gates_from_args(args, espec),
     )

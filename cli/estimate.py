@@ -16,6 +16,7 @@ import json
 import math
 
 from cli.compress import compress_arguments
+from cli.refine_options import refine_from_args
 
 DEFAULT_K = [4]
 OWN_HELP = {  # the shared flags whose compress help does not say what they do here
@@ -104,8 +105,9 @@ def cmd_estimate(args) -> int:
     asked = args.perplexity or args.tasks or args.task_file or args.suite or args.speed
     perplexity = args.perplexity or ([] if asked else ["wikitext2"])  # as compress --eval: wikitext2 when nothing else
     tasks = [*args.tasks, *args.task_file]
+    refit, heal = refine_from_args(args, args.form, args.method)
     opts = Options(
-        num_samples=args.num_samples, seq_len=args.seq_len, batch_size=args.batch_size, mode=args.mode,
+        refit=refit, heal=heal, num_samples=args.num_samples, seq_len=args.seq_len, batch_size=args.batch_size, mode=args.mode,
         method=args.method, criterion=args.criterion, form=args.form, ks=(1,) if k_auto else tuple(args.k), dtype=args.dtype,
         k_auto=k_auto, load_check=not args.no_load_check, greedy_width=args.greedy_width or settings.greedy_width,
         selection_samples=args.selection_samples if args.selection_dataset else None,  # else the held-out tenth

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.gates import add_to_request
+from cli.refine_options import heal_request
 from cli.request_file import MAX_TASK_FILE_BYTES, load_mapping, read_text
 
 
@@ -47,6 +48,9 @@ def build_request(args) -> dict[str, Any]:
     if getattr(args, "max_ppl_increase", None) is not None:
         put("compression", "budget", {"max_ppl_increase": args.max_ppl_increase,
                                       **({} if getattr(args, "enforce_budget", True) else {"enforce": False})})
+    put("compression", "refit", getattr(args, "refit", None))
+    if hasattr(args, "heal_tokens"):
+        put("compression", "heal", heal_request(args))
     put("selection", "dataset", getattr(args, "selection_dataset", None))
     put("selection", "split", getattr(args, "selection_split", None))
     put("selection", "num_samples", getattr(args, "selection_samples", None))

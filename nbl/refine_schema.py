@@ -15,6 +15,7 @@ MLP's input path too: refused, naming the field, as a 422. Torch-free: the API i
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
@@ -27,8 +28,8 @@ MAX_HEAL_TOKENS = 1 << 24  # 16.7 M: more is a fine-tuning job, not a heal
 
 class HealSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    tokens: Annotated[StrictInt, Field(ge=2, le=MAX_HEAL_TOKENS, description=(
-        "training tokens, taken from the calibration dataset after the calibration's own blocks (cut into blocks of "
+    tokens: Annotated[StrictInt, Field(ge=1, le=MAX_HEAL_TOKENS, description=(
+        "training tokens (at least two blocks are taken), from the calibration dataset after the calibration's own blocks (cut into blocks of "
         "calibration.seq_len; a tenth of them, at least one block, is held out to measure the perplexity before and "
         "after)"))]
     steps: Annotated[StrictInt, Field(ge=1, le=1 << 20)] | None = Field(default=None, description=(
@@ -55,6 +56,14 @@ def refine_error(form: str, method: str, refit: str, healing: bool) -> str | Non
         return (f"heal trains nbl's maps (W h + b); form {form!r} writes bias-free maps on a norm's output: "
                 f"use form 'nbl', or refit 'sequential' alone")
     return None
+
+
+def heal_split(tokens: int, seq_len: int) -> tuple[int, int]:
+    """(training blocks, held-out blocks) of a heal of `tokens`: ceil(tokens / seq_len) blocks, at least 2, a tenth
+    of them (at least 1) held out (worker/engine/refine_stage.py; the estimates price the same)."""
+    n = max(2, math.ceil(tokens / seq_len))
+    held = max(1, n // 10)
+    return n - held, held
 
 
 RefitName = Literal[REFITS]  # type: ignore[valid-type]

@@ -5,7 +5,8 @@ build it here, so the three agree.
     {"calibration": {"tokens", "seconds", "cached"},
      "base": METRICS,
      "base_evaluation": {"cached", "seconds"},
-     "outputs": [{"k", "mode", "method", "criterion", "form", "runs_in", "layers", "metrics", "delta", "relative"}]}
+     "outputs": [{"k", "mode", "method", "criterion", "form", "runs_in", "layers", "metrics", "delta", "relative",
+                  "seconds", "refit", "heal"}]}
 
     METRICS = {"perplexity": {name: {ppl, bits_per_byte, tokens}},
                "tasks": {name: {acc, acc_norm, n, ppl}},
@@ -34,6 +35,9 @@ SPEED_KEYS = ("prefill_tokens_per_s", "decode_tokens_per_s", "decode_context", "
 CALIBRATION_KEYS = ("tokens", "seconds", "cached")
 BASE_EVALUATION = "base_evaluation"  # the stored variant of the base's evaluation facts {"cached", "seconds"}
 EVALUATION_SECONDS = "evaluation_seconds"  # the stored variant {"k4": seconds of its reload and evaluation}
+REFINE = "refine"  # the stored variant {"k4/refit/seconds": ..., "k4/heal/perplexity_after": ...}
+REFINE_KEYS = {"refit": ("seconds", "cached"),
+               "heal": ("tokens", "steps", "lr", "seconds", "perplexity_before", "perplexity_after", "kept")}
 
 
 def finite(node: Any) -> Any:
@@ -127,16 +131,43 @@ def relative(model: Mapping | None, base: Mapping | None) -> dict | None:
     return _walk(model, base, lambda m, b: (m - b) / abs(b) if b else None)
 
 
+def refine_flat(outputs: Iterable[Mapping]) -> dict[str, float]:
+    """The engine's outputs' refit and heal records (worker/engine/refine_stage.py) as the stored flat variant."""
+    flat = {}
+    for o in outputs:
+        for part, keys in REFINE_KEYS.items():
+            rec = o.get(part) or {}
+            flat.update({f"k{o['k']}/{part}/{key}": float(rec[key]) for key in keys if rec.get(key) is not None})
+    return flat
+
+
+def refine_of(flat: Mapping[str, Any] | None, k: int) -> dict:
+    """{"refit": {...} | None, "heal": {...} | None} of output k from the stored flat variant."""
+    out = {}
+    for part, keys in REFINE_KEYS.items():
+        got = {key: _dict(flat).get(f"k{k}/{part}/{key}") for key in keys}
+        out[part] = None if all(v is None for v in got.values()) else _facts(got)
+    return out
+
+
+def _facts(rec: Mapping[str, Any]) -> dict:
+    return {key: (None if v is None else bool(v)) if key in ("cached", "kept") else
+            finite(v) if key in ("lr", "seconds") or "perplexity" in key else _number(v) for key, v in rec.items()}
+
+
 def output_entry(k: int, mode: str | None, method: str | None, criterion: str | None, layers: list[int] | None,
                  metrics: Mapping | None, base: Mapping | None, form: str | None = None,
-                 seconds: float | None = None) -> dict:
+                 seconds: float | None = None, refine: Mapping | None = None) -> dict:
     """One output's entry; `form` None is nbl (a request without one), runs_in from nbl/forms.py's table;
-    `seconds` its reload and evaluation."""
+    `seconds` its reload and evaluation; `refine` {"refit", "heal"} (refine_of) or the engine's records."""
     form = form or FORM
+    refine = refine or {}
     return {"k": k, "mode": mode, "method": method, "criterion": criterion, "form": form,
             "runs_in": runs_in(form, mode, method), "layers": layers,
             "metrics": metrics, "delta": delta(metrics, base), "relative": relative(metrics, base),
-            "seconds": finite(seconds)}
+            "seconds": finite(seconds),
+            **{part: None if not refine.get(part) else _facts({key: refine[part].get(key) for key in keys})
+               for part, keys in REFINE_KEYS.items()}}
 
 
 def calibration_of(facts: Mapping[str, Any] | None) -> dict | None:
@@ -188,5 +219,6 @@ def job_result(spec: Mapping[str, Any], selected: Iterable[Mapping] | None,
                                  (chosen.get(k) or {}).get("criterion") or comp.get("criterion"),
                                  (chosen.get(k) or {}).get("layers"),
                                  nested(f"k{k}"), base, comp.get("form"),
-                                 _dict(metrics.get(EVALUATION_SECONDS)).get(f"k{k}")) for k in ks],
+                                 _dict(metrics.get(EVALUATION_SECONDS)).get(f"k{k}"),
+                                 refine_of(metrics.get(REFINE), k)) for k in ks],
     }

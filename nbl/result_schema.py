@@ -137,6 +137,26 @@ class OutputResult(Schema):
                                              "field is null where the base is 0; null until both are evaluated")
     seconds: float | None = Field(None, description="seconds this output's reload and evaluation took; null until "
                                   "evaluated", examples=[31.5])
+    refit: RefitFacts | None = Field(None, description="compression.refit sequential: the refit; null without one")
+    heal: HealFacts | None = Field(None, description="compression.heal: the healing; null without one")
+
+
+class RefitFacts(Schema):
+    seconds: float | None = Field(None, description="seconds the sequential refit took", examples=[35.2])
+    cached: bool | None = Field(None, description="true when the refitted maps of this layer set came from the "
+                                "statistics cache", examples=[False])
+
+
+class HealFacts(Schema):
+    tokens: int | None = Field(None, description="training tokens seen (steps x block length)", examples=[12288])
+    steps: int | None = Field(None, description="optimiser steps run", examples=[48])
+    lr: float | None = Field(None, description="Adam's learning rate", examples=[1e-4])
+    seconds: float | None = Field(None, description="seconds healing took (its perplexities included)", examples=[240.0])
+    perplexity_before: float | None = Field(None, description="perplexity on the held-out healing blocks before",
+                                            examples=[61.2])
+    perplexity_after: float | None = Field(None, description="the same after healing", examples=[55.4])
+    kept: bool | None = Field(None, description="false when healing raised that perplexity: the maps before healing "
+                              "were written", examples=[True])
 
 
 class JobResult(Schema):

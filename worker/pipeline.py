@@ -34,7 +34,7 @@ from .eval.compare import evaluate_outputs
 from . import budget, gates, load_stage, progress, run_warnings
 from .errors import RetryPolicy
 from .eval.evaluate import EvalSpec, check_tasks
-from nbl.result import BASE_EVALUATION, EVALUATION_SECONDS
+from nbl.result import BASE_EVALUATION, EVALUATION_SECONDS, REFINE, refine_flat
 from .publish import loadcheck
 from .publish.gguf_export import export_formats, gguf_python
 from .publish.destination import Destination, Published
@@ -177,6 +177,8 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     cal = compressed.calibration
     sink.metrics("calibration", {"tokens": cal.get("tokens"), "seconds": cal.get("seconds"),
                                  "cached": float(bool(cal.get("cached")))})
+    if refined := refine_flat(compressed.outputs):  # compression.refit / heal: each output's (result.outputs[])
+        sink.metrics(REFINE, refined)
     caveats = run_warnings.after_compression(  # over-fitted maps, too few tokens: warned now, on the cards later
         compressed.scores, recipe.compression.mode, result.selected, cal.get("tokens"),
         run_warnings.hidden_size(lm), sink.warning)

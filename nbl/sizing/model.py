@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from nbl.score_fields import GREEDY_WIDTH, MEASURED
 from nbl.selection_sets import expected_sets
 
+from .refine import heal_bytes, refine_token_layers
 from .shapes import DTYPE_BYTES, Shape
 from .spread import Memory, Spread, spread
 
@@ -99,6 +100,8 @@ class Options:
     tasks: tuple[str, ...] = ()
     eval_limit: int | None = None
     holdout_fraction: float = 0.1
+    refit: str = "none"  # compression.refit: a pass of the calibration blocks per output, calibration's memory
+    heal: object | None = None  # compression.heal (nbl.recipe.Heal): the whole model, trained maps (refine.py)
 
 
 @dataclass
@@ -206,6 +209,10 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
         else:
             phases["select"] = {"device": placed.device + sel_acts + ctx_dev if on_gpu else 0,
                                 "host": one + sel_hidden + placed.host + (0 if on_gpu else sel_acts)}
+    if opts.heal is not None:  # the whole model (placed as for evaluation), its backward and the maps' training
+        extra = heal_bytes(d, I, L, shape.vocab, opts.seq_len, opts.heal, opts.ks, dt)
+        phases["refine"] = {"device": placed.device + extra + ctx_dev if on_gpu else 0,
+                            "host": one + placed.host + (0 if on_gpu else extra)}
     if opts.outputs:  # one tensor at a time and its cast copy; the largest is the embedding (or LM head)
         phases["save"] = {"device": 0, "host": one + 2 * max(shape.embed_params, shape.intermediate * d) * dt}
         if opts.load_check:  # the parent keeps its runtime; the child places one output and generates a few tokens
@@ -264,6 +271,9 @@ def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: in
     eval_tokens += len(opts.tasks) * (opts.eval_limit or TASK_DOCS) * TASK_TOKENS_PER_DOC
     models = 1 + len(opts.ks)
     evaluation = models * eval_tokens * (L * fwd_layer + head)
+    # refit: calibration's forward again per output; heal: forwards and backwards of the whole model
+    evaluation += refine_token_layers(opts.num_samples, opts.seq_len, L, opts.ks, opts.refit, opts.heal,
+                                      head / fwd_layer) * fwd_layer
     # forward passes of a whole model: evaluation windows, the load check's prompt and generated tokens, the sets
     passes = (models * math.ceil(eval_tokens / min(shape.context, 2048)) if opts.whole_model else 0)
     passes += len(opts.ks) * (1 + NEW_TOKENS) if opts.outputs and opts.load_check else 0

@@ -13,8 +13,10 @@ from nbl.recipe import Recipe
 from nbl.score_fields import MEASURED
 from nbl.selection_sets import expected_sets
 from nbl.sizing.model import EVAL_TOKENS_PER_CORPUS, TASK_DOCS, TASK_TOKENS_PER_DOC
+from nbl.sizing.refine import refine_token_layers
 
-STAGES = ("load", "calibrate", "score", "select", "compress", "check", "evaluate", "publish")  # select: measured only
+# select: measured only; refine: compression.refit / heal (nbl/sizing/refine.py)
+STAGES = ("load", "calibrate", "score", "select", "refine", "compress", "check", "evaluate", "publish")
 LAYERS = 32  # before the model's config is read (only the loss probe's cost is not linear in layers)
 # Token-layers per layer of each stage's one unit of work, measured on SmolLM2-135M (CPU, 2 cores under
 # load, bench/results/progress_smollm2.json): scoring a layer from its sums ~0.9 s, saving an output ~4 s,
@@ -66,6 +68,8 @@ def plan(recipe: Recipe, layers: int | None = None, base_cached: bool = False) -
         "score": score,
         # a set runs from its first replaced layer on (L/2 on average), then the LM head (set_loss.py)
         "select": StageCost(sets, "layer sets", sets * sel_tokens * (L / 2 + HEAD_LAYERS)),
+        "refine": StageCost(outputs, "outputs", refine_token_layers(cal.num_samples, cal.seq_len, L, recipe.ks,
+                                                                    comp.refit, comp.heal, HEAD_LAYERS)),
         "compress": StageCost(outputs, "outputs", outputs * L * SAVE_PER_LAYER),
         "check": StageCost(outputs, "outputs", outputs * L * CHECK_PER_LAYER),
         "evaluate": StageCost(models * docs, "documents",

@@ -26,7 +26,7 @@ def job_options(recipe: Recipe, host_cache_bytes: int | None, greedy_width: int 
         num_samples=cal.num_samples, seq_len=cal.seq_len, mode=comp.mode, method=comp.method,
         criterion=comp.criterion, form=comp.form, ks=tuple(comp.ks) or (1,), host_cache_bytes=host_cache_bytes, outputs=True,  # k auto: one
         whole_model=True, perplexity=tuple(ev.perplexity), eval_max_tokens=ev.max_tokens, tasks=tuple(ev.tasks),
-        eval_limit=ev.limit, **overrides)
+        eval_limit=ev.limit, refit=comp.refit, heal=comp.heal, **overrides)
 
 
 def classes(settings: Settings) -> list[WorkerClass]:

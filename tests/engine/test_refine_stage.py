@@ -2,6 +2,8 @@
 their refit and heal records, the saved maps are the refined ones, the refit's maps come from the statistics
 cache on a second run with the same set, and healing asks for more text than there is with the field named."""
 
+import json
+
 import pytest
 import torch
 from safetensors import safe_open
@@ -44,6 +46,10 @@ def test_refit_and_heal_run_between_fit_and_save(tmp_path, text_file):
     assert o["heal"]["steps"] == 3 and o["heal"]["tokens"] == 3 * 32 and o["heal"]["held_tokens"] == 32
     assert "refine" in stages and stages.index("refine") < len(stages) - 1 - stages[::-1].index("compress")
     assert refined.timings["refine_s"] > 0 and "refine_s" not in plain.timings
+    report = json.loads((tmp_path / "out2" / "nbl_scores.json").read_text())  # what the card is written from
+    assert report["refine"]["heal"]["steps"] == 3 and report["recipe"]["refit"] == "sequential"
+    assert report["recipe"]["heal"]["tokens"] == 256 and "refine" not in json.loads(
+        (tmp_path / "out" / "nbl_scores.json").read_text())
     deeper = max(o["replaced_layers"])  # below it a replacement moved the stream: its map is not the one-shot
     assert not torch.allclose(_saved_map(tmp_path / "out2", deeper), _saved_map(tmp_path / "out", deeper))
 

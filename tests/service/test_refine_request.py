@@ -34,7 +34,7 @@ def test_the_engine_config_carries_them():
 
 @pytest.mark.parametrize("compression,msg", [
     ({"refit": "twice"}, "'none' or 'sequential'"),
-    ({"heal": {"tokens": 1}}, "greater than or equal to 2"),
+    ({"heal": {"tokens": 0}}, "greater than or equal to 1"),
     ({"heal": {"tokens": 512, "lr": 0}}, "greater than 0"),
     ({"heal": {"tokens": 512, "epochs": 2}}, "Extra inputs are not permitted"),
     ({"heal": {"tokens": "512"}}, "valid integer"),
@@ -53,7 +53,7 @@ def test_linear_refit_is_accepted():
 
 @pytest.mark.parametrize("compression,field,msg", [
     ({"refit": "sequential", "method": "drop"}, "compression", "method 'drop' has none"),
-    ({"heal": {"tokens": 0}}, "tokens", "greater than or equal to 2"),
+    ({"heal": {"tokens": 0}}, "tokens", "greater than or equal to 1"),
 ])
 def test_the_api_answers_422_and_queues_nothing(compression, field, msg, client, auth, settings, sessions):
     r = client.post("/v1/jobs", json=body(compression={"k": 4, **compression}), headers=auth)
@@ -62,3 +62,67 @@ def test_the_api_answers_422_and_queues_nothing(compression, field, msg, client,
     with sessions() as s:
         assert s.scalar(select(func.count()).select_from(Job)) == 0
     assert sqla_broker_messages(settings) == []
+
+
+def test_the_typed_result_carries_each_outputs_refit_and_heal():
+    from nbl.result import REFINE, job_result, refine_flat
+    from nbl.result_schema import JobResult
+
+    engine_outputs = [{"k": 4, "refit": {"method": "sequential", "seconds": 3.5, "cached": False, "nmse": {}},
+                       "heal": {"steps": 8, "tokens": 2048, "seconds": 9.0, "perplexity_before": 40.0,
+                                "perplexity_after": 37.5, "kept": True, "lr": 1e-4}},
+                      {"k": 8}]
+    spec = {"compression": {"k": [4, 8], "refit": "sequential"}}
+    res = JobResult.model_validate(job_result(spec, [], {REFINE: refine_flat(engine_outputs)}))
+    four, eight = res.outputs
+    assert four.refit.seconds == 3.5 and four.refit.cached is False
+    assert (four.heal.tokens, four.heal.steps, four.heal.kept) == (2048, 8, True)
+    assert four.heal.perplexity_after == 37.5 and four.heal.lr == 1e-4
+    assert eight.refit is None and eight.heal is None
+    plain = JobResult.model_validate(job_result({"compression": {"k": 4}}, [], None))
+    assert plain.outputs[0].refit is None and plain.outputs[0].heal is None
+
+
+def test_nbl_submit_flags_make_a_request_the_api_takes():
+    import argparse
+
+    from cli.client import add_client_commands
+    from cli.job_request import build_request
+
+    parser = argparse.ArgumentParser()
+    add_client_commands(parser.add_subparsers())
+    args = parser.parse_args(["submit", "--model", "acme/m", "--k", "4", "--refit", "sequential",
+                              "--heal-tokens", "4096", "--heal-lr", "3e-4"])
+    req = build_request(args)
+    assert req["compression"]["refit"] == "sequential" and req["compression"]["heal"] == {"tokens": 4096, "lr": 3e-4}
+    comp = from_request(JobCreate.model_validate(req)).compression
+    assert comp.heal == Heal(tokens=4096, lr=3e-4) and comp.refit == "sequential"
+    plain = build_request(parser.parse_args(["submit", "--model", "acme/m", "--k", "4"]))
+    assert "refit" not in plain["compression"] and "heal" not in plain["compression"]
+    with pytest.raises(ValueError, match="--heal-steps needs --heal-tokens"):
+        build_request(parser.parse_args(["submit", "--model", "acme/m", "--k", "4", "--heal-steps", "3"]))
+
+
+@pytest.mark.parametrize("flags,msg", [
+    (["--heal-tokens", "0"], "--heal-tokens: Input should be greater than or equal to 1"),
+    (["--heal-lr", "1e-3"], "--heal-lr needs --heal-tokens"),
+    (["--refit", "sequential", "--method", "drop"], "method 'drop' has none"),
+])
+def test_nbl_compress_refuses_bad_refinements_with_exit_2(flags, msg, capsys):
+    from cli.main import main
+
+    assert main(["compress", "--model", "acme/m", "--k", "4", *flags]) == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_nbl_compress_flags_reach_the_recipe():
+    import argparse
+
+    from cli.compress import add_compress, recipe
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    add_compress(sub)
+    args = sub.choices["compress"].parse_args(["--model", "m", "--k", "4", "--refit", "sequential", "--heal-tokens",
+                                               "512", "--heal-steps", "6", "--heal-seconds", "60"])
+    comp = recipe(args).compression
+    assert comp.refit == "sequential" and comp.heal == Heal(tokens=512, steps=6, max_seconds=60.0)

@@ -150,10 +150,10 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
             saved = output_dtype(cfg.out_dtype, lm.dtype, lm.path, lm.fingerprint)
             if cfg.form != "nbl":
                 write_form(lm.path, plan, maps, saved, lm.tokenizer, out, lm.family,
-                           _scores_report(cfg, lm, result, plan), cfg.max_shard_size)
+                           _scores_report(cfg, lm, result, plan, refined), cfg.max_shard_size)
             else:
                 write_compressed(lm.path, plan.as_config(), maps, saved, lm.tokenizer, out, lm.family,
-                                 _scores_report(cfg, lm, result, plan), cfg.max_shard_size)
+                                 _scores_report(cfg, lm, result, plan, refined), cfg.max_shard_size)
             if on_saved is not None:
                 on_saved(output, LayerwiseModel(layer_source(lm), plan, maps))
         result.outputs.append(output)
@@ -164,7 +164,8 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
     return result
 
 
-def _scores_report(cfg: CompressConfig, lm: LoadedModel, result: CompressResult, plan: Plan) -> dict:
+def _scores_report(cfg: CompressConfig, lm: LoadedModel, result: CompressResult, plan: Plan,
+                   refined: dict | None = None) -> dict:
     return {
         "base_model": lm.source,
         "base_revision": lm.revision,
@@ -175,6 +176,8 @@ def _scores_report(cfg: CompressConfig, lm: LoadedModel, result: CompressResult,
             "seed": cfg.seed, "shuffle": cfg.shuffle, "mode": plan.mode, "method": plan.method,
             "criterion": cfg.criterion, "k": len(plan.layers), "ridge": cfg.ridge,
             **({"form": plan.form} if plan.form != "nbl" else {}),  # an nbl report reads as before
+            **({"refit": cfg.refit} if cfg.refit != "none" else {}),
+            **({"heal": asdict(cfg.heal)} if cfg.heal is not None else {}),
             # k auto's budget: the card's plot draws it over the greedy's perplexities
             **({"max_ppl_increase": cfg.max_ppl_increase} if cfg.max_ppl_increase is not None else {}),
         },
@@ -182,4 +185,5 @@ def _scores_report(cfg: CompressConfig, lm: LoadedModel, result: CompressResult,
         "calibration": result.calibration,
         "layers": result.scores,
         **({"selection": result.selection} if result.selection is not None else {}),
+        **({"refine": refined} if refined else {}),  # refit / heal records: the card's Refinement section
     }

@@ -13,14 +13,13 @@ temporary entry). Healing is not cached: its result depends on its steps, rate a
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from nbl.refine_schema import REFIT
+from nbl.refine_schema import REFIT, heal_split
 
 from .calibration_stage import CalibrationResult, Report, layer_source, spill_dir
 from .config import CompressConfig
@@ -33,14 +32,6 @@ from .refit import sequential_refit
 from .scores import LinearMap
 from .stats_cache import cache_key
 from .surgery import Plan
-
-
-def heal_split(tokens: int, seq_len: int) -> tuple[int, int]:
-    """(training blocks, held-out blocks) of a heal of `tokens`: ceil(tokens / seq_len) blocks, at least 2, a tenth
-    of them (at least 1) held out."""
-    n = max(2, math.ceil(tokens / seq_len))
-    held = max(1, n // 10)
-    return n - held, held
 
 
 class Refiner:

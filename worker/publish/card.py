@@ -20,6 +20,7 @@ from pathlib import Path
 from nbl.score_fields import SCORE_LABELS
 
 from ..eval.truncation import describe
+from .card_refine import refine_args, refine_section
 from .card_runs import form_sentence, runs_in_section
 from .card_selection import selection_section
 from .model_index import eval_results
@@ -145,6 +146,7 @@ def recipe_section(report: dict, recipe: dict | None) -> str:
                         else f"--{key.replace('_', '-')} {r[key]}")
     if r.get("shuffle"):
         args.append("--shuffle")
+    args += refine_args(r)
     args += selection_args((report.get("selection") or {}).get("data") or {})
     text = "```\nnbl compress " + " \\\n    ".join(args) + "\n```\n"
     if report.get("base_fingerprint"):
@@ -263,11 +265,12 @@ def card_text(info: CardInfo) -> str:
         recipe += (f"\nCalibration: {format_number(cal.get('num_samples'))} × {format_number(cal.get('seq_len'))} = "
                    f"{format_number(cal['tokens'])} tokens.\n")
     selection = selection_section(report.get("selection"), len(report.get("replaced_layers") or []))
-    rec = report.get("recipe") or {}
+    rec, refine = report.get("recipe") or {}, refine_section(report.get("refine"))
     sections = [
         (f"# {model_name(report, info.recipe)}", method_section(report, base)),
         ("## Recipe", recipe),
         *([("## Selection", selection)] if selection else []),
+        *([("## Refinement", refine)] if refine else []),
         ("## Replaced layers and their scores", layers_section(report, info.plot)),
         ("## Evaluation: base vs compressed", eval_section(info.metrics, info.scored)),
         *([("## Warnings", "".join(f"- {w}\n" for w in info.warnings))] if info.warnings else []),

@@ -1,0 +1,51 @@
+"""What the refine stage costs (worker/engine/refine_stage.py): tokens through layers, and the memory healing holds.
+
+Per output:
+    refit   one pass of the calibration blocks through layers 0..last replaced (at most L), plus one sweep of
+            each replaced layer: at most tokens x (L + k) layer passes, and calibration's memory (one layer's
+            weights and sums, one batch, the hidden states of every block on the host)
+    heal    steps blocks forward and backward through the whole model (a backward ~2 forwards: 3 in all), and
+            the held-out blocks forward twice (perplexity before and after); once per run, the teacher's
+            logits on the training blocks (one forward each)
+Healing holds the whole model (the only refine phase that does), one block's activations kept for the backward,
+the maps' float32 copies with their gradients and Adam's two moments (4 x k d² floats), and the teacher's top-64
+logits of every training position (values float32 + ids int64). Pure: no torch.
+"""
+
+from __future__ import annotations
+
+from nbl.refine_schema import REFIT, heal_split
+
+TOP_K = 64  # worker/engine/heal.TOP_K
+
+
+def refine_token_layers(num_samples: int, seq_len: int, layers: int, ks, refit: str, heal, head_layers: float) -> float:
+    """The stage's work in token-layers (an LM-head pass counts `head_layers` layers), over every output."""
+    ks = list(ks) or [1]
+    total = 0.0
+    if refit != REFIT:
+        total += sum(num_samples * seq_len * (layers + k) for k in ks)
+    if heal is not None:
+        n_train, n_held = heal_split(heal.tokens, seq_len)
+        steps = heal.steps or n_train
+        per_pass = seq_len * (layers + head_layers)
+        total += n_train * per_pass  # the teacher, once
+        total += len(ks) * (3 * steps + 2 * n_held) * per_pass
+    return total
+
+
+def heal_bytes(hidden: int, intermediate: int, layers: int, vocab: int, seq_len: int, heal, ks,
+               dtype_bytes: int) -> int:
+    """Memory healing adds beside the whole model: one block's activations kept for the backward (every layer
+    keeps ~(8 d + 3 I) per token, as model.ACT_WIDTHS_D counts a forward; nothing is recomputed, so a deep model
+    heals short blocks best), one block's logits in float32 with their softmax and gradient, the maps' training
+    state, and the teacher's targets."""
+    if heal is None:
+        return 0
+    k = max(ks or [1])
+    n_train, _ = heal_split(heal.tokens, seq_len)
+    acts = layers * seq_len * (8 * hidden + 3 * intermediate) * dtype_bytes
+    logits = 3 * seq_len * vocab * 4
+    maps = 4 * k * hidden * hidden * 4
+    targets = n_train * (seq_len - 1) * TOP_K * (4 + 8)
+    return acts + logits + maps + targets
