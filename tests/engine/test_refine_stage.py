@@ -69,3 +69,14 @@ def test_healing_past_the_data_names_the_field(tmp_path, text_file):
     save_tiny_checkpoint(tmp_path / "base", layers=4)
     with pytest.raises(DataError, match="compression.heal.tokens"):
         compress.run(_cfg(tmp_path, text_file, heal=Heal(tokens=10**7)), progress=False)
+
+
+def test_a_linear_output_is_refitted_bias_free_and_written_in_its_form(tmp_path, text_file):
+    save_tiny_checkpoint(tmp_path / "base", layers=4, intermediate_size=256)  # DeciLM: the MLP width a multiple of 256
+    plain = compress.run(_cfg(tmp_path, text_file, form="linear"), progress=False).outputs[0]
+    refit = compress.run(_cfg(tmp_path, text_file, out=tmp_path / "out2", form="linear", refit="sequential"),
+                         progress=False).outputs[0]
+    assert refit["form"] == "linear" and refit["refit"]["method"] == "sequential"
+    assert refit["replaced_layers"] == plain["replaced_layers"]
+    config = json.loads((tmp_path / "out2" / "config.json").read_text())
+    assert "block_configs" in config  # DeciLM, as without the refit
