@@ -142,7 +142,7 @@ def result_table(result: Any) -> dict:
     return {"columns": columns, "rows": rows}
 
 
-STAGE_COLOURS = ("load", "calibrate", "score", "select", "compress", "check", "evaluate", "publish")
+STAGE_COLOURS = ("load", "calibrate", "score", "select", "refine", "compress", "check", "evaluate", "publish")
 
 
 def stage_class(stage: str) -> str:
