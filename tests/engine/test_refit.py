@@ -110,3 +110,21 @@ def test_from_the_checkpoint_with_spilling_equals_in_memory(tmp_path):
 def test_fold_and_drop_are_refused(plan):
     with pytest.raises(ValueError, match="nbl or linear maps"):
         sequential_refit(tiny_model(layers=3), _blocks(), plan, {})
+
+
+def test_teacher_target_regresses_the_base_branch_on_its_own_stream():
+    model, layers, mode = tiny_model(layers=4), (1, 2), "attn"
+    maps = _one_shot(model, mode, layers)
+    refit = sequential_refit(model, _blocks(), Plan(mode, "nbl", layers), maps, batch_size=BS, holdout=HOLDOUT,
+                             ridge=0.0, target="teacher")
+    assert _rel(refit.maps[1].weight, maps[1].weight) < 1e-4  # both streams are the base's (float32 noise: a copy)
+    x, _ = _captured(model, Plan(mode, "nbl", (1,)), refit.maps, 2, mode, "nbl")  # the compressed stream
+    _, y = _captured(model, Plan(mode, "nbl", ()), refit.maps, 2, mode, "nbl")  # the base's own branch
+    ones = torch.ones(x.shape[0], 1, dtype=x.dtype)
+    sol = torch.linalg.lstsq(torch.cat([x, ones], 1), y).solution
+    assert _rel(refit.maps[2].weight, sol[:-1].T) < 1e-4 and _rel(refit.maps[2].bias, sol[-1]) < 1e-4
+    student = sequential_refit(model, _blocks(), Plan(mode, "nbl", layers), maps, batch_size=BS, holdout=HOLDOUT,
+                               ridge=0.0)
+    assert _rel(refit.maps[2].weight, student.maps[2].weight) > 1e-3
+    with pytest.raises(ValueError, match="target"):
+        sequential_refit(model, _blocks(), Plan(mode, "nbl", layers), maps, target="drift")

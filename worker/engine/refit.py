@@ -84,11 +84,17 @@ def _regressor(layer, mode: str, form: str, h: torch.Tensor) -> torch.Tensor:
 def sequential_refit(model, blocks: torch.Tensor, plan: Plan, maps: dict[int, LinearMap], *, batch_size: int = 1,
                      holdout: int = 0, ridge: float = DEFAULT_RIDGE, product_dtype: torch.dtype = torch.float32,
                      tf32: bool = False, device=None, host_bytes: int | None = None, spill_dir: Path | None = None,
-                     on_batch: Callable[[int, int], None] | None = None) -> Refit:
+                     on_batch: Callable[[int, int], None] | None = None, target: str = "student") -> Refit:
     """The plan's maps refitted in depth order on `blocks` (num_blocks, seq_len), the calibration's, batched as
     calibration batched them (`batch_size`, the last `holdout` blocks apart), so the first replaced layer's sums
     are calibration's. `maps`: the one-shot maps (their NMSE on the compressed stream is reported beside the
-    refit's). `on_batch(done, total)` after every batch (it may raise to cancel)."""
+    refit's). `on_batch(done, total)` after every batch (it may raise to cancel).
+
+    `target`: y as above, the base layer run on the compressed stream ("student", the default); or "teacher":
+    the base model's own branch output, on its own stream, carried beside the compressed one (twice the hidden
+    states and the forward work; measured in bench/results/quality2_table.md)."""
+    if target not in ("student", "teacher"):
+        raise ValueError(f"target must be 'student' or 'teacher', got {target!r}")
     if plan.method != "nbl" or plan.form == "fold":
         raise ValueError(f"a sequential refit needs nbl or linear maps, not method {plan.method!r} form {plan.form!r}")
     t0 = time.perf_counter()
@@ -105,9 +111,16 @@ def sequential_refit(model, blocks: torch.Tensor, plan: Plan, maps: dict[int, Li
     with HiddenCache(host_bytes, spill_dir) as cache, calibration_heap():
         kwargs = first_pass(source, blocks, batches, device, cache)
         source.release_stem()
+        teacher = target == "teacher"
+        for b in range(len(batches) if teacher else 0):
+            cache.put(("base", b), cache.get(b).clone())
         for i in range(chosen[-1] + 1):
             layer = source.layer(i, device)
             try:
+                if teacher and i not in plan.layers:  # the base stream moves on
+                    for b in range(len(batches)):
+                        cache.overwrite(("base", b), layer_output(layer(cache.get(("base", b)).to(device),
+                                                                        **kwargs[b][i])))
                 if i in plan.layers:  # the sums of (x, y) on the compressed stream, then the map
                     acc = LayerAccumulator(d, device, product_dtype, (plan.mode,), tf32=tf32)
                     attn: list[torch.Tensor] = []
@@ -116,8 +129,11 @@ def sequential_refit(model, blocks: torch.Tensor, plan: Plan, maps: dict[int, Li
                     try:
                         for b, (_, _, split) in enumerate(batches):
                             h = cache.get(b).to(device)  # (B, T, d)
-                            teacher = layer_output(layer(h, **kwargs[b][i]))  # (B, T, d)
-                            y = attn.pop() if plan.mode == "attn" else teacher - h
+                            src = cache.get(("base", b)).to(device) if teacher else h  # the base layer's input
+                            base_out = layer_output(layer(src, **kwargs[b][i]))  # (B, T, d)
+                            y = attn.pop() if plan.mode == "attn" else base_out - src
+                            if teacher:
+                                cache.overwrite(("base", b), base_out)
                             x = _regressor(layer, plan.mode, plan.form, h)
                             acc.add(x.reshape(-1, d), {plan.mode: y.reshape(-1, d)}, split, h.reshape(-1, d))
                             done += 1
