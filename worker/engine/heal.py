@@ -70,8 +70,10 @@ def kl_top_k(student_logits: torch.Tensor, values: torch.Tensor, indices: torch.
 
 
 @torch.no_grad()
-def teacher_targets(model, blocks: torch.Tensor, top_k: int = TOP_K) -> TeacherTargets:
-    """The base model's top-K logits at each position but the last of each block, one block at a time."""
+def teacher_targets(model, blocks: torch.Tensor, top_k: int = TOP_K,
+                    on_block: Callable[[int, int], None] | None = None) -> TeacherTargets:
+    """The base model's top-K logits at each position but the last of each block, one block at a time;
+    `on_block(done, total)` after each (it may raise to cancel)."""
     vals, idxs = [], []
     device = next(model.parameters()).device
     for b in range(blocks.shape[0]):
@@ -79,6 +81,8 @@ def teacher_targets(model, blocks: torch.Tensor, top_k: int = TOP_K) -> TeacherT
         top = torch.topk(logits.float(), min(top_k, logits.shape[-1]), dim=-1)
         vals.append(top.values.cpu())
         idxs.append(top.indices.cpu())
+        if on_block is not None:
+            on_block(b + 1, blocks.shape[0])
     return TeacherTargets(torch.cat(vals), torch.cat(idxs))
 
 

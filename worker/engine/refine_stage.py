@@ -102,7 +102,8 @@ class Refiner:
         model = self.lm.model
         if self._targets is None:  # the teacher's top-K logits, once for every output
             self.report("refine", 0.0, f"teacher logits on {n_train} healing blocks")
-            self._targets = teacher_targets(model, train)
+            self._targets = teacher_targets(model, train, on_block=lambda done, total: self.report(
+                "refine", done / total, f"teacher logits {done}/{total} blocks"))
         steps = spec.steps or n_train
         out = heal(model, plan, maps, train, held, self._targets, steps=steps, lr=spec.lr,
                    max_seconds=spec.max_seconds,
