@@ -222,3 +222,9 @@ def print_compress_table(r: dict, mode: str) -> None:
     for o in r["outputs"]:
         print(f"k={o['k']:<3} {o['mode']}/{o['method']}/{o['criterion']} form {o.get('form', R.FORM)}: layers "
               f"{o['replaced_layers']} -> {o['path']}  (runs in: {', '.join(o.get('runs_in') or [])})")
+        if o.get("refit"):
+            print(f"      refit (sequential): {o['refit']['seconds']:.1f} s{' (cached)' if o['refit'].get('cached') else ''}")
+        if o.get("heal"):
+            h = o["heal"]
+            print(f"      heal: {h['tokens']:,} tokens, {h['steps']} steps, {h['seconds']:.1f} s; held-out ppl "
+                  f"{h['perplexity_before']:.3f} -> {h['perplexity_after']:.3f}{'' if h['kept'] else ' (not kept)'}")

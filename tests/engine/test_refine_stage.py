@@ -80,3 +80,19 @@ def test_a_linear_output_is_refitted_bias_free_and_written_in_its_form(tmp_path,
     assert refit["replaced_layers"] == plain["replaced_layers"]
     config = json.loads((tmp_path / "out2" / "config.json").read_text())
     assert "block_configs" in config  # DeciLM, as without the refit
+
+
+def test_nbl_compress_refits_heals_and_says_so(tiny_dir, text_file, tmp_path, capsys):
+    from cli import main as cli
+
+    args = ["compress", "--model", tiny_dir, "--dataset", text_file, "--num-samples", 8, "--seq-len", 32, "--k", 2,
+            "--out", tmp_path / "out", "--no-load-check", "--refit", "sequential", "--heal-tokens", 128,
+            "--heal-steps", 2]
+    assert cli.main([str(a) for a in args]) == 0
+    out = capsys.readouterr().out
+    assert "refit (sequential):" in out and "heal: 64 tokens, 2 steps" in out
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "## Refinement" in card and "--refit sequential" in card and "--heal-tokens 128" in card
+    assert cli.main([str(a) for a in args[:-4]] + ["--json"]) == 0  # the refit's maps now from the cache
+    res = json.loads(capsys.readouterr().out)["result"]["outputs"][0]
+    assert res["refit"] == {"seconds": res["refit"]["seconds"], "cached": True} and res["heal"] is None
