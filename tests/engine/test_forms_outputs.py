@@ -21,6 +21,10 @@ from worker.engine.form_layers import apply_form
 from worker.engine.saving_forms import write_form
 from worker.engine.surgery import Plan
 
+# Each case reloads in a fresh interpreter (101 s of setup on the loaded 2-core machine): make test runs it,
+# make test-fast leaves it out to stay under 5 minutes.
+pytestmark = pytest.mark.slow
+
 RELOAD = textwrap.dedent(
     """
     import json, sys, torch

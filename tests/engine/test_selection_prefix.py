@@ -24,6 +24,7 @@ def setup(layers=6, n_sel=8, family="llama"):
     return model, sel, maps
 
 
+@pytest.mark.slow  # 16 s per family under load; make test runs it
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 def test_warm_prefixes_give_the_same_losses_for_fewer_layer_passes(family):
     model, sel, maps = setup(family=family)
@@ -40,6 +41,7 @@ def test_warm_prefixes_give_the_same_losses_for_fewer_layer_passes(family):
         assert cheap(key) == pytest.approx(value, rel=1e-6)
 
 
+@pytest.mark.slow  # 40 s under load; make test runs it
 def test_racing_keeps_the_choice_and_scores_the_winners_on_every_block():
     model, sel, maps = setup(n_sel=16)
     plain = SetLoss(model, sel, "attn", "nbl", maps, batch_size=1)
