@@ -138,11 +138,14 @@ def write(args, rows: dict) -> None:
         md.append(f"| base | 0 | - | {base['ppl']:.2f} | - | {_arc(base)} | - | - | - |")
     missing = []
     for mode, k in CONFIGS:
-        for v in VARIANTS + tuple(e for e in EXTRA if f"{mode}-k{k}-{e}" in rows):
-            r = rows.get(f"{mode}-k{k}-{v}")
+        keys = [f"{mode}-k{k}-{v}" for v in VARIANTS]  # then any other variant measured (--variants, --merge)
+        keys += [key for key in rows if key.startswith(f"{mode}-k{k}-") and key not in keys]
+        for key in keys:
+            r, v = rows.get(key), key.split("-", 2)[2]
             if r is None:
                 missing.append(f"{mode} k={k} {v}")
                 continue
+            v = r.get("variant", v)
             rise = f"+{100 * (r['ppl'] / base['ppl'] - 1):.1f}%" if base else "-"
             h = r.get("heal")
             heal_txt = "-" if not h else (f"{h['perplexity_before']:.2f} → {h['perplexity_after']:.2f}"
@@ -161,6 +164,11 @@ def write(args, rows: dict) -> None:
            "```", f"nice -n 10 .venv/bin/python bench/quality2.py --num-samples {args.num_samples} --seq-len "
            f"{args.seq_len} --max-tokens {args.max_tokens} --arc-limit {args.arc_limit} --heal-tokens "
            f"{args.heal_tokens} --heal-steps {args.heal_steps} --heal-lr {args.heal_lr} --work {args.work}", "```"]
+    if args.merge:
+        md += ["", "This table merges runs made side by side with the flags above plus, each with its own --work "
+               "(the base row copied in, the statistics cache shared): `--modes block`; `--modes attn --ks 8 "
+               "--variants heal --heal-lr 2e-5` (its row renamed `attn-k8-heal-lr2e-5`); `--modes attn --ks 12 8 "
+               "--variants teacher`. Then `--write-only --merge WORK2/rows.json ...`."]
     (HERE / "results" / "quality2_table.json").write_text(json.dumps(
         {"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1) + "\n")
     (HERE / "results" / "quality2_table.md").write_text("\n".join(md) + "\n")
@@ -195,7 +203,8 @@ def main() -> None:
     for other in args.merge:
         theirs = json.loads(other.read_text())
         rows.update({k: v for k, v in theirs.items() if k not in rows and k != "teacher"})
-        rows.setdefault("teacher", {}).update(theirs.get("teacher", {}))
+        for mode, secs in theirs.get("teacher", {}).items():
+            rows.setdefault("teacher", {}).setdefault(mode, secs)
 
     def save(r: dict) -> None:
         state.write_text(json.dumps(r, indent=1))
