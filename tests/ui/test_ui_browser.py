@@ -1,8 +1,9 @@
 """The dashboard in a real browser: a real `nbl serve` (uvicorn) on SQLite, keys from
 `nbl admin create-key`, jobs written by the real store functions, and headless Chromium (the
 Debian package, which .ci/run installs) logging in through the form. Checks that the chart is
-drawn and that another team's job is a 404 page; saves the three pages as screenshots under
-bench/results/ui/ (the CI artifacts)."""
+drawn and that another team's job is a 404 page; saves the three pages as screenshots in a temporary folder,
+or where NBL_UI_SHOTS says (`NBL_UI_SHOTS=bench/results/ui` refreshes the committed ones), so a test run leaves
+the tracked screenshots alone."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -25,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 # A published output's files (README.md as HTML: downloaded, never rendered on the dashboard's origin).
 FILES = {"config.json": b'{"model_type": "llama"}\n', "weights/model.safetensors": bytes(range(256)) * 64,
          "README.md": b"<script>alert(1)</script>\n"}
-SHOTS = REPO / "bench" / "results" / "ui"
+SHOTS = Path(os.environ.get("NBL_UI_SHOTS") or tempfile.mkdtemp(prefix="nbl-ui-shots-"))
 _SCRIPT = Path(sys.executable).with_name("nbl")  # the installed console script, as a user runs it
 NBL = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
 
