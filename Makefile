@@ -20,11 +20,16 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 install: $(VENV)/.installed
 
+# pytest-xdist spreads the tests over TEST_WORKERS processes (worksteal: a worker that runs dry takes
+# queued tests from the other); every test has its own databases, Redis queues, ports and NBL_HOME.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist worksteal
+
 test: install
-	$(PY) -m pytest -q -rs --durations=25 --ignore=tests/serving
+	$(PY) -m pytest -q -rs --durations=25 $(XDIST) --ignore=tests/serving
 
 test-fast: install
-	$(PY) -m pytest -q -m "not slow and not e2e" --ignore=tests/serving
+	$(PY) -m pytest -q $(XDIST) -m "not slow and not e2e" --ignore=tests/serving
 
 demo: install
 	bash scripts/demo.sh

@@ -22,6 +22,7 @@ def _base_args(tiny_dir, text_file, tmp_path, *extra, load_check=False):
             "--out", tmp_path / "out", "--json", *extra, *([] if load_check else ["--no-load-check"])]
 
 
+@pytest.mark.slow
 def test_several_k_json_and_cache_hit(tiny_dir, text_file, tmp_path, capsys, monkeypatch):
     code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1,2", "--criterion", "nmse",
                                               load_check=True))
@@ -136,6 +137,7 @@ def test_help_lists_options(capsys):
         assert flag in out
 
 
+@pytest.mark.slow
 def test_eval_after_compressing_reports_base_vs_each_k_and_rewrites_the_cards(tiny_dir, text_file, tmp_path, capsys):
     from huggingface_hub import ModelCard
 
@@ -205,6 +207,7 @@ def test_host_cache_budget_spills_hidden_states_with_the_same_scores(tiny_dir, t
     assert code == 2 and "number of bytes" in err
 
 
+@pytest.mark.slow
 def test_an_output_that_does_not_reproduce_the_model_in_memory_exits_1(tiny_dir, text_file, tmp_path, capsys,
                                                                         monkeypatch):
     """The fresh-process load check of a job runs for `nbl compress` too: a reference that the reloaded

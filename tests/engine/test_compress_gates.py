@@ -23,6 +23,7 @@ def _args(tiny_dir, text_file, out, k, *extra):
             *extra]
 
 
+@pytest.mark.slow
 def test_gates_keep_the_passing_output_and_exit_5_when_none_passes(tiny_dir, text_file, tmp_path, capsys):
     code, out, err = _run(capsys, *_args(tiny_dir, text_file, tmp_path / "free", "1,3"))
     assert code == 0, err

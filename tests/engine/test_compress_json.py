@@ -19,6 +19,7 @@ def strict(text: str):
     return data
 
 
+@pytest.mark.slow
 def test_compress_json_is_finite_and_has_the_job_result(tiny_dir, text_file, tmp_path, capsys):
     code = cli.main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), "--num-samples", "12",
                      "--seq-len", "64", "--out", str(tmp_path / "out"), "--json", "--k", "1,2", "--eval",

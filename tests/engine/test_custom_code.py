@@ -190,6 +190,7 @@ def run_snippet(code: str, out: Path, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_an_output_names_no_code_but_ours_and_its_tokenizer_loads_without_code_or_question(tmp_path):
     # A tokenizer that carries an attacker's auto_map, as one loaded from such a repo would.
     src = tmp_path / "tok"

@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_the_gpu_benchmark_runs_on_the_cpu_with_the_tiny_preset(tmp_path):
     out = tmp_path / "gpu.json"
     subprocess.run([sys.executable, "bench/gpu_calibration.py", "--preset", "tiny", "--device", "cpu",

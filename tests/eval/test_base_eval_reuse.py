@@ -71,6 +71,7 @@ def first_eta(client, auth, job_id):
     return next(e for e in events if e["kind"] == "stage")["eta_seconds"]
 
 
+@pytest.mark.slow
 def test_a_second_job_on_the_same_base_reuses_its_evaluation_across_teams(api):
     client, alpha, beta = api
     first = run(client, alpha, job(k=1))

@@ -60,6 +60,7 @@ def run(client, auth, body) -> dict:
     return client.get(f"/v1/jobs/{r.json()['id']}", headers=auth).json()
 
 
+@pytest.mark.slow
 def test_a_job_scores_winogrande_and_a_contexts_task_file_as_the_evaluation_does(api):
     from worker.engine.loading import load_model
     from worker.eval.benchmarks.registry import load_task

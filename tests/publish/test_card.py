@@ -100,6 +100,7 @@ def test_plot_skips_layers_without_the_score(tmp_path, criterion):
         assert not (tmp_path / "p.png").exists()
 
 
+@pytest.mark.slow
 def test_nbl_eval_card_rewrites_the_card_with_its_results(tmp_path, text_file, tiny_dir, capsys):
     from cli.main import main
 

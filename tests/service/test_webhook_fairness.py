@@ -70,6 +70,7 @@ def ended(a: WebhookAttempt) -> datetime:
     return a.started_at + timedelta(milliseconds=a.duration_ms)
 
 
+@pytest.mark.slow
 def test_another_teams_webhook_does_not_wait_behind_a_trickling_receiver(env, receivers):
     """Six deliveries of one team to a receiver that never finishes an answer are older than the
     other team's one; with four slots, taken oldest first, it waited for the first two to give up."""
@@ -86,6 +87,7 @@ def test_another_teams_webhook_does_not_wait_behind_a_trickling_receiver(env, re
     assert slow.most_open <= 2, slow.most_open  # half of the four slots
 
 
+@pytest.mark.slow
 def test_a_webhook_that_comes_due_mid_pass_joins_it(env, receivers):
     """The pass is busy with the attacker's POSTs (5 s deadline each) when the victim's job ends: its
     webhook goes out in that pass, without waiting for any of those POSTs to end."""

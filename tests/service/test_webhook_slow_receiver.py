@@ -111,6 +111,7 @@ def test_a_slow_resolver_counts_against_the_deadline(env):
     assert time.monotonic() - t0 < 1.0 + GENEROUS_S and "no answer within 1 s" in error, error
 
 
+@pytest.mark.slow
 def test_a_trickling_receiver_does_not_hold_up_recovery_of_a_killed_workers_job(env, trickler):
     """Six cancelled jobs name a receiver that never finishes an answer (and a deadline of a minute,
     so the deadline alone cannot free the loop); a worker is killed holding a 3 s lease. The
@@ -142,6 +143,7 @@ def test_a_trickling_receiver_does_not_hold_up_recovery_of_a_killed_workers_job(
         loop.close()
 
 
+@pytest.mark.slow
 def test_deliveries_run_side_by_side_up_to_the_bound(env, trickler):
     e, slow = env(webhook_timeout_s=1.0), trickler(every_s=0.2)
     for _ in range(10):
