@@ -186,7 +186,7 @@ def write(args, rows: dict, comp: list[dict]) -> None:
            f"±{(0.25 / max(args.arc_limit, 1)) ** 0.5:.3f}: differences under twice that are noise."]
     if args.arc_limit < 500:
         md += ["", f"The issue asks ARC-e on 500 questions; this table has the first {args.arc_limit}. The rows "
-               "measured at 500 (as many as a session's time allowed) are in forms_table_arc500.md: the same "
+               "measured at 500, every one, are in forms_table_arc500.md: the same "
                "command with `--arc-limit 500 --out forms_table_arc500` (and `--only` to choose rows)."]
     md += ["", "## Targets (issue 26)", "", *targets_md(rows), "",
            "Within: the form's perplexity at most that much above the other's (lower is better). The third target, "
