@@ -34,6 +34,10 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 TOLERANCE = 0.30
+# A stage the worker ran in under this long records no rate (nbl/sizing/stage_plan.MIN_MEASURE_S): its
+# estimate is the class's prior and the API gives it to 0.1 s, a third or more of the stage. Such stages are
+# shown, not judged: 0.2 s said as 0.3 s is +50 % and nothing a budget notices.
+JUDGED_FROM_S = 1.0
 
 
 def job_body(model: str, args, n: int) -> dict:
@@ -50,6 +54,10 @@ def job_body(model: str, args, n: int) -> dict:
 def run_in_fresh_process(job_id: str) -> None:
     """worker.tasks.run_job in a new interpreter (the environment's NBL_HOME and SQLite database)."""
     code = f"from worker import tasks; print(tasks.run_job({job_id!r}))"
+    # Each job starts with nothing left to write back: the model just converted or built (1-1.5 GB) and the last
+    # job's output otherwise flush during this job's own writes, and land in its compress and publish times
+    # (random wide, idle machine: the first job's compress 1.6x the next ones' without this).
+    os.sync()
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, env=os.environ | {"PYTHONPATH": str(REPO)})
 
 
@@ -88,21 +96,29 @@ def compare(job: tuple[dict, float], sessions) -> dict:
     base = (done.get("result") or {}).get("base_evaluation") or {}
     return {"basis": est.get("basis"), "range_s": est["seconds"], "wall_s": round(wall, 1),
             "inside": est["seconds"][0] <= wall <= est["seconds"][1], "stages": stages,
-            "within": all(abs(x["error"]) <= TOLERANCE for x in stages if x["error"] is not None),
+            "within": within(stages),
             "base_evaluation_cached": {"estimate": est.get("base_evaluation_cached"), "result": base.get("cached"),
                                        "seconds": base.get("seconds")}}
 
 
+def within(stages: list[dict]) -> bool:
+    """Every stage that ran JUDGED_FROM_S or longer is within TOLERANCE of its estimate."""
+    return all(abs(x["error"]) <= TOLERANCE for x in stages
+               if x["error"] is not None and x["measured_s"] is not None and x["measured_s"] >= JUDGED_FROM_S)
+
+
 def report(rows: list[dict], args, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "rows": rows,
-                                                    "cpus": CPUS, "omp_num_threads": OMP, "load": LOAD}, indent=2))
+    kept = {a: v for a, v in vars(args).items() if a != "report_only"} | {"out": str(args.out)}
+    out.with_suffix(".json").write_text(json.dumps({"args": kept, "rows": rows, "cpus": CPUS, "omp_num_threads": OMP,
+                                                    "load": LOAD}, indent=2))
     flags = (f"--num-samples {args.num_samples} --seq-len {args.seq_len} --eval-tokens {args.eval_tokens}"
              f"{' --skip-random' if args.skip_random else ''}{' --reuse' if args.reuse else ''}")
     lines = ["# Estimated stage times against measured (the estimate from one earlier job's rates)", "",
              f"`OMP_NUM_THREADS={OMP} taskset -c {CPUS} .venv/bin/python bench/estimate_accuracy.py --stages {flags}` "
-             f"(worker class cpu; each job in a fresh process on CPU {CPUS}; load average before: {LOAD}). Target: every stage within +-{TOLERANCE:.0%}, the job's wall time inside "
-             "the estimate's range.", ""]
+             f"(worker class cpu; each job in a fresh process on CPU {CPUS}, after an os.sync(); load average before: {LOAD}). Target: every stage within +-{TOLERANCE:.0%}, the job's wall time inside "
+             f"the estimate's range. Stages that ran under {JUDGED_FROM_S:g} s are shown, not judged (*): the worker "
+             "records no rate for them (nbl/sizing/stage_plan.MIN_MEASURE_S), and the API states them to 0.1 s.", ""]
     for r in rows:
         lines += [f"## {r['model']}", "", f"The first job, which measured: {r['first_job_wall_s']} s.", ""]
         lines += table("The second job (another seed and evaluation: every stage runs)", r)
@@ -123,6 +139,8 @@ def table(title: str, r: dict) -> list[str]:
     for s in r["stages"]:
         m = "under 1 s (not recorded)" if s["measured_s"] is None else f"{s['measured_s']} s"
         err = "-" if s["error"] is None else f"{s['error']:+.0%}"
+        if s["measured_s"] is not None and s["measured_s"] < JUDGED_FROM_S:
+            err += " *"
         lines.append(f"| {s['stage']}{'' if s['from_rate'] else ' (class rate)'} | {s['estimate_s']} s | {m} | {err} |")
     return lines + [""]
 
@@ -140,7 +158,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--skip-random", action="store_true", help="SmolLM2 only")
     ap.add_argument("--reuse", action="store_true", help="a third job that reuses the base's evaluation")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "estimate_accuracy_stages")
+    ap.add_argument("--report-only", action="store_true",
+                    help="judge the stored .json again (its own flags, CPUs and load) and rewrite both files")
     args = ap.parse_args(argv)
+    if args.report_only:
+        rewrite(args.out)
+        return
     work = Path(tempfile.mkdtemp(prefix="nbl-stages-"))
     os.environ["NBL_HOME"] = str(work / "home")
     os.environ.setdefault("NBL_DATA_DIR", str(REPO.parent / "shared" / "data"))
@@ -179,6 +202,17 @@ def run_all(work: Path, args) -> list[dict]:
             rows.append(run_pair(client, {"Authorization": f"Bearer {key}"}, model, args, sessions))
             report(rows, args, args.out)  # after each model: a long run stopped later keeps what it measured
     return rows
+
+
+def rewrite(out: Path) -> None:
+    global CPUS, OMP, LOAD
+    saved = json.loads(out.with_suffix(".json").read_text())
+    CPUS, OMP, LOAD = saved["cpus"], saved["omp_num_threads"], saved["load"]
+    for r in saved["rows"]:
+        for part in (r, r.get("reuse")):
+            if part is not None:
+                part["within"] = within(part["stages"])
+    report(saved["rows"], argparse.Namespace(**saved["args"] | {"out": out, "report_only": True}), out)
 
 
 def link(path: Path, settings, name: str) -> str:
