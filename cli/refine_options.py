@@ -19,7 +19,7 @@ def add_refine_options(p, defaults: bool = True) -> None:
     g.add_argument("--heal-tokens", type=int, metavar="N", help="heal: train the maps against the base's next-token "
                    "distribution on N calibration-dataset tokens after the calibration's (a tenth held out)")
     g.add_argument("--heal-steps", type=int, metavar="N", help="heal: optimiser steps of one block (default one pass)")
-    g.add_argument("--heal-lr", type=float, metavar="X", help=f"heal: Adam's learning rate (default {HEAL_LR:g})")
+    g.add_argument("--heal-lr", type=float, metavar="X", help=f"heal: Adam's peak learning rate, falling to 0 on a cosine (default {HEAL_LR:g})")
     g.add_argument("--heal-seconds", type=float, metavar="S", help="heal: stop each output's training after S seconds")
 
 

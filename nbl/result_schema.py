@@ -150,7 +150,7 @@ class RefitFacts(Schema):
 class HealFacts(Schema):
     tokens: int | None = Field(None, description="training tokens seen (steps x block length)", examples=[12288])
     steps: int | None = Field(None, description="optimiser steps run", examples=[48])
-    lr: float | None = Field(None, description="Adam's learning rate", examples=[1e-4])
+    lr: float | None = Field(None, description="Adam's peak learning rate (cosine to 0 over the steps)", examples=[1e-5])
     seconds: float | None = Field(None, description="seconds healing took (its perplexities included)", examples=[240.0])
     perplexity_before: float | None = Field(None, description="perplexity on the held-out healing blocks before",
                                             examples=[61.2])

@@ -4,7 +4,7 @@ Per output:
     refit   one pass of the calibration blocks through layers 0..last replaced (at most L), plus one sweep of
             each replaced layer: at most tokens x (L + k) layer passes, and calibration's memory (one layer's
             weights and sums, one batch, the hidden states of every block on the host)
-    heal    steps blocks forward and backward through the whole model (a backward ~2 forwards: 3 in all), and
+    heal    steps x blocks a step forward and backward through the whole model (a backward ~2 forwards: 3 in all), and
             the held-out blocks forward twice (perplexity before and after); once per run, the teacher's
             logits on the training blocks (one forward each)
 Healing holds the whole model (the only refine phase that does), one block's activations kept for the backward,
@@ -14,7 +14,7 @@ logits of every training position (values float32 + ids int64). Pure: no torch.
 
 from __future__ import annotations
 
-from nbl.refine_schema import REFIT, heal_split
+from nbl.refine_schema import REFIT, blocks_per_step, heal_split
 
 TOP_K = 64  # worker/engine/heal.TOP_K
 
@@ -30,7 +30,7 @@ def refine_token_layers(num_samples: int, seq_len: int, layers: int, ks, refit: 
         steps = heal.steps or n_train
         per_pass = seq_len * (layers + head_layers)
         total += n_train * per_pass  # the teacher, once
-        total += len(ks) * (3 * steps + 2 * n_held) * per_pass
+        total += len(ks) * (3 * steps * blocks_per_step(n_train, steps) + 2 * n_held) * per_pass
     return total
 
 

@@ -60,6 +60,19 @@ def test_healing_lowers_the_loss_and_changes_only_the_maps(mode):
     assert all(not torch.equal(out.maps[i].weight, maps[i].weight) for i in plan.layers)
 
 
+def test_each_step_averages_enough_blocks_to_cover_the_training_text_once():
+    model, plan, maps = _setup()
+    train, held = _sampled(model, 6, 1), _sampled(model, 2, 2)
+    targets = teacher_targets(model, train)
+    out = heal(model, plan, maps, train, held, targets, steps=2, lr=3e-3)
+    assert out.steps == 2 and out.tokens == 2 * 3 * 24
+    # The first step's loss is the mean KL of the first three blocks under the maps as fitted.
+    with replaced(model, plan, maps), torch.no_grad():
+        want = sum(float(kl_top_k(model(train[b : b + 1]).logits[:, :-1], targets.values[b : b + 1],
+                                  targets.indices[b : b + 1])) for b in range(3)) / 3
+    assert out.losses[0] == pytest.approx(want, rel=1e-4)
+
+
 def test_healing_stops_at_its_time_bound_and_keeps_maps_that_do_not_help():
     model, plan, maps = _setup()
     train, held = _blocks(4, 1), _blocks(1, 2)

@@ -43,7 +43,7 @@ def test_refit_and_heal_run_between_fit_and_save(tmp_path, text_file):
     assert o["replaced_layers"] == p["replaced_layers"] and "refit" not in p and "heal" not in p
     assert o["refit"]["method"] == "sequential" and not o["refit"]["cached"]
     assert set(o["refit"]["nmse"]) == {str(i) for i in o["replaced_layers"]}
-    assert o["heal"]["steps"] == 3 and o["heal"]["tokens"] == 3 * 32 and o["heal"]["held_tokens"] == 32
+    assert o["heal"]["steps"] == 3 and o["heal"]["tokens"] == 3 * 3 * 32 and o["heal"]["held_tokens"] == 32
     assert "refine" in stages and stages.index("refine") < len(stages) - 1 - stages[::-1].index("compress")
     assert refined.timings["refine_s"] > 0 and "refine_s" not in plain.timings
     report = json.loads((tmp_path / "out2" / "nbl_scores.json").read_text())  # what the card is written from
@@ -90,7 +90,7 @@ def test_nbl_compress_refits_heals_and_says_so(tiny_dir, text_file, tmp_path, ca
             "--heal-steps", 2]
     assert cli.main([str(a) for a in args]) == 0
     out = capsys.readouterr().out
-    assert "refit (sequential):" in out and "heal: 64 tokens, 2 steps" in out
+    assert "refit (sequential):" in out and "heal: 128 tokens, 2 steps" in out  # 3 training blocks: 2 a step
     card = (tmp_path / "out" / "README.md").read_text()
     assert "## Refinement" in card and "--refit sequential" in card and "--heal-tokens 128" in card
     assert cli.main([str(a) for a in args[:-4]] + ["--json"]) == 0  # the refit's maps now from the cache

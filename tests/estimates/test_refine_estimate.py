@@ -29,7 +29,9 @@ def test_heal_costs_three_forwards_a_step_and_a_teacher_pass():
     assert (n_train, n_held) == (9, 1)
     heal = Heal(tokens=10_000, steps=5)
     got = refine_token_layers(8, 1000, 10, (2, 3), "none", heal, head_layers=1)
-    assert got == 9 * 1000 * 11 + 2 * (3 * 5 + 2 * 1) * 1000 * 11
+    assert got == 9 * 1000 * 11 + 2 * (3 * 5 * 2 + 2 * 1) * 1000 * 11  # 5 steps of 2 of the 9 blocks each
+    more = refine_token_layers(8, 1000, 10, (2, 3), "none", Heal(tokens=10_000, steps=20), head_layers=1)
+    assert more == 9 * 1000 * 11 + 2 * (3 * 20 + 2 * 1) * 1000 * 11  # more steps than blocks: one a step
 
 
 def test_healing_holds_the_whole_model_and_takes_longer():

@@ -29,12 +29,13 @@ def test_smollm2_job_refits_heals_checks_and_publishes(request, settings_for, te
     (out,) = job["result"]["outputs"]
     assert out["refit"]["seconds"] > 0 and out["refit"]["cached"] is False
     heal = out["heal"]
-    assert (heal["steps"], heal["tokens"], heal["lr"]) == (4, 4 * 128, 1e-4) and heal["seconds"] > 0
+    # 1,024 tokens: 7 training blocks of 128 and 1 held out; 4 steps of 2 blocks each (the last wraps round)
+    assert (heal["steps"], heal["tokens"], heal["lr"]) == (4, 4 * 2 * 128, 1e-5) and heal["seconds"] > 0
     assert heal["perplexity_before"] > 0 and (heal["perplexity_after"] <= heal["perplexity_before"]) == heal["kept"]
 
     published = settings.publish_dir / "alpha" / "smol-refined"
     card = (published / "README.md").read_text()
-    assert "## Refinement" in card and "Sequential refit" in card and "512 tokens in 4 steps" in card
+    assert "## Refinement" in card and "Sequential refit" in card and "1,024 tokens in 4 steps" in card
     assert '"refit": "sequential"' in card  # the request, quoted
 
     import torch

@@ -17,7 +17,7 @@ def job(**compression):
 
 def test_refit_and_heal_reach_the_recipe_and_are_left_out_when_absent():
     comp = from_request(job(refit="sequential", heal={"tokens": 4096, "steps": 8})).compression
-    assert comp.refit == "sequential" and comp.heal == Heal(tokens=4096, steps=8, lr=1e-4)
+    assert comp.refit == "sequential" and comp.heal == Heal(tokens=4096, steps=8, lr=1e-5)
     plain = from_request(job()).compression
     assert plain.refit == "none" and plain.heal is None
     dumped = job().model_dump(mode="json")["compression"]
