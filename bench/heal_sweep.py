@@ -1,5 +1,5 @@
 """Healing's step size and batch on SmolLM2: one output's maps healed at several (tokens, steps, lr), against
-the same maps unhealed. What chose compression.heal's defaults (docs/quality.md#healing-s-steps-and-rate).
+the same maps unhealed. What chose compression.heal's defaults (docs/quality.md#healings-steps-and-rate).
 
     NBL_DATA_DIR=../shared/data OMP_NUM_THREADS=1 taskset -c 0 .venv/bin/python bench/heal_sweep.py \
         --mode attn --k 8 --tokens 65536 --variant 64:1e-5 [--variant STEPS:LR ...]
