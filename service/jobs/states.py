@@ -121,11 +121,21 @@ def claim_job(session: Session, job_id: str, lease_seconds: int, *, max_attempts
     takeover = and_(Job.status == JobStatus.running.value, expired)
     if max_attempts is not None:
         takeover = and_(takeover, Job.attempt < max_attempts)
-    if cas(session, update(Job)
-           .where(Job.id == job_id, or_(Job.status == JobStatus.queued.value, takeover))
-           .values(status=JobStatus.running.value, attempt=Job.attempt + 1, lease_token=token, lease_owner=owner,
-                   lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now, updated_at=now,
-                   started_at=case((Job.started_at.is_(None), now_param), else_=Job.started_at))):
+    claim = (update(Job).values(
+        status=JobStatus.running.value, attempt=Job.attempt + 1, lease_token=token, lease_owner=owner,
+        lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now, updated_at=now,
+        started_at=case((Job.started_at.is_(None), now_param), else_=Job.started_at)))
+    # A lost worker's job taken over here, before the reconciler requeued it, gets the same "worker lost"
+    # event as a requeue would have written: the history says why there is a second attempt either way.
+    lost = session.execute(select(Job.lease_token, Job.lease_owner, Job.stage, Job.attempt)
+                           .where(Job.id == job_id, takeover)).first()
+    if lost is not None and lost.lease_token is not None:
+        claimed = cas(session, claim.where(Job.id == job_id, takeover, Job.lease_token == lost.lease_token))
+        if claimed:
+            _lost_event(session, job_id, lost, max_attempts, now)
+    else:
+        claimed = cas(session, claim.where(Job.id == job_id, or_(Job.status == JobStatus.queued.value, takeover)))
+    if claimed:
         attempt = session.scalar(select(Job.attempt).where(Job.id == job_id))
         _changed(session, job_id, JobStatus.running.value, now, f"running (attempt {attempt})", attempt=attempt)
         session.commit()
@@ -258,9 +268,16 @@ def requeue_lost(session: Session, job, max_attempts: int, now: datetime) -> str
                .values(status=JobStatus.queued.value, lease_token=None, lease_expires_at=None, dispatched_at=None,
                        progress=0.0, stage_progress=None, eta_seconds=None, updated_at=now)):
         return None
-    who = f"worker {job.lease_owner}" if job.lease_owner else "worker"
-    message = f"queued again: {who} lost at stage {job.stage or 'claim'} (attempt {job.attempt} of {max_attempts})"
-    _changed(session, job.id, JobStatus.queued.value, now, message, reason="worker lost", attempt=job.attempt,
-             stage=job.stage)
+    message = _lost_event(session, job.id, job, max_attempts, now)
     session.commit()
+    return message
+
+
+def _lost_event(session: Session, job_id: str, job, max_attempts: int | None, now: datetime) -> str:
+    """The "worker lost" event of a job whose lease expired (`job`: its lease_owner, stage, attempt)."""
+    who = f"worker {job.lease_owner}" if job.lease_owner else "worker"
+    of = f" of {max_attempts}" if max_attempts is not None else ""
+    message = f"queued again: {who} lost at stage {job.stage or 'claim'} (attempt {job.attempt}{of})"
+    _changed(session, job_id, JobStatus.queued.value, now, message, reason="worker lost", attempt=job.attempt,
+             stage=job.stage)
     return message

@@ -86,6 +86,34 @@ def test_expired_lease_is_taken_over_and_the_old_owner_is_fenced(sessions, new_j
         assert s.get(Job, job_id, populate_existing=True).status == "succeeded"
 
 
+def test_a_takeover_says_the_worker_was_lost_as_a_requeue_does(sessions, new_job):
+    """The second attempt is explained in the history whichever comes first after the lease expires: a worker's
+    claim taking the job over, or the reconciler's requeue (then the claim of the queued job adds nothing)."""
+
+    def lost_events(job_id):
+        with sessions() as s:
+            rows = s.scalars(select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)).all()
+            return [(e.message, e.data) for e in rows if (e.data or {}).get("reason") == "worker lost"]
+
+    taken, requeued = new_job(), new_job()
+    for job_id in (taken, requeued):
+        with sessions() as s:
+            states.claim_job(s, job_id, 60, owner="w1@host")
+            s.execute(update(Job).where(Job.id == job_id).values(stage="calibrate"))
+            s.commit()
+        expire_lease(sessions, job_id)
+    with sessions() as s:
+        assert states.claim_job(s, taken, 60, max_attempts=3, owner="w2@host")
+        job = s.get(Job, requeued)
+        assert states.requeue_lost(s, job, 3, utcnow())
+        assert states.claim_job(s, requeued, 60, max_attempts=3, owner="w2@host")
+    want = [("queued again: worker w1@host lost at stage calibrate (attempt 1 of 3)",
+             {"status": "queued", "reason": "worker lost", "attempt": 1, "stage": "calibrate"})]
+    assert lost_events(taken) == want and lost_events(requeued) == want
+    with sessions() as s:
+        assert s.get(Job, taken).attempt == 2 and s.get(Job, taken).status == "running"
+
+
 def test_terminal_states_never_change(sessions, new_job):
     job_id = new_job()
     with sessions() as s:
