@@ -16,9 +16,9 @@ worse model on its own held-out text.
 
 Each step averages the gradient of ⌈training blocks / steps⌉ blocks (refine_schema.blocks_per_step), so the
 steps cover the training text once, and the rate falls from lr to 0 on a cosine over the steps. Measured on
-SmolLM2, Attn k=8 (docs/quality.md): one block a step at a constant 1e-4, 2e-5 or 1e-5 raised the held-out
-perplexity every time, Adam's near-sign first steps on a 256-token gradient being mostly noise; four blocks a
-step, 1e-5, cosine, lowered it (74.7 -> 69.0 on 65k tokens).
+SmolLM2, Attn k=8 (docs/quality.md): one or two blocks a step at a constant 1e-4, 2e-5 or 1e-5 raised the
+held-out perplexity every time, Adam's near-sign first steps on so short a gradient being mostly noise; four
+blocks a step, 1e-5, cosine, lowered it (74.7 -> 69.0 on 65k tokens).
 
 The maps train in float32 whatever the model's dtype (Adam's updates vanish in bfloat16). Memory: the whole
 compressed model (the only stage that holds it; estimates count it), one block's activations for the backward
