@@ -78,6 +78,13 @@ def test_healing_stops_at_its_time_bound_and_keeps_maps_that_do_not_help():
     train, held = _blocks(4, 1), _blocks(1, 2)
     out = heal(model, plan, maps, train, held, teacher_targets(model, train), steps=1000, max_seconds=1e-9)
     assert out.steps == 1
+    # One step over every block (steps=1): the bound and a cancel act after the block that crosses it, not the step.
+    long = heal(model, plan, maps, train, held, teacher_targets(model, train), steps=1, max_seconds=1e-9)
+    assert long.steps == 1 and long.tokens == 24
+    seen = []
+    heal(model, plan, maps, train, held, teacher_targets(model, train), steps=1,
+         on_step=lambda done, total, loss: seen.append((done, total)))
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
     worse = heal(model, plan, maps, train, held, teacher_targets(model, train), steps=5, lr=10.0)  # diverges
     assert not worse.kept and worse.ppl_after > worse.ppl_before and worse.maps == maps
 

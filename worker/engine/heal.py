@@ -132,8 +132,8 @@ def heal(model, plan: Plan, maps: dict[int, LinearMap], train: torch.Tensor, hel
     """Train the plan's maps in `model` (the base, in memory; restored after) on the `train` blocks against
     `targets` (teacher_targets of the same blocks) for `steps` (default: one a block) or until `max_seconds`,
     each step on the next ⌈blocks / steps⌉ blocks, round-robin, the rate on a cosine from `lr` to 0; the
-    perplexity on `held` before and after. `on_step(done, total, loss)` after each step (it may raise to
-    cancel)."""
+    perplexity on `held` before and after. `on_step(blocks done, blocks in all, the step's mean loss so far)`
+    after each block (it may raise to cancel)."""
     if plan.method != "nbl" or plan.form != "nbl":
         raise ValueError(f"heal trains nbl's maps, not method {plan.method!r} form {plan.form!r}")
     steps = train.shape[0] if steps is None else steps
@@ -154,6 +154,7 @@ def heal(model, plan: Plan, maps: dict[int, LinearMap], train: torch.Tensor, hel
             opt = torch.optim.Adam([p for m in trained.values() for p in m.parameters()], lr=lr)
             schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
             device = next(iter(trained.values())).weight.device
+            seen, out_of_time = 0, False
             for s in range(steps):
                 opt.zero_grad(set_to_none=True)
                 total = 0.0
@@ -164,12 +165,19 @@ def heal(model, plan: Plan, maps: dict[int, LinearMap], train: torch.Tensor, hel
                                     targets.indices[b : b + 1].to(logits.device)) / batch
                     loss.backward()
                     total += float(loss.detach())
+                    seen += 1
+                    # per block, not per step: a step may average thousands of blocks, and the time bound and a
+                    # cancel (raised by on_step) must not wait for it; a step cut short steps on what it has
+                    if on_step is not None:
+                        on_step(seen, steps * batch, total * batch / (j + 1))
+                    out_of_time = max_seconds is not None and time.perf_counter() - t0 >= max_seconds
+                    if out_of_time:
+                        total = total * batch / (j + 1)
+                        break
                 opt.step()
                 schedule.step()
                 losses.append(total)
-                if on_step is not None:
-                    on_step(s + 1, steps, losses[-1])
-                if max_seconds is not None and time.perf_counter() - t0 >= max_seconds:
+                if out_of_time:
                     break
             after = perplexity(model, held)
             new = {i: LinearMap(m.weight.detach().double().cpu(), m.bias.detach().double().cpu(), maps[i].ridge)
@@ -178,5 +186,5 @@ def heal(model, plan: Plan, maps: dict[int, LinearMap], train: torch.Tensor, hel
         for p, flag in frozen.items():
             p.requires_grad_(flag)
     kept = after <= before
-    return Healed(maps=new if kept else dict(maps), steps=len(losses), tokens=len(losses) * batch * int(train.shape[1]),
+    return Healed(maps=new if kept else dict(maps), steps=len(losses), tokens=seen * int(train.shape[1]),
                   seconds=time.perf_counter() - t0, ppl_before=before, ppl_after=after, kept=kept, losses=losses)

@@ -108,7 +108,7 @@ class Refiner:
         out = heal(model, plan, maps, train, held, self._targets, steps=steps, lr=spec.lr,
                    max_seconds=spec.max_seconds,
                    on_step=lambda done, total, loss: self.report("refine", done / total,
-                                                                 f"k={k}: heal step {done}/{total}, KL {loss:.4f}"))
+                                                                 f"k={k}: heal block {done}/{total}, KL {loss:.4f}"))
         return out.maps, {**out.record(), "lr": spec.lr, "held_tokens": int(held.numel())}
 
 
