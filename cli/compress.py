@@ -227,4 +227,7 @@ def print_compress_table(r: dict, mode: str) -> None:
         if o.get("heal"):
             h = o["heal"]
             print(f"      heal: {h['tokens']:,} tokens, {h['steps']} steps, {h['seconds']:.1f} s; held-out ppl "
-                  f"{h['perplexity_before']:.3f} -> {h['perplexity_after']:.3f}{'' if h['kept'] else ' (not kept)'}")
+                  f"{h['perplexity_before']:.3f} -> {h['perplexity_after']:.3f}"
+                  + (f"; guard (selection data) ppl {h['guard_perplexity_before']:.3f} -> {h['guard_perplexity_after']:.3f}"
+                     if h.get("guard_perplexity_before") is not None else "")
+                  + ("" if h["kept"] else " (not kept)"))

@@ -6,7 +6,9 @@
   the replaced layers refitted in depth order on the compressed model's own activations (earlier replacements
   applied), against the base layer's output on those same activations (worker/engine/refit.py).
 - `heal`: train only the maps (W, b) against the base model's next-token distribution on calibration text the
-  fit never saw (worker/engine/heal.py), bounded in tokens, steps and seconds. Absent: no healing.
+  fit never saw (worker/engine/heal.py), bounded in tokens, steps and seconds. Absent: no healing. The healed
+  maps are kept only if the perplexity of the held-out healing blocks did not rise, nor that of the job's
+  selection dataset when it is not the calibration's (the guard against learning the healing text's domain).
 
 Both need fitted maps the engine can run: method nbl, form nbl or linear (refit) / nbl (heal). Fold's map acts
 on the previous block's MLP output and is folded into its down_proj weights, so a refit would have to refit that

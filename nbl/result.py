@@ -37,7 +37,8 @@ BASE_EVALUATION = "base_evaluation"  # the stored variant of the base's evaluati
 EVALUATION_SECONDS = "evaluation_seconds"  # the stored variant {"k4": seconds of its reload and evaluation}
 REFINE = "refine"  # the stored variant {"k4/refit/seconds": ..., "k4/heal/perplexity_after": ...}
 REFINE_KEYS = {"refit": ("seconds", "cached"),
-               "heal": ("tokens", "steps", "lr", "seconds", "perplexity_before", "perplexity_after", "kept")}
+               "heal": ("tokens", "steps", "lr", "seconds", "perplexity_before", "perplexity_after",
+                        "guard_perplexity_before", "guard_perplexity_after", "kept")}
 
 
 def finite(node: Any) -> Any:

@@ -155,8 +155,13 @@ class HealFacts(Schema):
     perplexity_before: float | None = Field(None, description="perplexity on the held-out healing blocks before",
                                             examples=[61.2])
     perplexity_after: float | None = Field(None, description="the same after healing", examples=[55.4])
-    kept: bool | None = Field(None, description="false when healing raised that perplexity: the maps before healing "
-                              "were written", examples=[True])
+    guard_perplexity_before: float | None = Field(None, description=(
+        "perplexity on the selection dataset's blocks before healing, when the job gives a selection dataset other "
+        "than the calibration's (the guard against a heal that learns the healing text's domain); null without "
+        "one"), examples=[27.6])
+    guard_perplexity_after: float | None = Field(None, description="the same after healing", examples=[27.4])
+    kept: bool | None = Field(None, description="false when healing raised the held-out or the guard's perplexity: "
+                              "the maps before healing were written", examples=[True])
 
 
 class JobResult(Schema):

@@ -273,7 +273,8 @@ def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: in
     evaluation = models * eval_tokens * (L * fwd_layer + head)
     # refit: calibration's forward again per output; heal: forwards and backwards of the whole model
     evaluation += refine_token_layers(opts.num_samples, opts.seq_len, L, opts.ks, opts.refit, opts.heal,
-                                      head / fwd_layer) * fwd_layer
+                                      head / fwd_layer, opts.selection_samples or 0) * fwd_layer  # the guard: a
+    # selection dataset is taken as other than the calibration's (Options does not say which)
     # forward passes of a whole model: evaluation windows, the load check's prompt and generated tokens, the sets
     passes = (models * math.ceil(eval_tokens / min(shape.context, 2048)) if opts.whole_model else 0)
     passes += len(opts.ks) * (1 + NEW_TOKENS) if opts.outputs and opts.load_check else 0

@@ -5,8 +5,9 @@ Per output:
             each replaced layer: at most tokens x (L + k) layer passes, and calibration's memory (one layer's
             weights and sums, one batch, the hidden states of every block on the host)
     heal    steps x blocks a step forward and backward through the whole model (a backward ~2 forwards: 3 in all), and
-            the held-out blocks forward twice (perplexity before and after); once per run, the teacher's
-            logits on the training blocks (one forward each)
+            the held-out blocks forward twice (perplexity before and after), and so the guard's (the selection
+            dataset's blocks, when it is not the calibration's); once per run, the teacher's logits on the
+            training blocks (one forward each)
 Healing holds the whole model (the only refine phase that does), one block's activations kept for the backward,
 the maps' float32 copies with their gradients and Adam's two moments (4 x k d² floats), and the teacher's top-64
 logits of every training position (values float32 + ids int64). Pure: no torch.
@@ -19,8 +20,10 @@ from nbl.refine_schema import REFIT, blocks_per_step, heal_split
 TOP_K = 64  # worker/engine/heal.TOP_K
 
 
-def refine_token_layers(num_samples: int, seq_len: int, layers: int, ks, refit: str, heal, head_layers: float) -> float:
-    """The stage's work in token-layers (an LM-head pass counts `head_layers` layers), over every output."""
+def refine_token_layers(num_samples: int, seq_len: int, layers: int, ks, refit: str, heal, head_layers: float,
+                        guard_blocks: int = 0) -> float:
+    """The stage's work in token-layers (an LM-head pass counts `head_layers` layers), over every output;
+    `guard_blocks`: the heal's guard (guard_blocks())."""
     ks = list(ks) or [1]
     total = 0.0
     if refit != REFIT:
@@ -30,8 +33,18 @@ def refine_token_layers(num_samples: int, seq_len: int, layers: int, ks, refit: 
         steps = heal.steps or n_train
         per_pass = seq_len * (layers + head_layers)
         total += n_train * per_pass  # the teacher, once
-        total += len(ks) * (3 * steps * blocks_per_step(n_train, steps) + 2 * n_held) * per_pass
+        total += len(ks) * (3 * steps * blocks_per_step(n_train, steps) + 2 * (n_held + guard_blocks)) * per_pass
     return total
+
+
+def guard_blocks(calibration, selection) -> int:
+    """Blocks of the heal's guard (worker/engine/refine_stage.Refiner.guard): the selection dataset's, when the
+    recipe gives one that is not the calibration's (dataset, config, split and text field), else none."""
+    if selection is None:
+        return 0
+    same = ((selection.dataset, selection.config, selection.split, selection.text_field)
+            == (calibration.dataset, calibration.config, calibration.split, calibration.text_field))
+    return 0 if same else selection.num_samples
 
 
 def heal_bytes(hidden: int, intermediate: int, layers: int, vocab: int, seq_len: int, heal, ks,

@@ -13,7 +13,7 @@ from nbl.recipe import Recipe
 from nbl.score_fields import MEASURED
 from nbl.selection_sets import expected_sets
 from nbl.sizing.model import EVAL_TOKENS_PER_CORPUS, TASK_DOCS, TASK_TOKENS_PER_DOC
-from nbl.sizing.refine import refine_token_layers
+from nbl.sizing.refine import guard_blocks, refine_token_layers
 
 # select: measured only; refine: compression.refit / heal (nbl/sizing/refine.py)
 STAGES = ("load", "calibrate", "score", "select", "refine", "compress", "check", "evaluate", "publish")
@@ -69,7 +69,8 @@ def plan(recipe: Recipe, layers: int | None = None, base_cached: bool = False) -
         # a set runs from its first replaced layer on (L/2 on average), then the LM head (set_loss.py)
         "select": StageCost(sets, "layer sets", sets * sel_tokens * (L / 2 + HEAD_LAYERS)),
         "refine": StageCost(outputs, "outputs", refine_token_layers(cal.num_samples, cal.seq_len, L, recipe.ks,
-                                                                    comp.refit, comp.heal, HEAD_LAYERS)),
+                                                                    comp.refit, comp.heal, HEAD_LAYERS,
+                                                                    guard_blocks(cal, recipe.selection))),
         "compress": StageCost(outputs, "outputs", outputs * L * SAVE_PER_LAYER),
         "check": StageCost(outputs, "outputs", outputs * L * CHECK_PER_LAYER),
         "evaluate": StageCost(models * docs, "documents",

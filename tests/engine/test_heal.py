@@ -89,6 +89,26 @@ def test_healing_stops_at_its_time_bound_and_keeps_maps_that_do_not_help():
     assert not worse.kept and worse.ppl_after > worse.ppl_before and worse.maps == maps
 
 
+@pytest.mark.parametrize("mode", ["attn", "block"])
+def test_a_heal_that_helps_its_own_text_but_raises_the_guards_is_not_kept(mode):
+    """The guard (the job's selection data) sees what the held-out healing text cannot: here the compressed model's
+    own greedy text, which healing toward the teacher makes less likely while the held-out text gains."""
+    model, plan, maps = _setup(mode)
+    train, held = _sampled(model, 6, 1), _sampled(model, 2, 2)
+    with replaced(model, plan, maps):
+        guard = model.generate(torch.full((2, 1), 5), attention_mask=torch.ones(2, 1, dtype=torch.long),
+                               do_sample=False, max_new_tokens=23, min_new_tokens=23, pad_token_id=1)
+    targets = teacher_targets(model, train)
+    alone = heal(model, plan, maps, train, held, targets, steps=30, lr=3e-3)
+    guarded = heal(model, plan, maps, train, held, targets, steps=30, lr=3e-3, guard=guard)
+    assert alone.kept and "guard_perplexity_before" not in alone.record()
+    assert guarded.ppl_after < guarded.ppl_before  # the held-out text alone would keep it, as above
+    assert guarded.guard_after > guarded.guard_before and not guarded.kept and guarded.maps == maps
+    rec = guarded.record()
+    assert (rec["guard_perplexity_before"], rec["guard_perplexity_after"], rec["kept"]) == (
+        round(guarded.guard_before, 4), round(guarded.guard_after, 4), False)
+
+
 def test_a_healed_output_saves_and_reloads_to_the_logits_in_memory(tmp_path):
     path = save_tiny_checkpoint(tmp_path / "base", layers=4)
     model, plan, maps = _setup()

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from conftest import save_tiny_checkpoint
+from conftest import DATA_DIR, save_tiny_checkpoint
 from nbl.recipe import Heal
 from worker.engine import compress
 from worker.engine.config import CompressConfig
@@ -69,6 +69,24 @@ def test_healing_past_the_data_names_the_field(tmp_path, text_file):
     save_tiny_checkpoint(tmp_path / "base", layers=4)
     with pytest.raises(DataError, match="compression.heal.tokens"):
         compress.run(_cfg(tmp_path, text_file, heal=Heal(tokens=10**7)), progress=False)
+
+
+def test_a_selection_dataset_other_than_the_calibrations_guards_the_heal(tmp_path, text_file):
+    """The heal's guard is the selection data's blocks when they are other text; the calibration's own dataset as
+    selection data is the healing text itself, so it gives no guard."""
+    save_tiny_checkpoint(tmp_path / "base", layers=4)
+    other = tmp_path / "other.jsonl"
+    docs = json.loads((DATA_DIR / "c4" / "c4_demo.json").read_text())[40:80]
+    other.write_text("".join(json.dumps({"text": d["text"]}) + "\n" for d in docs))
+    heal = Heal(tokens=256, steps=3, lr=1e-3)
+    guarded = compress.run(_cfg(tmp_path, text_file, heal=heal, selection=DatasetSpec(str(other)), selection_samples=4),
+                           progress=False).outputs[0]["heal"]
+    assert guarded["guard_tokens"] == 4 * 32 and guarded["guard_perplexity_before"] > 0
+    assert guarded["kept"] == (guarded["perplexity_after"] <= guarded["perplexity_before"]
+                               and guarded["guard_perplexity_after"] <= guarded["guard_perplexity_before"])
+    same = compress.run(_cfg(tmp_path, text_file, out=tmp_path / "out2", heal=heal, selection=DatasetSpec(str(text_file)),
+                             selection_samples=4), progress=False).outputs[0]["heal"]
+    assert "guard_tokens" not in same and "guard_perplexity_before" not in same
 
 
 def test_a_linear_output_is_refitted_bias_free_and_written_in_its_form(tmp_path, text_file):

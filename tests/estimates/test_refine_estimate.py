@@ -4,10 +4,10 @@ ETA), its time in the estimate's range, and healing's whole model in the memory 
 from __future__ import annotations
 
 from configs import LLAMA_8B
-from nbl.recipe import Compression, Heal, Recipe
+from nbl.recipe import Calibration, Compression, Heal, Recipe, Selection
 from nbl.refine_schema import heal_split
 from nbl.sizing.model import Options, estimate
-from nbl.sizing.refine import heal_bytes, refine_token_layers
+from nbl.sizing.refine import guard_blocks, heal_bytes, refine_token_layers
 from nbl.sizing.shapes import shape_of
 from nbl.sizing.stage_plan import STAGES, plan
 
@@ -32,6 +32,19 @@ def test_heal_costs_three_forwards_a_step_and_a_teacher_pass():
     assert got == 9 * 1000 * 11 + 2 * (3 * 5 * 2 + 2 * 1) * 1000 * 11  # 5 steps of 2 of the 9 blocks each
     more = refine_token_layers(8, 1000, 10, (2, 3), "none", Heal(tokens=10_000, steps=20), head_layers=1)
     assert more == 9 * 1000 * 11 + 2 * (3 * 20 + 2 * 1) * 1000 * 11  # more steps than blocks: one a step
+
+
+def test_the_heals_guard_costs_two_forwards_of_the_selection_blocks_per_output():
+    heal = Heal(tokens=10_000, steps=5)
+    plain = refine_token_layers(8, 1000, 10, (2, 3), "none", heal, head_layers=1)
+    assert refine_token_layers(8, 1000, 10, (2, 3), "none", heal, head_layers=1, guard_blocks=4) == (
+        plain + 2 * 2 * 4 * 1000 * 11)
+    cal = Calibration(dataset="c4")
+    assert guard_blocks(cal, None) == 0
+    assert guard_blocks(cal, Selection(dataset="wikitext2", num_samples=16)) == 16
+    assert guard_blocks(cal, Selection(dataset="c4", split=cal.split, num_samples=16)) == 0  # the healing text itself
+    recipe = Recipe("m", Compression(ks=(4,), heal=heal), selection=Selection(dataset="wikitext2", num_samples=16))
+    assert plan(recipe, 30)["refine"].weight > plan(Recipe("m", Compression(ks=(4,), heal=heal)), 30)["refine"].weight
 
 
 def test_healing_holds_the_whole_model_and_takes_longer():

@@ -20,7 +20,12 @@ def test_the_card_says_how_the_maps_were_refined():
     assert "1,536 tokens in 6 steps" in section and "41.200 before → 39.900 after (kept)" in section
     assert "## Refinement" not in card_text(CardInfo(report={**REPORT, "refine": None}, plot=None))
     not_kept = {**REPORT, "refine": {"heal": {**REPORT["refine"]["heal"], "kept": False}}}
-    assert "not kept: healing raised it" in card_text(CardInfo(report=not_kept, plot=None))
+    assert "not kept: healing raised a perplexity" in card_text(CardInfo(report=not_kept, plot=None))
+    assert "guard" not in section
+    guarded = {**REPORT, "refine": {"heal": {**REPORT["refine"]["heal"], "kept": False, "guard_tokens": 8192,
+                                             "guard_perplexity_before": 27.5, "guard_perplexity_after": 28.25}}}
+    assert ("41.200 before → 39.900 after; on 8,192 tokens of the selection dataset (the guard): 27.500 before → "
+            "28.250 after (not kept") in card_text(CardInfo(report=guarded, plot=None))
 
 
 def test_the_cards_command_line_repeats_the_refinement():

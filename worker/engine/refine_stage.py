@@ -2,7 +2,11 @@
 (heal.py), per output, before it is written. Progress stage `refine`.
 
 What is computed once per run and shared by the outputs (k values): the calibration blocks (re-tokenised, as
-the sums may come from the cache), the healing blocks and the teacher's top-K logits on them.
+the sums may come from the cache), the healing blocks and the teacher's top-K logits on them, and the heal's
+guard: the selection dataset's blocks (the ones a measured selection scores), when the job gives a selection
+dataset other than the calibration's. Healing that raises the guard's perplexity is not kept (heal.py): the
+held-out healing text alone cannot see a heal that learns its own domain at the others' cost. A selection
+dataset equal to the calibration's is its next blocks, the healing text itself: no guard then.
 
 The refit's maps depend on the chosen set, so they are cached by it: a file beside the calibration's shards,
 `refit-<key>.safetensors` in the statistics cache entry, keyed by the set, mode, form, ridge and the batching
@@ -41,6 +45,7 @@ class Refiner:
         self.cfg, self.lm, self.cal, self.report = cfg, lm, cal, report
         self._blocks: torch.Tensor | None = None  # calibration + healing blocks, tokenised once
         self._targets: TeacherTargets | None = None
+        self._guard: torch.Tensor | None = None
 
     @property
     def active(self) -> bool:
@@ -105,11 +110,27 @@ class Refiner:
             self._targets = teacher_targets(model, train, on_block=lambda done, total: self.report(
                 "refine", done / total, f"teacher logits {done}/{total} blocks"))
         steps = spec.steps or n_train
+        guard = self.guard()
         out = heal(model, plan, maps, train, held, self._targets, steps=steps, lr=spec.lr,
-                   max_seconds=spec.max_seconds,
+                   max_seconds=spec.max_seconds, guard=guard,
                    on_step=lambda done, total, loss: self.report("refine", done / total,
                                                                  f"k={k}: heal block {done}/{total}, KL {loss:.4f}"))
-        return out.maps, {**out.record(), "lr": spec.lr, "held_tokens": int(held.numel())}
+        record = {**out.record(), "lr": spec.lr, "held_tokens": int(held.numel())}
+        if guard is not None:
+            record["guard_tokens"] = int(guard.numel())
+        return out.maps, record
+
+    def guard(self) -> torch.Tensor | None:
+        """The selection dataset's blocks, as selection_stage.selection_data takes them, when it is not the
+        calibration's; None else."""
+        cfg = self.cfg
+        if cfg.selection is None or cfg.selection == cfg.dataset:
+            return None
+        if self._guard is None:
+            self.report("refine", 0.0, "tokenizing the selection data (the heal's guard)")
+            self._guard = make_blocks(load_texts(cfg.selection, cfg.data_dir), self.lm.tokenizer,
+                                      cfg.selection_samples, cfg.seq_len)
+        return self._guard
 
 
 def _write_maps(path: Path, maps: dict[int, LinearMap], record: dict) -> None:

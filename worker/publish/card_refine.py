@@ -20,12 +20,16 @@ def refine_section(refine: dict | None) -> str | None:
                      f"{', from the statistics cache' if refit.get('cached') else ''}{mean}).")
     heal = refine.get("heal")
     if heal:
-        kept = ("kept" if heal.get("kept") else "not kept: healing raised it, so the maps before healing are used")
+        kept = ("kept" if heal.get("kept") else "not kept: healing raised a perplexity, so the maps before healing "
+                "are used")
+        guard = ("" if heal.get("guard_perplexity_before") is None else
+                 f"; on {heal.get('guard_tokens', 0):,} tokens of the selection dataset (the guard): "
+                 f"{heal['guard_perplexity_before']:.3f} before → {heal.get('guard_perplexity_after', 0):.3f} after")
         lines.append(f"- **Healing**: the maps (only) trained against the base model's next-token distribution (KL on "
                      f"its top-64 logits): {heal.get('tokens', 0):,} tokens in {heal.get('steps', 0)} steps, Adam lr "
                      f"{heal.get('lr')}, {heal.get('seconds', 0):.1f} s. Perplexity on {heal.get('held_tokens', 0):,} "
                      f"held-out calibration-dataset tokens: {heal.get('perplexity_before', 0):.3f} before → "
-                     f"{heal.get('perplexity_after', 0):.3f} after ({kept}).")
+                     f"{heal.get('perplexity_after', 0):.3f} after{guard} ({kept}).")
     return "\n".join(lines) + "\n"
 
 
