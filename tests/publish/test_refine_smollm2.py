@@ -1,6 +1,7 @@
 """Refit and healing on the real SmolLM2 through a real worker (Postgres, Redis, `celery worker`): the job refits
 its 4 replaced attention branches and heals them, passes the fresh-process load check against the refined maps,
-publishes, and says what it did in the typed result, the events and the card. The published output, reloaded,
+publishes, and says what it did in the typed result, the events and the card; its selection dataset (WikiText-2,
+not the calibration's C4) guards the heal. The published output, reloaded,
 gives the perplexity the worker measured."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ JOB = {
     "compression": {"mode": "attn", "criterion": "cca", "k": 4, "refit": "sequential",
                     "heal": {"tokens": 1024, "steps": 4}},
     "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 1024},
+    "selection": {"dataset": "wikitext2", "num_samples": 2},  # not the calibration's: the heal's guard
     "publish": {"local_dir": "smol-refined"},
 }
 
@@ -31,11 +33,14 @@ def test_smollm2_job_refits_heals_checks_and_publishes(request, settings_for, te
     heal = out["heal"]
     # 1,024 tokens: 7 training blocks of 128 and 1 held out; 4 steps of 2 blocks each (the last wraps round)
     assert (heal["steps"], heal["tokens"], heal["lr"]) == (4, 4 * 2 * 128, 1e-5) and heal["seconds"] > 0
-    assert heal["perplexity_before"] > 0 and (heal["perplexity_after"] <= heal["perplexity_before"]) == heal["kept"]
+    assert heal["perplexity_before"] > 0 and heal["guard_perplexity_before"] > 0
+    assert heal["kept"] == (heal["perplexity_after"] <= heal["perplexity_before"]
+                            and heal["guard_perplexity_after"] <= heal["guard_perplexity_before"])
 
     published = settings.publish_dir / "alpha" / "smol-refined"
     card = (published / "README.md").read_text()
     assert "## Refinement" in card and "Sequential refit" in card and "1,024 tokens in 4 steps" in card
+    assert "tokens of the selection dataset (the guard)" in card
     assert '"refit": "sequential"' in card  # the request, quoted
 
     import torch
