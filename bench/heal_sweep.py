@@ -10,7 +10,9 @@ variants; each variant is worker/engine/heal.heal as a job runs it (each step av
 blocks, the rate on a cosine from lr to 0). Measured: the held-out perplexity before and after (C4), whether the
 engine keeps the healed maps, and WikiText-2 test perplexity (first 4,096 tokens, 2,048-token windows) of the maps
 a job would publish. Writes bench/results/heal_sweep_{mode}{k}.{json,md}; a second run with the same flags adds
-the variants not measured yet.
+the variants not measured yet. `--guard`: a job's selection dataset other than the calibration's (e.g. wikitext2,
+its validation split, 16 blocks as a job's default selection), measured before and after as the heal's guard
+(worker/engine/refine_stage.Refiner.guard): the maps are kept only if neither perplexity rose.
 """
 
 from __future__ import annotations
@@ -34,10 +36,13 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=65536)
     ap.add_argument("--variant", action="append", default=[], metavar="STEPS:LR",
                     help="steps and peak rate of one healing run (repeatable; default 64:1e-5)")
+    ap.add_argument("--guard", default=None, metavar="DATASET", help="the heal's guard: this dataset's validation "
+                    "split, --guard-samples blocks (as a job's selection dataset)")
+    ap.add_argument("--guard-samples", type=int, default=16)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     variants = [(int(s), float(r)) for s, r in (v.split(":") for v in args.variant or ["64:1e-5"])]
-    out = args.out or HERE / "results" / f"heal_sweep_{args.mode}{args.k}"
+    out = args.out or HERE / "results" / f"heal_sweep_{args.mode}{args.k}{'_guard' if args.guard else ''}"
     done = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
     if done.get("tokens") not in (None, args.tokens):
         sys.exit(f"{out}.json was measured with --tokens {done['tokens']}: give another --out")
@@ -70,6 +75,12 @@ def main() -> None:
     rest = Refiner(cfg, lm, cal, lambda *a: None).blocks()[cfg.num_samples:]
     train, held = rest[:n_train], rest[n_train:]
     text = corpus_text("wikitext2", settings.data_dir)
+    guard = None
+    if args.guard:
+        from worker.engine.data import load_texts, make_blocks
+
+        guard = make_blocks(load_texts(DatasetSpec(args.guard, split="validation"), settings.data_dir), lm.tokenizer,
+                            args.guard_samples, cfg.seq_len)
 
     def wikitext(m) -> float:
         with replaced(lm.model, plan, m):
@@ -86,7 +97,7 @@ def main() -> None:
             t = time.perf_counter()
             targets = teacher_targets(lm.model, train)
             teacher_s = round(time.perf_counter() - t, 1)
-        h = heal(lm.model, plan, maps, train, held, targets, steps=steps, lr=lr)
+        h = heal(lm.model, plan, maps, train, held, targets, steps=steps, lr=lr, guard=guard)
         rows.append({"variant": "heal", "steps": steps, "lr": lr, "blocks_per_step": blocks_per_step(n_train, steps),
                      **h.record(), "wikitext_ppl": round(wikitext(h.maps), 4)})
         print(json.dumps(rows[-1]), flush=True)
@@ -102,19 +113,26 @@ def write(out: Path, args, layers, n_train, teacher_s, rows) -> None:
          "teacher_s": teacher_s, "machine": platform.machine(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
          "rows": rows}, indent=1))
     lines = [f"# Healing on SmolLM2, {args.mode} k={args.k} (layers {layers})", "",
-             f"`bench/heal_sweep.py --mode {args.mode} --k {args.k} --tokens {args.tokens}` with each row's "
+             f"`bench/heal_sweep.py --mode {args.mode} --k {args.k} --tokens {args.tokens}"
+             f"{f' --guard {args.guard} --guard-samples {args.guard_samples}' if args.guard else ''}` with each row's "
              f"`--variant STEPS:LR`: C4 32 x 256 calibration, CCA-ranked layers, {args.tokens:,} healing tokens after "
              f"the calibration's ({n_train} training blocks of 256, the rest held out), the teacher's top-64 logits "
              f"once ({teacher_s} s). WikiText-2 test, first 4,096 tokens. Seconds: one core, including the held-out "
-             "perplexity before and after.", "",
-             "| variant | steps x blocks | peak lr | held-out ppl before -> after | kept | WikiText-2 ppl | seconds |",
-             "|---|---|---:|---|---|---:|---:|"]
+             "perplexity before and after" + (f"; the guard: {args.guard} validation, {args.guard_samples} blocks of 256, "
+                                               "before and after" if args.guard else "") + ". WikiText-2 ppl is that "
+             "of the maps the engine keeps (the one-shot maps when not kept).", "",
+             "| variant | steps x blocks | peak lr | held-out ppl before -> after | guard ppl before -> after | kept | "
+             "WikiText-2 ppl | seconds |",
+             "|---|---|---:|---|---|---|---:|---:|"]
     for r in rows:
         if r["variant"] == "none":
-            lines.append(f"| one-shot maps | - | - | - | - | {r['wikitext_ppl']} | - |")
+            lines.append(f"| one-shot maps | - | - | - | - | - | {r['wikitext_ppl']} | - |")
         else:
             lines.append(f"| heal | {r['steps']} x {r['blocks_per_step']} | {r['lr']:g} | {r['perplexity_before']} -> "
-                         f"{r['perplexity_after']} | {'yes' if r['kept'] else 'no'} | {r['wikitext_ppl']} | "
+                         f"{r['perplexity_after']} | "
+                         + (f"{r['guard_perplexity_before']} -> {r['guard_perplexity_after']}"
+                            if "guard_perplexity_before" in r else "-")
+                         + f" | {'yes' if r['kept'] else 'no'} | {r['wikitext_ppl']} | "
                          f"{r['seconds']} |")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
