@@ -136,8 +136,7 @@ class CalibrationSpec(Request):
 
 
 class SelectionSpec(Request):
-    """The data measured criteria (greedy, auto) and k auto score layer sets on, and healing's guard when it is not
-    the calibration's dataset; never the evaluation's."""
+    """What measured criteria (greedy, auto) and k auto score layer sets on, and heal's guard; never the evaluation."""
     dataset: DatasetName = Field(description="`c4`, `wikitext2`, or a Hub dataset id: a sample of your target domain")
     config: DatasetConfig | None = None
     split: Split = "validation"
@@ -283,9 +282,7 @@ class JobCreate(Request):
     compression: CompressionSpec
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     selection: SelectionSpec | None = Field(default=None, description="the data greedy, auto and k auto measure on "
-                                            "(default: the calibration's held-out tenth); with compression.heal and "
-                                            "a dataset other than the calibration's, also the heal's guard: healed "
-                                            "maps that raise its perplexity are not kept")
+                                            "(default: the calibration's held-out tenth); see SelectionSpec")
     gates: GatesSpec | None = Field(default=None, description="quality gates on the evaluation: an output that "
                                     "fails one is not published; none passing fails the job (error.type quality)")
     publish: Publish | None = None
