@@ -34,6 +34,7 @@ from .placement import max_memory_for
 from .products import resolve_products
 from .refit import sequential_refit
 from .scores import LinearMap
+from .selection_stage import other_text_blocks
 from .stats_cache import cache_key
 from .surgery import Plan
 
@@ -121,15 +122,14 @@ class Refiner:
         return out.maps, record
 
     def guard(self) -> torch.Tensor | None:
-        """The selection dataset's blocks, as selection_stage.selection_data takes them, when it is not the
-        calibration's; None else."""
+        """The selection dataset's blocks, the ones a measured selection scores, when it is not the calibration's;
+        None else."""
         cfg = self.cfg
         if cfg.selection is None or cfg.selection == cfg.dataset:
             return None
         if self._guard is None:
             self.report("refine", 0.0, "tokenizing the selection data (the heal's guard)")
-            self._guard = make_blocks(load_texts(cfg.selection, cfg.data_dir), self.lm.tokenizer,
-                                      cfg.selection_samples, cfg.seq_len)
+            self._guard = other_text_blocks(cfg, self.lm.tokenizer)
         return self._guard
 
 

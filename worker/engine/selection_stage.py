@@ -34,10 +34,16 @@ def selection_data(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult)
         blocks = make_blocks(load_texts(cfg.selection, cfg.data_dir), lm.tokenizer, cfg.num_samples + cfg.selection_samples,
                              cfg.seq_len, cfg.shuffle, cfg.seed)[cfg.num_samples:]
     else:
-        blocks = make_blocks(load_texts(cfg.selection, cfg.data_dir), lm.tokenizer, cfg.selection_samples, cfg.seq_len)
+        blocks = other_text_blocks(cfg, lm.tokenizer)
     data = {"source": "selection dataset", "in_distribution": same, **cfg.selection.key(),
             "num_samples": cfg.selection_samples}
     return blocks, data, None
+
+
+def other_text_blocks(cfg: CompressConfig, tokenizer):
+    """The blocks of a selection dataset that is not the calibration's (the selection scores sets on them, and
+    they guard a heal: refine_stage.Refiner.guard)."""
+    return make_blocks(load_texts(cfg.selection, cfg.data_dir), tokenizer, cfg.selection_samples, cfg.seq_len)
 
 
 def selection_stage(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult, scores: list[dict],
