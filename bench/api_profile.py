@@ -24,7 +24,7 @@ import httpx  # noqa: E402
 from fastapi.encoders import jsonable_encoder  # noqa: E402
 
 from service.api.app import create_app  # noqa: E402
-from service.core.db import make_engine, make_sessionmaker  # noqa: E402
+from service.core.db import make_engine, make_read_engine, make_sessionmaker  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
 from service.jobs import read_cache  # noqa: E402
 from service.jobs import service as jobs  # noqa: E402
@@ -48,7 +48,8 @@ def main() -> None:
     key, job_id = sys.argv[1], sys.argv[2]
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 300
     settings = Settings()
-    sessions = make_sessionmaker(make_engine(settings))
+    engine = make_engine(settings)
+    sessions, reads = make_sessionmaker(engine), make_read_engine(settings, engine)
     s = sessions()
     who = authenticate(s, f"Bearer {key}")
     s.commit()
@@ -62,8 +63,8 @@ def main() -> None:
         "job view (2 queries + result)": lambda: job_view(s, job),
         "JobOut validate + dump_json": lambda: JobOut.model_validate(view).model_dump_json(),
         "JobOut jsonable_encoder": lambda: jsonable_encoder(view),
-        "cached read: job_body (auth + version query)": lambda: read_cache.job_body(cache, s, f"Bearer {key}", job_id),
-        "cached read: list_body (auth + page, 20)": lambda: read_cache.list_body(cache, s, f"Bearer {key}", limit=20, after=None,
+        "cached read: job_body (auth + version query)": lambda: read_cache.job_body(cache, reads, f"Bearer {key}", job_id),
+        "cached read: list_body (auth + page, 20)": lambda: read_cache.list_body(cache, reads, f"Bearer {key}", limit=20, after=None,
                                                                     statuses=[]),
         "list query (20)": lambda: jobs.list_jobs(s, who.team_id, limit=20, after=None, statuses=[]),
         "list views (20)": lambda: job_views(s, rows),

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from service.core.celery_app import make_celery
-from service.core.db import make_engine, make_read_sessionmaker, make_sessionmaker
+from service.core.db import make_engine, make_read_engine, make_sessionmaker
 from service.core.metrics import make_registry
 from service.core.settings import Settings
 from service.core.wakeup import Waker, attach, publisher_for
@@ -46,7 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.settings = s
         app.state.engine = engine
         app.state.sessions = attach(make_sessionmaker(engine), publisher_for(s))  # a cancel wakes streams
-        app.state.read_sessions = make_read_sessionmaker(engine)
+        app.state.read_engine = make_read_engine(s, engine)  # the hot reads' (core.db.run_read)
         app.state.celery = make_celery(s)
         app.state.metrics_registry = make_registry(app.state.sessions, s.metrics_window_jobs)
         app.state.schema_head = _schema_head()
@@ -60,6 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 listening.cancel()
             app.state.celery.close()
             engine.dispose()
+            app.state.read_engine.dispose()
 
     app = FastAPI(title="nbl-service", version="1", description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, openapi_url="/openapi.json", redoc_url=None,  # docs.install: offline

@@ -3,12 +3,13 @@ All of them come from app.state, which the lifespan fills; nothing is built at i
 
 FastAPI runs a plain `def` dependency in its threadpool, and each such hop (two for a generator) costs
 about what a query does (bench/api_profile.py): those that do no I/O are `async def`, and the hot reads
-(GET /v1/jobs/{id}, GET /v1/jobs) take the read session and principal, so only their key lookup and
-the route itself run in the threadpool."""
+(GET /v1/jobs/{id}, GET /v1/jobs) take only the Authorization header (get_key): they look the key up
+with their own query, on a Core connection of the read engine (core.db.run_read), in the one
+threadpool hop of the route."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Annotated
 
 from celery import Celery
@@ -18,7 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from service.api.nul import NulInRequest
-from service.core.db import end_read
+from service.core.db import run_read
 from service.core.errors import Unauthorized
 from service.keys.auth import Principal, authenticate
 from service.core.settings import Settings
@@ -34,17 +35,6 @@ def get_session(request: Request) -> Iterator[Session]:
     """One session per request. Writes commit explicitly where they happen (service.jobs.service);
     whatever is left open is rolled back when the session closes."""
     session = request.app.state.sessions()
-    try:
-        yield session
-    finally:
-        session.close()
-
-
-async def get_read_session(request: Request) -> AsyncIterator[Session]:
-    """A session for the routes that only read (core.db.make_read_sessionmaker: autocommit on Postgres).
-    `async`, so it costs no threadpool hop: it connects on its first query, not here, and closes
-    without I/O (psycopg sends no ROLLBACK on an idle connection; SQLite's rollback is local)."""
-    session = request.app.state.read_sessions()
     try:
         yield session
     finally:
@@ -77,13 +67,9 @@ async def key_first(request: Request, exc: Exception) -> Exception:
     if isinstance(exc, NulInRequest) or route is None or not any(d.call is get_key for d in route.dependant.dependencies):
         return exc  # refuse_nul runs before every route's own dependencies: its 422 came first before too
 
-    def check() -> None:
-        with request.app.state.read_sessions() as session:
-            authenticate(session, request.headers.get("authorization"))
-            end_read(session)
-
     try:
-        await run_in_threadpool(check)
+        await run_in_threadpool(run_read, request.app.state.read_engine,
+                                lambda conn: authenticate(conn, request.headers.get("authorization")))
     except Unauthorized as unauthorized:
         return unauthorized
     return exc
@@ -93,5 +79,4 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 CeleryDep = Annotated[Celery, Depends(get_celery)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
-ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 KeyDep = Annotated[str | None, Depends(get_key)]

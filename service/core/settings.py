@@ -50,8 +50,9 @@ class Settings(BaseSettings):
     database_url: str | None = Field(default=None, validation_alias=_env("DATABASE_URL"),
                                      description="SQLAlchemy URL; default sqlite:///$NBL_HOME/nbl.db")
     db_pool_size: int = Field(default=20, ge=1, le=1000, validation_alias=_env("NBL_DB_POOL_SIZE"),
-                              description="Postgres connections a process keeps open (SQLAlchemy pool_size; 10 more "
-                              "may open for a burst): the API holds one per request in flight")
+                              description="Postgres connections a pool keeps open (SQLAlchemy pool_size; 10 more "
+                              "may open for a burst): the API holds one per request in flight, in two pools (its "
+                              "hot job reads', and the rest's)")
     broker_url: str | None = Field(default=None, validation_alias=_env("BROKER_URL"),
                                    description="Celery broker; default the embedded kombu SQLAlchemy "
                                    "transport on sqla+sqlite:///$NBL_HOME/broker.db")

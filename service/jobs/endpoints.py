@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
 
-from service.api.deps import CeleryDep, KeyDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
+from service.api.deps import CeleryDep, KeyDep, PrincipalDep, SessionDep, SettingsDep
 from service.jobs import filters as job_filters
 from service.jobs import read_cache
 from service.jobs import service as jobs
@@ -56,20 +57,21 @@ def create_job(body: JobCreate, response: Response, session: SessionDep, princip
 
 
 @router.get("", response_model=JobList, summary="List jobs, newest first", description=job_filters.DESCRIPTION)
-def list_jobs(request: Request, session: ReadSessionDep, authorization: KeyDep,
+async def list_jobs(request: Request, authorization: KeyDep,
               metadata: Annotated[list[tuple[str, str]], Depends(job_filters.query_filters)],
               limit: Annotated[int, Query(ge=1, le=100)] = 20,
               after: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
               status_: Annotated[list[str], Query(alias="status", description="filter; repeat or comma-separate")] = [],  # noqa: B006
               ) -> Response:
-    return json_response(read_cache.list_body(rendered(request), session, authorization, limit=limit, after=after,
-                                              statuses=jobs.parse_statuses(status_),
-                                              where=job_filters.metadata_clauses(metadata)))
+    return json_response(await run_in_threadpool(
+        read_cache.list_body, rendered(request), request.app.state.read_engine, authorization, limit=limit,
+        after=after, statuses=jobs.parse_statuses(status_), where=job_filters.metadata_clauses(metadata)))
 
 
 @router.get("/{job_id}", response_model=JobOut, responses={404: PROBLEM}, summary="Read a job")
-def get_job(job_id: str, request: Request, session: ReadSessionDep, authorization: KeyDep) -> Response:
-    return json_response(read_cache.job_body(rendered(request), session, authorization, job_id))  # authenticates
+async def get_job(job_id: str, request: Request, authorization: KeyDep) -> Response:
+    return json_response(await run_in_threadpool(  # authenticates
+        read_cache.job_body, rendered(request), request.app.state.read_engine, authorization, job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={404: PROBLEM, 409: PROBLEM},

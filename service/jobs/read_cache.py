@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from threading import Lock
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, bindparam, func, select
+from sqlalchemy import ColumnElement, Connection, DateTime, Engine, Select, and_, bindparam, func, select, type_coerce
 from sqlalchemy.orm import Session
 
-from service.core.db import end_read
+from service.core.db import run_read
 from service.core.errors import JobNotFound
 from service.core.models import Artifact, EventKind, Job, JobEvent, Team
 from service.jobs import service as jobs
@@ -38,11 +38,14 @@ VERSION = 5  # where _version_columns start in a key_query row (after the key's 
 
 
 def _version_columns() -> tuple[ColumnElement, ...]:
+    # The times as the driver gives them: a version is only compared with itself, so the UTC column
+    # type's conversion (3 per job, 60 per page read) would buy nothing.
     warning = (select(func.max(JobEvent.id)).where(JobEvent.job_id == Job.id,
                                                    JobEvent.kind == EventKind.warning.value).scalar_subquery())
     arts = select(func.count(Artifact.id)).where(Artifact.job_id == Job.id).scalar_subquery()
-    art_time = select(func.max(Artifact.created_at)).where(Artifact.job_id == Job.id).scalar_subquery()
-    return Job.id, Job.updated_at, warning, arts, art_time
+    art_time = type_coerce(select(func.max(Artifact.created_at)).where(Artifact.job_id == Job.id).scalar_subquery(),
+                           DateTime())
+    return Job.id, type_coerce(Job.updated_at, DateTime()), warning, arts, art_time
 
 
 class RenderedJobs:
@@ -69,8 +72,9 @@ class RenderedJobs:
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
 
-    def bodies(self, session: Session, found: Sequence[tuple[str, Version]]) -> list[bytes]:
-        """The JSON of each job in `found`, rendering (in one batch of queries) those not cached at their version."""
+    def bodies(self, conn: Connection, found: Sequence[tuple[str, Version]]) -> list[bytes]:
+        """The JSON of each job in `found`, rendering (in one batch of queries, in an ORM session on
+        `conn`) those not cached at their version: a read whose jobs are all cached builds no session."""
         bodies: dict[str, bytes] = {}
         missing: dict[str, Version] = {}
         for job_id, version in found:
@@ -80,9 +84,10 @@ class RenderedJobs:
             else:
                 bodies[job_id] = body
         if missing:
-            rows = list(session.scalars(select(Job).where(Job.id.in_(list(missing)))
-                                        .execution_options(populate_existing=True)))
-            for view in job_views(session, rows):
+            with Session(bind=conn) as session:
+                rows = list(session.scalars(select(Job).where(Job.id.in_(list(missing)))))
+                views = job_views(session, rows)
+            for view in views:
                 body = view.model_dump_json().encode()
                 # Stored under the version read first: the rows read since are as new or newer, and a
                 # reader that sees a newer version renders again.
@@ -105,30 +110,34 @@ def _key_and_page(*filters: ColumnElement) -> Select:
 _KEY_AND_PAGE = _key_and_page()
 
 
-def job_body(cache: RenderedJobs, session: Session, authorization: str | None, job_id: str) -> bytes:
+def job_body(cache: RenderedJobs, engine: Engine, authorization: str | None, job_id: str) -> bytes:
     """GET /v1/jobs/{id}'s JSON, the caller authenticated by the same query (Unauthorized without a live
     key); JobNotFound when the team has no such job (another team's looks the same)."""
-    _, row = authenticate_row(session, authorization, _KEY_AND_JOB,
-                              {"job_id": job_id if jobs.is_job_id(job_id) else ""})
-    found = [(row[VERSION], tuple(row[VERSION + 1:]))] if row[VERSION] is not None else []
-    bodies = cache.bodies(session, found)
-    end_read(session)
+    def read(conn: Connection) -> list[bytes]:
+        _, row = authenticate_row(conn, authorization, _KEY_AND_JOB,
+                                  {"job_id": job_id if jobs.is_job_id(job_id) else ""})
+        return cache.bodies(conn, [(row[VERSION], tuple(row[VERSION + 1:]))] if row[VERSION] is not None else [])
+
+    bodies = run_read(engine, read)
     if not bodies:
         raise JobNotFound(job_id)
     return bodies[0]
 
 
-def list_body(cache: RenderedJobs, session: Session, authorization: str | None, *, limit: int, after: str | None,
+def list_body(cache: RenderedJobs, engine: Engine, authorization: str | None, *, limit: int, after: str | None,
               statuses: Sequence[str], where: Sequence = ()) -> bytes:
     """GET /v1/jobs's JSON (JobList's fields in their order around the jobs' own JSON), the caller
     authenticated by the same query. A bad cursor's 422 is answered after the key is checked
     (service/api/deps.py key_first), as everywhere."""
     filters = jobs.list_filters(after=after, statuses=statuses, where=where)
     query = _key_and_page(*filters) if filters else _KEY_AND_PAGE
-    _, rows = authenticate_rows(session, authorization, query, {"limit": limit + 1})
-    versions = [(row[VERSION], tuple(row[VERSION + 1:])) for row in rows if row[VERSION] is not None]
-    found, has_more, cursor = jobs.page(versions, limit, lambda v: v[0])
-    bodies = cache.bodies(session, found)
-    end_read(session)
+
+    def read(conn: Connection) -> tuple[list[bytes], bool, str | None]:
+        _, rows = authenticate_rows(conn, authorization, query, {"limit": limit + 1})
+        versions = [(row[VERSION], tuple(row[VERSION + 1:])) for row in rows if row[VERSION] is not None]
+        found, has_more, cursor = jobs.page(versions, limit, lambda v: v[0])
+        return cache.bodies(conn, found), has_more, cursor
+
+    bodies, has_more, cursor = run_read(engine, read)
     return (b'{"object":"list","data":[' + b",".join(bodies) + b'],"has_more":' + (b"true" if has_more else b"false")
             + b',"next_cursor":' + json.dumps(cursor).encode() + b"}")

@@ -10,7 +10,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import Row, Select, bindparam, or_, select, update
+from sqlalchemy import Connection, Row, Select, bindparam, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -88,18 +88,18 @@ def key_query(*columns, join=None, on=None) -> Select:
 _KEY_QUERY = key_query()
 
 
-def authenticate(session: Session, authorization: str | None) -> Principal:
+def authenticate(session: Session | Connection, authorization: str | None) -> Principal:
     return authenticate_row(session, authorization, _KEY_QUERY)[0]
 
 
-def authenticate_row(session: Session, authorization: str | None, query: Select,
+def authenticate_row(session: Session | Connection, authorization: str | None, query: Select,
                      params: dict | None = None) -> tuple[Principal, Row]:
     """The key's team, and the row of `query` (a key_query) that found it; Unauthorized for no live key."""
     principal, rows = authenticate_rows(session, authorization, query, params)
     return principal, rows[0]
 
 
-def authenticate_rows(session: Session, authorization: str | None, query: Select,
+def authenticate_rows(session: Session | Connection, authorization: str | None, query: Select,
                       params: dict | None = None) -> tuple[Principal, list[Row]]:
     """authenticate_row with every row of `query` (one per row of its outer-joined table, at least one)."""
     if not authorization:
@@ -108,9 +108,9 @@ def authenticate_rows(session: Session, authorization: str | None, query: Select
     key = key.strip()
     if scheme.lower() != "bearer" or not key.startswith(KEY_PREFIX) or len(key) > 200:
         raise Unauthorized()
-    # The session's connection, not session.execute: the ORM layer is half the cost of this Core query,
-    # which every request runs (bench/api_profile.py).
-    conn = session.connection()
+    # A Core connection, not session.execute: the ORM layer is half the cost of this Core query, which
+    # every request runs (bench/api_profile.py). The caller commits (a Session's, or run_read's).
+    conn = session.connection() if isinstance(session, Session) else session
     rows = conn.execute(query, {**(params or {}), "key_hash": hash_key(key)}).all()
     if not rows:
         raise Unauthorized()
