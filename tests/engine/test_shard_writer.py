@@ -132,3 +132,60 @@ def test_a_base_without_a_tensor_the_output_needs_is_refused(tmp_path):
     with pytest.raises(ValueError, match="lacks 1 tensors"):
         write_compressed(base, plan.as_config(), {}, torch.float32, tiny_tokenizer(), tmp_path / "out", "llama", {})
     assert not (tmp_path / "out").exists()
+
+
+def _copy_file_range_calls(monkeypatch, fail_after: int | None = None) -> list[int]:
+    """Record os.copy_file_range's byte counts; with `fail_after`, copy that many bytes of the first call,
+    then refuse (EXDEV) every call, as between two filesystems."""
+    import errno
+    import os
+
+    from worker.engine import shard_writer
+
+    real, calls = os.copy_file_range, []
+
+    def spy(src, dst, count, offset_src=None, *args):
+        if fail_after is not None and calls:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        done = real(src, dst, count if fail_after is None else min(count, fail_after), offset_src, *args)
+        calls.append(done)
+        return done
+
+    monkeypatch.setattr(shard_writer.os, "copy_file_range", spy)
+    return calls
+
+
+@pytest.mark.parametrize("fail_after", [None, 0, 1000])
+def test_unchanged_tensors_are_copied_file_to_file_or_read_where_refused(fail_after, tmp_path, monkeypatch):
+    """A float32 output of a float32 base: every unchanged tensor's bytes go from file to file without being
+    loaded (copy_file_range), the output as save_pretrained's; refused at once or midway through a tensor,
+    the rest is read and written, and the output is the same."""
+    calls = _copy_file_range_calls(monkeypatch, fail_after)
+    want, got, _, _ = _in_memory_and_streamed(tmp_path, "llama", "attn", "nbl")
+    _same_output(want, got)
+    if fail_after is None:
+        maps = {n for n in _tensors(got) if ".linear." in n}
+        copied = {n: t for n, t in _tensors(got).items() if n not in maps}
+        assert sum(calls) == sum(t.numel() * t.element_size() for t in copied.values())
+    else:
+        assert len(calls) == 1 and calls[0] == fail_after
+
+
+def test_a_cast_output_loads_each_tensor_and_copies_none(tmp_path, monkeypatch):
+    calls = _copy_file_range_calls(monkeypatch)
+    want, got, _, _ = _in_memory_and_streamed(tmp_path, "llama", "block", "nbl", torch.bfloat16)
+    _same_output(want, got)
+    assert calls == []
+
+
+def test_a_tensor_past_the_end_of_its_file_is_refused(tmp_path):
+    """A base cut short after its header was read (it is checked before): an error naming it, not a short file."""
+    from worker.engine.shard_writer import Span, copy_span
+
+    src = tmp_path / "base.bin"
+    src.write_bytes(bytes(range(256)) * 4)
+    with open(tmp_path / "out.bin", "wb", buffering=0) as out:
+        copy_span(Span(src, 1000, 24), out)
+        with pytest.raises(ValueError, match="ends before the 100 bytes"):
+            copy_span(Span(src, 1000, 100), out)
+    assert (tmp_path / "out.bin").read_bytes()[:24] == src.read_bytes()[1000:]
