@@ -58,11 +58,12 @@ def create_job(body: JobCreate, response: Response, session: SessionDep, princip
 
 @router.get("", response_model=JobList, summary="List jobs, newest first", description=job_filters.DESCRIPTION)
 async def list_jobs(request: Request, authorization: KeyDep,
-              metadata: Annotated[list[tuple[str, str]], Depends(job_filters.query_filters)],
-              limit: Annotated[int, Query(ge=1, le=100)] = 20,
-              after: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
-              status_: Annotated[list[str], Query(alias="status", description="filter; repeat or comma-separate")] = [],  # noqa: B006
-              ) -> Response:
+                    metadata: Annotated[list[tuple[str, str]], Depends(job_filters.query_filters)],
+                    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+                    after: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+                    status_: Annotated[list[str], Query(alias="status",
+                                                        description="filter; repeat or comma-separate")] = [],  # noqa: B006
+                    ) -> Response:
     return json_response(await run_in_threadpool(
         read_cache.list_body, rendered(request), request.app.state.read_engine, authorization, limit=limit,
         after=after, statuses=jobs.parse_statuses(status_), where=job_filters.metadata_clauses(metadata)))
