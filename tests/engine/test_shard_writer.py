@@ -189,3 +189,35 @@ def test_a_tensor_past_the_end_of_its_file_is_refused(tmp_path):
         with pytest.raises(ValueError, match="ends before the 100 bytes"):
             copy_span(Span(src, 1000, 100), out)
     assert (tmp_path / "out.bin").read_bytes()[:24] == src.read_bytes()[1000:]
+
+
+def test_a_shard_whose_header_lies_is_refused_not_copied(tmp_path):
+    """A sharded base (its index read, no shard opened before): a shard whose header gives a tensor more
+    bytes than its dtype and shape hold is refused by safetensors' check, before any byte is copied."""
+    import struct
+
+    from safetensors import SafetensorError
+
+    base = save_tiny_checkpoint(tmp_path / "base", "llama")
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    sharded = tmp_path / "sharded"
+    model.save_pretrained(sharded, safe_serialization=True, max_shard_size=40_000)
+    tiny_tokenizer().save_pretrained(sharded)
+    for shard in sorted(sharded.glob("model-*.safetensors")):  # the first with two tensors or more
+        raw = shard.read_bytes()
+        size = struct.unpack("<Q", raw[:8])[0]
+        header = json.loads(raw[8:8 + size])
+        if len(header) > 2:
+            break
+    first, second = sorted((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"][0])[:2]
+    cut = header[first]["data_offsets"][1] - 4  # the first tensor 4 bytes short, the next 4 bytes longer
+    header[first]["data_offsets"][1] = header[second]["data_offsets"][0] = cut
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (size - len(text)) if len(text) <= size else b""
+    assert len(text) == size
+    shard.write_bytes(raw[:8] + text + raw[8 + size:])
+    plan = surgery.Plan("attn", "nbl", PLAN_LAYERS)
+    with pytest.raises(SafetensorError):
+        write_compressed(sharded, plan.as_config(), _maps(64), torch.float32, tiny_tokenizer(), tmp_path / "out",
+                         "llama", {"layers": [], "replaced_layers": list(PLAN_LAYERS)})
+    assert not (tmp_path / "out").exists()

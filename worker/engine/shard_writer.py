@@ -78,7 +78,13 @@ class Span:
 
 
 def spans(path: Path) -> dict[str, tuple[str, list[int], Span]]:
-    """Name -> (safetensors dtype, shape, Span) of each tensor of the safetensors file at `path`."""
+    """Name -> (safetensors dtype, shape, Span) of each tensor of the safetensors file at `path`, once
+    safetensors has checked its header (offsets in order, each as long as its dtype and shape, covering the
+    file): a shard named by an index was not opened before, and its bytes are copied unread."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt"):
+        pass
     with open(path, "rb") as f:
         size = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(size))
@@ -164,7 +170,9 @@ def write_shards(out: Path, base: Path, model, extra: dict[str, torch.Tensor],
         if file not in headers:
             headers[file] = spans(Path(base) / file)
         dtype, shape, span = headers[file][source(name)]
-        if dtype == SAFETENSORS_DTYPES.get(entries[name].dtype) and shape == list(entries[name].shape):
+        want = entries[name]
+        if (dtype == SAFETENSORS_DTYPES.get(want.dtype) and shape == list(want.shape)
+                and span.length == want.numel() * want.element_size()):
             return span
         # opened per tensor: the file's mapping goes with it, so the host holds one tensor (pages of a
         # mapping kept open stay resident: the whole base, once every tensor was read)
