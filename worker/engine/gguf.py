@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from .gguf_header import check_gguf
 from .model_rules import check_config
 
 
@@ -21,6 +22,7 @@ def convert_gguf(gguf: Path, out: Path) -> Path:
 
     if (out / "config.json").is_file():
         return out
+    check_gguf(gguf, str(gguf))  # every count and length within the file, before transformers' reader trusts them
     check_config(AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name).to_dict(), str(gguf))
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, trust_remote_code=False)
     net = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
