@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .engine.fingerprint import dir_digest, file_digest, memoised
 from .engine.hub_download import fetch_from_hub, in_cache
+from .engine.weight_files import weight_map
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ def fetch(source: str, revision: str | None, hub: bool, home: Path | None, max_b
     if hub:
         fetch_from_hub(source, revision, max_bytes)
     elif path.is_dir():
+        weight_map(path, source)  # hashed below: only the folder's own regular files (engine/weight_files.py)
         if max_bytes is None or sum(f.stat().st_size for f in path.glob("*.safetensors")) <= max_bytes:
             dir_digest(path, home)
     elif path.is_file():

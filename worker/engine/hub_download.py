@@ -10,6 +10,7 @@ from pathlib import Path
 from . import custom_code
 from .hub_access import offline, reach, translated
 from .model_rules import ModelError, check_config, check_model_size, no_custom_code, read_config
+from .weight_files import weight_map
 
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.jinja"]
 
@@ -55,6 +56,7 @@ def fetch_from_hub(repo_id: str, revision: str | None, limit: int | None) -> tup
             if name == "config.json":
                 check_config(read_config(local, repo_id), repo_id)
         snap = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_PATTERNS))
+    weight_map(snap, repo_id)  # its index names only files of the snapshot (weight_files.py): before calibrate
     return snap, snap.name  # snapshots/<commit sha>
 
 
@@ -68,6 +70,7 @@ def _cached(repo_id: str, revision: str | None, limit: int | None) -> tuple[Path
     if not (snap / "config.json").is_file():
         raise ModelError(f"{repo_id}: no config.json in the cached snapshot {snap.name}")
     check_config(read_config(snap / "config.json", repo_id), repo_id)
+    weight_map(snap, repo_id)  # a cached snapshot's index too: only files of the snapshot (weight_files.py)
     check_model_size(sum(f.stat().st_size for f in snap.glob("*.safetensors")), limit, repo_id)
     return snap, snap.name
 

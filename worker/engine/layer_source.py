@@ -15,12 +15,12 @@ unmodified model, so each layer's statistics are exactly those of a full forward
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
 from .host_memory import off_heap_copy
+from .weight_files import weight_map
 
 
 def layer_prefix(i: int) -> str:
@@ -145,10 +145,11 @@ class CheckpointLayers:
 
 
 def tensor_files(path: Path) -> dict[str, str]:
-    """Tensor name -> shard file name, from model.safetensors.index.json or the shards' headers."""
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        return dict(json.loads(index.read_text())["weight_map"])
+    """Tensor name -> shard file name, from model.safetensors.index.json or the shards' headers; every shard
+    checked to be a regular file of the model's own folder before any is opened (weight_files.py)."""
+    index = weight_map(path)
+    if index is not None:
+        return index
     from safetensors import safe_open
 
     files = {}

@@ -25,6 +25,7 @@ from .gguf import convert_gguf
 from .hub_download import fetch_from_hub
 from .model_rules import ModelError, check_model_size, family_of, no_custom_code
 from .placement import max_memory_for, place, spread_kwargs
+from .weight_files import weight_map
 
 
 @dataclass
@@ -93,6 +94,7 @@ def load_model(
         fingerprint = "gguf:" + digest
     elif path.is_dir():
         family = family_of(path, model)
+        weight_map(path, model)  # every weight file a regular file of the folder, before any is hashed or read
         check_model_size(sum(f.stat().st_size for f in path.glob("*.safetensors")), max_bytes, model)
         fingerprint = "dir:" + dir_digest(path, home)
     elif path.exists() or model.startswith((".", "/", "~")) or "://" in model:
@@ -124,6 +126,7 @@ def load_weights(lm: LoadedModel, max_memory: dict | None = None) -> LoadedModel
     from transformers import AutoModelForCausalLM
 
     if lm.model is None:
+        weight_map(lm.path, lm.source)  # transformers reads the index too: its shards checked first (weight_files.py)
         kw = spread_kwargs(max_memory)
         net = AutoModelForCausalLM.from_pretrained(lm.path, dtype=lm.dtype, trust_remote_code=False,
                                                    use_safetensors=True, **kw)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from nbl.gguf_formats import check_type, gguf_arch, gguf_file, gguf_types
 
+from ..engine.weight_files import weight_map
+
 SCRIPT = Path(__file__).resolve().parents[2] / "integrations" / "gguf" / "export_gguf.py"
 DEFAULT_VENV = Path(__file__).resolve().parents[2] / ".venv-gguf"
 
@@ -51,6 +53,7 @@ def export_gguf(model_dir: Path, out: Path, kind: str, python: Path | None = Non
     """Write `model_dir` as a GGUF of TYPE `kind` at `out` (replaced atomically); returns {path, type, arch, size}."""
     check_type(kind)
     arch = exportable(model_dir)
+    weight_map(model_dir, Path(model_dir).name)  # the converter reads the index's shards and *.safetensors: ours only
     exe = gguf_python(python)
     out = Path(out)
     tmp = out.with_name(out.name + ".partial")

@@ -27,6 +27,7 @@ import torch
 
 from ..engine import placement
 from ..engine.devices import default_devices
+from ..engine.weight_files import weight_map
 
 PROBE_TOKENS = 16
 PROMPT_TOKENS = 6
@@ -137,6 +138,7 @@ def check(path: str | Path, ref: Reference, timeout_s: float = 900, max_memory: 
     within it, the rest offloaded to disk; None: max_memory_for decides over `devices` (the run's; None:
     every visible GPU), one device when the output fits the first. Raises LoadCheckError saying what went wrong."""
     path = Path(path).resolve()
+    weight_map(path, path.name)  # the child's from_pretrained reads only the output's own files (weight_files.py)
     devices = list(devices or default_devices(torch.cuda.device_count()))
     max_memory = max_memory if max_memory is not None else max_memory_for(path, ref, devices)
     with tempfile.TemporaryDirectory(prefix="nbl-loadcheck-") as tmp:
