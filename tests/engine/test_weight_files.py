@@ -24,10 +24,11 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
-from crafted_snapshot import CASES, INDEX, craft, hub_snapshot, secret_model, sharded_checkpoint
+from crafted_snapshot import CASES, INDEX, REV, craft, hub_snapshot, secret_model, sharded_checkpoint
 
 from conftest import DATA_DIR, REPO, tiny_model
 from worker.engine.weight_files import WeightFileError
@@ -100,6 +101,26 @@ def test_the_loader_refuses_an_index_reaching_outside_a_hub_snapshot_as_one_user
         assert str(hub_cache) not in message.replace(name, ""), message  # no server path of ours
         shapes.add(message.replace(f"org/evil-{case}", "MODEL").replace(repr(name), "NAME"))
     assert len(shapes) == 1, shapes  # one message whatever the name points at, there or not: no oracle
+
+
+def test_a_hub_snapshot_just_downloaded_is_checked_before_calibrate(tmp_path, monkeypatch):
+    """Online: the snapshot as snapshot_download leaves it (fakes at the Hub's edge only, as in
+    test_custom_code.py). Was: loaded, its index read first by calibration."""
+    import huggingface_hub
+
+    from worker.engine.loading import load_model
+
+    snap = hub_snapshot(tmp_path / "hub", "org/evil", sharded_checkpoint(tmp_path / "alpha"))
+    craft(snap, "dotdot", secret_model(tmp_path))
+    listing = [SimpleNamespace(rfilename=f.name, size=f.stat().st_size) for f in sorted(snap.iterdir())]
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.utils, "get_session", lambda: SimpleNamespace(head=lambda url, **kw: None))
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info",
+                        lambda api, repo_id, revision=None, **kw: SimpleNamespace(sha=REV, siblings=listing))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo_id, name, revision=None, **kw: str(snap / name))
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **kw: str(snap))
+    with pytest.raises(WeightFileError, match="^org/evil: the weights name '[.][.]/"):
+        load_model("org/evil", weights=False)
 
 
 def test_a_real_sharded_hub_snapshot_of_blob_symlinks_loads(tmp_path, hub_cache):
