@@ -60,7 +60,8 @@ class Sink(Protocol):
     # and again when the base's evaluation came from the cache (the outputs' evaluation alone);
     # loaded(fetched) learns whether the load found the weights read before, else how long fetching them took
     # a job's: begin_publish() records that publishing began, or raises Cancelled when a cancel came first
-    # (worker/publish/stage.py; from then on the API refuses a cancel)
+    # (worker/publish/stage.py; from then on the API refuses a cancel); should_stop() raises Cancelled on a
+    # cancel, polled while a subprocess runs (the load check, the GGUF export)
 
 
 @dataclass
@@ -206,10 +207,16 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     if recipe.publishing is not None and gguf_types(recipe.publishing.formats):  # written into each output's folder
         for k, path in outputs.items():
             sink.progress("publish", 0.0, f"k={k}: GGUF {', '.join(gguf_types(recipe.publishing.formats))}")
-            export_formats(path, recipe.publishing.formats, paths.gguf_python)
+            export_formats(path, recipe.publishing.formats, paths.gguf_python, should_stop=stop_check(sink))
     result.outputs = publish(outputs, result.selected, destination, metrics, recipe.request, sink, retry,
                              several=len(result.selected) > 1, caveats=caveats)
     return result
+
+
+def stop_check(sink: Sink):
+    """What a subprocess polls while it runs (worker/subproc.py): a job's sink raises Cancelled from should_stop
+    on a cancel, and the child's group is killed; the terminal's sink has none."""
+    return getattr(sink, "should_stop", None)
 
 
 def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float, devices=None) -> dict[int, dict]:
@@ -218,7 +225,8 @@ def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float, de
     sink.progress("check", 0.0, "reloading each output in a fresh process")
     done = {}
     for j, (k, path) in enumerate(outputs.items(), start=1):
-        done[k] = res = loadcheck.check(path, refs[k], timeout_s=timeout_s, devices=devices)
+        done[k] = res = loadcheck.check(path, refs[k], timeout_s=timeout_s, devices=devices,
+                                        should_stop=stop_check(sink))
         sink.progress("check", j / len(outputs), f"k={k}: {res['class']} reloads and generates; max |logit "
                       f"difference| {res['max_abs_diff']:.2g} (tolerance {res['tolerance']:.2g})")
     return done

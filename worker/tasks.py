@@ -106,6 +106,13 @@ class DbSink:
         if db(states.cancel_requested, self.job_id):
             raise Cancelled("cancelled by request")
 
+    def should_stop(self) -> bool:
+        """Polled while a subprocess runs (worker/subproc.py: the export, the load check), which reports no
+        progress: raises Cancelled when a cancel was requested, so the child is killed within seconds."""
+        if db(states.cancel_requested, self.job_id):
+            raise Cancelled("cancelled by request")
+        return False
+
     def begin_publish(self) -> None:
         """Before anything is published: a cancel that came first ends the job here (states.begin_publish);
         from here on the API refuses one, so a cancelled job never has a published output."""

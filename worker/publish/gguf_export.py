@@ -10,15 +10,19 @@ first, from config.json (nbl/gguf_formats.py): an nbl-form output is refused bef
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from nbl.gguf_formats import check_type, gguf_arch, gguf_file, gguf_types
 
+from .. import subproc
 from ..engine.weight_files import weight_map
 
 SCRIPT = Path(__file__).resolve().parents[2] / "integrations" / "gguf" / "export_gguf.py"
 DEFAULT_VENV = Path(__file__).resolve().parents[2] / ".venv-gguf"
+PARTIAL = ".partial"  # an export in progress: `.model-q8_0.gguf.<random>.partial/`, never published
 
 
 class GgufExportError(RuntimeError):
@@ -49,25 +53,53 @@ def exportable(model_dir: Path) -> str:
     return gguf_arch(config, str(model_dir))
 
 
-def export_gguf(model_dir: Path, out: Path, kind: str, python: Path | None = None, timeout_s: float = 3600) -> dict:
-    """Write `model_dir` as a GGUF of TYPE `kind` at `out` (replaced atomically); returns {path, type, arch, size}."""
+def export_gguf(model_dir: Path, out: Path, kind: str, python: Path | None = None, timeout_s: float = 3600,
+                should_stop=None) -> dict:
+    """Write `model_dir` as a GGUF of TYPE `kind` at `out` (replaced atomically); returns {path, type, arch, size}.
+    `should_stop`: polled while llama.cpp runs (worker/subproc.py; a job's sink raises Cancelled from it).
+
+    The converter writes into a directory made for this call alone (mkdtemp: a fresh random name, mode 0700,
+    never an existing path or a symlink), and its file is renamed over `out`: a second attempt never shares a
+    partial file with a first one still running, and a planted `out.partial` symlink is never written through.
+    Its paths are absolute, so a folder named `--vocab-only` is a path to it, never an option."""
     check_type(kind)
     arch = exportable(model_dir)
     weight_map(model_dir, Path(model_dir).name)  # the converter reads the index's shards and *.safetensors: ours only
     exe = gguf_python(python)
-    out = Path(out)
-    tmp = out.with_name(out.name + ".partial")
-    proc = subprocess.run([str(exe), str(SCRIPT), str(model_dir), str(tmp), kind], capture_output=True, text=True,
-                          timeout=timeout_s)
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-3:])
-        raise GgufExportError(f"GGUF export of {model_dir} as {kind} failed (exit {proc.returncode}): {tail[-600:]}")
-    tmp.rename(out)
+    model_dir, out = Path(model_dir).absolute(), Path(out).absolute()
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=PARTIAL, dir=out.parent))
+    try:
+        tmp = work / out.name
+        try:
+            proc = subproc.run([str(exe), str(SCRIPT), str(model_dir), str(tmp), kind], timeout_s=timeout_s,
+                               should_stop=should_stop)
+        except subprocess.TimeoutExpired:
+            raise GgufExportError(f"GGUF export of {model_dir} as {kind} did not finish within {timeout_s:g} s") \
+                from None
+        if proc.returncode != 0:
+            tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-3:])
+            raise GgufExportError(f"GGUF export of {model_dir} as {kind} failed (exit {proc.returncode}): "
+                                  f"{tail[-600:]}")
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return {"path": str(out), "type": kind, "arch": arch, "size": out.stat().st_size}
 
 
-def export_formats(model_dir: Path, formats, python: Path | None = None) -> list[dict]:
+def clear_partials(folder: Path) -> None:
+    """What an earlier attempt's export left in a job's output folder (killed, it ran no cleanup): its private
+    directories, and the shared `.partial` file the exporter wrote before. Only a job's own folder is cleared:
+    one attempt owns it at a time (the lease), while `nbl export` may run twice beside one --out."""
+    for stale in Path(folder).glob(f"*.gguf*{PARTIAL}"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
+
+
+def export_formats(model_dir: Path, formats, python: Path | None = None, should_stop=None) -> list[dict]:
     """The GGUF files of a job's publish.formats, written into the output's own folder (model-TYPE.gguf), so
     they are published, listed and hashed with its other files."""
-    return [export_gguf(model_dir, Path(model_dir) / gguf_file(kind), kind, python) for kind in gguf_types(formats)]
+    clear_partials(model_dir)
+    return [export_gguf(model_dir, Path(model_dir) / gguf_file(kind), kind, python, should_stop=should_stop)
+            for kind in gguf_types(formats)]

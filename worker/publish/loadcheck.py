@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from .. import subproc
 from ..engine import placement
 from ..engine.devices import default_devices
 from ..engine.weight_files import weight_map
@@ -131,12 +132,14 @@ def max_memory_for(path: Path, ref: Reference, devices: list[str] | None = None)
 
 
 def check(path: str | Path, ref: Reference, timeout_s: float = 900, max_memory: dict | None = None,
-          devices: list[str] | None = None) -> dict:
+          devices: list[str] | None = None, should_stop=None) -> dict:
     """Reload `path` in a fresh process and compare; returns {"max_abs_diff", "tolerance", "class", "placed"
     (where the weights went: the device, or device_map's devices and "disk"), "devices" (those it could
     spread over)}. `max_memory` (accelerate's, e.g. {0: bytes, "cpu": bytes}): load with device_map="auto"
     within it, the rest offloaded to disk; None: max_memory_for decides over `devices` (the run's; None:
-    every visible GPU), one device when the output fits the first. Raises LoadCheckError saying what went wrong."""
+    every visible GPU), one device when the output fits the first. `should_stop`: polled while the child runs
+    (worker/subproc.py: the child dies with the worker, on a cancel, at the timeout). Raises LoadCheckError saying
+    what went wrong."""
     path = Path(path).resolve()
     weight_map(path, path.name)  # the child's from_pretrained reads only the output's own files (weight_files.py)
     devices = list(devices or default_devices(torch.cuda.device_count()))
@@ -149,9 +152,8 @@ def check(path: str | Path, ref: Reference, timeout_s: float = 900, max_memory: 
         cwd = Path(tmp) / "cwd"
         cwd.mkdir()
         try:
-            proc = subprocess.run([sys.executable, "-c", CHILD, str(path), str(probe), str(out)], cwd=cwd,
-                                  env=_child_env(str(Path(tmp) / "hf")), capture_output=True, text=True,
-                                  timeout=timeout_s)
+            proc = subproc.run([sys.executable, "-c", CHILD, str(path), str(probe), str(out)], timeout_s=timeout_s,
+                               should_stop=should_stop, cwd=cwd, env=_child_env(str(Path(tmp) / "hf")))
         except subprocess.TimeoutExpired:
             raise LoadCheckError(f"load check: {path.name} did not load and generate within {timeout_s:g} s "
                                  "in a fresh process") from None
