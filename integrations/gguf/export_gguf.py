@@ -38,7 +38,9 @@ def convert(model_dir: Path, out: Path, outtype: str) -> None:
         return self._set_vocab_gpt2()
 
     DeciModel.set_vocab = set_vocab
-    sys.argv = ["convert_hf_to_gguf.py", str(model_dir), "--outfile", str(out), "--outtype", outtype]
+    # absolute, and the directory after `--`: a folder named `--vocab-only` is never read as an option
+    sys.argv = ["convert_hf_to_gguf.py", "--outfile", str(out.absolute()), "--outtype", outtype, "--",
+                str(model_dir.absolute())]
     convert_hf_to_gguf.main()
 
 

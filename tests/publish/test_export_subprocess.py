@@ -2,7 +2,7 @@
 that started it, even one killed by SIGKILL (which runs no cleanup), a stop (a cancel) or a timeout kills its
 whole process group within seconds, and two attempts never write the same partial file. A fake converter that
 sleeps (tests/fake_converter.py: a shell script whose `sleep` is a grandchild) stands in for llama.cpp's;
-tests/llama_cpp/test_gguf_subprocess.py kills the real one."""
+tests/llama_cpp/test_gguf_export_safety.py kills the real one."""
 
 from __future__ import annotations
 
