@@ -24,7 +24,8 @@ VERSIONS = (2, 3)  # transformers' reader: v1 counted in 32 bits
 MAX_DIMS = 4  # ggml's GGML_MAX_DIMS
 ALIGNMENT = 32  # general.alignment's default
 STRING, ARRAY = 8, 9
-FIXED = {0: "B", 1: "b", 7: "?", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 10: "Q", 11: "q", 12: "d"}  # value type -> struct
+# value type -> struct format: u8 i8 bool u16 i16 u32 i32 f32 u64 i64 f64
+FIXED = {0: "B", 1: "b", 7: "?", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 10: "Q", 11: "q", 12: "d"}
 MIN_KV = 8 + 4 + 1  # empty key, type, a one-byte value
 MIN_TENSOR = 8 + 4 + 4 + 8  # empty name, no dims, type, offset
 
@@ -79,7 +80,8 @@ class _Cursor:
     def count(self, n: int, least: int, what: str) -> int:
         """A count of entries of at least `least` bytes each, refused when they could not all fit."""
         if n * least > self.left():
-            raise GGUFError(f"{what}: {n:,} claimed, but the {self.left():,} bytes left hold at most {self.left() // least:,}")
+            raise GGUFError(f"{what}: {n:,} claimed, but the {self.left():,} bytes left hold at most "
+                            f"{self.left() // least:,}")
         return n
 
     def string(self, what: str, keep: bool = True) -> str | None:
