@@ -97,7 +97,8 @@ def cmd_estimate(args) -> int:
     except ConfigUnavailable as e:
         raise ValueError(str(e)) from None
     k_auto = args.k == []  # compress's `--k auto`
-    problems = config_problems(config, [] if k_auto else args.k, args.seq_len)  # what compress refuses first
+    # what compress refuses first, with the worker's words: the family, k, seq_len, the form (nbl/model_checks.py)
+    problems = config_problems(config, [] if k_auto else args.k, args.seq_len, args.form, args.mode)
     if problems:
         raise ValueError(f"{args.model}: " + "; ".join(msg for _, msg in problems))
     shape = shape_of(config)

@@ -23,6 +23,9 @@ ONE_SHOT = ("cca", "nmse", "cosine")
 DECILM_FAMILIES = ("llama", "mistral")
 FOLD_BLOCK_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
 FFN_ROUND = 256  # DeciLM gives the MLP's width as ffn_mult, rounded up to a multiple of 256
+# a sliding window a config.json may leave out, as transformers' config class fills it in: the API judges the
+# file, the worker the loaded config, and both must say the same
+WINDOW_DEFAULTS = {"mistral": 4096}
 
 # (form, mode) -> runtimes that load the output with no code of ours; "transformers+file": through the
 # modeling file we ship (trust_remote_code); "vllm+plugin": with our nbl_vllm plugin installed
@@ -71,7 +74,8 @@ def layer_error(form: str, layers) -> str | None:
 
 
 def family_error(form: str, mode: str, family: str, config: dict) -> str | None:
-    """Why a base model (its family and config.json) cannot be written in this form (None: it can)."""
+    """Why a base model (its family and config.json) cannot be written in this form (None: it can). The one rule:
+    the API at submit and in estimates (its config.json, nbl/model_checks.py), the worker before calibrating."""
     if form == "fold" and mode == "block":
         if family not in FOLD_BLOCK_FAMILIES:
             return f"form 'fold' writes {', '.join(FOLD_BLOCK_FAMILIES)} models, not {family!r}"
@@ -91,8 +95,17 @@ def family_error(form: str, mode: str, family: str, config: dict) -> str | None:
         return f"{what} derives head_dim as hidden_size / heads ({hidden // heads}); this model's is {head_dim}"
     if not inter or inter % FFN_ROUND:
         return f"{what} gives the MLP width as ffn_mult rounded to {FFN_ROUND}: intermediate_size {inter} is not a multiple"
-    if config.get("sliding_window") and config.get("use_sliding_window", True):
-        return f"{what} has no sliding window: this model's is {config['sliding_window']}"
+    window = config["sliding_window"] if "sliding_window" in config else WINDOW_DEFAULTS.get(family)
+    if window and config.get("use_sliding_window", True):
+        return f"{what} has no sliding window: this model's is {_shown(window)}"
     if config.get("hidden_act", "silu") != "silu":
-        return f"{what} runs SwiGLU MLPs: this model's activation is {config.get('hidden_act')!r}"
+        return f"{what} runs SwiGLU MLPs: this model's activation is {_shown(config.get('hidden_act'))}"
     return None
+
+
+def _shown(value) -> str:
+    """A config's value in a message: short scalars as they are, anything else by its kind (a config is user
+    input, and the repr of a nested list could run to a megabyte)."""
+    if isinstance(value, (int, float, str)) and len(str(value)) <= 64:
+        return repr(value)
+    return f"a {type(value).__name__}"

@@ -1,8 +1,10 @@
-"""What a job's model allows, checked from its config.json alone (no weights, no torch): its shape's numbers
-within bounds (nbl/sizing/shapes.BOUNDS), every k below the layer count, seq_len within the context
-length. The API runs these at submit for `local:NAME` models (service/estimates/local_model.py: it can read
-their config under NBL_MODELS_DIR); the worker runs the same checks on a Hub model's config.json before
-downloading any weight (worker/preflight.py), `nbl estimate` before it sizes. A failure is the user's.
+"""What a job's model allows, checked from its config.json alone (no weights, no torch): a family this engine
+compresses (nbl/families.py), its shape's numbers within bounds (nbl/sizing/shapes.BOUNDS), every k below the
+layer count, seq_len within the context length, and a form that can write it (nbl/forms.family_error). The API
+runs these at submit and in POST /v1/estimates whenever it has the config: a `local:NAME` model's from
+NBL_MODELS_DIR (service/estimates/local_model.py), a Hub model's when it could fetch it (placement.py); the
+worker runs the same checks on the config.json before downloading any weight (worker/preflight.py), `nbl
+estimate` before it sizes. A failure is the user's.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from nbl import forms
+from nbl import recipe as R
+from nbl.families import family_error
 from nbl.sizing.shapes import out_of_bounds
 
 CONFIG = "config.json"
@@ -31,9 +36,15 @@ def context_length(config: dict) -> int | None:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
-def config_problems(config: dict, ks: list[int], seq_len: int) -> list[tuple[tuple[str, ...], str]]:
+def config_problems(config: dict, ks: list[int], seq_len: int, form: str = R.FORM,
+                    mode: str = R.MODE) -> list[tuple[tuple[str, ...], str]]:
     """(field, message) for each way this request cannot work on a model with this config."""
-    problems = [(("model", "id"), str(e)) for e in out_of_bounds(config)]
+    family = family_error(config)
+    bounds = [str(e) for e in out_of_bounds(config)]
+    problems = [(("model", "id"), msg) for msg in ([family] if family else []) + bounds]
+    why = None if family or bounds else forms.family_error(form, mode, config["model_type"], config)
+    if why is not None:  # the output could not be written in this form
+        problems.append((("compression", "form"), why))
     layers = layer_count(config)
     for k in ks:
         if layers is not None and k >= layers:

@@ -36,8 +36,8 @@ def load(recipe, cfg, options, sink) -> tuple[LoadedModel, float, Fetched]:
     figures: dict = {}  # the job's estimate on this worker's devices, checked before anything is downloaded
     fit = (lambda config: figures.update(preflight.fits(name, config, recipe, options.devices,  # noqa: E731
                                                         options.host_cache_bytes))) if options.fit_check else None
-    options.retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len, fit),
-                      "reading the model's config", on_retry=sink.warning)
+    options.retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len, fit, cfg.form,
+                                              cfg.mode), "reading the model's config", on_retry=sink.warning)
     if figures:
         sink.estimate(figures)  # kept on the job when the API could not size it (a Hub model, offline)
     start = time.perf_counter()

@@ -1,8 +1,9 @@
 """The request's checks against the model's config.json, before any weight is read or downloaded.
 
-The API checks a `local:NAME` model at submit (service/estimates/local_model.py); a Hub model can only be checked
-here, by fetching its config.json alone: k below the layer count, seq_len within the context length, an
-existing repo and revision. A failure is a ModelError (`user`, worker/errors.py), a Hub outage is retried
+The API checks a `local:NAME` model at submit (service/estimates/local_model.py), and a Hub model when it could
+fetch its config.json; here every model is checked again, a Hub model by fetching its config.json alone: a family
+and form the engine can write, k below the layer count, seq_len within the context length (nbl/model_checks.py),
+an existing repo and revision. A failure is a ModelError (`user`, worker/errors.py), a Hub outage is retried
 by the caller. A local directory is checked again: it may have changed since the job was submitted.
 """
 
@@ -12,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
+from nbl import recipe as R
 from nbl.model_checks import CONFIG, config_problems, read_config
 
 from .engine.hub_access import reach, translated
@@ -38,7 +40,7 @@ def hub_config(repo_id: str, revision: str | None) -> dict:
 
 
 def check(name: str, source: str, revision: str | None, ks: list[int], seq_len: int,
-          fit: Callable[[dict], None] | None = None) -> None:
+          fit: Callable[[dict], None] | None = None, form: str = R.FORM, mode: str = R.MODE) -> None:
     """`name` is the job's model (a Hub id or local:NAME), `source` what the loader reads (a Hub id or the
     local directory). Raises ModelError naming the fields that cannot work. `fit(config)` then checks that
     the job fits this worker (`fits`)."""
@@ -51,7 +53,7 @@ def check(name: str, source: str, revision: str | None, ks: list[int], seq_len: 
         return  # the loader converts it first; the engine checks k against the converted model
     else:
         config = hub_config(source, revision)
-    problems = config_problems(config, ks, seq_len)
+    problems = config_problems(config, ks, seq_len, form, mode)
     if problems:
         raise ModelError(f"{name}: " + "; ".join(f"{'.'.join(loc)}: {msg}" for loc, msg in problems))
     if fit is not None:

@@ -1,9 +1,11 @@
 """The submit-time checks of a `local:NAME` model (POST /v1/jobs and POST /v1/estimates): the model is on this
-server, has a readable config.json, and the request fits it (nbl/model_checks.py). Hub models are checked by
-the worker, before any download (worker/preflight.py)."""
+server, has a readable config.json, and the request fits it (nbl/model_checks.py). A Hub model's config.json is
+checked the same way when the API could fetch it (placement.py), and always by the worker, before any download
+(worker/preflight.py)."""
 
 from __future__ import annotations
 
+from nbl import recipe as R
 from nbl.model_checks import CONFIG, config_problems, read_config
 from nbl.names import LOCAL_PREFIX
 from nbl.request import JobCreate
@@ -34,7 +36,12 @@ def submit_problems(spec: JobCreate, settings: Settings) -> list[dict]:
         add(("model", "id"), f"{model}: its {CONFIG} is missing, not a JSON object, or nested too deep",
             "model_config")
         return errors
-    for loc, msg in config_problems(config, spec.compression.ks, spec.calibration.seq_len):
-        add(loc, msg, "model_limit")
-    return errors
+    return errors + config_errors(spec, config)
+
+
+def config_errors(spec: JobCreate, config: dict) -> list[dict]:
+    """What the request cannot do on a model with this config.json, as validation errors in FastAPI's shape."""
+    comp = spec.compression
+    return [{"loc": ["body", *loc], "msg": msg, "type": "model_limit"}
+            for loc, msg in config_problems(config, comp.ks, spec.calibration.seq_len, comp.form or R.FORM, comp.mode)]
 

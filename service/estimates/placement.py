@@ -6,7 +6,9 @@ without an estimate, and the worker estimates it against its own devices before 
 (worker/preflight.py); for a minute after that, jobs do not try the Hub again (an API without Hub
 access pays the failed GET once a minute, not on every submit). POST /v1/estimates always tries, and
 has nothing to answer without the config: a 503. A config that was had but is not one (not JSON, nested
-too deep) or whose numbers are out of bounds (shapes.BOUNDS) is a 422 from both.
+too deep), whose numbers are out of bounds (shapes.BOUNDS), or that the request cannot work on (a family or
+form this engine cannot write, k or seq_len past the model's: nbl/model_checks.py, as a `local:NAME` model's at
+submit) is a 422 from both.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from nbl.request import JobCreate
 from nbl.sizing.classes import Placement
 from .configs import ConfigUnavailable, model_config
 from .jobs import place_job, placement_json
+from .local_model import config_errors
 from nbl.model_shape import shape_summary
 from nbl.sizing.shapes import ShapeError
 
@@ -47,6 +50,9 @@ def placement_for(body: JobCreate, settings: Settings, *, required: bool) -> tup
             raise NotReady(str(e), headers={"Retry-After": "30"}) from None
         raise InvalidRequest(str(e), errors=[{"loc": ["body", "model", "id"], "msg": str(e),
                                               "type": "model_config"}]) from None
+    errors = config_errors(body, config) if hub else []  # a local model's were checked before (local_model.py)
+    if errors:
+        raise InvalidRequest(errors[0]["msg"], errors=errors)
     try:
         placement = place_job(config, from_request(body), settings)
     except ShapeError as e:

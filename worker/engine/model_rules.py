@@ -2,7 +2,8 @@
 
 - never custom code: an `auto_map` in any config, or a `.py` file, is refused (custom_code.py), so
   trust_remote_code is never needed;
-- only the families in modeling_nbl.FAMILIES that the installed transformers has;
+- only the families of nbl/families.py that the installed transformers has (the API and `nbl estimate` refuse
+  the others with the same words);
 - a shape within nbl/sizing/shapes.BOUNDS, at the top level and under text_config (a config is user input:
   a GGUF's metadata of 4e9 layers would be built layer by layer);
 - weights only from safetensors (pickled .bin/.pt can run code on load);
@@ -14,10 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from nbl.families import FAMILIES, family_error
 from nbl.sizing.shapes import out_of_bounds
 
 from . import custom_code
-from .modeling_nbl import FAMILIES
 
 
 class ModelError(ValueError):
@@ -37,11 +38,10 @@ def check_config(config: dict, source: str) -> str:
             f"{source}: config.json has auto_map (custom code); input models are never loaded with "
             "trust_remote_code. Use a model whose architecture ships with transformers."
         )
-    family = config.get("model_type")
-    if family not in supported_families():
-        raise ModelError(
-            f"{source}: architecture {family!r} is not supported; supported: {', '.join(supported_families())}"
-        )
+    why = family_error(config, supported_families())
+    if why is not None:
+        raise ModelError(f"{source}: {why}")
+    family = config["model_type"]
     bad = out_of_bounds(config)
     if bad:
         raise ModelError(f"{source}: {bad[0]}")
