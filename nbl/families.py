@@ -6,7 +6,7 @@ A family is a config's `model_type` whose decoder layer is `h + attn(LN1 h)` the
 named `self_attn`, `input_layernorm`, `post_attention_layernorm`, `mlp` under `model.layers`; the value is its
 (config class, causal LM class) in transformers. Adding a family is one entry here and the same entry in the
 modeling file shipped with every output (worker/engine/modeling_nbl.FAMILIES, which may import nothing of ours;
-tests/engine/test_families.py holds the two equal). Torch-free.
+tests/estimates/test_family_rule.py holds the two equal). Torch-free.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """The deployment's limits on a request, checked at submit with the Settings (jobs/service.py, the estimate endpoint):
-errors in FastAPI's shape, so they answer 422 as the schema's own do."""
+errors in FastAPI's shape, so they answer 422 as the schema's own do. Among them what this deployment's data can
+give: a heal past what the shipped calibration copy under NBL_DATA_DIR can hold (nbl/heal_data.py)."""
 
 from __future__ import annotations
 
 from service.core.settings import Settings
 from nbl.gates import gate_errors
+from nbl.heal_data import FIELD, bound_error
+from nbl.shipped_data import most_tokens
 from nbl.request import JobCreate
 from nbl.selection_schema import budget_errors, selection_errors
 
@@ -26,4 +29,14 @@ def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:
         over(("selection", "num_samples"), spec.selection.num_samples, settings.max_num_samples, "num_samples")
     if spec.evaluation.limit is not None:
         over(("evaluation", "limit"), spec.evaluation.limit, settings.max_eval_limit, "limit")
-    return errors + gate_errors(spec) + selection_errors(spec) + budget_errors(spec)
+    return errors + heal_data_errors(spec, settings) + gate_errors(spec) + selection_errors(spec) + budget_errors(spec)
+
+
+def heal_data_errors(spec: JobCreate, settings: Settings) -> list[dict]:
+    """A heal the calibration data cannot hold, when this server knows what the data gives (a shipped copy)."""
+    heal, cal = spec.compression.heal, spec.calibration
+    if heal is None:
+        return []
+    why = bound_error(cal.num_samples, cal.seq_len, heal.tokens,
+                      most_tokens(settings.data_dir, cal.dataset, cal.split, cal.text_field))
+    return [] if why is None else [{"loc": ["body", *FIELD], "msg": why, "type": "heal_data", "input": heal.tokens}]

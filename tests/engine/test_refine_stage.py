@@ -71,6 +71,18 @@ def test_healing_past_the_data_names_the_field(tmp_path, text_file):
         compress.run(_cfg(tmp_path, text_file, heal=Heal(tokens=10**7)), progress=False)
 
 
+def test_healing_past_the_data_fails_before_calibrating(tmp_path, text_file):
+    """Issue 35, finding 7: the healing text is tokenized with the calibration's, before any layer's sums, so too
+    little of it fails then, not after calibrating and scoring."""
+    save_tiny_checkpoint(tmp_path / "base", layers=4)
+    stages = []
+    with pytest.raises(DataError, match="compression.heal.tokens: .* must give 8 \\+ 31,250 blocks of 32 tokens"):
+        compress.run(_cfg(tmp_path, text_file, heal=Heal(tokens=10**6)),
+                     report=lambda s, f, m: stages.append((s, m)), progress=False)
+    assert stages[-1] == ("calibrate", "tokenizing calibration data and healing text"), stages
+    assert not list((tmp_path / "stats").glob("*.stats"))  # no layer was calibrated
+
+
 def test_a_selection_dataset_other_than_the_calibrations_guards_the_heal(tmp_path, text_file):
     """The heal's guard is the selection data's blocks when they are other text; the calibration's own dataset as
     selection data is the healing text itself, so it gives no guard."""

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import torch
+
 from nbl.forms import family_error, runs_in
 
 from .auto_k import MEASURED
@@ -29,7 +31,7 @@ from .loading import LoadedModel, load_model
 from .loss_probe import loss_rise
 from .fold_runs import fit_form_maps
 from .out_dtype import output_dtype
-from .refine_stage import Refiner
+from .refine_stage import Refiner, healing_stream
 from .saving import write_compressed
 from .saving_forms import write_form
 from .score_stage import layer_reader, fit_maps, score_stage
@@ -69,22 +71,24 @@ def run(cfg: CompressConfig, report: Report = no_report, progress: bool = True, 
     if cfg.ks and max(cfg.ks) >= n_layers:
         raise ValueError(f"k must be below the number of layers ({n_layers}), got {max(cfg.ks)}")
     why = family_error(cfg.form, cfg.mode, lm.family, source.config.to_dict())
-    if why is not None:  # before calibrating: the output could not be written
+    if why is not None:  # before calibrating: the output could not be written (the API's rule: nbl/model_checks.py)
         raise ValueError(why)
     timings["load_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
+    # before calibrating too: data too short for the heal (held for the refine stage, which would tokenize it)
+    stream = healing_stream(cfg, lm.tokenizer, report, "calibrate") if cfg.heal is not None else None
     cal = calibration_stage(cfg, lm, report, progress, source)
     del source
     timings["calibrate_s"] = time.perf_counter() - t
     try:
-        return _score_and_compress(cfg, lm, cal, timings, report, progress, on_saved)
+        return _score_and_compress(cfg, lm, cal, timings, report, progress, on_saved, stream)
     finally:
         cal.cleanup()
 
 
 def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult, timings: dict,
-                        report: Report, progress: bool, on_saved) -> CompressResult:
+                        report: Report, progress: bool, on_saved, stream: torch.Tensor | None = None) -> CompressResult:
     n_layers = cal.stats.num_layers
     t = time.perf_counter()
     report("score", 0.0, "scoring layers")
@@ -127,7 +131,7 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
     )
     ks = list(chosen) if chosen is not None else cfg.ks
 
-    t, refiner, refine_s = time.perf_counter(), Refiner(cfg, lm, cal, report), 0.0
+    t, refiner, refine_s = time.perf_counter(), Refiner(cfg, lm, cal, report, stream), 0.0
     for j, k in enumerate(ks):
         layers, criterion = chosen[k] if chosen is not None else (choose(scores, cfg.mode, cfg.criterion, k), cfg.criterion)
         plan = Plan(cfg.mode, cfg.method, tuple(layers), cfg.form)

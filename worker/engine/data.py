@@ -29,16 +29,12 @@ import torch
 
 from nbl import recipe as R
 from nbl.dataset_names import refuse_packaged_builder
+from nbl.shipped_data import LOCAL_ALIASES  # name -> split -> file under data_dir (the copies in shared/data)
 
 from .hub_ids import refuse_path_shadowing
 
 LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".txt": "text", ".parquet": "parquet"}
 
-# name -> split -> file under data_dir (the offline copies this project ships in shared/data)
-LOCAL_ALIASES: dict[str, dict[str, str]] = {
-    "c4": {"train": "c4/c4_demo.json", "validation": "c4/c4_validation_2k.jsonl"},
-    "wikitext2": {"test": "wikitext-2/wiki.test.raw", "validation": "wikitext-2/valid.txt"},  # valid.txt: tokenized, <unk>
-}
 # name -> (datasets path, config, data_files per split) on the Hub
 HUB_ALIASES: dict[str, tuple[str, str | None, dict[str, str] | None]] = {
     "c4": (

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from nbl.heal_data import heal_data_error, stream_blocks
 from nbl.refine_schema import REFIT, heal_split
 
 from .calibration_stage import CalibrationResult, Report, layer_source, spill_dir
@@ -39,12 +40,29 @@ from .stats_cache import cache_key
 from .surgery import Plan
 
 
-class Refiner:
-    """`refine(plan, maps, k)` -> (maps, record) for each output of one run."""
+def healing_stream(cfg: CompressConfig, tokenizer, report: Report, stage: str = "refine") -> torch.Tensor:
+    """The calibration's blocks, then the healing's (the same stream, cut further): (num_samples + heal, seq_len).
+    Made before calibrating when healing is asked (compress.run), so data too short for the heal fails then,
+    naming compression.heal.tokens, not after the calibration's hours (nbl/heal_data.py: the API's check)."""
+    heal = cfg.heal.tokens if cfg.heal else 0
+    n = stream_blocks(cfg.num_samples, cfg.seq_len, heal) if heal else cfg.num_samples
+    report(stage, 0.0, "tokenizing calibration data" + (" and healing text" if heal else ""))
+    try:
+        return make_blocks(load_texts(cfg.dataset, cfg.data_dir), tokenizer, n, cfg.seq_len, cfg.shuffle, cfg.seed)
+    except DataError as e:
+        if not heal:
+            raise
+        raise DataError(heal_data_error(cfg.num_samples, cfg.seq_len, heal, str(e))) from e
 
-    def __init__(self, cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult, report: Report):
+
+class Refiner:
+    """`refine(plan, maps, k)` -> (maps, record) for each output of one run. `blocks`: healing_stream's, when the
+    run made them already."""
+
+    def __init__(self, cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult, report: Report,
+                 blocks: torch.Tensor | None = None):
         self.cfg, self.lm, self.cal, self.report = cfg, lm, cal, report
-        self._blocks: torch.Tensor | None = None  # calibration + healing blocks, tokenised once
+        self._blocks = blocks  # calibration + healing blocks, tokenised once
         self._targets: TeacherTargets | None = None
         self._guard: torch.Tensor | None = None
 
@@ -63,16 +81,7 @@ class Refiner:
     def blocks(self) -> torch.Tensor:
         """The calibration's blocks, then the healing's (the same stream, cut further)."""
         if self._blocks is None:
-            cfg, extra = self.cfg, sum(heal_split(self.cfg.heal.tokens, self.cfg.seq_len)) if self.cfg.heal else 0
-            self.report("refine", 0.0, "tokenizing calibration data" + (" and healing text" if extra else ""))
-            try:
-                self._blocks = make_blocks(load_texts(cfg.dataset, cfg.data_dir), self.lm.tokenizer,
-                                           cfg.num_samples + extra, cfg.seq_len, cfg.shuffle, cfg.seed)
-            except DataError as e:
-                if not extra:
-                    raise
-                raise DataError(f"compression.heal.tokens: {e}; the healing text is taken after the calibration's "
-                                f"{cfg.num_samples} blocks: ask fewer tokens") from e
+            self._blocks = healing_stream(self.cfg, self.lm.tokenizer, self.report)
         return self._blocks
 
     # --- sequential refit ---------------------------------------------------------------------------
