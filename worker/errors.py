@@ -5,6 +5,7 @@ whether it is worth another try, and words what the job row says.
     no output passed its quality gates (QualityFailure)        quality  (the message names the failed checks)
     publishing: the Hub refused the token (HubRefused)         user     (its own message names the token)
     publishing: the Hub failed (HubUnavailable)                system   retried
+    publishing: the local disk is full (NoSpace)               system   (its own message: one line, no path)
     the input model: no Hub to talk to (HubUnreachable)        system   retried  (their own messages:
     the input model: gated or missing (HubModelError)          user     engine/hub_access.py)
     anywhere in the cause chain, the first HTTP answer or transport failure decides:
@@ -70,6 +71,7 @@ def classify(exc: BaseException) -> Failure:
     from .engine.hub_access import HubModelError, HubUnreachable
     from .gates import QualityFailure
     from .publish.hub import HubRefused, HubUnavailable
+    from .publish.no_space import NoSpace
 
     message = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, SoftTimeLimitExceeded):
@@ -80,6 +82,8 @@ def classify(exc: BaseException) -> Failure:
         return Failure("user", message)
     if isinstance(exc, HubUnavailable):
         return Failure("system", message, retry=True)
+    if isinstance(exc, NoSpace):
+        return Failure("system", str(exc))
     hub = next((c for c in chain(exc) if isinstance(c, (HubUnreachable, HubModelError))), None)
     if hub is not None:  # already worded for the job row
         return Failure("user", str(hub)) if isinstance(hub, HubModelError) else Failure("system", str(hub), retry=True)

@@ -25,6 +25,10 @@ folder or file renamed into place (worker/engine/saving.py, gguf_export.py), and
 so the scratch copy's later deletion (unlink) leaves the published one whole; the small files (the card,
 rewritten at each publish) are copies. Linking made the local publish of SmolLM2 (540 MB) a fixed cost,
 not a copy whose time varied with the disk's writeback (bench/results/estimate_accuracy_stages.md).
+
+A full disk stops the copy at its first failed file and fails the job as `system` in one line naming the output,
+no server path (no_space.py); as over the quota, nothing of the job stays (a folder of several outputs it had
+begun is removed).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from nbl.lru import tree_size
 from service.outputs.quota import Check, QuotaExceeded, usage
 
 from .destination import Published
+from .no_space import NoSpace, full, worded
 
 LOCK_FILE = ".nbl-publish.lock"
 LINKED = (".safetensors", ".gguf")  # written once, never in place: safe to share an inode with the scratch copy
@@ -53,13 +58,20 @@ def place(src: str, dst: str) -> str:
     a 0600 source's."""
     mask = os.umask(0)  # the only portable way to read the umask; restored at once
     os.umask(mask)
-    if src.endswith(LINKED) and not os.path.islink(src):
-        try:
-            os.link(src, dst)
-        except OSError:  # EXDEV (another filesystem), EPERM (links refused): copy
+    try:
+        if src.endswith(LINKED) and not os.path.islink(src):
+            try:
+                os.link(src, dst)
+            except OSError as e:  # EXDEV (another filesystem), EPERM (links refused): copy
+                if full(e):
+                    raise
+                shutil.copyfile(src, dst)
+        else:
             shutil.copyfile(src, dst)
-    else:
-        shutil.copyfile(src, dst)
+    except OSError as e:
+        if full(e):  # at the first file: copytree would go on and gather every path into one shutil.Error
+            raise NoSpace(os.strerror(e.errno).lower()) from e
+        raise
     os.chmod(dst, 0o666 & ~mask)
     return dst
 
@@ -103,10 +115,16 @@ class LocalDir:
             if several:
                 self._claim_root()
             tmp = self.staging / f"k{k}"
-            shutil.copytree(staged, tmp, copy_function=place)
-            manifest.write_for(tmp)  # sizes and sha256s as published, renamed into place with the files
-            if not several:
-                self._write_owner(tmp)
+            try:
+                with worded(f"local_dir {self.name!r}" + (f" (k={k})" if several else "")):  # one line
+                    shutil.copytree(staged, tmp, copy_function=place)
+                    manifest.write_for(tmp)  # sizes and sha256s as published, renamed into place with the files
+                    if not several:
+                        self._write_owner(tmp)
+            except NoSpace:
+                if several:  # <name> is this job's now: as over the quota, nothing partial stays
+                    self._swap_out(self.root)
+                raise
             self._swap(tmp, dest)
         return Published(kind="local_dir", uri=local_uri(self.team, self.name, k if several else None))
 
@@ -116,7 +134,8 @@ class LocalDir:
             self._check_owner()
             self._claim_root()
             tmp = self.staging / "README.md"
-            shutil.copyfile(Path(staged) / "README.md", tmp)
+            with worded(f"local_dir {self.name!r} (its root card)"):
+                shutil.copyfile(Path(staged) / "README.md", tmp)
             tmp.replace(self.root / "README.md")
         return Published(kind="local_dir", uri=local_uri(self.team, self.name))
 
