@@ -52,6 +52,18 @@ def session(pid: int) -> int | None:
     return int(fields[3]) if fields else None
 
 
+def running(needle: bytes) -> list[int]:
+    """The live processes whose command line holds `needle`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes() and alive(int(entry.name)):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def in_session(sid: int) -> list[int]:
     """The live processes of session `sid` (a converter's and whatever it started)."""
     live = []

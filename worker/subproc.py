@@ -16,7 +16,10 @@ runs through `run`, so that none outlives the job that started it:
   exits; the pipeline runs in the task's main thread;
 - `should_stop` is called every `poll_s` while the command runs: a true answer kills the group and raises
   Stopped; an exception it raises (a job's sink raises Cancelled on a cancel) kills the group and is raised as
-  it came. So a cancel stops an export within seconds, not after the converter's hour.
+  it came. So a cancel stops an export within seconds, not after the converter's hour;
+- stdin is /dev/null: nothing a child reads (transformers asks on a terminal before it runs a model's code)
+  reaches the worker's terminal. `child_env` is the environment for a child that reads a checkpoint: none of
+  the worker's secrets, offline, an empty Hugging Face cache.
 """
 
 from __future__ import annotations
@@ -58,6 +61,16 @@ class Stopped(RuntimeError):
     """`should_stop` said to stop; the command's group was killed."""
 
 
+def child_env(hf_home: str) -> dict[str, str]:
+    """The worker's environment minus anything secret-looking, offline, with an empty HF cache at `hf_home`: what
+    a child reading a checkpoint gets (llama.cpp's converter, the load check), should the checkpoint run code."""
+    secret = ("TOKEN", "SECRET", "PASSWORD", "KEY", "DATABASE_URL", "BROKER_URL")
+    env = {k: v for k, v in os.environ.items() if not any(s in k.upper() for s in secret)}
+    env.update(HF_HOME=hf_home, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONNOUSERSITE="1")
+    env.pop("PYTHONPATH", None)
+    return env
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)  # pgid == the guard's pid (a new session)
@@ -68,8 +81,8 @@ def run(cmd: list[str], timeout_s: float, should_stop: Callable[[], object] | No
     """`cmd` to its end, or killed with its group; subprocess.TimeoutExpired past `timeout_s`, Stopped when
     `should_stop` answers true. `popen_kw`: cwd, env."""
     guarded = [sys.executable, "-I", "-S", "-c", GUARD, str(os.getpid()), *map(str, cmd)]
-    proc = subprocess.Popen(guarded, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, **popen_kw)
+    proc = subprocess.Popen(guarded, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, **popen_kw)
     deadline = time.monotonic() + timeout_s
     try:
         while True:

@@ -8,6 +8,11 @@ to one GGUF file, with llama.cpp's own tools only.
     q8_0 q4_k_m      the converter writes f32 beside OUT, then llama.cpp's quantizer
                      (llama_model_quantize, what `llama-quantize` calls) writes TYPE
 
+The converter never runs a checkpoint's own code here: it asks transformers for trust_remote_code=True on some
+tokenizers (a tokenizer_config.json naming HybridDNATokenizer, with an auto_map to a .py beside it, ran that
+file in this process), and none of the architectures exported needs remote code, so every Auto class's
+from_pretrained is held to trust_remote_code=False (transformers then refuses such a checkpoint).
+
 The tokenizer is embedded by the converter. One thing is chosen here, not written: the converter's
 DeciLM class reads a SentencePiece vocabulary unless the vocabulary is Llama-3's size; a checkpoint with
 a `tokenizer.json` and no `tokenizer.model` (a BPE tokenizer, e.g. SmolLM2's) takes its own BPE reader
@@ -25,7 +30,23 @@ CONVERTED = ("f32", "f16", "bf16")
 QUANTIZED = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
 
 
+def no_remote_code() -> None:
+    """Every transformers Auto class loads with trust_remote_code=False, whatever the converter asks."""
+    import transformers
+
+    for name in ("AutoConfig", "AutoTokenizer", "AutoProcessor", "AutoModel", "AutoModelForCausalLM"):
+        auto = getattr(transformers, name)
+        loader = auto.from_pretrained
+
+        def no_code(*args, _loader=loader, **kwargs):
+            kwargs["trust_remote_code"] = False
+            return _loader(*args, **kwargs)
+
+        auto.from_pretrained = no_code
+
+
 def convert(model_dir: Path, out: Path, outtype: str) -> None:
+    no_remote_code()
     sys.path.insert(0, str(LLAMA_CPP))
     import convert_hf_to_gguf
     from conversion.deci import DeciModel

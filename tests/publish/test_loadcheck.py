@@ -50,3 +50,31 @@ def test_an_output_that_does_not_load_is_caught(output, damage):
 def test_probe_ids_stay_inside_the_vocabulary():
     ids = probe_ids(128)
     assert ids.shape == (1, 16) and int(ids.max()) < 128 and len(set(ids.tolist()[0])) > 8
+
+
+
+def test_a_cancel_stops_the_fresh_process_within_seconds(output):
+    """The check polls the job's cancel while its child loads (worker/subproc.py); it used to wait for the child
+    (up to NBL_LOAD_CHECK_TIMEOUT). The child's group is killed whole."""
+    import time
+
+    from fake_converter import in_session, running, session
+
+    from worker.pipeline import Cancelled
+
+    path, ref, _ = output
+    seen: set[int] = set()
+
+    def should_stop():  # a job's sink: Cancelled at the second poll, while the child is still loading
+        seen.update(filter(None, map(session, running(b'sys.modules["worker"] = None'))))
+        if len(seen) and should_stop.polls:
+            raise Cancelled("cancelled by request")
+        should_stop.polls += 1
+        return False
+
+    should_stop.polls = 0
+    start = time.monotonic()
+    with pytest.raises(Cancelled):
+        check(path, ref, should_stop=should_stop)
+    assert time.monotonic() - start < 15
+    assert seen and not any(in_session(sid) for sid in seen)

@@ -18,6 +18,7 @@ from pathlib import Path
 from nbl.gguf_formats import check_type, gguf_arch, gguf_file, gguf_types
 
 from .. import subproc
+from .gguf_config import check_converter_keys
 from ..engine.weight_files import weight_map
 
 SCRIPT = Path(__file__).resolve().parents[2] / "integrations" / "gguf" / "export_gguf.py"
@@ -50,7 +51,9 @@ def exportable(model_dir: Path) -> str:
         raise ValueError(f"{cfg}: not JSON ({e})") from None
     if not isinstance(config, dict):
         raise ValueError(f"{cfg}: not a JSON object")
-    return gguf_arch(config, str(model_dir))
+    arch = gguf_arch(config, str(model_dir))
+    check_converter_keys(config, str(model_dir))  # the converter's reading of it is transformers'
+    return arch
 
 
 def export_gguf(model_dir: Path, out: Path, kind: str, python: Path | None = None, timeout_s: float = 3600,
@@ -61,7 +64,8 @@ def export_gguf(model_dir: Path, out: Path, kind: str, python: Path | None = Non
     The converter writes into a directory made for this call alone (mkdtemp: a fresh random name, mode 0700,
     never an existing path or a symlink), and its file is renamed over `out`: a second attempt never shares a
     partial file with a first one still running, and a planted `out.partial` symlink is never written through.
-    Its paths are absolute, so a folder named `--vocab-only` is a path to it, never an option."""
+    Its paths are absolute, so a folder named `--vocab-only` is a path to it, never an option. It runs with none
+    of the worker's secrets, offline (subproc.child_env): it reads a checkpoint's files with transformers."""
     check_type(kind)
     arch = exportable(model_dir)
     weight_map(model_dir, Path(model_dir).name)  # the converter reads the index's shards and *.safetensors: ours only
@@ -72,7 +76,7 @@ def export_gguf(model_dir: Path, out: Path, kind: str, python: Path | None = Non
         tmp = work / out.name
         try:
             proc = subproc.run([str(exe), str(SCRIPT), str(model_dir), str(tmp), kind], timeout_s=timeout_s,
-                               should_stop=should_stop)
+                               should_stop=should_stop, cwd=work, env=subproc.child_env(str(work / "hf")))
         except subprocess.TimeoutExpired:
             raise GgufExportError(f"GGUF export of {model_dir} as {kind} did not finish within {timeout_s:g} s") \
                 from None

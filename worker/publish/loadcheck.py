@@ -15,7 +15,6 @@ exists in our package, weights saved under the wrong names). The child cannot im
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -113,15 +112,6 @@ def saved_dtype(path: Path) -> str | None:
     return cfg.get("dtype") or cfg.get("torch_dtype") if isinstance(cfg, dict) else None
 
 
-def _child_env(hf_home: str) -> dict[str, str]:
-    """The worker's environment minus anything secret-looking, offline, with an empty HF cache."""
-    secret = ("TOKEN", "SECRET", "PASSWORD", "KEY", "DATABASE_URL", "BROKER_URL")
-    env = {k: v for k, v in os.environ.items() if not any(s in k.upper() for s in secret)}
-    env.update(HF_HOME=hf_home, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONNOUSERSITE="1")
-    env.pop("PYTHONPATH", None)
-    return env
-
-
 def max_memory_for(path: Path, ref: Reference, devices: list[str] | None = None) -> dict | None:
     """None when the output's weights fit the first of `devices` (the run's; None: every visible GPU) or
     the reference was taken on the CPU, else accelerate's max_memory over those GPUs and the host, the
@@ -153,7 +143,7 @@ def check(path: str | Path, ref: Reference, timeout_s: float = 900, max_memory: 
         cwd.mkdir()
         try:
             proc = subproc.run([sys.executable, "-c", CHILD, str(path), str(probe), str(out)], timeout_s=timeout_s,
-                               should_stop=should_stop, cwd=cwd, env=_child_env(str(Path(tmp) / "hf")))
+                               should_stop=should_stop, cwd=cwd, env=subproc.child_env(str(Path(tmp) / "hf")))
         except subprocess.TimeoutExpired:
             raise LoadCheckError(f"load check: {path.name} did not load and generate within {timeout_s:g} s "
                                  "in a fresh process") from None
