@@ -5,11 +5,14 @@ FastAPI runs a plain `def` dependency in its threadpool, and each such hop (two 
 about what a query does (bench/api_profile.py): those that do no I/O are `async def`, and the hot reads
 (GET /v1/jobs/{id}, GET /v1/jobs) take only the Authorization header (get_key): they look the key up
 with their own query, on a Core connection of the read engine (core.db.run_read), in the one
-threadpool hop of the route."""
+threadpool hop of the route.
+
+No request holds a database connection while it waits for a thread: the session dependency is `async`, and a
+transaction ends in the hop that began it (service/api/hops.py, which says why)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from celery import Celery
@@ -18,6 +21,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from service.api.hops import close_session
 from service.api.nul import NulInRequest
 from service.core.db import run_read
 from service.core.errors import Unauthorized
@@ -31,14 +35,15 @@ async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    """One session per request. Writes commit explicitly where they happen (service.jobs.service);
-    whatever is left open is rolled back when the session closes."""
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """One session per request, built on the event loop (a Session connects only when first used, in a
+    threadpool hop). Writes commit explicitly where they happen (service.jobs.service); whatever is left open
+    is rolled back at the end of the endpoint's hop (hops.OneHopRoute), or here at the latest."""
     session = request.app.state.sessions()
     try:
         yield session
     finally:
-        session.close()
+        await close_session(session)
 
 
 async def get_celery(request: Request) -> Celery:
@@ -47,8 +52,12 @@ async def get_celery(request: Request) -> Celery:
 
 def get_principal(request: Request, session: Annotated[Session, Depends(get_session)],
                   _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
-    principal = authenticate(session, request.headers.get("authorization"))
-    session.commit()  # end the read transaction
+    try:
+        principal = authenticate(session, request.headers.get("authorization"))
+    except BaseException:
+        session.rollback()  # a 401 too: the connection goes back in this hop (hops.py)
+        raise
+    session.commit()  # end the read transaction (and keep last_used_at)
     return principal
 
 

@@ -9,11 +9,12 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from service.api.deps import PrincipalDep, SessionDep, SettingsDep
+from service.api.hops import OneHopRoute
 from service.catalog import models, usage
 from service.core.errors import Problem
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
-router = APIRouter(prefix="/v1", tags=["catalog"], responses={401: PROBLEM, 422: PROBLEM})
+router = APIRouter(prefix="/v1", tags=["catalog"], route_class=OneHopRoute, responses={401: PROBLEM, 422: PROBLEM})
 
 
 class ModelOut(BaseModel):

@@ -7,6 +7,7 @@ from fastapi import APIRouter
 
 from nbl.request import JobCreate
 from service.api.deps import PrincipalDep, SessionDep, SettingsDep
+from service.api.hops import OneHopRoute
 from service.core.errors import InvalidRequest, Problem
 
 from . import local_model
@@ -19,7 +20,7 @@ from .schemas import EstimateOut
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
 
 # The body is read as POST /v1/jobs reads it: the same 400 (not UTF-8 JSON) and 413 (too large) answers.
-router = APIRouter(prefix="/v1/estimates", tags=["estimates"], responses={
+router = APIRouter(prefix="/v1/estimates", tags=["estimates"], route_class=OneHopRoute, responses={
     400: PROBLEM | {"description": "the body is not UTF-8 JSON text"}, 401: PROBLEM, 413: PROBLEM, 422: PROBLEM,
     503: PROBLEM | {"description": "a Hub model's config.json could not be fetched; retry after `Retry-After` "
                     "seconds, or give a `local:NAME` model", "headers": {"Retry-After": {"schema": {"type": "integer"}}}}})

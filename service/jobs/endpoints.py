@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from service.api.deps import CeleryDep, KeyDep, PrincipalDep, SessionDep, SettingsDep
+from service.api.hops import OneHopRoute
 from service.jobs import filters as job_filters
 from service.jobs import read_cache
 from service.jobs import service as jobs
@@ -32,7 +33,7 @@ def json_response(body: bytes) -> Response:
     return Response(content=body, media_type="application/json")
 
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM, 422: PROBLEM})
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=OneHopRoute, responses={401: PROBLEM, 422: PROBLEM})
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=JobOut,

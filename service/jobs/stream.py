@@ -34,6 +34,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 
 from service.api.deps import PrincipalDep, SessionDep
+from service.api.hops import OneHopRoute
 from service.core.errors import InvalidRequest, JobNotFound, Problem
 from service.core.models import JobEvent
 from service.core.wakeup import Waker, nap
@@ -47,7 +48,7 @@ BATCH = 500  # events per read; a long backlog goes out in several
 MAX_EVENT_ID = 2**63 - 1
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=OneHopRoute)
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,10 @@ def start_for(request: Request, session, team_id: int, job_id: str, after: int |
               last_event_id: str | None) -> Start:
     """Checks the job is the team's (JobNotFound otherwise) before any byte of the stream is sent."""
     point = resume_point(last_event_id, after)
-    jobs.get_job(session, team_id, job_id)
-    session.commit()  # end the read transaction; the stream reads with sessions of its own
+    try:
+        jobs.get_job(session, team_id, job_id)
+    finally:
+        session.rollback()  # end the read in this hop, a 404 too (service/api/hops.py); the stream reads apart
     settings = request.app.state.settings
     return Start(request.app.state.sessions, team_id, job_id, point, settings.stream_poll_s, settings.stream_max_s,
                  getattr(request.app.state, "waker", None))

@@ -17,6 +17,7 @@ from fastapi.responses import Response, StreamingResponse
 from sqlalchemy.orm import Session
 
 from service.api.deps import PrincipalDep, SessionDep, SettingsDep
+from service.api.hops import OneHopRoute
 from service.api.problems import problem
 from service.core.settings import Settings
 from service.core.errors import Problem
@@ -29,7 +30,8 @@ from .schemas import OutputFileList, file_entry
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
 K = Annotated[int, Path(ge=0, le=10_000, description="the output's k (number of replaced layers)")]
 
-router = APIRouter(prefix="/v1/jobs", tags=["outputs"], responses={401: PROBLEM, 404: PROBLEM, 422: PROBLEM})
+router = APIRouter(prefix="/v1/jobs", tags=["outputs"], route_class=OneHopRoute,
+                   responses={401: PROBLEM, 404: PROBLEM, 422: PROBLEM})
 
 
 @router.get("/{job_id}/outputs/{k}/files", response_model=OutputFileList, responses={409: PROBLEM},

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from nbl.request import JobCreate
 from service.api.deps import CeleryDep, SessionDep, SettingsDep
+from service.api.hops import OneHopRoute
 from service.core.errors import ServiceError
 from service.jobs import service as jobs
 from service.jobs import stream
@@ -33,7 +34,7 @@ from service.jobs import stream
 from .render import page
 from .routes import Who, as_page
 
-router = APIRouter(prefix="/ui/jobs", include_in_schema=False)
+router = APIRouter(prefix="/ui/jobs", include_in_schema=False, route_class=OneHopRoute)
 
 
 async def _form(request: Request) -> dict[str, str]:

@@ -20,6 +20,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
 
 from service.api.deps import SessionDep, SettingsDep
+from service.api.hops import OneHopRoute
 from service.jobs import service as jobs
 from service.jobs.views import job_view
 from service.outputs import files as output_files
@@ -30,7 +31,7 @@ from . import views
 from .render import HEADERS, page
 from .routes import Who, as_page
 
-router = APIRouter(prefix="/ui/jobs", include_in_schema=False)
+router = APIRouter(prefix="/ui/jobs", include_in_schema=False, route_class=OneHopRoute)
 
 
 @router.get("/{job_id}/json")

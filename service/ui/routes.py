@@ -18,6 +18,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from service.api.deps import SessionDep
+from service.api.hops import OneHopRoute
 from service.core.errors import ServiceError, Unauthorized
 from service.core.models import utcnow
 from service.jobs import filters as job_filters
@@ -27,7 +28,7 @@ from service.keys.auth import Principal, authenticate
 from . import chart, compare, csrf, metrics, session as ui_session, sort as metric_sort, views
 from .render import page
 
-router = APIRouter(prefix="/ui", include_in_schema=False)
+router = APIRouter(prefix="/ui", include_in_schema=False, route_class=OneHopRoute)
 MAX_COMPARE = 10
 PAGE_SIZE = 25
 
