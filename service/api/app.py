@@ -17,7 +17,8 @@ from service.core.db import make_engine, make_read_engine, make_sessionmaker
 from service.core.metrics import make_registry
 from service.core.settings import Settings
 from service.core.wakeup import Waker, attach, publisher_for
-from . import docs, nul, problems
+from . import admission, docs, nul, problems
+from .key_teams import KeyTeams
 from .limits import BodySizeLimit
 from service.api import health
 from service.jobs import endpoints as jobs
@@ -47,6 +48,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.engine = engine
         app.state.sessions = attach(make_sessionmaker(engine), publisher_for(s))  # a cancel wakes streams
         app.state.read_engine = make_read_engine(s, engine)  # the hot reads' (core.db.run_read)
+        app.state.key_teams = KeyTeams(app.state.read_engine)  # whose limits a request counts against
+        app.state.team_slots = admission.TeamSlots(s)  # per-team requests and streams in flight
         app.state.celery = make_celery(s)
         app.state.metrics_registry = make_registry(app.state.sessions, s.metrics_window_jobs)
         app.state.schema_head = _schema_head()
@@ -64,8 +67,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="nbl-service", version="1", description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, openapi_url="/openapi.json", redoc_url=None,  # docs.install: offline
+                  responses={429: admission.REFUSED},  # every route may answer it
                   dependencies=[Depends(nul.refuse_nul)])  # every route, before its own parameters
     app.add_middleware(BodySizeLimit)
+    app.add_middleware(admission.TeamLimits)  # outermost: the team's limits, before anything else is spent
     problems.install(app)
     docs.install(app)
     app.include_router(jobs.router)

@@ -99,6 +99,19 @@ class TooManyJobsCreated(ServiceError):
         super().__init__(detail, headers={"Retry-After": str(int(retry_after_s))})
 
 
+class TooManyRequests(ServiceError):
+    """The team's requests in flight in this API process (service/api/admission.py): refused, not queued."""
+    status, slug, title = 429, "too-many-requests", "Too many requests in flight for this team"
+
+    def __init__(self, detail: str, *, retry_after_s: int):
+        super().__init__(detail, headers={"Retry-After": str(int(retry_after_s))})
+
+
+class TooManyStreams(TooManyRequests):
+    """The team's open event streams in this API process (NBL_MAX_STREAMS_PER_TEAM)."""
+    slug, title = "too-many-streams", "Too many open event streams for this team"
+
+
 class PayloadTooLarge(ServiceError):
     status, slug, title = 413, "payload-too-large", "Request body too large"
 

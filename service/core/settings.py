@@ -151,6 +151,16 @@ class Settings(BaseSettings):
         default=600, ge=1, validation_alias=_env("NBL_MAX_JOBS_PER_TEAM_PER_HOUR"),
         description="jobs a team may create in any hour, cancelled ones included (a job cancelled at once still "
         "leaves a message for a worker to drop); a 429 beyond it. Empty: no limit")
+    # Per API process, counted before a request takes a thread or a connection (service/api/admission.py).
+    max_reads_per_team: int = Field(default=16, ge=1, validation_alias=_env("NBL_MAX_READS_PER_TEAM"),
+                                    description="a team's GET requests in flight at once in one API process; more "
+                                    "are refused at once (429 too-many-requests, Retry-After 1), not queued")
+    max_writes_per_team: int = Field(default=20, ge=1, validation_alias=_env("NBL_MAX_WRITES_PER_TEAM"),
+                                     description="a team's other requests (submits, cancels, estimates) in flight "
+                                     "at once in one API process; more are a 429 too-many-requests")
+    max_streams_per_team: int = Field(default=50, ge=1, validation_alias=_env("NBL_MAX_STREAMS_PER_TEAM"),
+                                      description="a team's open event streams (the API's and the dashboard's) in "
+                                      "one API process; more are a 429 too-many-streams")
     cap_retry_after_s: int = Field(default=30, ge=1, validation_alias=_env("NBL_CAP_RETRY_AFTER"),
                                    description="Retry-After of a 429 from a per-team cap")
     team_disk_quota_bytes: int | None = Field(

@@ -38,7 +38,8 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=OneHopRoute, re
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=JobOut,
              responses={429: PROBLEM | {"description": "a per-team cap on active or queued jobs, or on jobs created "
-                                        "in the last hour; retry after `Retry-After` seconds",
+                                        "in the last hour, or too many of the team's requests in flight on this "
+                                        "server (too-many-requests); retry after `Retry-After` seconds",
                                         "headers": {"Retry-After": {"schema": {"type": "integer"}}}},
                         413: PROBLEM, 400: PROBLEM | {"description": "the body is not UTF-8 JSON text"}},
              summary="Create a compression job",

@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from service.api import problems
 from service.api.nul import NulInRequest
+from service.core.errors import ServiceError, TooManyRequests
 
 from . import actions, csrf, outputs, routes, session
 from .render import page
@@ -44,9 +45,15 @@ def install(app: FastAPI) -> None:
         return page(request, "error.html", code=403, title="Refused",
                     detail="That form did not come from this dashboard (or it expired): reload the page and try again.")
 
-    @app.exception_handler(NulInRequest)
-    async def _nul(request: Request, exc: NulInRequest) -> Response:
+    async def _refused(request: Request, exc: ServiceError) -> Response:
+        """What the app refuses before any route runs (its dependencies, the team limits' middleware: service.api.
+        app): a page here."""
         path = request.url.path
         if path == session.PATH or path.startswith(session.PATH + "/"):  # a page, not a problem+json
-            return page(request, "error.html", code=exc.status, title=exc.title, detail=exc.detail or "")
+            response = page(request, "error.html", code=exc.status, title=exc.title, detail=exc.detail or "")
+            response.headers.update(exc.headers)  # Retry-After
+            return response
         return await problems.handle(request, exc)
+
+    for refusal in (NulInRequest, TooManyRequests):
+        app.add_exception_handler(refusal, _refused)
