@@ -17,7 +17,7 @@ from service.core.db import make_engine, make_read_engine, make_sessionmaker
 from service.core.metrics import make_registry
 from service.core.settings import Settings
 from service.core.wakeup import Waker, attach, publisher_for
-from . import admission, docs, nul, problems
+from . import admission, docs, nul, problems, query
 from .key_teams import KeyTeams
 from .limits import BodySizeLimit
 from service.api import health
@@ -67,8 +67,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="nbl-service", version="1", description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, openapi_url="/openapi.json", redoc_url=None,  # docs.install: offline
-                  responses={429: admission.REFUSED},  # every route may answer it
-                  dependencies=[Depends(nul.refuse_nul)])  # every route, before its own parameters
+                  responses={422: query.REFUSED, 429: admission.REFUSED},  # every route may answer them
+                  # Every route, before its own parameters: NUL, then query parameters it does not declare.
+                  dependencies=[Depends(nul.refuse_nul), Depends(query.refuse_undeclared)])
     app.add_middleware(BodySizeLimit)
     app.add_middleware(admission.TeamLimits)  # outermost: the team's limits, before anything else is spent
     problems.install(app)

@@ -69,11 +69,16 @@ async def get_key(request: Request,
     return request.headers.get("authorization")
 
 
+def _takes_key(dependant) -> bool:
+    return any(d.call in (get_key, get_principal) or _takes_key(d) for d in dependant.dependencies)
+
+
 async def key_first(request: Request, exc: Exception) -> Exception:
-    """Unauthorized instead of `exc` (a 422 raised before the route ran) when the route takes get_key
-    and the caller's key is not live; otherwise `exc`."""
+    """Unauthorized instead of `exc` (a 422 raised before the route checked the key: by get_key's route, or
+    by the app's check of undeclared query parameters, service/api/query.py) when the route takes a key and
+    the caller's is not live; otherwise `exc`."""
     route = request.scope.get("route")
-    if isinstance(exc, NulInRequest) or route is None or not any(d.call is get_key for d in route.dependant.dependencies):
+    if isinstance(exc, NulInRequest) or route is None or not _takes_key(route.dependant):
         return exc  # refuse_nul runs before every route's own dependencies: its 422 came first before too
 
     try:

@@ -1,12 +1,14 @@
-"""The query string of GET /v1/jobs beyond its declared parameters: `metadata.KEY=VALUE` filters.
+"""The query string of GET /v1/jobs (and /ui/jobs) beyond its declared parameters: `metadata.KEY=VALUE` filters.
 
-Every other parameter name is a 422: a misspelt filter (`?stauts=failed`, `?metadata_ci=1`)
-would otherwise be ignored and list every job. The declared names are read from the route itself,
-so a parameter added there is accepted here without a second list. Repeated filters are ANDed
-(`?metadata.ci=1&metadata.branch=main`); the same key twice with two values matches nothing.
+Any other undeclared name was refused before the route ran (service/api/query.py: a misspelt filter,
+`?stauts=failed`, `?metadata_ci=1`, would otherwise be ignored and list every job). Repeated filters are
+ANDed (`?metadata.ci=1&metadata.branch=main`); the same key twice with two values matches nothing.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
 
 from fastapi import Request
 from sqlalchemy import ColumnElement
@@ -18,6 +20,7 @@ from nbl.request import META_KEY
 PREFIX = "metadata."
 MAX_FILTERS = 16  # a job has at most 16 metadata keys (JobCreate.metadata)
 MAX_VALUE = 512  # nor longer values (MetaValue)
+F = TypeVar("F", bound=Callable)
 
 DESCRIPTION = ("Also `metadata.KEY=VALUE` (repeatable, all must match): only jobs whose request metadata has "
                "KEY equal to VALUE. Any other query parameter is a 422.")
@@ -27,25 +30,12 @@ def _bad(key: str, msg: str) -> InvalidRequest:
     return InvalidRequest(f"{key!r}: {msg}", errors=[{"loc": ["query", key], "msg": msg, "type": "value_error"}])
 
 
-def _declared(dependant) -> set[str]:
-    """The query parameter names of a route and of its dependencies."""
-    names = {p.alias for p in dependant.query_params}
-    for sub in dependant.dependencies:
-        names |= _declared(sub)
-    return names
-
-
 def metadata_filters(request: Request) -> list[tuple[str, str]]:
-    """The (key, value) filters of the query string; InvalidRequest (422) for an undeclared parameter."""
-    route = request.scope.get("route")
-    declared = _declared(route.dependant) if route is not None else set()
+    """The (key, value) filters of the query string; InvalidRequest (422) for a bad one."""
     filters = []
     for name, value in request.query_params.multi_items():
-        if name in declared:
-            continue
         if not name.startswith(PREFIX):
-            allowed = ", ".join(sorted(declared) + [PREFIX + "KEY"])
-            raise _bad(name, f"unknown query parameter; this route takes {allowed}")
+            continue  # a declared parameter (the others were refused: service/api/query.py)
         key = name[len(PREFIX):]
         if not META_KEY.fullmatch(key):
             raise _bad(name, "a metadata key is 1 to 64 of A-Z a-z 0-9 _ . : / -")
@@ -57,6 +47,14 @@ def metadata_filters(request: Request) -> list[tuple[str, str]]:
     return filters
 
 
+def takes_metadata(call: F) -> F:
+    """Mark an endpoint or a dependency as the reader of the `metadata.KEY` parameters: the check of undeclared
+    query parameters (service/api/query.py) lets them through to it."""
+    call.query_prefixes = (PREFIX,)  # type: ignore[attr-defined]
+    return call
+
+
+@takes_metadata
 async def query_filters(request: Request) -> list[tuple[str, str]]:
     """metadata_filters as the API's dependency: `async`, so FastAPI runs it without a threadpool hop."""
     return metadata_filters(request)

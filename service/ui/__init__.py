@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from service.api import problems
 from service.api.nul import NulInRequest
+from service.api.query import UndeclaredQueryParameter
 from service.core.errors import ServiceError, TooManyRequests
 
 from . import actions, csrf, outputs, routes, session
@@ -55,5 +56,5 @@ def install(app: FastAPI) -> None:
             return response
         return await problems.handle(request, exc)
 
-    for refusal in (NulInRequest, TooManyRequests):
+    for refusal in (NulInRequest, UndeclaredQueryParameter, TooManyRequests):
         app.add_exception_handler(refusal, _refused)

@@ -114,6 +114,7 @@ def logout(request: Request) -> RedirectResponse:
 
 
 @router.get("/jobs")
+@job_filters.takes_metadata
 def jobs_page(request: Request, session: SessionDep, who: Who, status: str = "", after: str | None = None,
               meta: Annotated[str | None, Query(description="KEY=VALUE, from the filter form")] = None,
               sort: str | None = None, order: str | None = None, limit: int = PAGE_SIZE) -> Response:
