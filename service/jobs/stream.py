@@ -68,7 +68,9 @@ def resume_point(last_event_id: str | None, after: int | None) -> int | None:
     if last_event_id is None or not last_event_id.strip():
         return after
     value = last_event_id.strip()
-    if not value.isdigit() or int(value) > MAX_EVENT_ID:
+    # ASCII digits only, and no more of them than an id has, before int(): `isdigit` takes "²" (int() refuses
+    # it) and int() refuses more than 4,300 digits (ValueError, a 500).
+    if not (value.isascii() and value.isdigit()) or len(value) > len(str(MAX_EVENT_ID)) or int(value) > MAX_EVENT_ID:
         raise InvalidRequest("Last-Event-ID must be an event id this stream sent",
                              errors=[{"loc": ["header", "Last-Event-ID"], "msg": "not an event id",
                                       "type": "value_error"}])
