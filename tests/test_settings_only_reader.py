@@ -15,7 +15,8 @@ PACKAGES = ("worker", "service", "cli")
 # path -> why it may touch the environment (none of them reads an NBL_ variable)
 ALLOWED = {
     "worker/engine/distributed.py": "sets GLOO_SOCKET_IFNAME for torch.distributed's processes on one host",
-    "worker/publish/loadcheck.py": "hands its environment, secrets removed, to the fresh process it starts",
+    "worker/subproc.py": "hands the worker's environment, secrets removed, to the subprocesses a job starts "
+                         "(llama.cpp's converter, the load check's child)",
     "worker/eval/benchmarks/lmeval.py": "forces HF_HUB_OFFLINE / HF_DATASETS_OFFLINE while lm-eval loads tasks",
     "cli/admin.py": "`nbl admin set-hub-token` reads the token, a one-off secret input, from the environment "
                     "or stdin (read_secret), never a setting",
