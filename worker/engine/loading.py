@@ -25,6 +25,7 @@ from .gguf import convert_gguf
 from .hub_download import fetch_from_hub
 from .model_rules import ModelError, check_model_size, family_of, no_custom_code
 from .placement import max_memory_for, place, spread_kwargs
+from .tokenizer_paths import path_overrides
 from .weight_files import weight_map
 
 
@@ -104,7 +105,8 @@ def load_model(
         family = family_of(path, model)
         fingerprint = f"hub:{model}@{resolved_rev}"
 
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)  # False: never ask, never run code
+    # False: never ask, never run code; path_overrides: no value of its config read as a path (tokenizer_paths.py)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, **path_overrides(path))
     lm = LoadedModel(
         model=None,
         tokenizer=tokenizer,
