@@ -9,6 +9,8 @@ directory. Each known root is replaced by the name a user knows it by:
     NBL_PUBLISH_DIR          $NBL_PUBLISH_DIR       the cwd        $WORKDIR
     NBL_STATS_DIR            $NBL_STATS_DIR         the temp dir   $TMPDIR
     the Hub cache            $HF_HUB_CACHE          the user's home ~
+    the worker's code        $NBL_SOURCE            sys.prefix     $PYTHON_PREFIX (a venv; its base $PYTHON_BASE)
+    the GGUF venv            $GGUF_PREFIX
 
 Longer roots go first (the models directory sits under NBL_HOME), each as given and as resolved
 (symlinks), and a root only matches whole (`/tmp` never eats `/tmpfoo`).
@@ -18,9 +20,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 
+SOURCE = Path(__file__).resolve().parent.parent  # the checkout (or site-packages) this worker runs from
 _END = r"(?![\w-]|\.[\w.-])"  # a root ends where a path component ends (a full stop may follow)
 
 
@@ -51,6 +55,9 @@ class Redactor:
             "$NBL_HOME": settings.home, "$NBL_DATA_DIR": settings.data_dir,
             "$HF_HUB_CACHE": constants.HF_HUB_CACHE, "$WORKDIR": os.getcwd(),
             "$TMPDIR": tempfile.gettempdir(), "~": Path.home(),
+            # tracebacks a subprocess printed (the load check, the GGUF converter) name their frames' files
+            "$NBL_SOURCE": SOURCE, "$PYTHON_PREFIX": sys.prefix, "$PYTHON_BASE": sys.base_prefix,
+            "$GGUF_PREFIX": Path(settings.gguf_python).parent.parent if settings.gguf_python else None,
         })
 
     def __call__(self, text: str | None) -> str | None:
