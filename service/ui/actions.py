@@ -95,7 +95,10 @@ async def submit_form(request: Request, session: SessionDep, celery: CeleryDep, 
     form = await _form(request)
     text, source = form.get("spec", ""), form.get("source") or None
     try:
-        spec = json.loads(text)
+        try:
+            spec = json.loads(text)
+        except RecursionError:  # a 500 before; the API's own body parser refuses it too
+            raise ValueError("nested too deeply") from None
         if not isinstance(spec, dict):
             raise ValueError("the request must be a JSON object")
         new = _submit(session, celery, settings, who, spec, form.get("nonce"))

@@ -121,3 +121,13 @@ def test_another_teams_job_is_the_404_page(teams):
         r = browser.post(f"/ui/jobs/{job_id}/rerun", data={"csrf": token, "nonce": "n2"}, follow_redirects=False)
         assert r.status_code == 404
     assert _job_ids(browser, alpha) == [] and _job_ids(browser, beta) == [theirs]
+
+
+def test_a_request_nested_deeper_than_the_parser_goes_is_the_form_again(teams):
+    """3,000 nested brackets (6 KB, within the body limit) were a RecursionError: a 500 and a logged traceback."""
+    browser, alpha, _ = teams
+    token = csrf_field(browser.get("/ui/jobs").text)
+    for text in ("[" * 3000 + "]" * 3000, '{"a":' * 3000 + "1" + "}" * 3000):
+        r = browser.post("/ui/jobs/new", data={"spec": text, "csrf": token}, follow_redirects=False)
+        assert r.status_code == 422 and "nested too deeply" in r.text, r.text[:300]
+    assert _job_ids(browser, alpha) == []

@@ -103,3 +103,13 @@ def test_a_bad_sort_or_a_cursor_of_another_list_is_a_422_page(seeded):
     cursor = html.unescape(re.search(r'<a class="next" href="[^"]*after=([^"&]+)', sorted_page).group(1))
     assert browser.get("/ui/jobs", params={"sort": PPL, "order": "desc", "after": cursor}).status_code == 422
     assert browser.get("/ui/jobs", params={"after": cursor}).status_code == 422
+
+
+def test_a_cursor_nested_deeper_than_the_parser_goes_is_a_422_page(seeded):
+    """A sort cursor is base64 JSON from the client: 3,000 nested brackets were a RecursionError, a 500."""
+    import base64
+
+    browser, _ = seeded
+    deep = base64.urlsafe_b64encode(b"[" * 3000 + b"]" * 3000).decode().rstrip("=")
+    r = browser.get("/ui/jobs", params={"sort": PPL, "after": deep})
+    assert r.status_code == 422 and r.headers["content-type"].startswith("text/html")
