@@ -131,7 +131,7 @@ def cmd_compress(args) -> int:
         settings, devices=args.devices, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
         product_dtype=args.stats_precision,
         fit_check=False,  # the user chose this machine; the engine's own limits still hold
-        load_check=not args.no_load_check, local_paths=True, progress=progress, **limits)
+        load_check=not args.no_load_check, local_paths=True, private_hub=True, progress=progress, **limits)
     sink = ConsoleSink(verbose=progress)
     try:
         result = run(recipe(args, espec), sink, paths, InPlace(args.out) if args.out is not None else None, options)

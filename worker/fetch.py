@@ -26,7 +26,8 @@ def is_warm(source: str, revision: str | None, hub: bool, home: Path | None) -> 
     return in_cache(source, revision) if hub else memoised(Path(source).expanduser(), home)
 
 
-def fetch(source: str, revision: str | None, hub: bool, home: Path | None, max_bytes: int | None) -> Fetched:
+def fetch(source: str, revision: str | None, hub: bool, home: Path | None, max_bytes: int | None,
+          private_ok: bool = True) -> Fetched:
     """Download (hub) or hash (a local directory or file) the weights unless they are warm. A Hub model is
     checked as the loader checks it (fetch_from_hub); a local one too large is left to the loader's refusal."""
     if not hub and home is None:  # no digest memo: the loader hashes it on every load, so no load is warmer
@@ -36,7 +37,7 @@ def fetch(source: str, revision: str | None, hub: bool, home: Path | None, max_b
     start = time.perf_counter()
     path = Path(source).expanduser()
     if hub:
-        fetch_from_hub(source, revision, max_bytes)
+        fetch_from_hub(source, revision, max_bytes, private_ok)
     elif path.is_dir():
         weight_map(path, source)  # hashed below: only the folder's own regular files (engine/weight_files.py)
         if max_bytes is None or sum(f.stat().st_size for f in path.glob("*.safetensors")) <= max_bytes:

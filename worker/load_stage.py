@@ -41,9 +41,11 @@ def load(recipe, cfg, options, sink) -> tuple[LoadedModel, float, Fetched]:
     if figures:
         sink.estimate(figures)  # kept on the job when the API could not size it (a Hub model, offline)
     start = time.perf_counter()
-    fetched = options.retry.run(lambda: fetch(cfg.model, cfg.revision, hub, cfg.home, cfg.max_model_bytes),
+    fetched = options.retry.run(lambda: fetch(cfg.model, cfg.revision, hub, cfg.home, cfg.max_model_bytes,
+                                              options.private_hub),
                                 "fetching the model's weights", on_retry=sink.warning)
     lm = options.retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes,
-                                              weights=False, models_dir=cfg.models_dir, home=cfg.home),
+                                              weights=False, models_dir=cfg.models_dir, home=cfg.home,
+                                              private_ok=options.private_hub),
                            "loading the model", on_retry=sink.warning)
     return lm, time.perf_counter() - start, fetched

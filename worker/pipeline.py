@@ -96,6 +96,7 @@ class Options:
     fit_check: bool = True  # a job's estimate must fit this worker's devices before anything is downloaded
     load_check: bool = True  # reload each output in a fresh process before it counts (`nbl compress --no-load-check`)
     local_paths: bool = False  # the model may be a path on this machine (`nbl compress`; a job's may not)
+    private_hub: bool = False  # a private Hub repo may be read (`nbl compress`: its user's token; a job's is shared)
     progress: bool = False  # tqdm bars on stderr, beside the sink (a terminal)
     greedy_width: int = GREEDY_WIDTH  # the greedy criterion's candidates per step (Settings.greedy_width)
 

@@ -8,7 +8,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from . import custom_code
-from .hub_access import offline, reach, translated
+from .hub_access import HubModelError, offline, reach, translated
 from .model_rules import ModelError, check_config, check_model_size, no_custom_code, read_config
 from .weight_files import weight_map
 
@@ -30,8 +30,11 @@ def hub_download_size(repo_id: str, revision: str | None, info=None) -> tuple[in
     return total, info.sha
 
 
-def fetch_from_hub(repo_id: str, revision: str | None, limit: int | None) -> tuple[Path, str]:
-    """(snapshot directory, commit). Check the size (when limited), the file list (no code) and the small
+def fetch_from_hub(repo_id: str, revision: str | None, limit: int | None,
+                   private_ok: bool = True) -> tuple[Path, str]:
+    """(snapshot directory, commit). `private_ok=False` (a job: the worker's Hub token is the deployment's, shared
+    by every team's jobs) refuses a repo the Hub calls private, before anything of it is downloaded: that token
+    may read another team's private outputs. Check the size (when limited), the file list (no code) and the small
     config files (no auto_map, a supported family) before any weight is downloaded, then fetch the snapshot.
     The Hub is asked first whether it is there at all (hub_access.reach: a bounded wait), and its failures
     come out worded for the job (HubUnreachable, HubModelError). Offline (HF_HUB_OFFLINE): the cached snapshot,
@@ -43,6 +46,10 @@ def fetch_from_hub(repo_id: str, revision: str | None, limit: int | None) -> tup
             return _cached(repo_id, revision, limit)
         reach(repo_id, revision)
         info = HfApi().model_info(repo_id, revision=revision, files_metadata=limit is not None)
+        if not private_ok and getattr(info, "private", False):
+            raise HubModelError(f"{repo_id}: a private repository; jobs read the Hub with this deployment's token, "
+                                "which every team's jobs share, so they read only public (or gated) models. An "
+                                "operator can import it for every team as local:NAME")
         if limit is not None:
             check_model_size(hub_download_size(repo_id, revision, info)[0], limit, repo_id)
         revision = info.sha or revision  # fetch the commit that was listed (and measured), not a newer one

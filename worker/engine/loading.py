@@ -71,12 +71,14 @@ def load_model(
     models_dir: Path | None = None,
     home: Path | None = None,
     devices: list[str] | None = None,
+    private_ok: bool = True,
 ) -> LoadedModel:
     """`max_bytes`: refuse weights larger than this, before reading (or downloading) them; None: no limit.
     `weights=False`: locate and check the checkpoint and load the tokenizer, but no weight (load_weights).
     `models_dir`: where a GGUF file is converted (Settings.models_dir; required for GGUF input);
     `home`: where local files' digests are memoised (Settings.home; None: hashed every time);
-    `devices`: the run's devices, over which a model larger than the first is spread (placement.py)."""
+    `devices`: the run's devices, over which a model larger than the first is spread (placement.py);
+    `private_ok=False`: a private Hub repo is refused (a job's: hub_download.fetch_from_hub)."""
     from transformers import AutoTokenizer
 
     device = resolve_device(device)
@@ -101,7 +103,7 @@ def load_model(
     elif path.exists() or model.startswith((".", "/", "~")) or "://" in model:
         raise ModelError(f"{model}: not a model directory, a .gguf file or a Hub repo id")
     else:
-        path, resolved_rev = fetch_from_hub(model, revision, max_bytes)
+        path, resolved_rev = fetch_from_hub(model, revision, max_bytes, private_ok)
         family = family_of(path, model)
         fingerprint = f"hub:{model}@{resolved_rev}"
 
