@@ -49,6 +49,10 @@ SAFE = ("GET", "HEAD", "OPTIONS")
 # /ui/jobs/{id}/events/stream (service/ui/actions.py); tests/service/test_team_limits.py checks that every
 # route answering text/event-stream is one of them.
 STREAMS = re.compile(r"/(v1|ui)/jobs/[^/]+/events/stream")
+# The dashboard's session routes take no key from the request's credentials (login reads it from its form, logout
+# only clears the cookie): a stale login cookie (a revoked key's) would count them against the keys that are not
+# live, whose slots anyone can hold with bodies never finished under made-up keys, and lock that browser out.
+UNCOUNTED = frozenset({"/ui/login", "/ui/logout"})
 
 
 class TeamSlots:
@@ -104,7 +108,7 @@ class TeamLimits:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        key = credential(scope["headers"]) if scope["type"] == "http" else None
+        key = credential(scope["headers"]) if scope["type"] == "http" and scope["path"] not in UNCOUNTED else None
         if key is None:
             return await self.app(scope, receive, send)
         state = scope["app"].state

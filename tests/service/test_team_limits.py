@@ -165,3 +165,42 @@ def test_every_event_stream_route_counts_as_a_stream(client):
     assert sorted(streams) == ["/ui/jobs/{job_id}/events/stream", "/v1/jobs/{job_id}/events/stream"]
     assert all(STREAMS.fullmatch(p.replace("{job_id}", "job_0a1b")) for p in streams)
     assert not STREAMS.fullmatch("/v1/jobs/job_0a1b/events")
+
+
+def test_made_up_keys_holding_slow_bodies_do_not_lock_a_stale_session_out_of_logging_in(
+        sqlite_clean_url, settings_for, live_server, team_key_for):
+    """Keys that are not live share one set of limits. Without any key of its own, a client held them all with
+    request bodies it never finished (POST /v1/jobs with a made-up `nbl_...` key: the body is read before the key
+    is checked), and then a browser whose login cookie held a revoked key was a 429 at the login form, and could
+    not log in again. The dashboard's login and logout take no key from the request's credentials: not counted."""
+    import secrets
+    import socket
+
+    from ui_forms import csrf_field
+
+    settings = settings_for(sqlite_clean_url, max_writes_per_team=LIMIT)
+    base = live_server(create_app(settings))
+    alpha = team_key_for(settings, "alpha")["Authorization"].split()[1]
+    port = int(base.rsplit(":", 1)[1])
+    held = []
+    try:
+        for _ in range(LIMIT + 1):  # every slot of the keys that are not live, and one more
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nbl_{secrets.token_urlsafe(32)}\r\n"
+                      "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode())
+            held.append(s)
+        s = held[-1]
+        s.settimeout(10)
+        assert s.recv(100).startswith(b"HTTP/1.1 429"), "the made-up keys' slots are all held"
+        with httpx.Client(base_url=base, timeout=30) as browser:
+            browser.cookies.set("nbl_ui_key", "nbl_" + "r" * 43, path="/ui")  # a revoked key's cookie, say
+            form = browser.get("/ui/login")
+            assert form.status_code == 200
+            logged_in = browser.post("/ui/login", data={"key": alpha, "csrf": csrf_field(form.text)},
+                                     follow_redirects=False)
+            assert logged_in.status_code == 303, logged_in.status_code
+            assert browser.post("/ui/logout", data={"csrf": csrf_field(browser.get("/ui/jobs").text)},
+                                follow_redirects=False).status_code == 303
+    finally:
+        for s in held:
+            s.close()
