@@ -43,6 +43,10 @@ ROUTES = [
     ("HEAD", re.compile(rf"^/{REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)$"), "resolve"),
 ]
 ANONYMOUS = {"resolve"}
+# huggingface_hub (2.4) fetches its registry of AI-agent harnesses from the Hub, at most once a day per HF_HOME and
+# once per process, before its first request builds a user agent: answered empty and not logged, as it is the
+# library's own request, not one of ours, and whether a test's process makes it depends on what ran before.
+AGENT_REGISTRY = "/api/agent-harnesses"
 
 
 @dataclass
@@ -139,6 +143,8 @@ class FakeHub:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 auth = self.headers.get("Authorization")
+                if method == "GET" and parts.path == AGENT_REGISTRY:
+                    return self._send(200, {"standardEnvVars": [], "harnesses": {}})
                 hub.requests.append({"method": method, "path": parts.path, "query": parts.query,
                                      "authorization": auth, "body": body[:2000].decode("utf-8", "replace")})
                 for m, rx, name in ROUTES:
