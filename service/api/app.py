@@ -17,10 +17,10 @@ from service.core.db import make_engine, make_read_engine, make_sessionmaker
 from service.core.metrics import make_registry
 from service.core.settings import Settings
 from service.core.wakeup import Waker, attach, publisher_for
-from . import admission, docs, nul, problems, query
-from .key_teams import KeyTeams
-from .limits import BodySizeLimit
-from service.api import health
+from service.api import docs, health
+from service.http import admission, nul, problems, query
+from service.http.key_teams import KeyTeams
+from service.http.limits import BodySizeLimit
 from service.jobs import endpoints as jobs
 from service.jobs import stream as job_stream
 from service.jobs.read_cache import RenderedJobs

@@ -10,9 +10,9 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
-from service.api.hops import OneHopRoute
+from service.http.hops import OneHopRoute
 from service.core.errors import NotReady
-from service.api.problems import problem
+from service.http.problems import problem
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"], route_class=OneHopRoute)

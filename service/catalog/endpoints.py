@@ -8,8 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from service.api.deps import PrincipalDep, SessionDep, SettingsDep
-from service.api.hops import OneHopRoute
+from service.http.deps import PrincipalDep, SessionDep, SettingsDep
+from service.http.hops import OneHopRoute
 from service.catalog import models, usage
 from service.core.errors import Problem
 

@@ -68,7 +68,7 @@ def run_read(engine: Engine, read: Callable[[Connection], T]) -> T:
     """`read(connection)`, once more on a fresh connection when the first was dead (the database
     restarted since it was pooled: SQLAlchemy then drops every connection pooled before). A read has no
     effect to repeat; any other error, and a second dead connection, are raised (503 while the database
-    is away: service.api.problems)."""
+    is away: service.http.problems)."""
     try:
         return _read_once(engine, read)
     except DBAPIError as e:

@@ -1,7 +1,7 @@
 """Database outages: which errors mean "the database is away for now" rather than a bug, and riding
 them out.
 
-The API answers those with 503 + Retry-After (service.api.problems); the worker retries its writes
+The API answers those with 503 + Retry-After (service.http.problems); the worker retries its writes
 through a short outage instead of failing the job (worker.tasks); the reconciler tries again on
 its next pass. Anything else (a constraint violated, a bad query) is a bug and is raised at once.
 """

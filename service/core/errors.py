@@ -1,5 +1,5 @@
 """Domain exceptions carry their HTTP status and a stable problem type; one handler renders them
-all as RFC 9457 application/problem+json (see service.api.problems).
+all as RFC 9457 application/problem+json (see service.http.problems).
 
 The type URIs are tag URIs (RFC 4151, as RFC 9457 section 3.1.1 allows): stable identifiers that
 clients compare as strings, never fetch.
@@ -100,7 +100,7 @@ class TooManyJobsCreated(ServiceError):
 
 
 class TooManyRequests(ServiceError):
-    """The team's requests in flight in this API process (service/api/admission.py): refused, not queued."""
+    """The team's requests in flight in this API process (service/http/admission.py): refused, not queued."""
     status, slug, title = 429, "too-many-requests", "Too many requests in flight for this team"
 
     def __init__(self, detail: str, *, retry_after_s: int):

@@ -151,7 +151,7 @@ class Settings(BaseSettings):
         default=600, ge=1, validation_alias=_env("NBL_MAX_JOBS_PER_TEAM_PER_HOUR"),
         description="jobs a team may create in any hour, cancelled ones included (a job cancelled at once still "
         "leaves a message for a worker to drop); a 429 beyond it. Empty: no limit")
-    # Per API process, counted before a request takes a thread or a connection (service/api/admission.py).
+    # Per API process, counted before a request takes a thread or a connection (service/http/admission.py).
     max_reads_per_team: int = Field(default=16, ge=1, validation_alias=_env("NBL_MAX_READS_PER_TEAM"),
                                     description="a team's GET requests in flight at once in one API process; more "
                                     "are refused at once (429 too-many-requests, Retry-After 1), not queued")

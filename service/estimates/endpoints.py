@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from nbl.request import JobCreate
-from service.api.deps import PrincipalDep, SessionDep, SettingsDep
-from service.api.hops import OneHopRoute
+from service.http.deps import PrincipalDep, SessionDep, SettingsDep
+from service.http.hops import OneHopRoute
 from service.core.errors import InvalidRequest, Problem
 
 from . import local_model

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
-from service.api.deps import CeleryDep, KeyDep, PrincipalDep, SessionDep, SettingsDep
-from service.api.hops import OneHopRoute
+from service.http.deps import CeleryDep, KeyDep, PrincipalDep, SessionDep, SettingsDep
+from service.http.hops import OneHopRoute
 from service.jobs import filters as job_filters
 from service.jobs import read_cache
 from service.jobs import service as jobs

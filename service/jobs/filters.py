@@ -1,6 +1,6 @@
 """The query string of GET /v1/jobs (and /ui/jobs) beyond its declared parameters: `metadata.KEY=VALUE` filters.
 
-Any other undeclared name was refused before the route ran (service/api/query.py: a misspelt filter,
+Any other undeclared name was refused before the route ran (service/http/query.py: a misspelt filter,
 `?stauts=failed`, `?metadata_ci=1`, would otherwise be ignored and list every job). Repeated filters are
 ANDed (`?metadata.ci=1&metadata.branch=main`); the same key twice with two values matches nothing.
 """
@@ -35,7 +35,7 @@ def metadata_filters(request: Request) -> list[tuple[str, str]]:
     filters = []
     for name, value in request.query_params.multi_items():
         if not name.startswith(PREFIX):
-            continue  # a declared parameter (the others were refused: service/api/query.py)
+            continue  # a declared parameter (the others were refused: service/http/query.py)
         key = name[len(PREFIX):]
         if not META_KEY.fullmatch(key):
             raise _bad(name, "a metadata key is 1 to 64 of A-Z a-z 0-9 _ . : / -")
@@ -49,7 +49,7 @@ def metadata_filters(request: Request) -> list[tuple[str, str]]:
 
 def takes_metadata(call: F) -> F:
     """Mark an endpoint or a dependency as the reader of the `metadata.KEY` parameters: the check of undeclared
-    query parameters (service/api/query.py) lets them through to it."""
+    query parameters (service/http/query.py) lets them through to it."""
     call.query_prefixes = (PREFIX,)  # type: ignore[attr-defined]
     return call
 

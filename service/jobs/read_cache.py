@@ -128,7 +128,7 @@ def list_body(cache: RenderedJobs, engine: Engine, authorization: str | None, *,
               statuses: Sequence[str], where: Sequence = ()) -> bytes:
     """GET /v1/jobs's JSON (JobList's fields in their order around the jobs' own JSON), the caller
     authenticated by the same query. A bad cursor's 422 is answered after the key is checked
-    (service/api/deps.py key_first), as everywhere."""
+    (service/http/deps.py key_first), as everywhere."""
     filters = jobs.list_filters(after=after, statuses=statuses, where=where)
     query = _key_and_page(*filters) if filters else _KEY_AND_PAGE
 

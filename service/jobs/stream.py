@@ -33,8 +33,8 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 
-from service.api.deps import PrincipalDep, SessionDep
-from service.api.hops import OneHopRoute
+from service.http.deps import PrincipalDep, SessionDep
+from service.http.hops import OneHopRoute
 from service.core.errors import InvalidRequest, JobNotFound, Problem
 from service.core.models import JobEvent
 from service.core.wakeup import Waker, nap
@@ -84,7 +84,7 @@ def start_for(request: Request, session, team_id: int, job_id: str, after: int |
     try:
         jobs.get_job(session, team_id, job_id)
     finally:
-        session.rollback()  # end the read in this hop, a 404 too (service/api/hops.py); the stream reads apart
+        session.rollback()  # end the read in this hop, a 404 too (service/http/hops.py); the stream reads apart
     settings = request.app.state.settings
     return Start(request.app.state.sessions, team_id, job_id, point, settings.stream_poll_s, settings.stream_max_s,
                  getattr(request.app.state, "waker", None))

@@ -16,9 +16,9 @@ from fastapi import APIRouter, Header, Path, Request
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy.orm import Session
 
-from service.api.deps import PrincipalDep, SessionDep, SettingsDep
-from service.api.hops import OneHopRoute
-from service.api.problems import problem
+from service.http.deps import PrincipalDep, SessionDep, SettingsDep
+from service.http.hops import OneHopRoute
+from service.http.problems import problem
 from service.core.settings import Settings
 from service.core.errors import Problem
 

@@ -25,8 +25,8 @@ from fastapi.sse import EventSourceResponse
 from pydantic import ValidationError
 
 from nbl.request import JobCreate
-from service.api.deps import CeleryDep, SessionDep, SettingsDep
-from service.api.hops import OneHopRoute
+from service.http.deps import CeleryDep, SessionDep, SettingsDep
+from service.http.hops import OneHopRoute
 from service.core.errors import ServiceError
 from service.jobs import service as jobs
 from service.jobs import stream

@@ -19,8 +19,8 @@ from fastapi import APIRouter, Header, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
 
-from service.api.deps import SessionDep, SettingsDep
-from service.api.hops import OneHopRoute
+from service.http.deps import SessionDep, SettingsDep
+from service.http.hops import OneHopRoute
 from service.jobs import service as jobs
 from service.jobs.views import job_view
 from service.outputs import files as output_files

@@ -17,8 +17,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from service.api.deps import SessionDep
-from service.api.hops import OneHopRoute
+from service.http.deps import SessionDep
+from service.http.hops import OneHopRoute
 from service.core.errors import ServiceError, Unauthorized
 from service.core.models import utcnow
 from service.jobs import filters as job_filters

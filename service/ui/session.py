@@ -14,9 +14,9 @@ from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
 from service.core.errors import Unauthorized
+from service.http.credential import COOKIE  # the team limits read it before routing (service/http/admission.py)
 from service.keys.auth import Principal, authenticate
 
-COOKIE = "nbl_ui_key"
 PATH = "/ui"
 MAX_AGE_S = 12 * 3600  # a working day; log in again after
 

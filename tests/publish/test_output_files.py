@@ -127,7 +127,7 @@ def test_what_is_refused(served, tmp_path):  # noqa: F811
              "outside/secret.txt", f"{secret}", "%00config.json"]
     for path in paths:
         status, body = raw_get(s, f"{base}/{path}", s.auth)
-        assert status == (422 if "%00" in path else 404), (path, status, body[:200])  # NUL: service/api/nul.py
+        assert status == (422 if "%00" in path else 404), (path, status, body[:200])  # NUL: service/http/nul.py
         assert b"not yours" not in body and b"root:" not in body
     listed = {f["path"] for f in s.get(base).json()["data"]}
     assert not {"evil", "outside/secret.txt", ".nbl-owner.json", ".nbl-files.json"} & listed

@@ -127,7 +127,7 @@ def test_hostile_and_oversized_requests_are_4xx_with_nothing_queued(pg_url, sett
         for headers in ({"Idempotency-Key": "a" * 300}, {"Idempotency-Key": "ключ".encode()}, {"Idempotency-Key": " "}):
             resp = c.post("/v1/jobs", json=body(), headers=auth | headers)
             assert 400 <= resp.status_code < 500, headers
-        # Hostile path parameters read as a plain 404 (a NUL anywhere is a 422: service/api/nul.py).
+        # Hostile path parameters read as a plain 404 (a NUL anywhere is a 422: service/http/nul.py).
         for job_id in ("../../etc/passwd", "job_%2e%2e", "job_" + "0" * 31 + "%00", "' OR 1=1 --", "job_%0a"):
             resp = c.get(f"/v1/jobs/{job_id}", headers=auth)
             assert resp.status_code == (422 if "%00" in job_id else 404), (job_id, resp.status_code, resp.text[:200])

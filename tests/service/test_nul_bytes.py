@@ -1,4 +1,4 @@
-"""NUL (U+0000) anywhere in a request is a 422, in one place (service/api/nul.py), on both databases:
+"""NUL (U+0000) anywhere in a request is a 422, in one place (service/http/nul.py), on both databases:
 Postgres stores no NUL in text or JSONB, and `GET /v1/jobs?metadata.x=%00` was a 500 there (issue 24,
 finding 7) while SQLite matched nothing. Under /ui the 422 is an HTML page, as every page's error is."""
 

@@ -1,4 +1,4 @@
-"""Every route refuses a query parameter it does not declare (issue 35, finding 8; service/api/query.py):
+"""Every route refuses a query parameter it does not declare (issue 35, finding 8; service/http/query.py):
 a 422 problem+json naming it on the API, the 422 error page on the dashboard. Those it declares still work."""
 
 from __future__ import annotations

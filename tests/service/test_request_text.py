@@ -2,7 +2,7 @@
 databases (issue 24's low findings 3 and 4):
 
 - an unpaired surrogate anywhere in a JSON body (a `\\ud800` escape, or its raw CESU bytes), in one place
-  (service/api/nul.py), as NUL is: `publish.token` with one was a 500 (UnicodeEncodeError in
+  (service/http/nul.py), as NUL is: `publish.token` with one was a 500 (UnicodeEncodeError in
   service/core/secrets.encrypt);
 - a Hub token is visible ASCII (nbl/plain_text.py): `\\u0001\\u202e` was stored;
 - a task file's parsed lines hold no surrogate and no control character but tab and the line ends

@@ -1,4 +1,4 @@
-"""A request holds no database connection while it waits for a thread (issue 35, finding 2; service/api/hops.py).
+"""A request holds no database connection while it waits for a thread (issue 35, finding 2; service/http/hops.py).
 
 With one pooled connection and one thread, requests whose transaction outlived its threadpool hop deadlocked:
 the first kept the connection while it waited for the thread (FastAPI validates a sync endpoint's answer in a
@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from service_testlib import body
 
 from service.api import create_app
-from service.api.deps import get_session
+from service.http.deps import get_session
 from service.core.db import make_engine, make_sessionmaker
 
 PATHS = ["/v1/models", "/v1/usage", "/v1/jobs/{job}/events", "/v1/jobs/{job}/layers", "/ui/jobs", "/ui/jobs/{job}"]
@@ -59,7 +59,7 @@ def _uses_session(dependant) -> bool:
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_every_sync_route_with_a_session_ends_it_in_its_own_hop(db_url, settings_for):
-    from service.api.hops import is_sync
+    from service.http.hops import is_sync
 
     app = create_app(settings_for(db_url))
     checked = []

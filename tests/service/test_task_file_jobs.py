@@ -67,7 +67,7 @@ MIXED = jsonl([CONTEXTS[0], CHOICES[0]])
     ([{"name": "t", "jsonl": jsonl(CHOICES).replace("\n", "\r\n") + '{"context": "q", "choices": ["a", "b"], '
                              '"label": 5}\r\n'}],  # Windows line ends: the lines a file reader counts
      "evaluation.task_files.0.jsonl", "line 2: label must be an integer index into choices"),
-    ([{"name": "t", "jsonl": jsonl(CHOICES) + "\x00\n"}], "evaluation.task_files.0.jsonl", "NUL"),  # service/api/nul.py
+    ([{"name": "t", "jsonl": jsonl(CHOICES) + "\x00\n"}], "evaluation.task_files.0.jsonl", "NUL"),  # service/http/nul.py
     ([{"name": "t", "jsonl": jsonl(CHOICES) + "\x07\n"}], "evaluation.task_files.0.jsonl", "control characters"),
     ([{"name": "t", "jsonl": "\n  \n"}], "evaluation.task_files.0.jsonl", "no records"),
     ([{"name": "t", "jsonl": '{"context": "q", "choices": ' + "[" * 5000 + "]" * 5000 + ', "label": 0}'}],

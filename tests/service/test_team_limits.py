@@ -1,4 +1,4 @@
-"""One team's flood is refused, not queued for everyone (issue 35, findings 2 and 3; service/api/admission.py).
+"""One team's flood is refused, not queued for everyone (issue 35, findings 2 and 3; service/http/admission.py).
 
 The API process is held to one thread, kept busy, so that every request that got in is still in flight:
 the team's requests past its limit are answered at once (429, Retry-After), without a thread or a
@@ -86,7 +86,7 @@ def test_a_revoked_key_is_refused_at_once_though_its_team_is_cached(client, auth
 
 
 def test_a_flood_from_a_key_not_seen_yet_looks_it_up_once(sqlite_clean_url, settings_for):
-    from service.api.key_teams import KeyTeams
+    from service.http.key_teams import KeyTeams
 
     settings = settings_for(sqlite_clean_url)
     engine = make_engine(settings)
@@ -152,7 +152,7 @@ def test_every_event_stream_route_counts_as_a_stream(client):
     """admission.STREAMS names the stream routes (a stream holds its slot for minutes: it must not be a read)."""
     from fastapi.sse import EventSourceResponse
 
-    from service.api.admission import STREAMS
+    from service.http.admission import STREAMS
 
     def routes(items):
         for route in items:

@@ -1,4 +1,4 @@
-"""Which team a key belongs to, known before a request takes a thread or a connection (service/api/admission.py).
+"""Which team a key belongs to, known before a request takes a thread or a connection (service/http/admission.py).
 
 It only says which team's limits a request counts against. Every request is still authenticated by its own
 query, so a key revoked now is refused now (docs/security.md); here it may count against its team for TTL_S

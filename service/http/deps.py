@@ -8,7 +8,7 @@ with their own query, on a Core connection of the read engine (core.db.run_read)
 threadpool hop of the route.
 
 No request holds a database connection while it waits for a thread: the session dependency is `async`, and a
-transaction ends in the hop that began it (service/api/hops.py, which says why)."""
+transaction ends in the hop that began it (service/http/hops.py, which says why)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from service.api.hops import close_session
-from service.api.nul import NulInRequest
+from service.http.hops import close_session
+from service.http.nul import NulInRequest
 from service.core.db import run_read
 from service.core.errors import Unauthorized
 from service.keys.auth import Principal, authenticate
@@ -75,7 +75,7 @@ def _takes_key(dependant) -> bool:
 
 async def key_first(request: Request, exc: Exception) -> Exception:
     """Unauthorized instead of `exc` (a 422 raised before the route checked the key: by get_key's route, or
-    by the app's check of undeclared query parameters, service/api/query.py) when the route takes a key and
+    by the app's check of undeclared query parameters, service/http/query.py) when the route takes a key and
     the caller's is not live; otherwise `exc`."""
     route = request.scope.get("route")
     if isinstance(exc, NulInRequest) or route is None or not _takes_key(route.dependant):

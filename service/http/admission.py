@@ -30,11 +30,11 @@ import inspect
 import logging
 import re
 
-from starlette.requests import Request, cookie_parser
+from starlette.requests import Request
 
 from service.core.errors import ServiceError, TooManyRequests, TooManyStreams
 from service.core.settings import Settings
-from service.ui.session import COOKIE
+from service.http.credential import credential
 
 log = logging.getLogger(__name__)
 
@@ -78,21 +78,6 @@ class TeamSlots:
         held = self.in_flight.pop((kind, team)) - 1
         if held:
             self.in_flight[(kind, team)] = held
-
-
-def credential(headers: list[tuple[bytes, bytes]]) -> str | None:
-    """The key a request carries: `Authorization: Bearer KEY`, else the dashboard's login cookie."""
-    cookie = None
-    for name, value in headers:
-        if name == b"authorization":
-            scheme, _, key = value.decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer" and key.strip():
-                return key.strip()
-        elif name == b"cookie":
-            cookie = value.decode("latin-1")
-    if cookie is None:
-        return None
-    return cookie_parser(cookie).get(COOKIE) or None
 
 
 def kind_of(scope) -> str:

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.api.deps import key_first
+from service.http.deps import key_first
 from service.core.dbretry import is_transient
 from service.core.errors import HTTP_SLUGS, DatabaseUnavailable, InvalidRequest, ServiceError, problem_type
 
