@@ -20,7 +20,7 @@ from nbl.sizing.classes import parse_classes, queue_of
 from service.core.errors import InvalidRequest
 from service.core.models import Job, utcnow
 from service.core.settings import Settings
-from service.outputs.quota import usage as disk_usage
+from nbl.outputs.quota import usage as disk_usage
 
 _MONTH = re.compile(r"\d{4}-\d{2}")
 

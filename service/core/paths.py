@@ -2,7 +2,7 @@
 from the DB is still input) and that the result stays under its base directory.
 
 Local outputs live by team: NBL_PUBLISH_DIR/<team>/<name>, each holding an owner marker
-(OWNER_FILE: the team and the job that created it) written with the output, so a job replaces only
+(OWNER_FILE, nbl/outputs/manifest.py: the team and the job that created it) written with the output, so a job replaces only
 what a job of its team made. A job copies into its own NBL_PUBLISH_DIR/.nbl-staging/<job id> before
 renaming into place. Neither name can be a team's or an output's: simple names start with a letter
 or digit.
@@ -17,7 +17,6 @@ from nbl.names import LOCAL_PREFIX, simple_name
 from service.core.settings import Settings
 
 STAGING_DIR = ".nbl-staging"
-OWNER_FILE = ".nbl-owner.json"
 
 
 def _under(base: Path, name: str) -> Path:

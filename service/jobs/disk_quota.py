@@ -1,4 +1,4 @@
-"""The team's disk quota at submit (the rule: service/outputs/quota.py): a job whose estimate plans more local
+"""The team's disk quota at submit (the rule: nbl/outputs/quota.py): a job whose estimate plans more local
 output than the team has left is a 422 naming the quota, the planned bytes and the team's usage.
 
 Called by create_job under the team's lock, so concurrent submits of one team count one after the other;
@@ -18,7 +18,7 @@ from service.core.settings import Settings
 from nbl.request import JobCreate
 from service.keys.auth import Principal
 from nbl.lru import tree_size
-from service.outputs.quota import Check, usage
+from nbl.outputs.quota import Check, usage
 
 
 def planned_bytes(spec: dict, estimate: dict | None) -> int:

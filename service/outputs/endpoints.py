@@ -23,7 +23,7 @@ from service.core.settings import Settings
 from service.core.errors import Problem
 
 from . import files as output_files
-from .manifest import CHUNK
+from nbl.outputs.manifest import CHUNK
 from .ranges import Unsatisfiable, byte_range
 from .schemas import OutputFileList, file_entry
 

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from nbl.outputs import manifest
+from nbl.outputs.manifest import OWNER_FILE
 from service.core.errors import NotFound, ServiceError
 from service.core.models import Artifact
-from service.core.paths import LOCAL_PREFIX, OWNER_FILE, publish_dir
+from service.core.paths import LOCAL_PREFIX, publish_dir
 from service.core.settings import Settings
 from service.jobs.service import get_job
-
-from . import manifest
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 

@@ -20,7 +20,8 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
-from service.core.paths import LOCAL_PREFIX, OWNER_FILE, local_uri, publish_dir
+from nbl.outputs.manifest import OWNER_FILE
+from service.core.paths import LOCAL_PREFIX, local_uri, publish_dir
 from service.core.settings import Settings
 
 HOLD_DIR = ".nbl-migrate"

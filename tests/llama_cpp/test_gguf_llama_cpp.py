@@ -90,7 +90,7 @@ def test_publish_formats_write_into_the_output_and_its_manifest(smollm2, gguf_py
     folder, so the files endpoint's manifest lists it with its sha256 like every other file."""
     import hashlib
 
-    from service.outputs import manifest
+    from nbl.outputs import manifest
     from worker.publish.gguf_export import export_formats
 
     tiny = save_tiny_checkpoint(tmp_path / "tiny", vocab=49152, seed=4)

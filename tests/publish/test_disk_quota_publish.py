@@ -10,7 +10,7 @@ import pytest
 from publish_helpers import compress_tiny, write_text_file
 
 from nbl.lru import tree_size
-from service.outputs.quota import QuotaExceeded
+from nbl.outputs.quota import QuotaExceeded
 from worker.errors import classify
 from worker.pipeline import publish
 from worker.publish.local import LocalDir

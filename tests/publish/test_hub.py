@@ -118,7 +118,7 @@ def test_the_local_directory_gets_the_same_layout(tmp_path, fake_hub, staged):
     hub_files = {p: d for p, d in fake_hub.files(REPO_ID).items() if p != ".gitattributes"}
     published = tree(tmp_path / "published" / "alpha" / "tiny-nbl")
     owner = json.loads(published.pop(".nbl-owner.json"))
-    pop_manifest(published)  # the API's listing (service/outputs/manifest.py): local outputs only
+    pop_manifest(published)  # the API's listing (nbl/outputs/manifest.py): local outputs only
     assert published == hub_files and owner == {"team": "alpha", "job_id": "job_0001"}  # the same files + marker
     assert sorted(p.name for p in (tmp_path / "published" / "alpha").iterdir()) == ["tiny-nbl"]  # nothing left beside
     several = LocalDir(tmp_path / "published", "alpha", "multi", "job_0001")

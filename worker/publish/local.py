@@ -1,7 +1,7 @@
 """The local directory destination: NBL_PUBLISH_DIR/<team>/<name>, or <name>/k{K} when a job asked
 for several k (with a root README.md over them), holding exactly the staged folder (weights,
 modeling_nbl.py, tokenizer, card, plot), the owner marker `.nbl-owner.json` ({team, job_id}) and the
-manifest `.nbl-files.json` (each file's size and sha256, service/outputs/manifest.py; the API serves by it).
+manifest `.nbl-files.json` (each file's size and sha256, nbl/outputs/manifest.py; the API serves by it).
 
 Who may write there: the path holds the team, so another team never reaches it. Within a team,
 <name> belongs to the job whose marker it holds: that job may publish again (a retried attempt;
@@ -9,7 +9,7 @@ publishing twice is harmless), another job of the team only with `"overwrite": t
 directory without a marker (not made by a job: an old flat-layout output moved by hand, an
 operator's folder) is never replaced nor deleted. A refusal is a `user` error (LocalConflict).
 
-The team's disk quota (NBL_TEAM_DISK_QUOTA_BYTES, service/outputs/quota.py) is checked under the same
+The team's disk quota (NBL_TEAM_DISK_QUOTA_BYTES, nbl/outputs/quota.py) is checked under the same
 lock before anything is copied: the whole job's outputs first (check_space), then each output as it goes
 (another job of the team may have published meanwhile). Over it is QuotaExceeded, a `user` error, and
 nothing of this job stays: a folder of several outputs that it had begun is removed with the refusal.
@@ -40,10 +40,11 @@ import os
 import shutil
 from pathlib import Path
 
-from service.core.paths import OWNER_FILE, STAGING_DIR, local_uri
-from service.outputs import manifest
 from nbl.lru import tree_size
-from service.outputs.quota import Check, QuotaExceeded, usage
+from nbl.outputs import manifest
+from nbl.outputs.manifest import OWNER_FILE
+from nbl.outputs.quota import Check, QuotaExceeded, usage
+from service.core.paths import STAGING_DIR, local_uri
 
 from .destination import Published
 from .no_space import NoSpace, full, worded

@@ -20,9 +20,8 @@ import json
 import os
 import stat
 
-from service.core.paths import OWNER_FILE
-
 MANIFEST_FILE = ".nbl-files.json"
+OWNER_FILE = ".nbl-owner.json"  # the team and the job that made the folder (service/core/paths.py)
 HIDDEN = frozenset({OWNER_FILE, MANIFEST_FILE})  # bookkeeping, never listed nor served
 CHUNK = 1 << 20
 # O_NONBLOCK: opening a FIFO returns at once (reads of a regular file are unaffected by it);
