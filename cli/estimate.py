@@ -83,7 +83,8 @@ def cmd_estimate(args) -> int:
     from service.core.settings import Settings
     from nbl.sizing.classes import gb, place, queue_of
     from service.estimates.configs import ConfigUnavailable, model_config
-    from service.estimates.jobs import as_json, classes
+    from nbl.sizing.job import as_json
+    from service.estimates.jobs import classes
     from nbl.sizing.model import Options, estimate
     from nbl.sizing.shapes import shape_of
     from nbl.sizing.spread import Memory

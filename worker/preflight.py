@@ -61,10 +61,10 @@ def check(name: str, source: str, revision: str | None, ks: list[int], seq_len: 
 
 
 def fits(name: str, config: dict, recipe, devices_setting: str | None, host_cache_bytes: int | None) -> dict:
-    """The job's estimate on this worker's own devices (service/estimates); a ModelError (`user`) with the
+    """The job's estimate on this worker's own devices (nbl/sizing, as the API's); a ModelError (`user`) with the
     numbers when it needs more memory than they hold. Returns the estimate's figures."""
     from nbl.sizing.classes import gb
-    from service.estimates.jobs import as_json, job_options
+    from nbl.sizing.job import as_json, job_options
     from nbl.sizing.model import estimate
     from nbl.sizing.shapes import ShapeError, shape_of
     from nbl.sizing.spread import Memory
