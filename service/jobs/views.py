@@ -1,5 +1,6 @@
 """The job as the API shows it (JobOut), built from the rows. Read by the endpoints and by the
-webhook outbox (service.webhooks.delivery), which sends the same view as GET /v1/jobs/{id}."""
+webhook outbox (service.webhooks.delivery), which sends the same view as GET /v1/jobs/{id}. A local
+output's artifact reads as the URL of its file list (service/outputs serves it)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,19 @@ from sqlalchemy.orm import Session
 from service.core.models import Artifact, EventKind, Job, JobEvent
 from service.jobs.responses import ArtifactOut, JobError, JobOut
 from nbl.result import finite, job_result
-from service.outputs.schemas import public_uri
+
+
+def files_url(job_id: str, k: int) -> str:
+    return f"/v1/jobs/{job_id}/outputs/{k}/files"
+
+
+def public_uri(art) -> str:
+    """What an Artifact row's `uri` reads as in the API: the Hub URL for a Hub output, else the API URL of its file list
+    (relative to the API's base URL), never the row's `local:<team>/<name>` nor an older row's server
+    path: the mapping is done at read time, so rows of every age read the same."""
+    if art.kind == "hub":
+        return art.uri
+    return files_url(art.job_id, art.k) if art.k is not None else f"/v1/jobs/{art.job_id}"
 
 
 def job_views(session: Session, jobs: Sequence[Job]) -> list[JobOut]:

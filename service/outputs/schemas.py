@@ -1,4 +1,5 @@
-"""Response bodies of /v1/jobs/{id}/outputs/{k}/files, and the public URI of an artifact."""
+"""Response bodies of /v1/jobs/{id}/outputs/{k}/files (its URL, and an artifact's public URI that names it, are
+the job's view: service/jobs/views.py)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, Field
 
-
-def files_url(job_id: str, k: int) -> str:
-    return f"/v1/jobs/{job_id}/outputs/{k}/files"
-
-
-def public_uri(art) -> str:
-    """What an Artifact row's `uri` reads as in the API: the Hub URL for a Hub output, else the API URL of its file list
-    (relative to the API's base URL), never the row's `local:<team>/<name>` nor an older row's server
-    path: the mapping is done at read time, so rows of every age read the same."""
-    if art.kind == "hub":
-        return art.uri
-    return files_url(art.job_id, art.k) if art.k is not None else f"/v1/jobs/{art.job_id}"
+from service.jobs.views import files_url
 
 
 class OutputFile(BaseModel):
