@@ -23,6 +23,9 @@ None`, so only __context__ keeps it) and our loaders turn it into a ModelError o
 exception's type: a Hub 500 while fetching a dataset is `system`, a gated model is not "not found".
 
 `retrying` runs a Hub-facing step again, with exponential backoff, while its failure is retryable.
+
+Publishing's own failures are defined here, below worker/publish, which raises them and retries with
+RetryPolicy: the table names them without importing publish.
 """
 
 from __future__ import annotations
@@ -39,6 +42,20 @@ T = TypeVar("T")
 
 PROGRAMMING_ERRORS = (KeyError, TypeError, AttributeError, NameError, IndexError, AssertionError,
                       ZeroDivisionError, NotImplementedError, RecursionError, UnboundLocalError)
+
+
+class HubRefused(ValueError):
+    """The Hub refused: a bad or read-only token, or a repo the token cannot write (a user error;
+    worker/publish/hub.py)."""
+
+
+class HubUnavailable(RuntimeError):
+    """The Hub failed or could not be reached (a system error; worker/publish/hub.py)."""
+
+
+class NoSpace(RuntimeError):
+    """The publish directory's disk (or its quota) is full: a `system` failure, not retried
+    (worker/publish/no_space.py)."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +87,6 @@ def classify(exc: BaseException) -> Failure:
 
     from .engine.hub_access import HubModelError, HubUnreachable
     from .gates import QualityFailure
-    from .publish.hub import HubRefused, HubUnavailable
-    from .publish.no_space import NoSpace
 
     message = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, SoftTimeLimitExceeded):

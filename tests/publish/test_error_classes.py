@@ -113,7 +113,7 @@ def test_programming_errors_are_system_with_a_traceback_and_input_errors_user():
         assert classify(exc).type == "user"
     from celery.exceptions import SoftTimeLimitExceeded
 
-    from worker.publish.hub import HubRefused, HubUnavailable
+    from worker.errors import HubRefused, HubUnavailable
 
     assert classify(SoftTimeLimitExceeded()).type == "timeout"
     assert classify(HubRefused("401 Unauthorized; set-hub-token")).type == "user"
@@ -132,7 +132,7 @@ def test_retrying_is_bounded_and_only_for_transient_causes(caplog):
             return "ok"
         return fn
 
-    from worker.publish.hub import HubUnavailable
+    from worker.errors import HubUnavailable
 
     assert retrying(flaky([HubUnavailable("503"), HubUnavailable("502")]), "x", attempts=3, backoff_s=1,
                     sleep=waits.append) == "ok"

@@ -11,7 +11,8 @@ from huggingface_hub import ModelCard
 from publish_helpers import TOKEN, compress_tiny, fake_hub, pop_manifest, tree, write_text_file  # noqa: F401 (fixture)
 
 from worker.publish.card import CardInfo, write_card
-from worker.publish.hub import HubRefused, HubRepo, HubUnavailable, marker
+from worker.errors import HubRefused, HubUnavailable
+from worker.publish.hub import HubRepo, marker
 from worker.publish.local import LocalDir
 
 REPO_ID = "team/tiny-nbl"

@@ -15,7 +15,8 @@ retry then finds its own commit instead of pushing a duplicate. The marker is in
 
 Errors become one of two exceptions with a message fit for the job row, with the token scrubbed from
 it: HubRefused (401/403/404: the token or the repo is wrong; a user error) and HubUnavailable
-(anything else, e.g. 5xx or no connection; a system error, worth a retry).
+(anything else, e.g. 5xx or no connection; a system error, worth a retry), both defined in worker/errors.py,
+the table that classes them.
 """
 
 from __future__ import annotations
@@ -24,17 +25,10 @@ import importlib
 import logging
 from pathlib import Path
 
+from ..errors import HubRefused, HubUnavailable
 from .destination import Published
 
 log = logging.getLogger(__name__)
-
-
-class HubRefused(ValueError):
-    """The Hub refused: a bad or read-only token, or a repo the token cannot write (a user error)."""
-
-
-class HubUnavailable(RuntimeError):
-    """The Hub failed or could not be reached (a system error)."""
 
 
 def transport_errors() -> tuple[type[BaseException], ...]:

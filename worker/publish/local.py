@@ -46,8 +46,9 @@ from nbl.outputs.manifest import OWNER_FILE
 from nbl.outputs.quota import Check, QuotaExceeded, usage
 from service.core.paths import STAGING_DIR, local_uri
 
+from ..errors import NoSpace
 from .destination import Published
-from .no_space import NoSpace, full, worded
+from .no_space import full, worded
 
 LOCK_FILE = ".nbl-publish.lock"
 LINKED = (".safetensors", ".gguf")  # written once, never in place: safe to share an inode with the scratch copy

@@ -15,11 +15,9 @@ import contextlib
 import errno
 import os
 
+from ..errors import NoSpace
+
 FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
-class NoSpace(RuntimeError):
-    """The publish directory's disk (or its quota) is full: a `system` failure, not retried."""
 
 
 def full(e: BaseException) -> bool:
