@@ -7,8 +7,6 @@ models directory and the team's last RECENT_JOBS jobs, both small)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 
 from sqlalchemy import select
@@ -18,11 +16,12 @@ from nbl.lru import tree_size
 from nbl.model_checks import read_config
 from nbl.model_shape import shape_summary
 from nbl.names import LOCAL_PREFIX
-from service.core.errors import InvalidRequest
 from service.core.models import Job
 from service.core.settings import Settings
+from service.http.pagination import NOT_A_CURSOR, bad_cursor, cursor_value, encode_cursor
 
 RECENT_JOBS = 500  # the Hub ids of the team's last this many jobs
+CURSOR = "m1"  # a page of models ends after this model id (service/http/pagination.py)
 
 
 def local_models(settings: Settings) -> list[dict]:
@@ -58,21 +57,12 @@ def hub_models(session: Session, team_id: int) -> list[dict]:
     return list(seen.values())
 
 
-def encode_cursor(model: str) -> str:
-    return base64.urlsafe_b64encode(f"m1:{model}".encode()).decode().rstrip("=")
-
-
 def _after(items: list[dict], cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raw = ""
-    version, _, model = raw.partition(":")
+    model = cursor_value(cursor, CURSOR)
     for i, item in enumerate(items):
-        if version == "m1" and item["id"] == model:
+        if model is not None and item["id"] == model:
             return i + 1
-    raise InvalidRequest("`after` is not a cursor this API returned (or its model is no longer listed)",
-                         errors=[{"loc": ["query", "after"], "msg": "invalid cursor", "type": "value_error"}])
+    raise bad_cursor(f"{NOT_A_CURSOR} (or its model is no longer listed)")
 
 
 def page(session: Session, settings: Settings, team_id: int, limit: int, after: str | None) -> dict:
@@ -81,4 +71,4 @@ def page(session: Session, settings: Settings, team_id: int, limit: int, after: 
     chunk = items[start:start + limit]
     more = start + limit < len(items)
     return {"object": "list", "data": chunk, "has_more": more,
-            "next_cursor": encode_cursor(chunk[-1]["id"]) if more and chunk else None}
+            "next_cursor": encode_cursor(CURSOR, chunk[-1]["id"]) if more and chunk else None}

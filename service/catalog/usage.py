@@ -7,8 +7,6 @@ none). Paged by month: `next_cursor` names the last month given."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections import defaultdict
 from datetime import datetime
@@ -17,28 +15,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from nbl.sizing.classes import parse_classes, queue_of
-from service.core.errors import InvalidRequest
 from service.core.models import Job, utcnow
 from service.core.settings import Settings
+from service.http.pagination import decode_cursor, encode_cursor
 from nbl.outputs.quota import usage as disk_usage
 
 _MONTH = re.compile(r"\d{4}-\d{2}")
-
-
-def encode_cursor(month: str) -> str:
-    return base64.urlsafe_b64encode(f"u1:{month}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raw = ""
-    version, _, month = raw.partition(":")
-    if version != "u1" or not _MONTH.fullmatch(month):
-        raise InvalidRequest("`after` is not a cursor this API returned",
-                             errors=[{"loc": ["query", "after"], "msg": "invalid cursor", "type": "value_error"}])
-    return month
+CURSOR = "u1"  # a page of months ends after this month (service/http/pagination.py)
 
 
 def months(rows, devices: dict[str, int], now: datetime) -> list[dict]:
@@ -61,7 +44,7 @@ def months(rows, devices: dict[str, int], now: datetime) -> list[dict]:
 
 
 def report(session: Session, settings: Settings, team_id: int, team_name: str, limit: int, after: str | None) -> dict:
-    before = decode_cursor(after) if after else None
+    before = decode_cursor(after, CURSOR, _MONTH) if after else None
     rows = session.execute(select(Job.created_at, Job.status, Job.started_at, Job.finished_at,
                                   Job.estimate["worker_class"].as_string())
                            .where(Job.team_id == team_id)).all()
@@ -71,4 +54,4 @@ def report(session: Session, settings: Settings, team_id: int, team_name: str, l
     return {"object": "usage", "team": team_name,
             "disk": {"outputs_bytes": disk_usage(settings.publish_dir, team_name),
                      "quota_bytes": settings.team_disk_quota_bytes},
-            "data": chunk, "has_more": more, "next_cursor": encode_cursor(chunk[-1]["month"]) if more and chunk else None}
+            "data": chunk, "has_more": more, "next_cursor": encode_cursor(CURSOR, chunk[-1]["month"]) if more and chunk else None}

@@ -9,6 +9,7 @@ keys a request is authenticated by; tests/test_layers.py):
     limits.py      request bodies over the size limit refused before parsing
     admission.py   a team's requests and streams in flight, limited (key_teams.py: whose key; credential.py:
                    the key a request carries)
+    pagination.py  the cursors of paged lists (`after`, `next_cursor`)
 
 The routes stay in their domains (service/jobs, estimates, outputs, catalog, ui); service/api, the
 composition root, builds the app from them.

@@ -7,8 +7,6 @@ changes themselves are service.jobs.states; the response bodies, service.jobs.vi
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import logging
@@ -39,6 +37,7 @@ from service.jobs.queue import enqueue_job
 from service.jobs.layer_view import layer_list
 from service.jobs.responses import EventList, EventOut, LayerList
 from service.estimates.limits import check_limits
+from service.http.pagination import decode_cursor, encode_cursor
 from nbl.request import JobCreate
 from service.jobs.submit_warnings import submit_warnings
 from service.jobs.team_caps import check_team_caps, lock_team
@@ -48,6 +47,7 @@ from service.webhooks.signing import has_secret
 log = logging.getLogger(__name__)
 
 _JOB_ID = re.compile(r"job_[0-9a-f]{32}")
+CURSOR = "v1"  # a page of jobs ends after this job id (service/http/pagination.py)
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII, as Stripe/IETF keys are
 
 
@@ -193,23 +193,7 @@ def get_job(session: Session, team_id: int, job_id: str) -> Job:
     return job
 
 
-# --- cursors -------------------------------------------------------------------------------------
-
-
-def encode_cursor(job_id: str) -> str:
-    return base64.urlsafe_b64encode(f"v1:{job_id}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raw = ""
-    version, _, job_id = raw.partition(":")
-    if version != "v1" or not _JOB_ID.fullmatch(job_id):
-        raise InvalidRequest("`after` is not a cursor this API returned",
-                             errors=[{"loc": ["query", "after"], "msg": "invalid cursor", "type": "value_error"}])
-    return job_id
+# --- lists ---------------------------------------------------------------------------------------
 
 
 def parse_statuses(values: Sequence[str]) -> list[str]:
@@ -236,7 +220,7 @@ def list_filters(*, after: str | None, statuses: Sequence[str], where: Sequence 
     if statuses:
         clauses.append(Job.status.in_(statuses))
     if after:
-        clauses.append(Job.id < decode_cursor(after))
+        clauses.append(Job.id < decode_cursor(after, CURSOR, _JOB_ID))
     return clauses
 
 
@@ -244,7 +228,7 @@ def page(rows: list, limit: int, id_of) -> tuple[list, bool, str | None]:
     """(the first `limit` of `rows`, fetched as limit + 1, whether there are more, the next cursor)."""
     has_more = len(rows) > limit
     rows = rows[:limit]
-    return rows, has_more, (encode_cursor(id_of(rows[-1])) if has_more and rows else None)
+    return rows, has_more, (encode_cursor(CURSOR, id_of(rows[-1])) if has_more and rows else None)
 
 
 def is_job_id(job_id: str) -> bool:
