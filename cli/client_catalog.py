@@ -10,14 +10,7 @@ from nbl_client import ApiError, Client, Unavailable
 
 from cli.client_format import readable
 from cli.client_wait import failed
-
-
-def size(n: int) -> str:
-    """Bytes in decimal units, as disks are sold: 8.6 GB."""
-    for unit, step in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if n >= step:
-            return f"{n / step:.1f} {unit}"
-    return f"{n} B"
+from nbl.outputs.quota import readable as size  # bytes in decimal units, as disks are sold: 8.6 GB
 
 
 def _shape(shape: dict | None) -> str:
