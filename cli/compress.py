@@ -122,7 +122,7 @@ def cmd_compress(args) -> int:
     if args.host_cache_bytes is not None and args.host_cache_bytes < 0:
         raise ValueError(f"the host cache budget must be a number of bytes, got {args.host_cache_bytes}")
     espec = eval_spec(args) if args.eval else None  # checked before the long part
-    settings = Settings()  # the one reader of NBL_*: directories and the defaults of the limits below
+    settings = Settings()  # the reader of NBL_* (service/core/settings.py): directories, the defaults of the limits below
     paths = run_paths(settings, args.out, stats_cache=not args.no_cache, eval_cache=not args.no_cache)
     progress = sys.stderr.isatty() or not args.json
     limits = {k: v for k, v in dict(max_model_bytes=args.max_model_bytes, host_cache_bytes=args.host_cache_bytes,

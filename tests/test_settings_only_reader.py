@@ -1,7 +1,9 @@
-"""Settings (service/core/settings.py) is the only reader of NBL_* variables: the engine, the
-evaluation, the worker, the service and the entry points take directories and limits from a Settings
-built at the top. A source scan: every use of os.environ / os.getenv outside the settings module is
-refused, except the few listed below, which say why and never name an NBL_ variable."""
+"""Settings (service/core/settings.py) is the only reader of NBL_* variables in worker/, service/ and cli/:
+the engine, the evaluation, the worker, the service and the entry points take directories and limits from a
+Settings built at the top. A source scan: every use of os.environ / os.getenv there outside the settings
+module is refused, except the few listed below, which say why and never name an NBL_ variable. Outside
+them, the Python client (clients/python/nbl_client/client.py), installed on its own without Settings, reads
+NBL_API_URL and NBL_API_KEY for itself, and for the `nbl` client commands that use it."""
 
 from __future__ import annotations
 

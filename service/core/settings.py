@@ -5,8 +5,10 @@ NBL_HOME (tests, two users on one machine) share nothing: not the database, not 
 broker, not the model, publish or statistics directories.
 
 Built where it is used (the app lifespan, a CLI command, the worker's startup), never at import.
-It is the only reader of NBL_* variables: the engine and the evaluation take directories and limits
-as arguments (tests/test_settings_only_reader.py holds every other module to that).
+It is the only reader of NBL_* variables in service/, worker/ and cli/: the engine and the evaluation take
+directories and limits as arguments (tests/test_settings_only_reader.py holds every other module there to
+that). The Python client, installed on its own, reads its two for itself: NBL_API_URL and NBL_API_KEY
+(clients/python/nbl_client/client.py; the `nbl` client commands get them through it).
 """
 
 from __future__ import annotations

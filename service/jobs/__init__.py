@@ -1,5 +1,7 @@
 """The job. endpoints.py (HTTP, thin) calls service.py (submit, read, list, cancel); states.py is the
-one writer of status changes with their events and webhook outbox rows (claim, heartbeat, finish,
-cancel, requeue); store.py is what the worker writes besides (progress, scores, metrics, artifacts);
-schemas.py and responses.py are the bodies, views.py builds the responses from rows; queue.py sends
-to the broker after the commit; reconciler.py makes the broker agree with the database."""
+one writer of status changes with their events, and outbox.py of their webhook outbox rows (claim,
+heartbeat, finish, cancel, requeue); store.py is what the worker writes besides (progress, scores,
+metrics, artifacts); the request body is nbl/request.py (JobCreate), responses.py the answers, views.py
+builds them from rows; queue.py sends to the broker after the commit; reconciler.py makes the broker
+agree with the database; stream.py is the event stream. jobs stands on estimates and webhooks, and
+outputs on jobs (tests/test_layers.py)."""
