@@ -10,12 +10,24 @@ a submit places the job with an estimate and queues its webhooks, never the othe
 (worker/engine) imports nothing from the service and runs without it (`nbl compress`); inside the
 worker, engine <- eval, publish <- pipeline <- tasks. The graph is built from the AST of every module,
 imports inside functions included (they run too, only later), so a circle hidden behind a local import
-is still a circle.
+is still a circle; importing `a.b.c` runs the package `a.b` too, so it counts as an import of `a.b` as well
+(service/jobs/stream.py imported service.api.deps, whose package ran app.py, which imported stream: `import
+service.jobs.stream` alone failed, and a graph of modules alone did not see it).
+
+Inside the service, the HTTP plumbing (service/http: request dependencies, problem+json, the NUL, query,
+body-size and per-team checks, one-hop sessions, pagination) stands below the domains, on core and keys
+only, and the composition root (service/api: the app, health, docs) above them all: no other part of the
+service imports it. A job's output files stand on the job (outputs reads it), never the other way. Of the
+worker only the thin task touches the service's domains; the pipeline takes sizing and the output rules
+from nbl. Between packages (a subpackage, or a module directly in a top package) there is no circle
+either, and no circle between any two files of the tree: bench/ and tests/ included, whose scripts import
+their neighbours by bare name.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +44,13 @@ DOMAINS = sorted(f"service.{p.name}" for p in (ROOT / "service").iterdir()
 
 # The domains under jobs: a submit checks and places the body with estimates, a job's events go out by webhooks.
 JOBS_STANDS_ON = ("service.estimates", "service.webhooks")
+# Every subpackage of the service, core and the composition root included.
+SERVICE_PARTS = sorted(f"service.{p.name}" for p in (ROOT / "service").iterdir() if (p / "__init__.py").is_file())
+# What the HTTP plumbing stands on: the settings, DB and errors, and the keys a request is authenticated by.
+HTTP_STANDS_ON = ("service.core", "service.keys", "service.http")
+# The worker's parts other than the thin task (worker/tasks.py), which alone reads and writes the job's row.
+WORKER_PARTS = sorted(f"worker.{p.stem}" for p in (ROOT / "worker").iterdir()
+                      if (p.suffix == ".py" and p.stem not in ("__init__", "tasks")) or (p / "__init__.py").is_file())
 
 # (importer prefix, imported prefix) pairs that must never appear: a lower layer importing a higher.
 FORBIDDEN = [
@@ -39,10 +58,20 @@ FORBIDDEN = [
     ("service", "worker"), ("service", "cli"),
     *[("service.core", domain) for domain in DOMAINS],
     *[(below, "service.jobs") for below in JOBS_STANDS_ON],
+    # the composition root is above every other part of the service; the HTTP plumbing below the domains
+    *[(part, "service.api") for part in SERVICE_PARTS if part != "service.api"],
+    *[("service.http", part) for part in SERVICE_PARTS if part not in HTTP_STANDS_ON],
+    ("service.keys", "service.http"),
+    # outputs reads the job (another team's is a 404); jobs knows nothing of the output files
+    ("service.jobs", "service.outputs"),
     ("worker.engine", "service"),
     ("worker", "cli"),
     *[("worker.engine", higher) for higher in ("worker.eval", "worker.publish", "worker.pipeline", "worker.tasks")],
     *[(mid, higher) for mid in ("worker.eval", "worker.publish") for higher in ("worker.pipeline", "worker.tasks")],
+    # publish retries with errors.RetryPolicy: the failures errors.classify names live in errors, not in publish
+    ("worker.errors", "worker.publish"),
+    # the pipeline, preflight and publish take sizing and the output rules from nbl, settings and paths from core
+    *[(part, domain) for part in WORKER_PARTS for domain in DOMAINS],
 ]
 
 # Known violations, each one exact edge or circle, so any new one still fails. Remove an entry when it
@@ -62,9 +91,11 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
 
 
-def imports(name: str, path: Path, known: set[str]) -> set[str]:
+def imports(name: str, path: Path, known: set[str], search: tuple[str, ...] = ("",)) -> set[str]:
     """The project modules `name` imports, anywhere in its body. `from a import b` counts as an
-    import of a.b when that is a module, else of a."""
+    import of a.b when that is a module, else of a; either runs the packages above it too (a, and a.b's
+    parents), which count unless `name` is inside them (its own packages ran before it). `search`: the
+    prefixes a bare name is looked up under, in order (a script's own directory, ...), "" for the tree's."""
     is_package = path.name == "__init__.py"
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -76,21 +107,82 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
                 anchor = name.split(".") if is_package else name.split(".")[:-1]
                 anchor = anchor[:len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+            targets = [f"{base}.{a.name}" if any(f"{p}{base}.{a.name}" in known for p in search) else base
+                       for a in node.names]
         else:
             continue
         for target in targets:
+            prefix = next((p for p in search if f"{p}{target.partition('.')[0]}" in known), None)
+            if prefix is None:
+                continue  # not ours: the standard library, a third party
+            target = f"{prefix}{target}"
             while target and target not in known:  # `import service.jobs.x.y`: the deepest module we have
                 target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
+            while target:
+                if target != name and not name.startswith(target + ".") and target in known:
+                    found.add(target)
+                target = target.rpartition(".")[0]  # the packages it runs first
     return found
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     mods = modules()
     known = set(mods)
     return {name: imports(name, path, known) for name, path in mods.items()}
+
+
+# The rest of the tree, for circles: where each directory's modules are imported from. Packages are named
+# from the directory on sys.path (clients/python for nbl_client); scripts (bench/, tests/, integrations/)
+# import their neighbours by bare name: bench's put their own directory on sys.path, pytest puts a test's
+# directory and tests/ (the conftest's) there.
+TREE = {"nbl": "", "service": "", "worker": "", "cli": "", "migrations": "", "clients/python": "clients/python",
+        "integrations/vllm/nbl_vllm": "integrations/vllm", "bench": None, "tests": None, "integrations/gguf": None,
+        "integrations/vllm/deps.py": None}
+SCRIPT_ROOTS = ("tests",)  # a script directory whose own root is on sys.path for every file below it
+
+
+def tree_modules() -> dict[str, tuple[Path, tuple[str, ...]]]:
+    """Every Python file of the tree: its module name -> (path, the prefixes its bare imports look under)."""
+    out = {}
+    for where, source in TREE.items():
+        top = ROOT / where
+        for path in sorted([top] if top.is_file() else top.rglob("*.py")):
+            rel = path.relative_to(ROOT / source) if source is not None else path.relative_to(ROOT)
+            parts = list(rel.with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join(parts)
+            if source is not None:
+                search = ("",)
+            else:
+                here = ".".join(path.parent.relative_to(ROOT).parts) + "."
+                roots = [f"{r}." for r in SCRIPT_ROOTS if name.startswith(f"{r}.") and f"{r}." != here]
+                search = (here, *roots, "")
+            out[name] = (path, search)
+    return out
+
+
+@functools.cache
+def tree_graph() -> dict[str, set[str]]:
+    mods = tree_modules()
+    known = set(mods)
+    return {name: imports(name, path, known, search) for name, (path, search) in mods.items()}
+
+
+def unit(module: str) -> str:
+    """A module's package for the circles between packages: its subpackage of a top package, or itself
+    when it sits directly in one (worker.errors, worker.publish, service.jobs, nbl.sizing)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(g: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for a, targets in g.items():
+        for b in targets:
+            if unit(a) != unit(b):
+                out.setdefault(unit(a), set()).add(unit(b))
+    return out
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:
@@ -134,9 +226,16 @@ def violations(g: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 
 def test_no_import_circles():
-    found = cycles(graph())
+    """Between any two files of the tree, bench/ and tests/ included."""
+    found = cycles(tree_graph())
     assert [c for c in found if c not in ALLOWED_CYCLES] == []
     assert [c for c in ALLOWED_CYCLES if c not in found] == [], "fixed: remove these from ALLOWED_CYCLES"
+
+
+def test_no_circles_between_packages():
+    """service.api <-> the domains, jobs <-> outputs, worker.errors <-> worker.publish were such circles: a
+    package importing another that imports it back, through other files."""
+    assert cycles(package_graph(graph())) == []
 
 
 def test_imports_run_from_higher_layers_to_lower_only():
@@ -176,6 +275,16 @@ def test_the_checks_can_fail(tmp_path):
     g = graph()
     assert "service.jobs.views" in g["service.jobs.outbox"]  # a top-level import
     assert "service.jobs.reconciler" in g["cli.admin"]  # an import inside a function
+    assert {"service.estimates", "service"} <= g["cli.estimate"]  # the packages an import runs first
+    assert "service" not in g["service.jobs.outbox"]  # ... but not the importer's own
+    t = tree_graph()
+    assert "bench.memory_cpu" in t["bench.estimate_accuracy"]  # a script's bare import of its neighbour
+    assert "tests.service_testlib" in t["tests.service.test_service_api"]  # a test's bare import of tests/
+    assert "nbl_client" in t["cli.client"] and "nbl.sizing.model" in t["bench.estimate_accuracy"]
+    assert "service.http" in {unit(m) for m in g["service.jobs.endpoints"]}
+    assert package_graph({"worker.errors": {"worker.publish.hub"}, "worker.publish.stage": {"worker.errors"},
+                          "worker.publish.hub": {"worker.publish.destination"}}) == {
+        "worker.errors": {"worker.publish"}, "worker.publish": {"worker.errors"}}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert violations({"service.jobs.store": {"worker.tasks"}, "worker.engine.scores": {"worker.pipeline"},
                        "worker.eval.x": {"worker.engine.y"}, "cli.main": {"worker.tasks"}}) == {
@@ -189,6 +298,16 @@ def test_the_checks_can_fail(tmp_path):
     assert violations({"service.estimates.endpoints": {"service.jobs.service"}, "service.webhooks.post": {"service.jobs"},
                        "service.jobs.service": {"service.estimates.placement", "service.webhooks.signing"}}) == {
         ("service.estimates.endpoints", "service.jobs.service"), ("service.webhooks.post", "service.jobs")}
+    assert violations({"service.jobs.endpoints": {"service.api.deps", "service.http.deps"},
+                       "service.http.admission": {"service.ui.session", "service.keys.auth", "service.core.errors"},
+                       "service.api.app": {"service.jobs.endpoints", "service.http.query"},
+                       "service.jobs.disk_quota": {"service.outputs.quota"}, "service.outputs.files": {"service.jobs"},
+                       "worker.errors": {"worker.publish.hub"}, "worker.publish.stage": {"worker.errors"},
+                       "worker.preflight": {"service.estimates.jobs"}, "worker.publish.local": {"service.core.paths"},
+                       "worker.tasks": {"service.jobs.states"}}) == {
+        ("service.jobs.endpoints", "service.api.deps"), ("service.http.admission", "service.ui.session"),
+        ("service.jobs.disk_quota", "service.outputs.quota"), ("worker.errors", "worker.publish.hub"),
+        ("worker.preflight", "service.estimates.jobs")}
     nbl_bad = tmp_path / "nbl_bad.py"
     nbl_bad.write_text("import os\nimport torch.nn\nfrom sqlalchemy import select\nfrom pydantic import BaseModel\n"
                        "from . import recipe\n")
