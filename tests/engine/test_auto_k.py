@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from worker.engine.auto_k import Chooser
+from worker.engine.selection.auto_k import Chooser
 
 
 def scores(cca, cosine, nmse):
@@ -60,7 +60,7 @@ def test_k_auto_with_no_k_within_the_budget_says_so():
 
 def test_the_expected_sets_price_the_selection_and_a_measured_job_plans_a_select_stage():
     from nbl.recipe import Calibration, Compression, Recipe, Selection
-    from worker.engine.auto_k import expected_sets
+    from worker.engine.selection.auto_k import expected_sets
     from worker.progress import plan
 
     assert expected_sets("cca", [4], 30) == 2  # the base and one set

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from worker.engine import scores
-from worker.engine.calibrate import calibrate, holdout_count
-from worker.engine.modeling_nbl import NBLAttention
+from worker.engine.scoring import scores
+from worker.engine.calibration.calibrate import calibrate, holdout_count
+from worker.engine.modeling.modeling_nbl import NBLAttention
 
 
 def _stacked_activations(model, blocks):

@@ -6,8 +6,8 @@ import pytest
 
 from conftest import save_tiny_checkpoint
 from cli import main as cli
-from worker.engine import calibrate as calibrate_mod
-from worker.engine import calibration_stage
+from worker.engine.calibration import calibrate as calibrate_mod
+from worker.engine.calibration import stage as calibration_stage
 
 
 def _run(capsys, *args):

@@ -22,10 +22,10 @@ import torch
 
 from conftest import REPO, save_tiny_checkpoint, tiny_model, tiny_tokenizer
 from cli import main as cli
-from worker.engine import surgery
-from worker.engine.custom_code import check_local_dir
-from worker.engine.loading import ModelError, load_model
-from worker.engine.saving import save_compressed
+from worker.engine.forms import surgery
+from worker.engine.loading.custom_code import check_local_dir
+from worker.engine.loading.load import ModelError, load_model
+from worker.engine.forms.saving import save_compressed
 from worker.publish.card import usage_section
 
 EVIL_MAP = {"AutoTokenizer": [None, "evil.EvilTokenizer"], "AutoConfig": "evil.EvilConfig"}

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from conftest import DATA_DIR, tiny_tokenizer
-from worker.engine.data import DataError, DatasetSpec, load_texts, make_blocks, resolve
+from worker.engine.calibration.data import DataError, DatasetSpec, load_texts, make_blocks, resolve
 
 
 def test_blocks_follow_the_reference_recipe():

@@ -14,7 +14,7 @@ import pytest
 from conftest import save_tiny_checkpoint
 from nbl import dataset_names
 from cli import main as cli
-from worker.engine.data import DataError, DatasetSpec, load_texts
+from worker.engine.calibration.data import DataError, DatasetSpec, load_texts
 
 SECRET = "SECRET-CANARY-7f3a"
 

@@ -11,7 +11,7 @@ import pytest
 
 from cli.main import main
 from conftest import save_tiny_checkpoint
-from worker.engine import distributed
+from worker.engine.calibration import distributed
 
 
 @pytest.fixture

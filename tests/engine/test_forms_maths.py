@@ -5,12 +5,12 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from worker.engine.calibrate import calibrate
-from worker.engine.fold_runs import fit_form_maps, folded, runs
-from worker.engine.form_layers import apply_form
-from worker.engine.score_stage import score_stage
-from worker.engine.selection import choose
-from worker.engine.surgery import Plan
+from worker.engine.calibration.calibrate import calibrate
+from worker.engine.forms.fold_runs import fit_form_maps, folded, runs
+from worker.engine.forms.form_layers import apply_form
+from worker.engine.scoring.stage import score_stage
+from worker.engine.selection.criteria import choose
+from worker.engine.forms.surgery import Plan
 
 
 @pytest.fixture(scope="module")

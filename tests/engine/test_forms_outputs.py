@@ -15,11 +15,11 @@ import torch
 from safetensors import safe_open
 
 from conftest import save_tiny_checkpoint, tiny_tokenizer
-from worker.engine.calibrate import calibrate
-from worker.engine.fold_runs import fit_form_maps
-from worker.engine.form_layers import apply_form
-from worker.engine.saving_forms import write_form
-from worker.engine.surgery import Plan
+from worker.engine.calibration.calibrate import calibrate
+from worker.engine.forms.fold_runs import fit_form_maps
+from worker.engine.forms.form_layers import apply_form
+from worker.engine.forms.saving_forms import write_form
+from worker.engine.forms.surgery import Plan
 
 # Each case reloads in a fresh interpreter (101 s of setup on the loaded 2-core machine): make test runs it,
 # make test-fast leaves it out to stay under 5 minutes.

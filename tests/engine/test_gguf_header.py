@@ -7,7 +7,7 @@ import pytest
 from cli.main import main
 from conftest import smollm2_gguf
 from gguf_craft import broken, gguf
-from worker.engine.gguf_header import GGUFError, check_gguf
+from worker.engine.loading.gguf_header import GGUFError, check_gguf
 
 BROKEN = broken()
 

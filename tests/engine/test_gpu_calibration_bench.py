@@ -32,8 +32,8 @@ def test_the_gpu_benchmark_runs_on_the_cpu_with_the_tiny_preset(tmp_path):
     sys.path.insert(0, str(REPO / "bench"))
     import gpu_calibration as bench
 
-    from worker.engine.calibrate import calibrate, holdout_count
-    from worker.engine.scores import score_layer
+    from worker.engine.calibration.calibrate import calibrate, holdout_count
+    from worker.engine.scoring.scores import score_layer
 
     torch.manual_seed(0)
     model, _ = bench.build("tiny", None, 32, torch.float32, torch.device("cpu"))

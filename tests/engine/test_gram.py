@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from worker.engine.products import gram, gram_blocks
+from worker.engine.calibration.products import gram, gram_blocks
 
 
 @pytest.mark.parametrize("d", [64, 130, 300, 576])
@@ -24,7 +24,7 @@ def test_gram_splits_wide_products_and_leaves_narrow_ones_whole():
 
 
 def test_products_auto_is_tf32_on_a_gpu_and_float32_on_the_cpu():
-    from worker.engine.products import resolve_products
+    from worker.engine.calibration.products import resolve_products
 
     assert resolve_products("auto", "cpu") == "float32" and resolve_products("auto", torch.device("cuda:1")) == "tf32"
     assert resolve_products("float64", "cuda:0") == "float64"
@@ -33,8 +33,8 @@ def test_products_auto_is_tf32_on_a_gpu_and_float32_on_the_cpu():
 
 
 def test_tf32_products_switch_torchs_flag_for_the_products_only_and_change_nothing_on_the_cpu():
-    from worker.engine.calibrate import calibrate
-    from worker.engine.products import tf32_matmuls
+    from worker.engine.calibration.calibrate import calibrate
+    from worker.engine.calibration.products import tf32_matmuls
     from transformers import LlamaConfig, LlamaForCausalLM
 
     before = torch.backends.cuda.matmul.allow_tf32
@@ -54,7 +54,7 @@ def test_tf32_products_switch_torchs_flag_for_the_products_only_and_change_nothi
 def test_upper_blocks_added_then_mirrored_equal_whole_products_added(d):
     """The accumulator adds only gram()'s upper blocks into its float64 total and mirrors once: the same
     bits as adding the whole (mirrored) float32 product every batch."""
-    from worker.engine.products import add_upper, mirror_upper
+    from worker.engine.calibration.products import add_upper, mirror_upper
 
     g = torch.Generator().manual_seed(d)
     whole = torch.zeros(d, d, dtype=torch.float64)

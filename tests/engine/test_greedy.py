@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from conftest import FAMILY_CONFIGS, save_tiny_checkpoint, tiny_model
-from worker.engine import surgery
-from worker.engine.calibrate import calibrate
-from worker.engine.greedy import Greedy, candidate_order
-from worker.engine.layer_source import CheckpointLayers
-from worker.engine.likelihood import nll_sum
-from worker.engine.score_stage import fit_maps, score_stage
-from worker.engine.set_loss import SetLoss
+from worker.engine.forms import surgery
+from worker.engine.calibration.calibrate import calibrate
+from worker.engine.selection.greedy import Greedy, candidate_order
+from worker.engine.calibration.layer_source import CheckpointLayers
+from worker.engine.scoring.likelihood import nll_sum
+from worker.engine.scoring.stage import fit_maps, score_stage
+from worker.engine.selection.set_loss import SetLoss
 
 
 def whole_model_loss(model, blocks, plan, maps):
@@ -80,6 +80,6 @@ def test_candidate_order_interleaves_the_cheap_criteria():
     scores = score_stage(calibrate(model, blocks, batch_size=4, progress=False).stats)
     order = candidate_order(scores, "attn")
     assert sorted(order) == [0, 1, 2, 3]
-    from worker.engine.selection import ranking
+    from worker.engine.selection.criteria import ranking
     assert set(order[:1]) <= {ranking(scores, "attn", c)[0] for c in ("cca", "cosine", "nmse")}
     assert set(ranking(scores, "attn", c)[0] for c in ("cca", "cosine", "nmse")) <= set(order[:3])

@@ -1,4 +1,4 @@
-"""Healing (worker/engine/heal.py) on a tiny random Llama: the top-K KL is the KL when K covers the vocabulary;
+"""Healing (worker/engine/refine/heal.py) on a tiny random Llama: the top-K KL is the KL when K covers the vocabulary;
 training lowers it, changes only the maps, stops at its bounds, leaves the base model as it was, and a healed
 output saves and reloads to the logits of the compressed model in memory."""
 
@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from conftest import save_tiny_checkpoint, tiny_model, tiny_tokenizer
-from worker.engine.calibrate import calibrate
-from worker.engine.heal import heal, kl_top_k, teacher_targets
-from worker.engine.saving import write_compressed
-from worker.engine.score_stage import fit_maps
-from worker.engine.surgery import Plan, replaced
+from worker.engine.calibration.calibrate import calibrate
+from worker.engine.refine.heal import heal, kl_top_k, teacher_targets
+from worker.engine.forms.saving import write_compressed
+from worker.engine.scoring.stage import fit_maps
+from worker.engine.forms.surgery import Plan, replaced
 
 
 def _blocks(n, seed):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.engine.heap import _LIBC
+from worker.engine.calibration.heap import _LIBC
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux" or _LIBC is None, reason="glibc's malloc only")
 
@@ -19,7 +19,7 @@ import json, sys
 import torch
 sys.path[:0] = [{root!r}, {tests!r}]
 from test_host_memory import _mapped
-from worker.engine.heap import AFTER, _set, calibration_heap, release_free_memory
+from worker.engine.calibration.heap import AFTER, _set, calibration_heap, release_free_memory
 
 NINE_MB = (9 << 20) // 4  # float32 elements: above calibration's 8 MB threshold, below glibc's 32 MB ceiling
 seen = {{}}

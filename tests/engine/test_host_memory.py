@@ -4,9 +4,9 @@ a layer's outputs into its inputs' buffers (activations.HiddenCache.overwrite)."
 import torch
 from safetensors.torch import load_file, save_file
 
-from worker.engine.activations import HiddenCache
-from worker.engine.host_memory import off_heap_copy, off_heap_zeros
-from worker.engine.layer_source import CheckpointLayers
+from worker.engine.calibration.activations import HiddenCache
+from worker.engine.calibration.host_memory import off_heap_copy, off_heap_zeros
+from worker.engine.calibration.layer_source import CheckpointLayers
 
 
 def _region(addr: int) -> tuple[str, str] | None:

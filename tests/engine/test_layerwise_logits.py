@@ -6,10 +6,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from conftest import save_tiny_checkpoint
-from worker.engine import surgery
-from worker.engine.layer_source import CheckpointLayers, ModelLayers
-from worker.engine.layerwise_logits import LayerwiseModel
-from worker.engine.scores import LinearMap
+from worker.engine.forms import surgery
+from worker.engine.calibration.layer_source import CheckpointLayers, ModelLayers
+from worker.engine.forms.layerwise_logits import LayerwiseModel
+from worker.engine.scoring.scores import LinearMap
 from worker.publish import loadcheck
 
 CASES = [(f, mode, method) for f in ("llama", "mistral", "qwen2", "qwen3") for mode in ("attn", "block")

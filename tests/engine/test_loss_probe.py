@@ -5,12 +5,12 @@ import pytest
 import torch
 
 from conftest import save_tiny_checkpoint, tiny_model
-from worker.engine import surgery
-from worker.engine.calibrate import calibrate
-from worker.engine.score_stage import fit_maps
-from worker.engine.layer_source import CheckpointLayers
-from worker.engine.likelihood import nll_sum
-from worker.engine.loss_probe import loss_rise
+from worker.engine.forms import surgery
+from worker.engine.calibration.calibrate import calibrate
+from worker.engine.scoring.stage import fit_maps
+from worker.engine.calibration.layer_source import CheckpointLayers
+from worker.engine.scoring.likelihood import nll_sum
+from worker.engine.selection.loss_probe import loss_rise
 
 
 def _mean_loss(model, blocks, batch_size):

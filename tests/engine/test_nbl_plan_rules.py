@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from worker.engine import modeling_nbl
+from worker.engine.modeling import modeling_nbl
 
 RULES_FILE = Path(__file__).resolve().parents[2] / "integrations" / "vllm" / "nbl_vllm" / "plan_rules.py"
 LAYERS = 4

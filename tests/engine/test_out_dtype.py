@@ -1,4 +1,4 @@
-"""publish.dtype: the saved weights' dtype (worker/engine/out_dtype.py). auto keeps the base's stored dtype,
+"""publish.dtype: the saved weights' dtype (worker/engine/forms/out_dtype.py). auto keeps the base's stored dtype,
 bfloat16 for a GGUF input; the load check's tolerance follows the saved dtype."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from safetensors import safe_open
 from conftest import save_tiny_checkpoint
 from worker.engine import compress
 from worker.engine.config import CompressConfig
-from worker.engine.data import DatasetSpec
-from worker.engine.out_dtype import output_dtype, stored_dtype
+from worker.engine.calibration.data import DatasetSpec
+from worker.engine.forms.out_dtype import output_dtype, stored_dtype
 from worker.publish import loadcheck
 
 

@@ -12,8 +12,8 @@ from conftest import DATA_DIR, save_tiny_checkpoint
 from nbl.recipe import Heal
 from worker.engine import compress
 from worker.engine.config import CompressConfig
-from worker.engine.data import DataError, DatasetSpec
-from worker.engine.refine_stage import heal_split
+from worker.engine.calibration.data import DataError, DatasetSpec
+from worker.engine.refine.stage import heal_split
 
 
 def _cfg(tmp_path, text_file, **kw):

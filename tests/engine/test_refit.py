@@ -1,4 +1,4 @@
-"""Sequential refit (worker/engine/refit.py) on tiny random models: each replaced layer's map is the least-squares
+"""Sequential refit (worker/engine/refine/refit.py) on tiny random models: each replaced layer's map is the least-squares
 solution on the compressed model's own activations, against the base layer run on those activations; the first
 replaced layer's is the one-shot map; reading the checkpoint layer by layer and spilling to disk change nothing."""
 
@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from conftest import save_tiny_checkpoint, tiny_model
-from worker.engine.calibrate import calibrate
-from worker.engine.fold_runs import fit_form_maps
-from worker.engine.form_layers import apply_form
-from worker.engine.layer_source import CheckpointLayers
-from worker.engine.refit import sequential_refit
-from worker.engine.score_stage import fit_maps
-from worker.engine.surgery import Plan, apply
+from worker.engine.calibration.calibrate import calibrate
+from worker.engine.forms.fold_runs import fit_form_maps
+from worker.engine.forms.form_layers import apply_form
+from worker.engine.calibration.layer_source import CheckpointLayers
+from worker.engine.refine.refit import sequential_refit
+from worker.engine.scoring.stage import fit_maps
+from worker.engine.forms.surgery import Plan, apply
 
 HOLDOUT, BS = 1, 3
 

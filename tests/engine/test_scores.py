@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from worker.engine import scores
-from worker.engine.stats import LayerAccumulator
+from worker.engine.scoring import scores
+from worker.engine.calibration.stats import LayerAccumulator
 
 
 def _accumulate(x, ys, holdout_rows=0, product_dtype=torch.float64, batch=97):
@@ -123,7 +123,7 @@ def test_cholesky_cca_bound_equals_the_eigendecomposition_definition():
 def test_nmse_of_a_branch_without_variance_is_0_when_reproduced_else_inf():
     """A branch that outputs a constant (zeroed weights) has tr C_yy = 0: no division by zero; its bias
     reproduces it exactly (0), any other map is as bad as a score can be (inf)."""
-    from worker.engine.scores import LinearMap, Moments, lmmse, nmse
+    from worker.engine.scoring.scores import LinearMap, Moments, lmmse, nmse
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 3, generator=g, dtype=torch.float64)

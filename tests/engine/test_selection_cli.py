@@ -87,8 +87,8 @@ def test_selection_on_the_calibration_dataset_takes_the_blocks_after_the_calibra
 
     from conftest import tiny_tokenizer
     from worker.engine.config import CompressConfig
-    from worker.engine.data import DatasetSpec, load_texts, make_blocks
-    from worker.engine.selection_stage import selection_data
+    from worker.engine.calibration.data import DatasetSpec, load_texts, make_blocks
+    from worker.engine.selection.stage import selection_data
 
     tok = tiny_tokenizer()
     spec = DatasetSpec(str(text_file))
@@ -105,7 +105,7 @@ def test_a_model_larger_than_its_device_is_selected_layer_by_layer_with_the_same
                                                                                         monkeypatch):
     """On a GPU too small for the whole model (placement.max_memory_for answers a spread), the greedy's sets read
     their layers from the checkpoint again instead of loading the model: the same sets, the same losses."""
-    from worker.engine import selection_stage
+    from worker.engine.selection import stage as selection_stage
 
     args = ["--model", str(tiny_dir), "--dataset", str(text_file), *BASE, "--criterion", "greedy", "--k", "2"]
     code, out = run(args, capsys)

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from worker.engine.calibrate import calibrate
-from worker.engine.greedy import Greedy
-from worker.engine.prefix_cache import PrefixCache
-from worker.engine.race import race, schedule
-from worker.engine.score_stage import fit_maps
-from worker.engine.set_loss import SetLoss
+from worker.engine.calibration.calibrate import calibrate
+from worker.engine.selection.greedy import Greedy
+from worker.engine.selection.prefix_cache import PrefixCache
+from worker.engine.selection.race import race, schedule
+from worker.engine.scoring.stage import fit_maps
+from worker.engine.selection.set_loss import SetLoss
 
 
 def setup(layers=6, n_sel=8, family="llama"):

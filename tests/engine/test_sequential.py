@@ -7,8 +7,8 @@ import torch
 
 from conftest import FAMILY_CONFIGS, load_smollm2, save_tiny_checkpoint, tiny_model
 from one_pass_reference import one_pass_sums
-from worker.engine.calibrate import calibrate, holdout_count
-from worker.engine.layer_source import CheckpointLayers
+from worker.engine.calibration.calibrate import calibrate, holdout_count
+from worker.engine.calibration.layer_source import CheckpointLayers
 
 FIELDS = ("y", "yx", "cos")
 
@@ -105,7 +105,7 @@ def test_a_layer_keeps_five_matrices_per_mode_not_six():
     tr Σyyᵀ of its split: it equals the NMSE computed with the held-out split's full C_yy."""
     import dataclasses
 
-    from worker.engine import scores
+    from worker.engine.scoring import scores
 
     model = tiny_model("llama", layers=2)
     d = model.config.hidden_size

@@ -10,10 +10,10 @@ from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
 from conftest import save_tiny_checkpoint, tiny_tokenizer
-from worker.engine import surgery
-from worker.engine.saving import save_compressed, write_compressed
-from worker.engine.scores import LinearMap
-from worker.engine.shard_writer import map_tensors, skeleton, write_shards
+from worker.engine.forms import surgery
+from worker.engine.forms.saving import save_compressed, write_compressed
+from worker.engine.scoring.scores import LinearMap
+from worker.engine.forms.shard_writer import map_tensors, skeleton, write_shards
 
 FAMILIES = ["llama", "mistral", "qwen2", "qwen3"]
 CASES = [(f, mode, method) for f in FAMILIES for mode in ("attn", "block") for method in ("nbl", "drop")]
@@ -140,7 +140,7 @@ def _copy_file_range_calls(monkeypatch, fail_after: int | None = None) -> list[i
     import errno
     import os
 
-    from worker.engine import shard_writer
+    from worker.engine.forms import shard_writer
 
     real, calls = os.copy_file_range, []
 
@@ -180,7 +180,7 @@ def test_a_cast_output_loads_each_tensor_and_copies_none(tmp_path, monkeypatch):
 
 def test_a_tensor_past_the_end_of_its_file_is_refused(tmp_path):
     """A base cut short after its header was read (it is checked before): an error naming it, not a short file."""
-    from worker.engine.shard_writer import Span, copy_span
+    from worker.engine.forms.shard_writer import Span, copy_span
 
     src = tmp_path / "base.bin"
     src.write_bytes(bytes(range(256)) * 4)

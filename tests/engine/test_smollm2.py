@@ -6,12 +6,12 @@ import math
 import pytest
 
 from conftest import DATA_DIR, load_smollm2
-from worker.engine.calibration_stage import calibration_stage
+from worker.engine.calibration.stage import calibration_stage
 from worker.engine.config import CompressConfig
-from worker.engine.score_stage import fit_maps, score_stage
-from worker.engine.data import DatasetSpec
-from worker.engine.selection import choose
-from worker.engine.surgery import Plan, replaced
+from worker.engine.scoring.stage import fit_maps, score_stage
+from worker.engine.calibration.data import DatasetSpec
+from worker.engine.selection.criteria import choose
+from worker.engine.forms.surgery import Plan, replaced
 from worker.eval.perplexity import corpus_text, perplexity
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ import time
 import torch
 
 from nbl import lru
-from worker.engine import stats_cache
-from worker.engine.stats import LayerAccumulator
+from worker.engine.calibration import stats_cache
+from worker.engine.calibration.stats import LayerAccumulator
 
 
 def _write(path, value: float):

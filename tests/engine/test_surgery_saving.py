@@ -10,10 +10,10 @@ import torch
 from safetensors import safe_open
 
 from conftest import tiny_model, tiny_tokenizer
-from worker.engine import surgery
-from worker.engine.calibrate import calibrate
-from worker.engine.score_stage import fit_maps
-from worker.engine.saving import save_compressed
+from worker.engine.forms import surgery
+from worker.engine.calibration.calibrate import calibrate
+from worker.engine.scoring.stage import fit_maps
+from worker.engine.forms.saving import save_compressed
 
 FAMILIES = ["llama", "mistral", "qwen2", "qwen3"]
 

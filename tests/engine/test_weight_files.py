@@ -1,4 +1,4 @@
-"""A weight index must not reach outside its model (issue 35, finding 1; worker/engine/weight_files.py).
+"""A weight index must not reach outside its model (issue 35, finding 1; worker/engine/loading/weight_files.py).
 
 Team alpha's Hub snapshot (or local folder) had an index mapping every tensor to another team's published
 weights: `../../../../home/published/beta/secret/model.safetensors`, an absolute path, or a shard symlinked
@@ -31,7 +31,7 @@ import torch
 from crafted_snapshot import CASES, INDEX, REV, craft, hub_snapshot, secret_model, sharded_checkpoint
 
 from conftest import DATA_DIR, REPO, tiny_model
-from worker.engine.weight_files import SHOWN, WeightFileError
+from worker.engine.loading.weight_files import SHOWN, WeightFileError
 from worker.errors import classify
 
 
@@ -75,7 +75,7 @@ def unblocking(fifo: Path):
 def refusal(case: str, tmp: Path, cache: Path) -> tuple[str, WeightFileError]:
     """Load the Hub model `org/evil-<case>` whose cached snapshot's index is crafted as `case` says: (the name
     the index gives, the refusal)."""
-    from worker.engine.loading import load_model
+    from worker.engine.loading.load import load_model
 
     secret = secret_model(tmp / case)
     snap = hub_snapshot(cache, f"org/evil-{case}", sharded_checkpoint(tmp / case / "alpha"))
@@ -110,7 +110,7 @@ def test_a_hub_snapshot_just_downloaded_is_checked_before_calibrate(tmp_path, mo
     test_custom_code.py). Was: loaded, its index read first by calibration."""
     import huggingface_hub
 
-    from worker.engine.loading import load_model
+    from worker.engine.loading.load import load_model
 
     snap = hub_snapshot(tmp_path / "hub", "org/evil", sharded_checkpoint(tmp_path / "alpha"))
     craft(snap, "dotdot", secret_model(tmp_path))
@@ -126,8 +126,8 @@ def test_a_hub_snapshot_just_downloaded_is_checked_before_calibrate(tmp_path, mo
 
 
 def test_a_real_sharded_hub_snapshot_of_blob_symlinks_loads(tmp_path, hub_cache):
-    from worker.engine.layer_source import CheckpointLayers
-    from worker.engine.loading import load_model
+    from worker.engine.calibration.layer_source import CheckpointLayers
+    from worker.engine.loading.load import load_model
 
     src = sharded_checkpoint(tmp_path / "src")
     snap = hub_snapshot(hub_cache, "org/tiny", src)
@@ -141,9 +141,9 @@ def test_a_real_sharded_hub_snapshot_of_blob_symlinks_loads(tmp_path, hub_cache)
 
 def readers(folder: Path, tmp: Path) -> dict:
     """Every reader of an index, each called on `folder` as its stage calls it."""
-    from worker.engine.layer_source import CheckpointLayers, tensor_files
-    from worker.engine.loading import LoadedModel, load_model, load_weights
-    from worker.engine.shard_writer import write_shards
+    from worker.engine.calibration.layer_source import CheckpointLayers, tensor_files
+    from worker.engine.loading.load import LoadedModel, load_model, load_weights
+    from worker.engine.forms.shard_writer import write_shards
     from worker.eval.compressed import load_compressed
     from worker.fetch import fetch
     from worker.publish import loadcheck

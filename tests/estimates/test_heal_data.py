@@ -55,7 +55,7 @@ def test_the_bound_holds_a_token_a_byte():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from worker.engine.data import DatasetSpec, load_texts
+    from worker.engine.calibration.data import DatasetSpec, load_texts
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(sorted(alphabet))}, merges=[]))

@@ -1,7 +1,7 @@
 """The rules of config.json's `nbl` plan, as the transformers loader applies them.
 
 A copy, word for word, of `validate_plan` (and its constants and helper) in the modeling_nbl.py shipped
-with every output (worker/engine/modeling_nbl.py): the plugin cannot import that file (it is not
+with every output (worker/engine/modeling/modeling_nbl.py): the plugin cannot import that file (it is not
 installed; loading it would be trust_remote_code), and that file can import nothing of ours. With the
 same rules and messages in both, one checkpoint loads in transformers and in vLLM, or in neither: mode
 `mlp`, method `NBL` or a layer out of range is refused, not served as some other model.
