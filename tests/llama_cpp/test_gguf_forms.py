@@ -9,7 +9,7 @@ Qwen2 and Qwen3 are not here: llama.cpp's converter names the pre-tokenizer by h
 and only a real Qwen vocabulary hashes to one it knows. None is on this machine (no Hub), and transformers 5 loads
 any tokenizer beside a qwen2/qwen3 config as Qwen2Tokenizer (Qwen's pre-tokenizer), so SmolLM2's vocabulary under a
 Qwen config is refused ("BPE pre-tokenizer was not recognized"). Their fold outputs are the stock classes, tested
-in transformers (tests/engine/test_forms_outputs.py) and vLLM (tests/serving/test_vllm_forms.py).
+in transformers (tests/worker/engine/forms/test_forms_outputs.py) and vLLM (tests/serving/test_vllm_forms.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ with every output (worker/engine/modeling/modeling_nbl.py): the plugin cannot im
 installed; loading it would be trust_remote_code), and that file can import nothing of ours. With the
 same rules and messages in both, one checkpoint loads in transformers and in vLLM, or in neither: mode
 `mlp`, method `NBL` or a layer out of range is refused, not served as some other model.
-tests/engine/test_nbl_plan_rules.py holds the two copies to each other. Imports nothing (no vllm, no
+tests/worker/engine/modeling/test_nbl_plan_rules.py holds the two copies to each other. Imports nothing (no vllm, no
 torch), so that test loads this file by its path.
 """
 

@@ -12,7 +12,7 @@ sums, one batch of activations; host memory: the hidden states of all blocks (sp
 budget), never the whole model. The LM head is never run: calibration needs only the decoder stack.
 
 The layers see exactly the inputs of a full forward pass, so the sums equal those of the former
-one-pass calibration (tests/engine/test_sequential.py).
+one-pass calibration (tests/worker/engine/calibration/test_sequential.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "bench"))
 
 from forms_table_state import (COMPOSITION_KEYS, ROW_KEYS, load_composition, load_rows,  # noqa: E402
                                save_composition, save_rows, settings_of, targets, targets_md)

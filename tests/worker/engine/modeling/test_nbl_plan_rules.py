@@ -18,7 +18,7 @@ import pytest
 
 from worker.engine.modeling import modeling_nbl
 
-RULES_FILE = Path(__file__).resolve().parents[2] / "integrations" / "vllm" / "nbl_vllm" / "plan_rules.py"
+RULES_FILE = Path(__file__).resolve().parents[4] / "integrations" / "vllm" / "nbl_vllm" / "plan_rules.py"
 LAYERS = 4
 GOOD = {"mode": "attn", "method": "nbl", "layers": [1, 3], "bias": True}
 

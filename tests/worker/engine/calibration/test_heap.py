@@ -13,7 +13,7 @@ from worker.engine.calibration.heap import _LIBC
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux" or _LIBC is None, reason="glibc's malloc only")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = """
 import json, sys
 import torch
@@ -41,7 +41,7 @@ print(json.dumps(seen))
 
 
 def _run(body: str = "pass") -> dict:
-    code = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests" / "engine"), body=body)
+    code = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests" / "worker" / "engine" / "calibration"), body=body)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]  # the child's traceback, not just its exit code
     return json.loads(out.stdout.strip().splitlines()[-1])
