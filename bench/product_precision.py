@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/product_precision.py [--num-samples 32] [--seq-len 512] [--threads 2]
 
-The sums are float64 always; each batch's products xᵀx, yᵀy, yᵀx (worker/engine/stats.py gram and cross) are
+The sums are float64 always; each batch's products xᵀx, yᵀy, yᵀx (worker/engine/calibration/stats.py gram and cross) are
 formed in a lower precision and added in. This runs SmolLM2-135M's calibration (both modes, the weights read
 layer by layer) once per product precision and compares every layer's CCA bound and NMSE with the float64
 products' figures:
@@ -37,12 +37,12 @@ sys.path.insert(0, str(HERE))
 from engine_cpu import smollm2_gguf  # noqa: E402
 
 from service.core.settings import Settings  # noqa: E402
-from worker.engine import stats  # noqa: E402
-from worker.engine.calibrate import calibrate, holdout_count  # noqa: E402
-from worker.engine.calibration_stage import default_batch_size, layer_source  # noqa: E402
-from worker.engine.data import DatasetSpec, load_texts, make_blocks  # noqa: E402
-from worker.engine.loading import load_model  # noqa: E402
-from worker.engine.score_stage import layer_scores  # noqa: E402
+from worker.engine.calibration import stats  # noqa: E402
+from worker.engine.calibration.calibrate import calibrate, holdout_count  # noqa: E402
+from worker.engine.calibration.stage import default_batch_size, layer_source  # noqa: E402
+from worker.engine.calibration.data import DatasetSpec, load_texts, make_blocks  # noqa: E402
+from worker.engine.loading.load import load_model  # noqa: E402
+from worker.engine.scoring.stage import layer_scores  # noqa: E402
 
 THRESHOLD = 1e-4
 FASTEST_FIRST = ("tf32", "bf16x3", "float32")  # by the GPU's dense peak (above)

@@ -4,7 +4,7 @@ k = 4, 8, 12 and Block NBL k = 2, 4: WikiText-2 perplexity, ARC-e, and the time 
     nice -n 10 .venv/bin/python bench/quality2.py [--num-samples 32] [--seq-len 256] [--max-tokens 8192]
         [--arc-limit 100] [--heal-tokens 16384] [--heal-steps 128] [--heal-lr 1e-4] [--work /tmp/quality2]
 
-The engine's own stages (worker/engine/refine_stage.Refiner): calibration on C4 (c4_demo), layers ranked by the
+The engine's own stages (worker/engine/refine/stage.Refiner): calibration on C4 (c4_demo), layers ranked by the
 CCA bound (the default criterion), one-shot LMMSE maps; `sequential` refits them on the compressed model's own
 activations; `heal` trains them against the base's top-64 logits on the C4 blocks after the calibration's (a tenth
 held out; maps that raise its perplexity are not kept); `both` heals the refitted maps. Every variant of a (mode, k)
@@ -44,15 +44,15 @@ def measure(model, lm, args, text, arc) -> dict:
 def run(args, rows: dict, save) -> None:
     from nbl.recipe import Heal
     from service.core.settings import Settings
-    from worker.engine.calibration_stage import calibration_stage
+    from worker.engine.calibration.stage import calibration_stage
     from worker.engine.config import CompressConfig
-    from worker.engine.data import DatasetSpec
-    from worker.engine.heal import teacher_targets
-    from worker.engine.loading import load_model
-    from worker.engine.refine_stage import Refiner, heal_split
-    from worker.engine.score_stage import fit_maps, score_stage
-    from worker.engine.selection import choose
-    from worker.engine.surgery import Plan, replaced
+    from worker.engine.calibration.data import DatasetSpec
+    from worker.engine.refine.heal import teacher_targets
+    from worker.engine.loading.load import load_model
+    from worker.engine.refine.stage import Refiner, heal_split
+    from worker.engine.scoring.stage import fit_maps, score_stage
+    from worker.engine.selection.criteria import choose
+    from worker.engine.forms.surgery import Plan, replaced
     from worker.eval.benchmarks.registry import load_task
     from worker.eval.perplexity import corpus_text
     from engine_cpu import smollm2_gguf
@@ -102,7 +102,7 @@ def run(args, rows: dict, save) -> None:
                 if v in ("heal", "both"):
                     maps, row["heal"] = refiner._heal(plan, maps, k)
                 if v == "teacher":
-                    from worker.engine.refit import sequential_refit
+                    from worker.engine.refine.refit import sequential_refit
 
                     meta = cal.meta
                     r = sequential_refit(lm.model, refiner.blocks()[: cfg.num_samples], plan, one_shot,

@@ -24,14 +24,14 @@ from engine_cpu import smollm2_gguf  # noqa: E402
 
 from nbl.rise_error import paired  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
-from worker.engine.calibration_stage import calibration_stage, layer_source  # noqa: E402
+from worker.engine.calibration.stage import calibration_stage, layer_source  # noqa: E402
 from worker.engine.config import CompressConfig  # noqa: E402
-from worker.engine.data import DatasetSpec  # noqa: E402
-from worker.engine.loading import load_model  # noqa: E402
-from worker.engine.score_stage import fit_maps, score_stage  # noqa: E402
-from worker.engine.selection import choose  # noqa: E402
-from worker.engine.selection_stage import selection_data  # noqa: E402
-from worker.engine.set_loss import SetLoss  # noqa: E402
+from worker.engine.calibration.data import DatasetSpec  # noqa: E402
+from worker.engine.loading.load import load_model  # noqa: E402
+from worker.engine.scoring.stage import fit_maps, score_stage  # noqa: E402
+from worker.engine.selection.criteria import choose  # noqa: E402
+from worker.engine.selection.stage import selection_data  # noqa: E402
+from worker.engine.selection.set_loss import SetLoss  # noqa: E402
 
 
 def main() -> None:

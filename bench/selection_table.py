@@ -5,7 +5,7 @@
 One calibration (C4, 64 x 512), Attn NBL at k = 4, 8, 12, WikiText-2 raw test perplexity (the first
 --max-tokens tokens, 2048-token windows, as bench/ppl_table.py) of each layer set chosen by:
   - the fixed criteria cca, cosine, nmse (the calibration's sums only);
-  - greedy and auto (worker/engine/auto_k.py), measured on two selection data sets in turn:
+  - greedy and auto (worker/engine/selection/auto_k.py), measured on two selection data sets in turn:
     WikiText-2 *validation* (--selection-samples blocks of --seq-len: the target domain, never the test
     split that is evaluated), then the default, the calibration's own held-out tenth (C4);
   - k auto with auto criterion on the WikiText-2 validation selection, at budgets of 5, 10 and 20 %:
@@ -30,17 +30,17 @@ sys.path.insert(0, str(HERE.parent))
 from engine_cpu import smollm2_gguf  # noqa: E402
 
 from service.core.settings import Settings  # noqa: E402
-from worker.engine.auto_k import Chooser  # noqa: E402
-from worker.engine.calibration_stage import calibration_stage, layer_source  # noqa: E402
+from worker.engine.selection.auto_k import Chooser  # noqa: E402
+from worker.engine.calibration.stage import calibration_stage, layer_source  # noqa: E402
 from worker.engine.config import CompressConfig  # noqa: E402
-from worker.engine.data import DatasetSpec  # noqa: E402
-from worker.engine.greedy import CHEAP  # noqa: E402
-from worker.engine.loading import load_model  # noqa: E402
-from worker.engine.score_stage import fit_maps, score_stage  # noqa: E402
-from worker.engine.selection import choose  # noqa: E402
-from worker.engine.selection_stage import selection_data  # noqa: E402
-from worker.engine.set_loss import SetLoss  # noqa: E402
-from worker.engine.surgery import Plan, replaced  # noqa: E402
+from worker.engine.calibration.data import DatasetSpec  # noqa: E402
+from worker.engine.selection.greedy import CHEAP  # noqa: E402
+from worker.engine.loading.load import load_model  # noqa: E402
+from worker.engine.scoring.stage import fit_maps, score_stage  # noqa: E402
+from worker.engine.selection.criteria import choose  # noqa: E402
+from worker.engine.selection.stage import selection_data  # noqa: E402
+from worker.engine.selection.set_loss import SetLoss  # noqa: E402
+from worker.engine.forms.surgery import Plan, replaced  # noqa: E402
 from worker.eval.perplexity import corpus_text, perplexity  # noqa: E402
 
 KS = (4, 8, 12)

@@ -422,7 +422,7 @@ def ensure_model(a) -> str:
         return a.model
     # The brief's one-off conversion of the bundled GGUF to a safetensors directory (untimed).
     env = dict(os.environ, NBL_HOME=a.convert_home)
-    code = ("from service.core.settings import Settings; from worker.engine.loading import load_model; s = Settings(); "
+    code = ("from service.core.settings import Settings; from worker.engine.loading.load import load_model; s = Settings(); "
             f"print(load_model({str(ROOT / GGUF_REL)!r}, models_dir=s.models_dir, home=s.home).path)")
     print(f"converting the GGUF once (NBL_HOME={a.convert_home}) ...", file=sys.stderr)
     out = subprocess.run([str(ROOT / ".venv/bin/python"), "-c", code], cwd=ROOT, env=env,

@@ -1,4 +1,4 @@
-"""How long writing a compressed output takes (worker/engine/saving.write_compressed, the compress stage's
+"""How long writing a compressed output takes (worker/engine/forms/saving.write_compressed, the compress stage's
 write): SmolLM2 (its GGUF converted to float32 safetensors, 538 MB) with attn NBL on 8 layers, written in
 float32 (most tensors copied file to file: shard_writer.copy_span) and in bfloat16 (every tensor loaded
 and cast), `--repeats` times each after an os.sync().
@@ -35,8 +35,8 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from conftest import load_smollm2
-    from worker.engine.saving import write_compressed
-    from worker.engine.scores import LinearMap
+    from worker.engine.forms.saving import write_compressed
+    from worker.engine.scoring.scores import LinearMap
 
     with tempfile.TemporaryDirectory() as scratch:
         home = Path(scratch) / "home"

@@ -111,7 +111,7 @@ def cmd_compress(args) -> int:
     from worker.publish.in_place import InPlace
     from worker.gates import QualityFailure
     from worker.publish.loadcheck import LoadCheckError
-    from worker.engine.hub_access import HubUnreachable
+    from worker.engine.loading.hub_access import HubUnreachable
 
     if args.max_model_bytes is not None and args.max_model_bytes < 1:
         raise ValueError(f"--max-model-bytes must be positive, got {args.max_model_bytes}")

@@ -25,7 +25,7 @@ OWN_HELP = {  # the shared flags whose compress help does not say what they do h
     "--out": "outputs are saved (the directory is not written; a job always saves)",
     "--json": "print the estimate as JSON",
 }
-DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # worker/engine/loading.resolve_dtype's
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # worker/engine/loading/load.resolve_dtype's
 
 
 def _gib(text: str) -> int:

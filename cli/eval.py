@@ -168,7 +168,7 @@ def write_eval_card(path: Path, result: dict, base_result: dict | None, limit: i
                     max_tokens: int | None = None) -> None:
     """The output's card, rewritten with this evaluation (the same card a job publishes); an evaluation cut
     short by limit or max_tokens says how much it scored (worker/eval/truncation.py)."""
-    from worker.engine.saving import SCORES_FILE
+    from worker.engine.forms.saving import SCORES_FILE
     from worker.eval.truncation import scored
     from worker.pipeline import flatten
     from worker.publish.card import CardInfo, write_card

@@ -22,7 +22,7 @@ def add_import_gguf(sub) -> None:
 
 def cmd_import_gguf(args) -> int:
     from service.core.settings import Settings
-    from worker.engine.gguf import convert_gguf
+    from worker.engine.loading.gguf import convert_gguf
 
     if not args.path.is_file() or args.path.suffix != ".gguf":
         raise ValueError(f"not a .gguf file: {args.path}")

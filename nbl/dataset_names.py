@@ -13,7 +13,7 @@ them to it changes nothing here.
 
 from __future__ import annotations
 
-LOCAL_DATA_SUFFIXES = (".json", ".jsonl", ".txt", ".parquet")  # worker.engine.data.LOCAL_SUFFIXES: read as files
+LOCAL_DATA_SUFFIXES = (".json", ".jsonl", ".txt", ".parquet")  # worker.engine.calibration.data.LOCAL_SUFFIXES: read as files
 PACKAGED_BUILDERS = frozenset({
     "arrow", "audiofolder", "conll", "csv", "eval", "fasta", "fastq", "genbank", "harbor", "hdf5", "iceberg",
     "imagefolder", "json", "lance", "meshfolder", "mmcif", "niftifolder", "pandas", "parquet", "pdb",

@@ -1,11 +1,11 @@
 """The model families an input model may be: one table, read wherever a config.json is judged, so the worker's
-loader (worker/engine/model_rules.py), the API at submit and in POST /v1/estimates, and `nbl estimate` refuse
+loader (worker/engine/loading/model_rules.py), the API at submit and in POST /v1/estimates, and `nbl estimate` refuse
 the same models with the same words (nbl/model_checks.py).
 
 A family is a config's `model_type` whose decoder layer is `h + attn(LN1 h)` then `+ mlp(LN2 h')`, with modules
 named `self_attn`, `input_layernorm`, `post_attention_layernorm`, `mlp` under `model.layers`; the value is its
 (config class, causal LM class) in transformers. Adding a family is one entry here and the same entry in the
-modeling file shipped with every output (worker/engine/modeling_nbl.FAMILIES, which may import nothing of ours;
+modeling file shipped with every output (worker/engine/modeling/modeling_nbl.FAMILIES, which may import nothing of ours;
 tests/estimates/test_family_rule.py holds the two equal). Torch-free.
 """
 

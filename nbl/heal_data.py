@@ -2,7 +2,7 @@
 num_samples + the heal's blocks of seq_len tokens (heal_split: training and held out). The one count, and the
 one refusal: the API's at submit, against the most tokens a shipped copy can give (nbl/shipped_data.py; a Hub
 dataset's are not known there), and the worker's before it calibrates, against the blocks it tokenized
-(worker/engine/refine_stage.healing_stream). Torch-free.
+(worker/engine/refine/stage.healing_stream). Torch-free.
 """
 
 from __future__ import annotations

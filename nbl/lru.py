@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-SUFFIX = ".stats"  # the statistics cache's entries: one directory of per-layer shards (worker/engine/stats_cache.py)
+SUFFIX = ".stats"  # the statistics cache's entries: one directory of per-layer shards (worker/engine/calibration/stats_cache.py)
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ class Calibration:
 
 @dataclass(frozen=True)
 class Heal:
-    """Training of the maps against the base's next-token distribution (worker/engine/heal.py)."""
+    """Training of the maps against the base's next-token distribution (worker/engine/refine/heal.py)."""
 
     tokens: int
     steps: int | None = None  # None: one pass over the training blocks

@@ -1,12 +1,12 @@
-"""The request's refinement of the fitted maps, after the layers are chosen (worker/engine/refine_stage.py).
+"""The request's refinement of the fitted maps, after the layers are chosen (worker/engine/refine/stage.py).
 
     "compression": {"k": 8, "refit": "sequential", "heal": {"tokens": 16384, "steps": 64, "lr": 1e-4}}
 
 - `refit`: `none` (the default: each map fitted once, on the base model's own activations) or `sequential`:
   the replaced layers refitted in depth order on the compressed model's own activations (earlier replacements
-  applied), against the base layer's output on those same activations (worker/engine/refit.py).
+  applied), against the base layer's output on those same activations (worker/engine/refine/refit.py).
 - `heal`: train only the maps (W, b) against the base model's next-token distribution on calibration text the
-  fit never saw (worker/engine/heal.py), bounded in tokens, steps and seconds. Absent: no healing. The healed
+  fit never saw (worker/engine/refine/heal.py), bounded in tokens, steps and seconds. Absent: no healing. The healed
   maps are kept only if the perplexity of the held-out healing blocks did not rise, nor that of the job's
   selection dataset when it is not the calibration's (the guard against learning the healing text's domain).
 
@@ -69,7 +69,7 @@ def blocks_per_step(train_blocks: int, steps: int) -> int:
 
 def heal_split(tokens: int, seq_len: int) -> tuple[int, int]:
     """(training blocks, held-out blocks) of a heal of `tokens`: ceil(tokens / seq_len) blocks, at least 2, a tenth
-    of them (at least 1) held out (worker/engine/refine_stage.py; the estimates price the same)."""
+    of them (at least 1) held out (worker/engine/refine/stage.py; the estimates price the same)."""
     n = max(2, math.ceil(tokens / seq_len))
     held = max(1, n // 10)
     return n - held, held

@@ -133,7 +133,7 @@ def relative(model: Mapping | None, base: Mapping | None) -> dict | None:
 
 
 def refine_flat(outputs: Iterable[Mapping]) -> dict[str, float]:
-    """The engine's outputs' refit and heal records (worker/engine/refine_stage.py) as the stored flat variant."""
+    """The engine's outputs' refit and heal records (worker/engine/refine/stage.py) as the stored flat variant."""
     flat = {}
     for o in outputs:
         for part, keys in REFINE_KEYS.items():

@@ -1,6 +1,6 @@
 """The per-layer score fields and the criteria that rank by them, defined once.
 
-Torch-free, so the API may import it: the engine computes these fields (worker/engine/scores.py,
+Torch-free, so the API may import it: the engine computes these fields (worker/engine/scoring/scores.py,
 loss_probe.py), the store keeps one column each (service/core/models.py LayerScore), and the
 response schema, `nbl compress`'s table and JSON, and the model card read them from here.
 """
@@ -17,7 +17,7 @@ SCORE_LABELS = {"cca_bound": "CCA bound", "nmse": "NMSE", "cosine": "cosine", "c
 CRITERIA = ("cca", "nmse", "cosine", "loss")
 # criterion -> the score field it ranks by (lower = more linear = replaced first; cosine: higher).
 CRITERION_FIELD = {"cca": "cca_bound", "nmse": "nmse", "cosine": "cosine", "loss": "loss_rise"}
-# Measured on selection data (worker/engine/auto_k.py): greedy layer sets, and the best of cca, cosine, nmse, greedy.
+# Measured on selection data (worker/engine/selection/auto_k.py): greedy layer sets, and the best of cca, cosine, nmse, greedy.
 MEASURED = ("greedy", "auto")
 GREEDY_WIDTH = 8  # the greedy's candidates per step (Settings.greedy_width, `nbl compress --greedy-width`)
 HIGHER_FIRST = frozenset({"cosine"})  # the criteria that replace the highest values first

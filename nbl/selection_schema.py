@@ -72,7 +72,7 @@ def selection_errors(spec) -> list[dict]:
 
 def selection_tokens(spec) -> tuple[int, int]:
     """(selection blocks, next-token predictions) a job's k auto will score: its selection data's, else the
-    calibration's held-out tenth (worker/engine/calibrate.py holdout_count)."""
+    calibration's held-out tenth (worker/engine/calibration/calibrate.py holdout_count)."""
     seq_len = spec.calibration.seq_len
     n = spec.calibration.num_samples
     blocks = spec.selection.num_samples if spec.selection is not None else (max(1, int(n * 0.1)) if n >= 2 else 0)

@@ -4,9 +4,9 @@ calibration data cannot give what it asks for (nbl/heal_data.py), where the work
 
 The bound: a text of b UTF-8 bytes is at most b + 1 tokens (a token covers at least one byte, a byte-level BPE's
 or a SentencePiece byte fallback's, but for the one '▁' SentencePiece may put before a text), and the worker's
-stream adds one EOS a text (worker/engine/data.make_blocks): b + 2 a text. SmolLM2 makes 166,738 tokens of the
+stream adds one EOS a text (worker/engine/calibration/data.make_blocks): b + 2 a text. SmolLM2 makes 166,738 tokens of the
 c4 copy's 741,230 so counted: the bound refuses only what cannot fit. The texts are those the worker's
-`datasets` loader reads (worker/engine/data.load_texts): a JSON array or JSON lines' `text_field`, a text
+`datasets` loader reads (worker/engine/calibration/data.load_texts): a JSON array or JSON lines' `text_field`, a text
 file's lines, empty ones skipped. Torch-free; a file is read once for each size and mtime it has.
 """
 
@@ -16,7 +16,7 @@ import functools
 import json
 from pathlib import Path
 
-# name -> split -> file under data_dir (worker/engine/data.py reads them; a name is matched lower-cased, "-" dropped)
+# name -> split -> file under data_dir (worker/engine/calibration/data.py reads them; a name is matched lower-cased, "-" dropped)
 LOCAL_ALIASES: dict[str, dict[str, str]] = {
     "c4": {"train": "c4/c4_demo.json", "validation": "c4/c4_validation_2k.jsonl"},
     # valid.txt: tokenized, <unk>

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import string
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,7 @@ def smollm2_home(tmp_path_factory) -> Path:
 
 def load_smollm2(home: Path):
     """The real SmolLM2, its GGUF converted under home/models as the worker would (NBL_HOME's layout)."""
-    from worker.engine.loading import load_model
+    from worker.engine.loading.load import load_model
 
     return load_model(str(smollm2_gguf()), models_dir=home / "models", home=home)
 
@@ -114,8 +115,9 @@ def load_smollm2(home: Path):
 E2E_FILES = {
     "integration/test_job_e2e.py", "integration/test_path_leaks.py", "publish/test_publish_job.py",
     "publish/test_gates_job.py", "publish/test_selection_job.py", "publish/test_loadcheck.py",
-    "publish/test_loadcheck_device_map.py", "publish/test_hub_failures_job.py", "engine/test_data_parallel.py",
-    "engine/test_devices_options.py", "progress/test_job_progress.py", "estimates/test_routing_redis.py",
+    "publish/test_loadcheck_device_map.py", "publish/test_hub_failures_job.py",
+    "worker/engine/calibration/test_data_parallel.py", "worker/engine/test_devices_options.py",
+    "progress/test_job_progress.py", "estimates/test_routing_redis.py",
     "eval/test_eval_device_map.py", "docs/test_docs_quickstart.py", "llama_cpp/test_gguf_job_e2e.py",
 }
 
@@ -126,3 +128,15 @@ def pytest_collection_modifyitems(config, items):
         rel = Path(str(item.fspath)).relative_to(here).as_posix() if str(item.fspath).startswith(str(here)) else ""
         if rel in E2E_FILES or rel.startswith("faults/"):
             item.add_marker(pytest.mark.e2e)
+
+
+# `from conftest import ...` in a test module means this file: tests/ is on sys.path (the rootdir conftest). pytest
+# imports every folder's conftest.py as the module `conftest`, so once it has imported tests/serving's on the way
+# (a bare `pytest` collects that folder), the name is serving's for the folders after it (tests/ui, tests/worker).
+# Point it back here before each test module outside tests/serving is imported.
+_THIS = sys.modules[__name__]
+
+
+def pytest_collectstart(collector):
+    if isinstance(collector, pytest.Module) and REPO / "tests" / "serving" not in Path(collector.path).parents:
+        sys.modules["conftest"] = _THIS

@@ -286,14 +286,14 @@ def test_the_checks_can_fail(tmp_path):
                           "worker.publish.hub": {"worker.publish.destination"}}) == {
         "worker.errors": {"worker.publish"}, "worker.publish": {"worker.errors"}}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert violations({"service.jobs.store": {"worker.tasks"}, "worker.engine.scores": {"worker.pipeline"},
+    assert violations({"service.jobs.store": {"worker.tasks"}, "worker.engine.scoring.scores": {"worker.pipeline"},
                        "worker.eval.x": {"worker.engine.y"}, "cli.main": {"worker.tasks"}}) == {
-        ("service.jobs.store", "worker.tasks"), ("worker.engine.scores", "worker.pipeline")}
+        ("service.jobs.store", "worker.tasks"), ("worker.engine.scoring.scores", "worker.pipeline")}
     assert {"service.jobs", "service.estimates", "service.webhooks"} <= set(DOMAINS)
-    assert violations({"nbl.recipe": {"service.core.settings"}, "worker.engine.data": {"service.jobs.schemas"},
+    assert violations({"nbl.recipe": {"service.core.settings"}, "worker.engine.calibration.data": {"service.jobs.schemas"},
                        "service.core.paths": {"service.jobs.schemas"}, "service.core.db": {"service.core.settings"},
                        "service.jobs.schemas": {"nbl.recipe"}, "worker.tasks": {"service.jobs.states"}}) == {
-        ("nbl.recipe", "service.core.settings"), ("worker.engine.data", "service.jobs.schemas"),
+        ("nbl.recipe", "service.core.settings"), ("worker.engine.calibration.data", "service.jobs.schemas"),
         ("service.core.paths", "service.jobs.schemas")}
     assert violations({"service.estimates.endpoints": {"service.jobs.service"}, "service.webhooks.post": {"service.jobs"},
                        "service.jobs.service": {"service.estimates.placement", "service.webhooks.signing"}}) == {

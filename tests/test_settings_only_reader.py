@@ -16,7 +16,7 @@ PACKAGES = ("worker", "service", "cli")
 
 # path -> why it may touch the environment (none of them reads an NBL_ variable)
 ALLOWED = {
-    "worker/engine/distributed.py": "sets GLOO_SOCKET_IFNAME for torch.distributed's processes on one host",
+    "worker/engine/calibration/distributed.py": "sets GLOO_SOCKET_IFNAME for torch.distributed's processes on one host",
     "worker/subproc.py": "hands the worker's environment, secrets removed, to the subprocesses a job starts "
                          "(llama.cpp's converter, the load check's child)",
     "worker/eval/benchmarks/lmeval.py": "forces HF_HUB_OFFLINE / HF_DATASETS_OFFLINE while lm-eval loads tasks",

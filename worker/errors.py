@@ -7,7 +7,7 @@ whether it is worth another try, and words what the job row says.
     publishing: the Hub failed (HubUnavailable)                system   retried
     publishing: the local disk is full (NoSpace)               system   (its own message: one line, no path)
     the input model: no Hub to talk to (HubUnreachable)        system   retried  (their own messages:
-    the input model: gated or missing (HubModelError)          user     engine/hub_access.py)
+    the input model: gated or missing (HubModelError)          user     engine/loading/hub_access.py)
     anywhere in the cause chain, the first HTTP answer or transport failure decides:
         401, 403, a gated repo                                 user     "gated or private: set a token with access"
         404, repo / revision / file not found                  user
@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from .engine.http_causes import GATED, GATED_ERRORS, NOT_FOUND, TRANSPORT, chain, status_of
+from .engine.loading.http_causes import GATED, GATED_ERRORS, NOT_FOUND, TRANSPORT, chain, status_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -85,7 +85,7 @@ def classify(exc: BaseException) -> Failure:
     """The row of the table above that `exc` falls in."""
     from celery.exceptions import SoftTimeLimitExceeded
 
-    from .engine.hub_access import HubModelError, HubUnreachable
+    from .engine.loading.hub_access import HubModelError, HubUnreachable
     from .gates import QualityFailure
 
     message = f"{type(exc).__name__}: {exc}"

@@ -1,5 +1,5 @@
 """The part of a load that reads the model's weights whole the first time: a Hub model downloaded into the
-Hugging Face cache, a local one hashed into the digest memo (engine/fingerprint.py; its fingerprint keys
+Hugging Face cache, a local one hashed into the digest memo (engine/loading/fingerprint.py; its fingerprint keys
 the caches). Later loads on this machine skip it (a warm load). Done and timed apart from the rest of the
 load, so that the load stage's rate is the same warm or cold and the fetch has a rate of its own, in bytes
 per second (worker/rates.py records both; the estimate prices a fetch only for a model the worker class
@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine.fingerprint import dir_digest, file_digest, memoised
-from .engine.hub_download import fetch_from_hub, in_cache
-from .engine.weight_files import weight_map
+from .engine.loading.fingerprint import dir_digest, file_digest, memoised
+from .engine.loading.hub_download import fetch_from_hub, in_cache
+from .engine.loading.weight_files import weight_map
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def fetch(source: str, revision: str | None, hub: bool, home: Path | None, max_b
     if hub:
         fetch_from_hub(source, revision, max_bytes, private_ok)
     elif path.is_dir():
-        weight_map(path, source)  # hashed below: only the folder's own regular files (engine/weight_files.py)
+        weight_map(path, source)  # hashed below: only the folder's own regular files (engine/loading/weight_files.py)
         if max_bytes is None or sum(f.stat().st_size for f in path.glob("*.safetensors")) <= max_bytes:
             dir_digest(path, home)
     elif path.is_file():

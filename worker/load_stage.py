@@ -1,11 +1,11 @@
 """The pipeline's load stage: the model's config checked against the request (preflight.py), then the model
-located, checked and its tokenizer loaded (engine/loading.py), each retried while the Hub is away.
+located, checked and its tokenizer loaded (engine/loading/load.py), each retried while the Hub is away.
 
 It is never silent: its first event says which Hub it contacts for which model and revision, and each
 retry is a warning that says why and when it tries again (a warning, not a progress message: those are
 written at most once a second, and a refused connection fails at once). A job showed "load 0 %" for two
 minutes with no event when the Hub could not be reached; how long it waits is bounded by
-engine/hub_access.py.
+engine/loading/hub_access.py.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 from . import preflight
-from .engine.hub_access import contacting
+from .engine.loading.hub_access import contacting
 from .fetch import Fetched, fetch
-from .engine.hub_ids import looks_like_hub_id
-from .engine.loading import LoadedModel, load_model
+from .engine.loading.hub_ids import looks_like_hub_id
+from .engine.loading.load import LoadedModel, load_model
 
 
 def is_hub_model(source: str) -> bool:

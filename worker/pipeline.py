@@ -28,8 +28,8 @@ from nbl.score_fields import GREEDY_WIDTH
 from .engine import compress
 from .engine.config import from_recipe
 from .engine.devices import visible
-from .engine.hub_ids import refuse_path_shadowing
-from .engine.loading import release_weights
+from .engine.loading.hub_ids import refuse_path_shadowing
+from .engine.loading.load import release_weights
 from .eval.compare import evaluate_outputs
 from . import budget, gates, load_stage, progress, run_warnings
 from .errors import RetryPolicy

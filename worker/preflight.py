@@ -16,13 +16,13 @@ from typing import Callable
 from nbl import recipe as R
 from nbl.model_checks import CONFIG, config_problems, read_config
 
-from .engine.hub_access import reach, translated
-from .engine.loading import ModelError
+from .engine.loading.hub_access import reach, translated
+from .engine.loading.load import ModelError
 
 
 def hub_config(repo_id: str, revision: str | None) -> dict:
     """The Hub model's config.json, and nothing else (the Hub asked first whether it is there at all, its
-    failures worded for the job: engine/hub_access.py)."""
+    failures worded for the job: engine/loading/hub_access.py)."""
     from huggingface_hub import hf_hub_download
 
     with translated(repo_id, revision):

@@ -4,7 +4,7 @@ Revision ID: 0009
 Revises: 0008
 Create Date: 2026-12-02
 
-A job with criterion greedy or auto, or k auto (worker/engine/auto_k.py), stores what its selection measured:
+A job with criterion greedy or auto, or k auto (worker/engine/selection/auto_k.py), stores what its selection measured:
 the criterion that won, the data and its token count, and every layer set tried with its held-out perplexity,
 for GET /v1/jobs/{id} to show. Nullable: other jobs, and jobs before this revision, have none.
 Frozen: plain SQLAlchemy types.

@@ -2,7 +2,7 @@
 
 The phases, as the code runs today (worker/pipeline.py, worker/engine):
 
-    calibrate   layer by layer (worker/engine/calibrate.py): one layer's weights, one layer's float64
+    calibrate   layer by layer (worker/engine/calibration/calibrate.py): one layer's weights, one layer's float64
                 sums, one batch of activations on each device; the hidden states of all blocks on the
                 host (activations.py), spilt to disk past NBL_HOST_CACHE_BYTES. Nothing else is loaded:
                 the model is a meta-device skeleton until then.
@@ -68,7 +68,7 @@ DOWNLOAD_BPS = (1e8, 1e9)  # 100 MB/s to 1 GB/s from the Hub
 
 
 def logit_bytes(dt: int) -> int:
-    """Bytes per token and vocabulary entry of a loss (engine/likelihood.nll_sum): the logits in the model's
+    """Bytes per token and vocabulary entry of a loss (engine/scoring/likelihood.nll_sum): the logits in the model's
     dtype, their float32 copy, cross_entropy's log-softmax. Measured: SmolLM2 evaluated 2.28 GB, random
     d=1024 x 24 3.31 GB (bench/results/estimate_accuracy.md); one float32 copy alone left both 26-34% short."""
     return dt + 4 + 4
@@ -86,7 +86,7 @@ class Options:
     criterion: str = "cca"
     form: str = "nbl"  # fold keeps MLP outputs in the hidden cache and, in block mode, lag sums (form_taps.py)
     ks: tuple[int, ...] = (4,)
-    dtype: str = "auto"  # float32 on CPU, bfloat16 on GPU (engine/loading.resolve_dtype)
+    dtype: str = "auto"  # float32 on CPU, bfloat16 on GPU (engine/loading/load.resolve_dtype)
     stats_precision: str = "auto"  # the products' precision: auto and tf32 are float32 buffers
     host_cache_bytes: int | None = None  # None: no limit, nothing spilt
     outputs: bool = True  # saved outputs (a job always; `nbl compress` with --out)
@@ -121,12 +121,12 @@ class Estimate:
 
 
 def default_batch_size(seq_len: int, on_gpu: bool) -> int:
-    """As worker/engine/calibration_stage.default_batch_size (a test keeps the two equal)."""
+    """As worker/engine/calibration/stage.default_batch_size (a test keeps the two equal)."""
     return max(1, (16384 if on_gpu else 2048) // seq_len)
 
 
 def holdout_count(num_blocks: int, fraction: float) -> int:
-    """As worker/engine/calibrate.holdout_count."""
+    """As worker/engine/calibration/calibrate.holdout_count."""
     if fraction <= 0 or num_blocks < 2:
         return 0
     return max(1, int(num_blocks * fraction))
@@ -239,12 +239,12 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
 
 
 def measured(opts: Options) -> bool:
-    """Selection by measurement on the selection data (selection_stage.py)."""
+    """Selection by measurement on the selection data (selection/stage.py)."""
     return opts.criterion in MEASURED or opts.k_auto
 
 
 def selection_blocks(opts: Options) -> int:
-    """As worker/engine/selection_stage.selection_data: the named data's blocks, else the held-out tenth."""
+    """As worker/engine/selection/stage.selection_data: the named data's blocks, else the held-out tenth."""
     return opts.selection_samples or holdout_count(opts.num_samples, opts.holdout_fraction)
 
 

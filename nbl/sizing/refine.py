@@ -1,4 +1,4 @@
-"""What the refine stage costs (worker/engine/refine_stage.py): tokens through layers, and the memory healing holds.
+"""What the refine stage costs (worker/engine/refine/stage.py): tokens through layers, and the memory healing holds.
 
 Per output:
     refit   one pass of the calibration blocks through layers 0..last replaced (at most L), plus one sweep of
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from nbl.refine_schema import REFIT, blocks_per_step, heal_split
 
-TOP_K = 64  # worker/engine/heal.TOP_K
+TOP_K = 64  # worker/engine/refine/heal.TOP_K
 
 
 def refine_token_layers(num_samples: int, seq_len: int, layers: int, ks, refit: str, heal, head_layers: float,
@@ -38,7 +38,7 @@ def refine_token_layers(num_samples: int, seq_len: int, layers: int, ks, refit: 
 
 
 def guard_blocks(calibration, selection) -> int:
-    """Blocks of the heal's guard (worker/engine/refine_stage.Refiner.guard): the selection dataset's, when the
+    """Blocks of the heal's guard (worker/engine/refine/stage.Refiner.guard): the selection dataset's, when the
     recipe gives one that is not the calibration's (dataset, config, split and text field), else none."""
     if selection is None:
         return 0

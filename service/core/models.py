@@ -174,7 +174,7 @@ class Job(Base):
     hub_token_encrypted: Mapped[str | None] = mapped_column(Text)
     estimate: Mapped[dict[str, Any] | None]  # service/estimates: memory, disk, time, worker_class (its queue)
     gates: Mapped[dict[str, Any] | None]  # {"passed", "checks": [...]} of the job's quality gates (worker/gates.py)
-    selection: Mapped[dict[str, Any] | None]  # measured selection (worker/engine/auto_k.py), migration 0009
+    selection: Mapped[dict[str, Any] | None]  # measured selection (worker/engine/selection/auto_k.py), migration 0009
 
 
 class JobEvent(Base):

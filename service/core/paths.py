@@ -40,7 +40,7 @@ def model_source(settings: Settings, model_id: str) -> str:
         if not path.is_dir():
             raise ValueError(f"model {model_id!r}: no directory {path.name!r} under NBL_MODELS_DIR")
         return str(path)
-    return model_id  # a Hub id that is also a local path is refused by the worker (worker/engine/hub_ids.py)
+    return model_id  # a Hub id that is also a local path is refused by the worker (worker/engine/loading/hub_ids.py)
 
 
 def publish_dir(settings: Settings, team: str, name: str) -> Path:

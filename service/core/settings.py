@@ -170,7 +170,7 @@ class Settings(BaseSettings):
         description="bytes of local outputs a team may keep under NBL_PUBLISH_DIR/<team>: a job whose estimate "
         "would exceed it is a 422 at submit, and one whose outputs would is failed (`user`) at publish, before "
         "writing (nbl/outputs/quota.py); Hub outputs do not count. Default 1 TB; empty: no limit")
-    # The worker passes it to the model loader (worker.engine.loading.load_model's max_bytes).
+    # The worker passes it to the model loader (worker.engine.loading.load.load_model's max_bytes).
     max_model_bytes: int | None = Field(default=None, ge=1,
                                         validation_alias=_env("NBL_MAX_MODEL_BYTES"),
                                         description="refuse input models whose weights are larger (default: no limit)")

@@ -1,7 +1,7 @@
 """GET /v1/jobs/{id}/layers: each layer's scores in both modes, and for each output of the job
 whether the layer was replaced there and its rank by the job's criterion.
 
-The rank is the engine's order (worker/engine/selection.py ranking): by the criterion's score field,
+The rank is the engine's order (worker/engine/selection/criteria.py ranking): by the criterion's score field,
 lowest first (cosine: highest first), a missing score (NaN, stored as null) last, ties by layer index;
 rank 1 is the layer replaced first, so an output with k layers replaces ranks 1..k.
 """

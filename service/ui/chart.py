@@ -12,7 +12,7 @@ import math
 from html import escape
 
 # criterion -> the score field it ranks by, and whether higher ranks first. The same map as the
-# worker's engine/selection.py CRITERION_FIELD; the API never imports the worker, hence a copy.
+# worker's engine/selection/criteria.py CRITERION_FIELD; the API never imports the worker, hence a copy.
 CRITERIA = {"cca": ("cca_bound", False), "nmse": ("nmse", False), "cosine": ("cosine", True),
             "loss": ("loss_rise", False)}
 LABELS = {"cca_bound": "CCA bound Σ(1 − ρ²), lower = more linear", "nmse": "NMSE of the linear fit",

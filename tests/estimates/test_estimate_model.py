@@ -17,8 +17,8 @@ GiB = 2**30
 def test_sums_and_defaults_are_the_engines():
     import torch
 
-    from worker.engine import calibrate, calibration_stage
-    from worker.engine.stats import LayerAccumulator
+    from worker.engine.calibration import calibrate, stage as calibration_stage
+    from worker.engine.calibration.stats import LayerAccumulator
 
     for d in (8, 64, 576):
         for modes in (("attn",), ("block",), ("attn", "block")):
@@ -150,7 +150,7 @@ def test_config_without_numbers_is_an_error():
 def test_fold_counts_its_lag_sums_and_the_mlp_outputs_it_keeps():
     import torch
 
-    from worker.engine.stats import LayerAccumulator
+    from worker.engine.calibration.stats import LayerAccumulator
 
     for lags in ((2,), (2, 3, 4)):
         assert sums_bytes(64, 1, len(lags)) == LayerAccumulator(64, "cpu", torch.float32, ("block",), lags=lags).nbytes()

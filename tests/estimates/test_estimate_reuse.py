@@ -77,7 +77,7 @@ def test_the_first_load_of_a_local_model_fetches_it_and_later_ones_do_not(tmp_pa
     """worker/fetch.py: a local directory is hashed into the digest memo the first time (timed), then warm."""
     from conftest import save_tiny_checkpoint
 
-    from worker.engine.fingerprint import dir_digest
+    from worker.engine.loading.fingerprint import dir_digest
     from worker.fetch import fetch
 
     model, home = save_tiny_checkpoint(tmp_path / "m"), tmp_path / "home"

@@ -13,8 +13,8 @@ from service_testlib import assert_problem
 from cli.main import main
 from nbl.families import FAMILIES
 from service.estimates import placement
-from worker.engine import modeling_nbl
-from worker.engine.model_rules import ModelError, check_config
+from worker.engine.modeling import modeling_nbl
+from worker.engine.loading.model_rules import ModelError, check_config
 
 MIXTRAL = {**TINY, "architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_local_experts": 4,
            "num_experts_per_tok": 2}

@@ -1,7 +1,7 @@
 """Issue 35, finding 7: heal.tokens past what the calibration data holds was found by the worker after calibrating.
 The API refuses it at submit when it knows the most the data can give (a shipped copy under NBL_DATA_DIR:
 nbl/shipped_data.py), naming compression.heal.tokens; the worker's own check comes before it calibrates
-(tests/engine/test_refine_stage.py). One count of the blocks needed: nbl/heal_data.py."""
+(tests/worker/engine/refine/test_refine_stage.py). One count of the blocks needed: nbl/heal_data.py."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_the_bound_holds_a_token_a_byte():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from worker.engine.data import DatasetSpec, load_texts
+    from worker.engine.calibration.data import DatasetSpec, load_texts
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(sorted(alphabet))}, merges=[]))

@@ -96,8 +96,8 @@ TWO_LEVELS = [
 @pytest.mark.parametrize("config,says", TWO_LEVELS, ids=["top-level", "text_config"])
 def test_the_top_level_and_text_config_are_both_bounded(settings, client, auth, hub, sessions, tmp_path, config, says):
     from worker import preflight
-    from worker.engine.loading import ModelError
-    from worker.engine.model_rules import check_config
+    from worker.engine.loading.load import ModelError
+    from worker.engine.loading.model_rules import check_config
 
     write_config(settings.models_dir / "two", config)
     for model in ("local:two", hub("org/two", config)):
@@ -137,7 +137,7 @@ def test_the_workers_check_refuses_them_before_any_download(tmp_path):
     """worker/preflight.check runs config_problems on every job and every `nbl compress` (a local directory
     here; a Hub model's config.json is read the same way)."""
     from worker import preflight
-    from worker.engine.loading import ModelError
+    from worker.engine.loading.load import ModelError
 
     model = write_config(tmp_path / "m", {**LLAMA_8B, "num_hidden_layers": 10**12})
     with pytest.raises(ModelError, match="num_hidden_layers must be at most 4,096"):
@@ -148,13 +148,13 @@ def test_the_workers_check_refuses_them_before_any_download(tmp_path):
 
 
 def test_a_gguf_whose_metadata_is_out_of_bounds_is_refused_before_it_is_built(tmp_path):
-    """A GGUF's metadata becomes the config (worker/engine/gguf.py): 4e9 blocks (the most a u32 holds) are
+    """A GGUF's metadata becomes the config (worker/engine/loading/gguf.py): 4e9 blocks (the most a u32 holds) are
     refused by the engine's model rules before transformers builds a layer, or reads a tokenizer."""
     import gguf
     import numpy as np
 
-    from worker.engine.gguf import convert_gguf
-    from worker.engine.loading import ModelError
+    from worker.engine.loading.gguf import convert_gguf
+    from worker.engine.loading.load import ModelError
 
     writer = gguf.GGUFWriter(tmp_path / "bad.gguf", "llama")
     for add, value in ((writer.add_block_count, 4_000_000_000), (writer.add_embedding_length, 64),

@@ -17,7 +17,7 @@ from nbl.forms import family_error
 from service.core.models import Job
 from service.estimates import placement
 from worker import preflight
-from worker.engine.loading import ModelError
+from worker.engine.loading.load import ModelError
 
 QWEN2 = {**TINY_CONFIG, "model_type": "qwen2", "intermediate_size": 256}
 LLAMA = TINY_CONFIG  # intermediate_size 128: DeciLM's MLP width is a multiple of 256

@@ -9,7 +9,7 @@ from configs import HUGE, TINY, write_config
 from nbl.recipe import from_request
 from nbl.request import JobCreate
 from worker import preflight
-from worker.engine.loading import ModelError
+from worker.engine.loading.load import ModelError
 from worker.errors import classify
 
 SPEC = {"model": {"id": "local:m"}, "calibration": {"num_samples": 8, "seq_len": 32}, "compression": {"k": 1}}

@@ -62,7 +62,7 @@ def run(client, auth, body) -> dict:
 
 @pytest.mark.slow
 def test_a_job_scores_winogrande_and_a_contexts_task_file_as_the_evaluation_does(api):
-    from worker.engine.loading import load_model
+    from worker.engine.loading.load import load_model
     from worker.eval.benchmarks.registry import load_task
     from worker.eval.benchmarks.task_file import task_of_records
     from worker.eval.harness import run_task

@@ -154,7 +154,7 @@ def test_a_cached_prefix_is_reused_only_when_identical():
 
 @pytest.mark.parametrize("mode", ["attn", "block"])
 def test_shared_prefixes_on_a_compressed_model_with_layer_0_replaced(mode):
-    from worker.engine import surgery
+    from worker.engine.forms import surgery
 
     model, tok = tiny_model(vocab=128, max_position_embeddings=512), tiny_tokenizer()
     surgery.apply(model, surgery.Plan(mode, "drop", (0, 2)))  # layer 0: its cache slot holds nothing

@@ -10,9 +10,9 @@ import pytest
 from conftest import save_tiny_checkpoint, tiny_model, tiny_tokenizer
 from eval_helpers import one_thread  # noqa: F401 (fixture)
 
-from worker.engine import surgery
-from worker.engine.loading import load_model
-from worker.engine.saving import save_compressed
+from worker.engine.forms import surgery
+from worker.engine.loading.load import load_model
+from worker.engine.forms.saving import save_compressed
 from worker.eval import evaluate as evaluate_mod
 from cli.eval import add_eval
 from worker.eval.evaluate import EvalSpec, cache_key, evaluate_cached
@@ -150,7 +150,7 @@ def test_evaluate_cached_skips_a_cached_base(tmp_path):
 def test_a_cached_base_is_looked_up_before_its_weights_are_loaded(tmp_path):
     """compare.py hands a base whose weights were released (lm.model None): the cache is asked where they
     would be loaded, and the weights are read only on a miss; the key is the loaded model's."""
-    from worker.engine.loading import load_weights, release_weights
+    from worker.engine.loading.load import load_weights, release_weights
 
     lm = load_model(str(save_tiny_checkpoint(tmp_path / "m")), weights=False)
     spec, home, loads = EvalSpec(perplexity=("wikitext2",), max_tokens=64), tmp_path / "home", []

@@ -8,10 +8,10 @@ import torch
 from conftest import save_tiny_checkpoint, tiny_model, tiny_tokenizer
 from eval_helpers import one_thread  # noqa: F401 (fixture)
 
-from worker.engine import surgery
-from worker.engine.loading import ModelError, load_model
-from worker.engine.saving import save_compressed
-from worker.engine.scores import LinearMap
+from worker.engine.forms import surgery
+from worker.engine.loading.load import ModelError, load_model
+from worker.engine.forms.saving import save_compressed
+from worker.engine.scoring.scores import LinearMap
 from worker.eval.compressed import is_compressed_dir, load_for_eval, recorded_base
 from worker.eval.kv import cache_of
 from worker.eval.speed import (
@@ -90,7 +90,7 @@ def test_compressed_output_loads_with_its_code_and_gives_the_same_logits(compres
     out, model = compressed_dir
     assert is_compressed_dir(out) and not is_compressed_dir(out.parent / "base")
     lm = load_for_eval(str(out))
-    assert type(lm.model).__module__ != "worker.engine.modeling_nbl"  # loaded from the directory's file
+    assert type(lm.model).__module__ != "worker.engine.modeling.modeling_nbl"  # loaded from the directory's file
     assert lm.fingerprint.startswith("dir:") and lm.family == "llama"
     ids = torch.tensor([[3, 5, 7, 9, 11]])
     with torch.no_grad():

@@ -33,7 +33,7 @@ def test_attn_output_exports_as_deci_and_is_token_identical(form, tmp_path, text
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from worker.engine.gguf import convert_gguf
+    from worker.engine.loading.gguf import convert_gguf
 
     env = {**os.environ, "NBL_HOME": str(tmp_path / "home"), "NBL_GGUF_PYTHON": str(gguf_python)}
     smollm2 = convert_gguf(smollm2_gguf(), tmp_path / "smollm2")

@@ -9,7 +9,7 @@ Qwen2 and Qwen3 are not here: llama.cpp's converter names the pre-tokenizer by h
 and only a real Qwen vocabulary hashes to one it knows. None is on this machine (no Hub), and transformers 5 loads
 any tokenizer beside a qwen2/qwen3 config as Qwen2Tokenizer (Qwen's pre-tokenizer), so SmolLM2's vocabulary under a
 Qwen config is refused ("BPE pre-tokenizer was not recognized"). Their fold outputs are the stock classes, tested
-in transformers (tests/engine/test_forms_outputs.py) and vLLM (tests/serving/test_vllm_forms.py).
+in transformers (tests/worker/engine/forms/test_forms_outputs.py) and vLLM (tests/serving/test_vllm_forms.py).
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ def test_tiny_fold_block_is_token_identical_in_llama_cpp(family, smollm2, gguf_p
     import torch
     from transformers import AutoModelForCausalLM
 
-    from worker.engine.calibrate import calibrate
-    from worker.engine.fold_runs import fit_form_maps
-    from worker.engine.form_layers import apply_form
-    from worker.engine.saving_forms import write_form
-    from worker.engine.surgery import Plan
+    from worker.engine.calibration.calibrate import calibrate
+    from worker.engine.forms.fold_runs import fit_form_maps
+    from worker.engine.forms.form_layers import apply_form
+    from worker.engine.forms.saving_forms import write_form
+    from worker.engine.forms.surgery import Plan
 
     # random weights, SmolLM2's tokenizer (llama.cpp's converter reads only tokenizers it knows)
     base = save_tiny_checkpoint(tmp_path / "base", family, seed=7, layers=6, intermediate_size=256, vocab=49152)
@@ -88,15 +88,15 @@ def test_tiny_fold_block_is_token_identical_in_llama_cpp(family, smollm2, gguf_p
 def test_smollm2_form_is_token_identical_in_llama_cpp(form, mode, k, arch, smollm2, gguf_python, tmp_path):
     import torch
 
-    from worker.engine.calibration_stage import calibration_stage
+    from worker.engine.calibration.stage import calibration_stage
     from worker.engine.config import CompressConfig
-    from worker.engine.data import DatasetSpec
-    from worker.engine.fold_runs import fit_form_maps
-    from worker.engine.form_layers import apply_form
-    from worker.engine.saving_forms import write_form
-    from worker.engine.score_stage import layer_reader
-    from worker.engine.selection import choose
-    from worker.engine.surgery import Plan
+    from worker.engine.calibration.data import DatasetSpec
+    from worker.engine.forms.fold_runs import fit_form_maps
+    from worker.engine.forms.form_layers import apply_form
+    from worker.engine.forms.saving_forms import write_form
+    from worker.engine.scoring.stage import layer_reader
+    from worker.engine.selection.criteria import choose
+    from worker.engine.forms.surgery import Plan
 
     lm = smollm2
     cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[k], num_samples=8, seq_len=128, mode=mode,

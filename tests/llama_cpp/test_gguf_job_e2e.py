@@ -41,7 +41,7 @@ def tiny_with_smollm2_tokenizer(path: Path, tmp: Path) -> None:
     """A tiny random Llama with SmolLM2's tokenizer: llama.cpp's converter reads only tokenizers it knows."""
     from transformers import AutoTokenizer
 
-    from worker.engine.gguf import convert_gguf
+    from worker.engine.loading.gguf import convert_gguf
 
     save_tiny_checkpoint(path, vocab=49152, seed=11)
     for f in path.glob("tokenizer*"):

@@ -138,7 +138,7 @@ def test_evaluation_reports_within_each_window_and_climbs_to_one(tmp_path):
     """evaluate_outputs on a tiny Llama (4 layers, 256-token windows): a report before every layer's
     forward, the same fraction until a window ends, then higher; one model's share after another."""
     from conftest import tiny_model, tiny_tokenizer
-    from worker.engine.loading import LoadedModel
+    from worker.engine.loading.load import LoadedModel
     from worker.eval.compare import evaluate_outputs
     from worker.eval.evaluate import EvalSpec
 

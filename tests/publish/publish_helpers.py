@@ -28,8 +28,8 @@ def compress_tiny(tmp: Path, text_file: Path, ks=(2,), family: str = "llama"):
     from conftest import save_tiny_checkpoint
     from worker.engine.compress import run
     from worker.engine.config import CompressConfig
-    from worker.engine.data import DatasetSpec
-    from worker.engine.loading import load_model
+    from worker.engine.calibration.data import DatasetSpec
+    from worker.engine.loading.load import load_model
 
     src = save_tiny_checkpoint(tmp / f"tiny-{family}", family=family)
     cfg = CompressConfig(model=str(src), dataset=DatasetSpec(str(text_file)), ks=list(ks), out=tmp / "out",
@@ -116,7 +116,7 @@ def run_smollm2_job(request, settings_for, team_key_for, tmp_path: Path, job: di
 
     from conftest import smollm2_gguf
     from service.api import create_app
-    from worker.engine.gguf import convert_gguf
+    from worker.engine.loading.gguf import convert_gguf
 
     redis_url, queue, _ = request.getfixturevalue("redis_queue")
     settings = settings_for(request.getfixturevalue("pg_url"), broker_url=redis_url, queue_name=queue)

@@ -13,8 +13,8 @@ import pytest
 import requests
 from fakehub import FakeHub
 
-from worker.engine.data import DataError
-from worker.engine.loading import ModelError
+from worker.engine.calibration.data import DataError
+from worker.engine.loading.load import ModelError
 from worker.errors import GATED, classify, retrying
 
 

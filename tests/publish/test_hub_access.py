@@ -1,4 +1,4 @@
-"""The input model's Hub access (worker/engine/hub_access.py, issue 24 finding 20), on the exceptions the
+"""The input model's Hub access (worker/engine/loading/hub_access.py, issue 24 finding 20), on the exceptions the
 libraries really raise: a closed loopback port, the fake Hub, httpx responses. Fakes only at the edge:
 the Hub.
 
@@ -19,8 +19,8 @@ import pytest
 from fakehub import FakeHub
 
 from conftest import save_tiny_checkpoint
-from worker.engine.hub_access import HubModelError, HubUnreachable, meaning
-from worker.engine.loading import ModelError, load_model
+from worker.engine.loading.hub_access import HubModelError, HubUnreachable, meaning
+from worker.engine.loading.load import ModelError, load_model
 from worker.errors import classify, retrying
 
 

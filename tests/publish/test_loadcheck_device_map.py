@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from conftest import save_tiny_checkpoint, tiny_tokenizer
-from worker.engine.layer_source import CheckpointLayers
-from worker.engine.layerwise_logits import LayerwiseModel
-from worker.engine.saving import write_compressed
-from worker.engine.scores import LinearMap
-from worker.engine.surgery import Plan
+from worker.engine.calibration.layer_source import CheckpointLayers
+from worker.engine.forms.layerwise_logits import LayerwiseModel
+from worker.engine.forms.saving import write_compressed
+from worker.engine.scoring.scores import LinearMap
+from worker.engine.forms.surgery import Plan
 from worker.publish import loadcheck
 
 

@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from worker.engine.auto_k import Chooser
-from worker.engine.selection import choose
+from worker.engine.selection.auto_k import Chooser
+from worker.engine.selection.criteria import choose
 from worker.publish.plot import chosen_by, cut_value, plot_series, score_plot
 from worker.publish.plot_selection import greedy_panel
 

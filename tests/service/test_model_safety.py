@@ -16,7 +16,7 @@ from conftest import save_tiny_checkpoint
 
 from service.core.paths import model_source
 from service.core.settings import Settings
-from worker.engine.loading import ModelError, load_model
+from worker.engine.loading.load import ModelError, load_model
 
 GB = 10**9
 SHA = "c0ffee" + "0" * 34

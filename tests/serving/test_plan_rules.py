@@ -1,6 +1,6 @@
 """The plugin builds no layer from a plan the transformers loader would refuse (issue 24, finding 14):
 mode `mlp` was built as attn, method `NBL` as drop, a layer out of range was never built. The rules
-themselves are held to modeling_nbl.py's in the main suite (tests/engine/test_nbl_plan_rules.py)."""
+themselves are held to modeling_nbl.py's in the main suite (tests/worker/engine/modeling/test_nbl_plan_rules.py)."""
 
 from types import SimpleNamespace
 

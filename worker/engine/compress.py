@@ -3,9 +3,9 @@
 Used by `nbl compress` and by the worker's job task alike. `report(stage, fraction, message)`
 receives progress; it may raise to cancel between batches.
 
-The stages live one to a file: the request (config.py), calibration (calibration_stage.py: layer by
+The stages live one to a file: the request (config.py), calibration (calibration/stage.py: layer by
 layer, each layer scored as soon as its sums are complete and written to its own shard of the
-statistics cache), scores and maps read one shard at a time (score_stage.py); this file chooses the
+statistics cache), scores and maps read one shard at a time (scoring/stage.py); this file chooses the
 layers and saves each output. Given no loaded model, `run` reads the weights one layer at a time from
 the checkpoint (layer_source.py); each output is written tensor by tensor from the checkpoint's shards
 (saving.write_compressed), so the whole model is never loaded to save.
@@ -23,21 +23,21 @@ import torch
 
 from nbl.forms import family_error, runs_in
 
-from .auto_k import MEASURED
-from .calibration_stage import CalibrationResult, Report, calibration_stage, layer_source, no_report, spill_dir
-from .config import CompressConfig
-from .layerwise_logits import LayerwiseModel
-from .loading import LoadedModel, load_model
-from .loss_probe import loss_rise
-from .fold_runs import fit_form_maps
-from .out_dtype import output_dtype
-from .refine_stage import Refiner, healing_stream
-from .saving import write_compressed
-from .saving_forms import write_form
-from .score_stage import layer_reader, fit_maps, score_stage
-from .selection import choose
-from .selection_stage import selection_stage
-from .surgery import Plan
+from worker.engine.selection.auto_k import MEASURED
+from worker.engine.calibration.stage import CalibrationResult, Report, calibration_stage, layer_source, no_report, spill_dir
+from worker.engine.config import CompressConfig
+from worker.engine.forms.layerwise_logits import LayerwiseModel
+from worker.engine.loading.load import LoadedModel, load_model
+from worker.engine.selection.loss_probe import loss_rise
+from worker.engine.forms.fold_runs import fit_form_maps
+from worker.engine.forms.out_dtype import output_dtype
+from worker.engine.refine.stage import Refiner, healing_stream
+from worker.engine.forms.saving import write_compressed
+from worker.engine.forms.saving_forms import write_form
+from worker.engine.scoring.stage import layer_reader, fit_maps, score_stage
+from worker.engine.selection.criteria import choose
+from worker.engine.selection.stage import selection_stage
+from worker.engine.forms.surgery import Plan
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
         else:
             maps = fit_maps(cal.stats, cfg.mode, layers, cfg.ridge) if cfg.method == "nbl" else {}
         refined: dict = {}
-        if refiner.active:  # refit and/or heal the maps before they are written (refine_stage.py)
+        if refiner.active:  # refit and/or heal the maps before they are written (refine/stage.py)
             r = time.perf_counter()
             maps, refined = refiner.refine(plan, maps, k)
             refine_s += time.perf_counter() - r

@@ -12,14 +12,14 @@ from nbl import recipe as R
 from nbl.forms import request_error
 from nbl.refine_schema import REFIT, refine_error
 
-from .data import DatasetSpec
-from .scores import DEFAULT_RIDGE
-from .auto_k import MEASURED
-from .greedy import DEFAULT_WIDTH
-from .selection import CRITERIA
-from .shard_writer import MAX_SHARD_SIZE
-from .products import PRODUCTS
-from .stats import BRANCHES
+from worker.engine.calibration.data import DatasetSpec
+from worker.engine.scoring.scores import DEFAULT_RIDGE
+from worker.engine.selection.auto_k import MEASURED
+from worker.engine.selection.greedy import DEFAULT_WIDTH
+from worker.engine.selection.criteria import CRITERIA
+from worker.engine.forms.shard_writer import MAX_SHARD_SIZE
+from worker.engine.calibration.products import PRODUCTS
+from worker.engine.calibration.stats import BRANCHES
 
 
 @dataclass

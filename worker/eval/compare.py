@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..engine.loading import load_weights, release_weights
+from ..engine.loading.load import load_weights, release_weights
 from ..engine.placement import input_device, max_memory_for
 from .compressed import load_compressed
 from .evaluate import EvalSpec, evaluate_cached, evaluate_model

@@ -18,11 +18,11 @@ import logging
 import sys
 from pathlib import Path
 
-from ..engine import modeling_decilm, modeling_nbl
-from ..engine.fingerprint import dir_digest
-from ..engine.loading import LoadedModel, ModelError, load_model, resolve_device, resolve_dtype
+from ..engine.modeling import modeling_decilm, modeling_nbl
+from ..engine.loading.fingerprint import dir_digest
+from ..engine.loading.load import LoadedModel, ModelError, load_model, resolve_device, resolve_dtype
 from ..engine.placement import max_memory_for, place, spread_kwargs
-from ..engine.weight_files import weight_map
+from ..engine.loading.weight_files import weight_map
 
 log = logging.getLogger(__name__)
 MODELING_FILE = "modeling_nbl.py"
@@ -56,7 +56,7 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None, hom
         raise ModelError(f"{path}: compressed model of unknown family {family!r}")
     if not any(path.glob("*.safetensors")):
         raise ModelError(f"{path}: no *.safetensors weights")
-    weight_map(path, str(path))  # its index names only files of its own folder (engine/weight_files.py)
+    weight_map(path, str(path))  # its index names only files of its own folder (engine/loading/weight_files.py)
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     ours = plain or Path(module.__file__).read_bytes() == (path / file).read_bytes()

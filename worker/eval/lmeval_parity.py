@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from service.core.settings import Settings
 
-    from ..engine.loading import load_model
+    from ..engine.loading.load import load_model
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True)

@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
-from ..engine.likelihood import nll_sum
+from ..engine.scoring.likelihood import nll_sum
 from ..engine.placement import input_device
 
 CORPORA = {"wikitext2": "wikitext-2/wiki.test.raw", "c4": "c4/c4_validation_2k.jsonl"}

@@ -1,5 +1,5 @@
 """The card's "Refinement" section: how the maps were refined after the layers were chosen (compression.refit,
-compression.heal; worker/engine/refine_stage.py), from the output's own nbl_scores.json."""
+compression.heal; worker/engine/refine/stage.py), from the output's own nbl_scores.json."""
 
 from __future__ import annotations
 

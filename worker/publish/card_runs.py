@@ -1,6 +1,6 @@
 """The card's "Runs in" table: each runtime an output's form loads in (nbl/forms.py), with its snippet.
 
-transformers is tested by this service for every form (tests/engine/test_forms_*.py load each form token-exact),
+transformers is tested by this service for every form (tests/worker/engine/forms/test_forms_*.py load each form token-exact),
 vLLM with no plugin on the fold forms (tests/serving/test_vllm_forms.py) and with the plugin on nbl's, llama.cpp on
 the DeciLM forms (Llama-shaped by construction; tests/llama_cpp/test_gguf_forms.py, test_gguf_decilm.py). Fold
 block through llama.cpp is tested for Llama and Mistral but not Qwen2/Qwen3 (no Qwen vocabulary offline for the

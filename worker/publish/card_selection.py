@@ -1,6 +1,6 @@
 """The card's "Selection" section: for a measured criterion (greedy, auto) or k auto, which criterion chose the
 layers and why, that is the held-out table of every layer set measured on the selection data (nbl_scores.json's
-`selection`, worker/engine/auto_k.py). Pure."""
+`selection`, worker/engine/selection/auto_k.py). Pure."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The load check before publishing: the saved directory, reloaded in a fresh Python process the way a
 user loads it (`AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=True)`), must generate, and
 its logits on fixed token ids must match those of the compressed model, computed before the reload
-(one decoder layer at a time, from the base checkpoint and the maps: engine/layerwise_logits.py).
+(one decoder layer at a time, from the base checkpoint and the maps: engine/forms/layerwise_logits.py).
 
 Why a fresh process: in the worker, modeling_nbl and the surgery are already imported, so an
 in-process reload can pass while the directory alone is broken (a missing file, a class that only
@@ -27,7 +27,7 @@ import torch
 from .. import subproc
 from ..engine import placement
 from ..engine.devices import default_devices
-from ..engine.weight_files import weight_map
+from ..engine.loading.weight_files import weight_map
 
 PROBE_TOKENS = 16
 PROMPT_TOKENS = 6
@@ -87,7 +87,7 @@ def probe_ids(vocab_size: int, n: int = PROBE_TOKENS) -> torch.Tensor:
 @torch.no_grad()
 def reference(model) -> Reference:
     """The compressed model's logits on the probe ids, taken before anything is reloaded. `model`: the
-    compressed model in memory, or engine/layerwise_logits.LayerwiseModel, which computes them one
+    compressed model in memory, or engine/forms/layerwise_logits.LayerwiseModel, which computes them one
     decoder layer at a time from the base checkpoint and the maps (compress.run's on_saved)."""
     ids = probe_ids(model.config.vocab_size)
     if isinstance(model, torch.nn.Module):

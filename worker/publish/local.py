@@ -21,7 +21,7 @@ was moved aside deleted. A reader never sees half an output; nothing outside <na
 
 Placing: the weights (*.safetensors, *.gguf) are hard-linked where the scratch folder and the publish
 directory share a filesystem, the rest copied. A weights file is written once, into a fresh `.partial`
-folder or file renamed into place (worker/engine/saving.py, gguf_export.py), and never rewritten in place,
+folder or file renamed into place (worker/engine/forms/saving.py, gguf_export.py), and never rewritten in place,
 so the scratch copy's later deletion (unlink) leaves the published one whole; the small files (the card,
 rewritten at each publish) are copies. Linking made the local publish of SmolLM2 (540 MB) a fixed cost,
 not a copy whose time varied with the disk's writeback (bench/results/estimate_accuracy_stages.md).

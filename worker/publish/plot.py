@@ -50,7 +50,7 @@ def plot_series(report: dict) -> tuple[str, list[int], list[float], set[int]] | 
 
 def cut_value(report: dict, series: tuple[str, list[int], list[float], set[int]] | None = None) -> float | None:
     """The threshold a ranked criterion cut at: midway between the k-th and (k+1)-th ranked values (ranked as
-    worker/engine/selection.py does: the criterion's direction, NaN last, ties by layer). None when nothing
+    worker/engine/selection/criteria.py does: the criterion's direction, NaN last, ties by layer). None when nothing
     was cut by a ranking: greedy, k = 0 or every layer, a NaN at the cut, or replaced layers that are not the
     ranking's first k (nothing honest to draw)."""
     criterion = chosen_by(report)

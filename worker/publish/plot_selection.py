@@ -1,5 +1,5 @@
 """The figure's second panel when the greedy chose: the selection data's perplexity after each greedy step
-(worker/engine/auto_k.py's record: `greedy_steps`, `base_ppl`), the base and k auto's budget as lines, the cut
+(worker/engine/selection/auto_k.py's record: `greedy_steps`, `base_ppl`), the base and k auto's budget as lines, the cut
 after step k. The steps may run past k: k auto's bisection grows the greedy beyond the k it keeps."""
 
 from __future__ import annotations

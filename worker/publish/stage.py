@@ -20,7 +20,7 @@ from typing import Mapping, Protocol
 
 from nbl.lru import tree_size
 
-from ..engine.saving import SCORES_FILE
+from ..engine.forms.saving import SCORES_FILE
 from ..errors import RetryPolicy
 from ..run_warnings import RunWarnings
 from .card import CardInfo, write_card

@@ -1,11 +1,11 @@
 """The rules of config.json's `nbl` plan, as the transformers loader applies them.
 
 A copy, word for word, of `validate_plan` (and its constants and helper) in the modeling_nbl.py shipped
-with every output (worker/engine/modeling_nbl.py): the plugin cannot import that file (it is not
+with every output (worker/engine/modeling/modeling_nbl.py): the plugin cannot import that file (it is not
 installed; loading it would be trust_remote_code), and that file can import nothing of ours. With the
 same rules and messages in both, one checkpoint loads in transformers and in vLLM, or in neither: mode
 `mlp`, method `NBL` or a layer out of range is refused, not served as some other model.
-tests/engine/test_nbl_plan_rules.py holds the two copies to each other. Imports nothing (no vllm, no
+tests/worker/engine/modeling/test_nbl_plan_rules.py holds the two copies to each other. Imports nothing (no vllm, no
 torch), so that test loads this file by its path.
 """
 

@@ -1,0 +1,1 @@
+"""Scores and LMMSE maps from each layer's sums (pure functions), and the scoring stage."""
