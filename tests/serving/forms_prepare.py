@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]
+sys.path[:0] = [str(HERE.parents[1]), str(HERE.parent), str(HERE)]  # the checkout first, as prepare.py
 
 from conftest import DATA_DIR, save_tiny_checkpoint, smollm2_gguf  # noqa: E402  (tests/conftest.py)
 from prepare import SMOLLM2_PROMPTS, TINY_PROMPTS, TINY_SHAPE, compress, greedy  # noqa: E402

@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]  # tests/conftest.py, then plan.py
+# the checkout first: tests/worker and tests/service (the tests mirroring the code) would shadow the packages
+sys.path[:0] = [str(HERE.parents[1]), str(HERE.parent), str(HERE)]  # the code, tests/conftest.py, plan.py
 
 from conftest import DATA_DIR, save_tiny_checkpoint, smollm2_gguf  # noqa: E402  (tests/conftest.py)
 from plan import NEW_TOKENS, OUTPUTS  # noqa: E402
