@@ -1,5 +1,5 @@
 """Seed the load benchmark's database: N finished jobs of the key's team, written through the real
-store functions (tests/ui_seed.py: scores, selection, metrics, warnings, artifacts, events), so a read
+store functions (tests/testkit/ui_seed.py: scores, selection, metrics, warnings, artifacts, events), so a read
 pays for a job's whole result. Prints the id of the newest job.
 
     python bench/api_load_seed.py KEY [N=25]          # DATABASE_URL etc. from the environment
@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.core.db import make_engine, make_sessionmaker  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
-from tests.ui_seed import seed_job  # noqa: E402
+from tests.testkit.ui_seed import seed_job  # noqa: E402
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ def one_run(wakeup: str, n: int, home: Path) -> list[float]:
     from service.core.wakeup import attach, publisher_for
     from service.keys.auth import create_key, get_or_create_team
     from service.jobs import store
-    from ui_seed import seed_job
+    from testkit.ui_seed import seed_job
 
     settings = Settings(home=home, database_url=f"sqlite:///{home}/nbl.db", broker_url=f"sqla+sqlite:///{home}/b.db",
                         stream_poll_s=1.0, wakeup_url=wakeup)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 # Fixtures of the service tests (real Postgres, Redis, brokers), shared with the integration tests.
-pytest_plugins = ["service_fixtures"]
+pytest_plugins = ["testkit.service_fixtures"]
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("NBL_DATA_DIR", REPO.parent / "shared" / "data"))
@@ -113,12 +113,12 @@ def load_smollm2(home: Path):
 # Files whose tests run the system end to end: a real worker, server or fresh Python processes per test.
 # They run in `make test` (and CI) like the rest; `make test-fast` leaves them out with `not e2e`.
 E2E_FILES = {
-    "integration/test_job_e2e.py", "integration/test_path_leaks.py", "publish/test_publish_job.py",
-    "publish/test_gates_job.py", "publish/test_selection_job.py", "publish/test_loadcheck.py",
-    "publish/test_loadcheck_device_map.py", "publish/test_hub_failures_job.py",
+    "integration/test_job_e2e.py", "integration/test_path_leaks.py", "worker/publish/test_publish_job.py",
+    "worker/publish/test_gates_job.py", "worker/publish/test_selection_job.py", "worker/publish/test_loadcheck.py",
+    "worker/publish/test_loadcheck_device_map.py", "worker/publish/test_hub_failures_job.py",
     "worker/engine/calibration/test_data_parallel.py", "worker/engine/test_devices_options.py",
-    "progress/test_job_progress.py", "estimates/test_routing_redis.py",
-    "eval/test_eval_device_map.py", "docs/test_docs_quickstart.py", "llama_cpp/test_gguf_job_e2e.py",
+    "worker/test_job_progress.py", "service/estimates/test_routing_redis.py",
+    "worker/eval/test_eval_device_map.py", "docs/test_docs_quickstart.py", "llama_cpp/test_gguf_job_e2e.py",
 }
 
 

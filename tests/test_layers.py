@@ -1,4 +1,4 @@
-"""The shape of the code, checked from its source (as tests/service/test_service_no_torch.py does for
+"""The shape of the code, checked from its source (as tests/service/api/test_service_no_torch.py does for
 torch): the import graph of nbl/, service/, worker/ and cli/ has no circles and runs one way, and no
 file is over 300 lines.
 
@@ -279,7 +279,7 @@ def test_the_checks_can_fail(tmp_path):
     assert "service" not in g["service.jobs.outbox"]  # ... but not the importer's own
     t = tree_graph()
     assert "bench.memory_cpu" in t["bench.estimate_accuracy"]  # a script's bare import of its neighbour
-    assert "tests.service_testlib" in t["tests.service.test_service_api"]  # a test's bare import of tests/
+    assert "tests.testkit.service_lib" in t["tests.service.api.test_service_api"]  # a test's bare import of tests/
     assert "nbl_client" in t["cli.client"] and "nbl.sizing.model" in t["bench.estimate_accuracy"]
     assert "service.http" in {unit(m) for m in g["service.jobs.endpoints"]}
     assert package_graph({"worker.errors": {"worker.publish.hub"}, "worker.publish.stage": {"worker.errors"},

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from nbl_client import Client
-from service_testlib import TINY_CONFIG
+from testkit.service_lib import TINY_CONFIG
 
 from cli.main import main
 from service.api import create_app

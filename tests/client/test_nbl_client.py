@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from service_testlib import body
+from testkit.service_lib import body
 
 from nbl_client import ApiError, Client, Event, Job, MissingKey, WaitTimeout
 from service.jobs import states, store

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 from faulty_proxy import FAULTS, FaultyProxy
-from service_testlib import body
+from testkit.service_lib import body
 
 from nbl_client import Client, stream
 from service.api import create_app

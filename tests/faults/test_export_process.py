@@ -2,7 +2,7 @@
 takes the converter with it (it used to be re-parented to PID 1 and run beside attempt 2's, on the same partial
 file); attempt 2 converts into a partial of its own, with attempt 1's cleared; a cancel during the export kills
 the converter within seconds and the job ends cancelled (it used to wait for the converter, up to an hour).
-A fake converter that sleeps (tests/fake_converter.py) stands in for llama.cpp's: the fault worker is prefork on
+A fake converter that sleeps (tests/testkit/fake_converter.py) stands in for llama.cpp's: the fault worker is prefork on
 Postgres and a private Redis, as in test_worker_loss.py."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from fake_converter import fake_converter, in_session, kill_quietly, runs, session, wait_for
+from testkit.fake_converter import fake_converter, in_session, kill_quietly, runs, session, wait_for
 from faultlib import (TERMINAL, cluster_factory, deadline, hard_timeout, job_body, redis_server,  # noqa: F401
                       tiny_model)
 

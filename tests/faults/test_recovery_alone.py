@@ -48,7 +48,7 @@ def test_nbl_serve_alone_requeues_a_job_whose_worker_is_gone(cluster_factory):
     from service.jobs import states
     from service.core.db import make_engine, make_sessionmaker
     from service.core.models import Job, utcnow
-    from service_testlib import sqla_broker_messages
+    from testkit.service_lib import sqla_broker_messages
 
     c = cluster_factory(EMBEDDED, EMBEDDED)
     auth = c.auth()

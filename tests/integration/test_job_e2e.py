@@ -104,7 +104,7 @@ def test_tiny_model_job_runs_end_to_end(deployment, request, settings_for, team_
         assert not (settings.home / "jobs" / job_id).exists()  # the scratch directory went with the job
 
         # a Hub target without a token (neither the job's nor the team's): fails clearly, publishes nowhere
-        # (pushing to a Hub: tests/publish/test_publish_job.py)
+        # (pushing to a Hub: tests/worker/publish/test_publish_job.py)
         assert hub_job["status"] == "failed" and hub_job["error"]["type"] == "user"
         assert "needs a Hub write token" in hub_job["error"]["message"]
         assert not (settings.publish_dir / "alpha" / hub).exists()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from crafted_snapshot import craft, hub_snapshot, secret_model, sharded_checkpoint
+from testkit.crafted_snapshot import craft, hub_snapshot, secret_model, sharded_checkpoint
 from fastapi.testclient import TestClient
 
 from service.api import create_app

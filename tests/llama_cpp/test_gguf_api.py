@@ -4,7 +4,7 @@ nothing is queued; good ones are stored as given."""
 from __future__ import annotations
 
 import pytest
-from service_testlib import assert_problem, body, sqla_broker_messages
+from testkit.service_lib import assert_problem, body, sqla_broker_messages
 
 
 def publishing(**publish) -> dict:

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from fake_converter import fake_converter, llama_dir, runs
+from testkit.fake_converter import fake_converter, llama_dir, runs
 from gguf_helpers import gguf_python  # noqa: F401 (a fixture)
 
 from cli.main import main

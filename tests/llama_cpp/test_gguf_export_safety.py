@@ -1,7 +1,7 @@
 """`nbl export` and a job's export against what a user or an input can plant (issue 35 findings 4 and 6): a
 `y.gguf.partial` symlink beside --out is never written through, a folder named `./--vocab-only` is a path to it
 and never the converter's option, and the real converter dies with a parent killed by SIGKILL. The first two
-with a fake converter (tests/fake_converter.py) that shows what it was given; then llama.cpp's own, where the
+with a fake converter (tests/testkit/fake_converter.py) that shows what it was given; then llama.cpp's own, where the
 GGUF venv exists."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_converter import fake_converter, in_session, llama_dir, runs, session, wait_for
+from testkit.fake_converter import fake_converter, in_session, llama_dir, runs, session, wait_for
 from gguf_helpers import REPO, gguf_python  # noqa: F401 (a fixture)
 
 from cli.main import main

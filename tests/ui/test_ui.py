@@ -8,8 +8,8 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
-from ui_forms import CSRF_COOKIE, csrf_field, ui_login
-from ui_seed import lowest, seed_job
+from testkit.ui_forms import CSRF_COOKIE, csrf_field, ui_login
+from testkit.ui_seed import lowest, seed_job
 
 from service.api import create_app
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from cdp import Browser, chromium_binary, env_without
-from ui_seed import lowest, seed_job
+from testkit.cdp import Browser, chromium_binary, env_without
+from testkit.ui_seed import lowest, seed_job
 
 REPO = Path(__file__).resolve().parents[2]
 # A published output's files (README.md as HTML: downloaded, never rendered on the dashboard's origin).

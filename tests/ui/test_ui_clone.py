@@ -11,8 +11,8 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
-from service_testlib import body
-from ui_forms import csrf_field, ui_login
+from testkit.service_lib import body
+from testkit.ui_forms import csrf_field, ui_login
 
 from service.api import create_app
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-from ui_forms import CSRF_COOKIE, csrf_field, ui_login
+from testkit.ui_forms import CSRF_COOKIE, csrf_field, ui_login
 
 from service.api import create_app
 

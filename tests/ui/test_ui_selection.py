@@ -4,7 +4,7 @@ its tokens, and every layer set measured with its selection perplexity, the kept
 from __future__ import annotations
 
 from sqlalchemy import update
-from ui_seed import seed_job
+from testkit.ui_seed import seed_job
 
 from service.core.models import Job
 

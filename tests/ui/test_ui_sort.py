@@ -10,9 +10,9 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
-from service_testlib import body
-from ui_forms import ui_login
-from ui_seed import seed_job
+from testkit.service_lib import body
+from testkit.ui_forms import ui_login
+from testkit.ui_seed import seed_job
 
 from service.api import create_app
 

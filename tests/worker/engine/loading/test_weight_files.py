@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from crafted_snapshot import CASES, INDEX, REV, craft, hub_snapshot, secret_model, sharded_checkpoint
+from testkit.crafted_snapshot import CASES, INDEX, REV, craft, hub_snapshot, secret_model, sharded_checkpoint
 
 from conftest import DATA_DIR, REPO, tiny_model
 from worker.engine.loading.weight_files import SHOWN, WeightFileError
