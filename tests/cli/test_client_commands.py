@@ -12,18 +12,9 @@ import pytest
 
 from nbl_client import Event, EventList, Job
 from service.jobs import states, store
-from service.api import create_app
 from cli.main import main
 from cli.client_format import metric_order, metrics_table, readable
 from cli.client_wait import WaitPrinter
-
-
-@pytest.fixture
-def served(sqlite_clean_url, settings_for, live_server, team_key_for, monkeypatch):
-    settings = settings_for(sqlite_clean_url)
-    monkeypatch.setenv("NBL_API_URL", live_server(create_app(settings)))
-    monkeypatch.setenv("NBL_API_KEY", team_key_for(settings, "ci")["Authorization"].split()[1])
-    return settings
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:

@@ -9,7 +9,7 @@ import hashlib
 import json
 
 import pytest
-from testkit.job_output import HUB_URL, hub_and_old_rows, served  # noqa: F401  (served: the fixture)
+from testkit.job_output import HUB_URL, hub_and_old_rows
 
 from cli.main import main
 from nbl_client import ChecksumMismatch, Client, UnsafePath
@@ -17,9 +17,9 @@ from nbl_client.download import target
 
 
 @pytest.fixture
-def nbl(served, capsys, monkeypatch):  # noqa: F811
-    monkeypatch.setenv("NBL_API_URL", served.url)
-    monkeypatch.setenv("NBL_API_KEY", served.auth["Authorization"].split()[1])
+def nbl(job_output, capsys, monkeypatch):
+    monkeypatch.setenv("NBL_API_URL", job_output.url)
+    monkeypatch.setenv("NBL_API_KEY", job_output.auth["Authorization"].split()[1])
 
     def run(*argv: str) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -35,8 +35,8 @@ def published(folder) -> dict[str, bytes]:
             if p.is_file() and not p.name.startswith(".nbl-")}
 
 
-def test_nbl_download_end_to_end(served, nbl, tmp_path):  # noqa: F811
-    job_id, dest = served.job["id"], tmp_path / "dl"
+def test_nbl_download_end_to_end(job_output, nbl, tmp_path):
+    job_id, dest = job_output.job["id"], tmp_path / "dl"
     assert "exit codes (nbl download)" in _help()
 
     code, _, err = nbl(job_id, str(dest))
@@ -45,7 +45,7 @@ def test_nbl_download_end_to_end(served, nbl, tmp_path):  # noqa: F811
     code, out, err = nbl(job_id, "--k", "1", str(dest), "--json")
     assert code == 0, err
     report = json.loads(out)
-    want = published(served.folder(1))
+    want = published(job_output.folder(1))
     assert {p.name for p in dest.iterdir()} >= {"model.safetensors", "config.json"}
     assert {str(p.relative_to(dest)): p.read_bytes() for p in dest.rglob("*") if p.is_file()} == want
     assert report["k"] == 1 and report["bytes"] == sum(map(len, want.values()))
@@ -67,9 +67,9 @@ def test_nbl_download_end_to_end(served, nbl, tmp_path):  # noqa: F811
     assert weights.read_bytes() == want["model.safetensors"] and not (dest / "model.safetensors.part").exists()
 
 
-def test_a_file_corrupted_on_the_server_is_caught(served, nbl, tmp_path):  # noqa: F811
-    job_id = served.job["id"]
-    bad = served.folder(2) / "model.safetensors"
+def test_a_file_corrupted_on_the_server_is_caught(job_output, nbl, tmp_path):
+    job_id = job_output.job["id"]
+    bad = job_output.folder(2) / "model.safetensors"
     data = bytearray(bad.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one bit flipped after publishing; same size
     bad.write_bytes(bytes(data))
@@ -78,23 +78,23 @@ def test_a_file_corrupted_on_the_server_is_caught(served, nbl, tmp_path):  # noq
     assert not (tmp_path / "dl" / "model.safetensors").exists()
     assert not (tmp_path / "dl" / "model.safetensors.part").exists()
 
-    with Client(served.url, served.auth["Authorization"].split()[1]) as c, pytest.raises(ChecksumMismatch):
+    with Client(job_output.url, job_output.auth["Authorization"].split()[1]) as c, pytest.raises(ChecksumMismatch):
         c.download(job_id, 2, tmp_path / "again")
 
 
-def test_refusals_exit_as_documented(served, nbl, tmp_path, monkeypatch):  # noqa: F811
-    job_id = served.job["id"]
+def test_refusals_exit_as_documented(job_output, nbl, tmp_path, monkeypatch):
+    job_id = job_output.job["id"]
     code, _, err = nbl(job_id, "--k", "9", str(tmp_path / "x"))
     assert code == 4 and "no published output k=9" in err
     code, _, err = nbl("job_" + "0" * 32, "--k", "1", str(tmp_path / "x"))
     assert code == 4 and "404" in err
     (tmp_path / "file").write_text("")
     assert nbl(job_id, "--k", "1", str(tmp_path / "file"))[0] == 2
-    hub = hub_and_old_rows(served)
+    hub = hub_and_old_rows(job_output)
     code, out, err = nbl(hub, "--k", "1", str(tmp_path / "x"))
     assert code == 4 and out.strip() == HUB_URL and "output-on-hub" not in out and "409" in err
     assert nbl(hub, "--k", "2", str(tmp_path / "x"))[0] == 4  # a row from before per-team folders
-    monkeypatch.setenv("NBL_API_KEY", served.other["Authorization"].split()[1])  # another team
+    monkeypatch.setenv("NBL_API_KEY", job_output.other["Authorization"].split()[1])  # another team
     code, _, err = nbl(job_id, "--k", "1", str(tmp_path / "x"))
     assert code == 4 and f"no job {job_id!r}" in err
     assert not (tmp_path / "x").exists()

@@ -12,7 +12,6 @@ import pytest
 from cli.junit import junit_xml, unreachable_xml
 from cli.main import main
 from cli.result_table import result_lines
-from service.api import create_app
 from service.jobs import states, store
 
 BASE = {"perplexity/wikitext2/ppl": 20.0, "perplexity/wikitext2/bits_per_byte": 1.0, "perplexity/wikitext2/tokens": 4096,
@@ -24,11 +23,9 @@ K1 = {**BASE, "perplexity/wikitext2/ppl": 25.0, "tasks/arc_easy/acc": 0.45, "par
 
 
 @pytest.fixture
-def served(db_url, settings_for, live_server, team_key_for, monkeypatch):
-    settings = settings_for(db_url)
-    monkeypatch.setenv("NBL_API_URL", live_server(create_app(settings)))
-    monkeypatch.setenv("NBL_API_KEY", team_key_for(settings, "ci")["Authorization"].split()[1])
-    return settings
+def served(db_url, serve_api):
+    """conftest.py's, on SQLite and on Postgres."""
+    return serve_api(db_url)
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:

@@ -4,7 +4,7 @@ are not fetched (the tests run offline)."""
 
 from __future__ import annotations
 
-from conftest import REPO
+from testkit.models import REPO
 from doclib import anchors, blocks, broken_links, section, shell_blocks, slug
 
 DOCS = ["README.md", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md"))]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA_DIR, REPO
+from testkit.models import DATA_DIR, REPO
 from doclib import shell_blocks
 
 pytestmark = pytest.mark.slow  # the real SmolLM2; e2e by file (tests/conftest.py E2E_FILES)

@@ -8,7 +8,10 @@
   DATABASE_URL and BROKER_URL (EMBEDDED: both unset, the SQLite default under NBL_HOME), with short
   leases so a lost worker is noticed in seconds. Every process runs in its
   own process group and is killed at teardown.
-- `deadline(s)`: a hard time limit for a test (SIGALRM), so a hang fails instead of blocking CI.
+- `deadline(s)`: a hard time limit for a test (SIGALRM, by conftest.py's `hard_timeout`, which a module asks for
+  with `pytest.mark.usefixtures`), so a hang fails instead of blocking CI.
+
+Its fixtures (a private Redis, the tiny model, the cluster factory, the time limit) are in conftest.py.
 
 Waits poll with deadlines; nothing sleeps a fixed time and hopes.
 """
@@ -30,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA_DIR, save_tiny_checkpoint
+from testkit.models import DATA_DIR
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -61,20 +64,6 @@ def deadline(seconds: int):
         fn.deadline_s = seconds
         return fn
     return mark
-
-
-@pytest.fixture(autouse=True)
-def hard_timeout(request):
-    seconds = getattr(request.function, "deadline_s", 120)
-
-    def expire(signum, frame):
-        raise TimeoutError(f"{request.node.name} ran past its {seconds} s limit")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
 
 
 def wait_until(check: Callable[[], object], timeout: float, what: str, every: float = 0.1):
@@ -127,17 +116,6 @@ class RedisServer:
             self.proc.kill()  # like a crash: nothing is saved (there is no persistence anyway)
             self.proc.wait(timeout=10)
         self.proc = None
-
-
-@pytest.fixture
-def redis_server(tmp_path) -> Iterator[RedisServer]:
-    """A private Redis; ask for it before `cluster_factory`, so the workers stop before it does."""
-    if shutil.which("redis-server") is None:
-        pytest.fail("redis-server is not installed (the fault tests start a private one)", pytrace=False)
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 class PostgresServer:
@@ -334,23 +312,3 @@ class Cluster:
         path = self.fault_dir / log
         lines = path.read_text().splitlines() if path.exists() else []
         return sum(1 for line in lines if line.split()[0] == job_id and (what is None or line.split()[-2] == what))
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory) -> Path:
-    """The tiny random Llama, saved once per session and copied into each cluster's models dir."""
-    return save_tiny_checkpoint(tmp_path_factory.mktemp("fault-model") / "tiny")
-
-
-@pytest.fixture
-def cluster_factory(tmp_path, tiny_model):
-    made: list[Cluster] = []
-
-    def make(database_url: str | None, broker_url: str | None, **env: str) -> Cluster:
-        c = Cluster(tmp_path / f"c{len(made)}", database_url, broker_url, tiny_model, **env)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.close()

@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from faultlib import cluster_factory, deadline, hard_timeout, redis_server, tiny_model, wait_until  # noqa: F401
+from faultlib import deadline, wait_until
 from sqlalchemy import create_engine, select
 
 from service.core.models import Job
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hard_timeout")]
 
 
 @deadline(150)

@@ -4,9 +4,9 @@ running (running -> cancelling -> cancelled at the worker's next checkpoint), af
 from __future__ import annotations
 
 import pytest
-from faultlib import cluster_factory, deadline, hard_timeout, redis_server, tiny_model, wait_until  # noqa: F401
+from faultlib import deadline, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hard_timeout")]
 
 
 @deadline(120)

@@ -7,20 +7,11 @@ the API answers 2xx again and the job succeeds on its first attempt.
 from __future__ import annotations
 
 import pytest
-from faultlib import (  # noqa: F401
-    cluster_factory,
-    deadline,
-    hard_timeout,
-    job_body,
-    private_postgres,
-    redis_server,
-    tiny_model,
-    wait_until,
-)
+from faultlib import deadline, job_body, private_postgres, wait_until
 
 from service.core import migrate
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hard_timeout")]
 
 
 def assert_503(resp) -> None:

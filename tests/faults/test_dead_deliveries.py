@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from faultlib import EMBEDDED, cluster_factory, deadline, hard_timeout, redis_server, tiny_model  # noqa: F401
+from faultlib import EMBEDDED, deadline
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hard_timeout")]
 DEAD = 8
 
 

@@ -5,9 +5,9 @@ before anything is written; the next submit is refused from its estimate."""
 from __future__ import annotations
 
 import pytest
-from faultlib import cluster_factory, deadline, hard_timeout, job_body, redis_server, tiny_model  # noqa: F401
+from faultlib import deadline, job_body
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hard_timeout")]
 
 
 @deadline(150)

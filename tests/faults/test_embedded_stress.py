@@ -17,10 +17,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from faultlib import EMBEDDED, JOB, cluster_factory, deadline, hard_timeout, tiny_model, wait_until  # noqa: F401
+from faultlib import EMBEDDED, JOB, deadline, wait_until
 from sqlalchemy import func, select
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hard_timeout")]
 
 JOBS, FULL_EVERY = 300, 60
 FAST = {**JOB, "publish": {"repo_id": "stress/no-token"}}

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 from testkit.fake_converter import fake_converter, in_session, kill_quietly, runs, session, wait_for
-from faultlib import (TERMINAL, cluster_factory, deadline, hard_timeout, job_body, redis_server,  # noqa: F401
-                      tiny_model)
+from faultlib import TERMINAL, deadline, job_body
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hard_timeout")]
 
 
 def pool_child(pid: int) -> int:

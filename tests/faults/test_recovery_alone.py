@@ -13,11 +13,10 @@ import sys
 from datetime import timedelta
 
 import pytest
-from faultlib import (EMBEDDED, cluster_factory, deadline, free_port, hard_timeout,  # noqa: F401
-                      tiny_model, wait_until)
+from faultlib import EMBEDDED, deadline, free_port, wait_until
 from sqlalchemy import select, update
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hard_timeout")]
 
 
 @deadline(150)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from faultlib import cluster_factory, deadline, hard_timeout, redis_server, tiny_model, wait_until  # noqa: F401
+from faultlib import deadline, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hard_timeout")]
 
 SHORT_VISIBILITY = json.dumps({"visibility_timeout": 2, "unacked_restore_interval": 1, "unacked_restore_throttle": 1})
 

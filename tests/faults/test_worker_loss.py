@@ -10,9 +10,9 @@ which every worker on that Redis database sweeps, and the shared one is in use b
 from __future__ import annotations
 
 import pytest
-from faultlib import cluster_factory, deadline, hard_timeout, redis_server, tiny_model  # noqa: F401
+from faultlib import deadline
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hard_timeout")]
 
 
 @deadline(150)

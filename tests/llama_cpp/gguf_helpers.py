@@ -2,8 +2,8 @@
 (.venv-gguf, `make gguf-env`) as a subprocess (integrations/gguf/run_gguf.py); the outputs and the transformers
 reference are made here.
 
-Without the GGUF venv, the tests that need it (the `gguf_python` fixture) are skipped with the reason, except in
-CI (CI set), where .ci/run builds it first and they must run (and so fail when it is missing).
+Without the GGUF venv, the tests that need it (conftest.py's `gguf_python` fixture) are skipped with the reason,
+except in CI (CI set), where .ci/run builds it first and they must run (and so fail when it is missing).
 """
 
 from __future__ import annotations
@@ -13,18 +13,9 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 GGUF_PYTHON = Path(os.environ.get("NBL_GGUF_PYTHON") or REPO / ".venv-gguf" / "bin" / "python")
 RUN_GGUF = REPO / "integrations" / "gguf" / "run_gguf.py"
-
-
-@pytest.fixture(scope="session")
-def gguf_python() -> Path:
-    if not GGUF_PYTHON.is_file() and not os.environ.get("CI"):
-        pytest.skip(f"the GGUF venv is missing ({GGUF_PYTHON}): `make gguf-env`")
-    return GGUF_PYTHON
 
 
 def run_gguf(python: Path, *args: str, timeout: float = 1200) -> dict:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from testkit.fake_converter import fake_converter, llama_dir, runs
-from gguf_helpers import gguf_python  # noqa: F401 (a fixture)
 
 from cli.main import main
 from worker.publish.gguf_config import CONVERTER_KEYS
@@ -107,7 +106,7 @@ def test_a_tokenizer_asking_for_its_own_code_never_runs_it(gguf_python, tmp_path
     """A checkpoint whose tokenizer_config.json names HybridDNATokenizer and maps it to a .py beside it: the
     converter asks transformers for trust_remote_code=True there. The file ran, with the worker's environment;
     now transformers refuses the checkpoint and the export fails naming the custom code."""
-    from conftest import save_tiny_checkpoint
+    from testkit.models import save_tiny_checkpoint
 
     model = save_tiny_checkpoint(tmp_path / "model")
     config = json.loads((model / "tokenizer_config.json").read_text())

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from testkit.fake_converter import fake_converter, in_session, llama_dir, runs, session, wait_for
-from gguf_helpers import REPO, gguf_python  # noqa: F401 (a fixture)
+from gguf_helpers import REPO
 
 from cli.main import main
 from worker.publish.gguf_export import SCRIPT as EXPORT_SCRIPT

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA_DIR, load_smollm2, save_tiny_checkpoint
-from gguf_helpers import REPO, gguf_python, greedy, llama_cpp_greedy  # noqa: F401 (a fixture)
+from testkit.models import DATA_DIR, load_smollm2, save_tiny_checkpoint
+from gguf_helpers import REPO, greedy, llama_cpp_greedy
 
 pytestmark = pytest.mark.slow
 

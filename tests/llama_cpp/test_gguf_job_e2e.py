@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA_DIR, save_tiny_checkpoint, smollm2_gguf
-from gguf_helpers import REPO, gguf_python, llama_cpp_greedy  # noqa: F401 (a fixture)
+from testkit.models import DATA_DIR, save_tiny_checkpoint, smollm2_gguf
+from gguf_helpers import REPO, llama_cpp_greedy
 
 pytestmark = pytest.mark.slow  # and e2e (tests/conftest.py E2E_FILES)
 

@@ -3,7 +3,6 @@ them again, keeping the jobs and their events, on SQLite and Postgres."""
 
 from __future__ import annotations
 
-from migrationlib import fresh_url, seed_job  # noqa: F401  (fixtures)
 from sqlalchemy import create_engine, inspect, pool
 
 from service.core import migrate

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from migrationlib import fresh_url, seed_job  # noqa: F401  (fixtures)
 from sqlalchemy import create_engine, inspect, pool
 
 from service.core import migrate

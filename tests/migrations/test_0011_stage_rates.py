@@ -3,7 +3,6 @@ jobs, on SQLite and Postgres; a job's rows go with the job."""
 
 from __future__ import annotations
 
-from migrationlib import fresh_url, seed_job  # noqa: F401  (fixtures)
 from sqlalchemy import create_engine, inspect, pool
 
 from service.core import migrate

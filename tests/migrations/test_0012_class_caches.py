@@ -4,7 +4,6 @@ drops it again keeping the measured rates, on SQLite and Postgres."""
 from __future__ import annotations
 
 import pytest
-from migrationlib import fresh_url, seed_job  # noqa: F401  (fixtures)
 from sqlalchemy import create_engine, exc, inspect, pool
 
 from service.core import migrate

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from migrationlib import fresh_url  # noqa: F401  (fixtures)
 from sqlalchemy import create_engine, inspect, pool
 
 from service.core import migrate

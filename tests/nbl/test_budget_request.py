@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import save_tiny_checkpoint
+from testkit.models import save_tiny_checkpoint
 from nbl.rise_error import tokens_needed
 
 BUDGET = 0.01

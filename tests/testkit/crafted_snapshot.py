@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from conftest import tiny_model, tiny_tokenizer
+from testkit.models import tiny_model, tiny_tokenizer
 
 REV = "5e1ec7ed" * 5  # the snapshot's commit
 INDEX = "model.safetensors.index.json"

@@ -1,7 +1,10 @@
 """A real job output to serve: a tiny Llama stored as `local:tiny` compressed with k=1 and k=2 by
 `worker.tasks.run_job` in this process (as tests/worker/publish/test_job_outputs.py does) on Postgres,
 published by the real local publisher into NBL_PUBLISH_DIR/alpha/out/k{1,2}, and the API on a live
-uvicorn server (raw request paths reach it unchanged: `..` is not normalised away by a client)."""
+uvicorn server (raw request paths reach it unchanged: `..` is not normalised away by a client).
+
+A plugin that tests/conftest.py loads: the fixture `job_output` serves the tests of the output files
+(tests/service/outputs), of `nbl download` (tests/cli) and of the dashboard's download links (tests/ui)."""
 
 from __future__ import annotations
 
@@ -11,8 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import save_tiny_checkpoint
-from service.api import create_app
+from testkit.models import save_tiny_checkpoint
 
 JOB = {
     "model": {"id": "local:tiny"},
@@ -40,7 +42,8 @@ class Served:
 
 
 @pytest.fixture
-def served(pg_url, settings_for, team_key_for, live_server, monkeypatch) -> Served:
+def job_output(pg_url, settings_for, team_key_for, live_server, monkeypatch) -> Served:
+    from service.api import create_app
     from worker import pipeline, tasks
 
     settings = settings_for(pg_url)

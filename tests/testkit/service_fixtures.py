@@ -1,8 +1,7 @@
 """Fixtures for the service tests: real databases, real brokers, no mocks.
 
-A plugin that tests/conftest.py loads (`pytest_plugins`), not a second conftest.py: pytest imports
-every conftest.py under the one module name `conftest`, and the engine tests'
-`from conftest import tiny_model` must keep finding tests/conftest.py.
+A plugin that tests/conftest.py loads (`pytest_plugins`): the tests of the service, its CLI, client and
+dashboard use them, and so do the worker's, integration, fault and GGUF tests that run a job through the API.
 
 - SQLite: one migrated file per test session. Postgres (127.0.0.1:5432, user postgres, trust auth):
   a throwaway database per test session, created from the `test` database and dropped at the end.

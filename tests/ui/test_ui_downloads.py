@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
-from testkit.job_output import served  # noqa: F401  (the fixture)
 from testkit.ui_forms import ui_login
 
 
@@ -31,8 +30,8 @@ def _hrefs(page: str, pattern: str) -> list:
             for m in re.findall(pattern, page)]
 
 
-def test_outputs_and_json_links_work_with_the_cookie_alone(served):  # noqa: F811
-    s, job_id = served, served.job["id"]
+def test_outputs_and_json_links_work_with_the_cookie_alone(job_output):
+    s, job_id = job_output, job_output.job["id"]
     with _browser(s, s.auth) as browser:
         page = browser.get(f"/ui/jobs/{job_id}").text
         (json_href,) = _hrefs(page, r'<a href="([^"]+)">This job as JSON</a>')

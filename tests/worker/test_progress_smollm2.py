@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import DATA_DIR, load_smollm2
+from testkit.models import DATA_DIR, load_smollm2
 from worker.eval.compare import evaluate_outputs
 from worker.eval.evaluate import EvalSpec
 from worker.pipeline import Cancelled

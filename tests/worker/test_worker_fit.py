@@ -45,7 +45,7 @@ def preflight_host() -> int:
 
 def test_the_pipeline_hands_its_estimate_to_the_sink_before_loading(tmp_path):
     """On the way to the data loader (a `csv` dataset stops it there, after the model's checks)."""
-    from conftest import save_tiny_checkpoint
+    from testkit.models import save_tiny_checkpoint
     from nbl.recipe import Calibration, Compression, Recipe
     from worker.pipeline import Options, Paths, run
     from worker.publish.local import LocalDir

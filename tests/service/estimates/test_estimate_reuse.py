@@ -75,7 +75,7 @@ def test_a_hub_model_is_warm_once_the_class_loaded_it(sessions, settings):
 
 def test_the_first_load_of_a_local_model_fetches_it_and_later_ones_do_not(tmp_path):
     """worker/fetch.py: a local directory is hashed into the digest memo the first time (timed), then warm."""
-    from conftest import save_tiny_checkpoint
+    from testkit.models import save_tiny_checkpoint
 
     from worker.engine.loading.fingerprint import dir_digest
     from worker.fetch import fetch

@@ -9,7 +9,7 @@ import pytest
 from testkit.model_configs import TINY, write_config
 from testkit.service_lib import assert_problem
 
-from conftest import DATA_DIR
+from testkit.models import DATA_DIR
 from nbl.heal_data import stream_blocks
 from nbl.shipped_data import most_tokens
 

@@ -14,7 +14,7 @@ import random
 from urllib.parse import urlsplit
 
 import pytest
-from testkit.job_output import hub_and_old_rows, served  # noqa: F401  (served: the fixture)
+from testkit.job_output import hub_and_old_rows
 
 from service.outputs.ranges import Unsatisfiable, byte_range
 from testkit.service_lib import assert_problem
@@ -35,8 +35,8 @@ def raw_get(s, path: str, headers: dict) -> tuple[int, bytes]:
     return resp.status, body
 
 
-def test_list_and_download_match_the_published_files(served):  # noqa: F811
-    s, job_id = served, served.job["id"]
+def test_list_and_download_match_the_published_files(job_output):
+    s, job_id = job_output, job_output.job["id"]
     assert {a["k"]: a["uri"] for a in s.job["artifacts"]} == {k: f"/v1/jobs/{job_id}/outputs/{k}/files" for k in (1, 2)}
     listing = s.get(f"/v1/jobs/{job_id}/outputs/1/files").json()
     on_disk = {str(p.relative_to(s.folder(1))): p.read_bytes() for p in s.folder(1).rglob("*") if p.is_file()}
@@ -53,8 +53,8 @@ def test_list_and_download_match_the_published_files(served):  # noqa: F811
         assert int(r.headers["content-length"]) == f["size"]
 
 
-def test_ranges(served):  # noqa: F811
-    s = served
+def test_ranges(job_output):
+    s = job_output
     url = f"/v1/jobs/{s.job['id']}/outputs/1/files/model.safetensors"
     data = (s.folder(1) / "model.safetensors").read_bytes()
     n = len(data)
@@ -112,8 +112,8 @@ def test_byte_range_fuzz():
         assert span is None or 0 <= span[0] <= span[1] < size, (header[:60], size, span)
 
 
-def test_what_is_refused(served, tmp_path):  # noqa: F811
-    s, job_id = served, served.job["id"]
+def test_what_is_refused(job_output, tmp_path):
+    s, job_id = job_output, job_output.job["id"]
     base = f"/v1/jobs/{job_id}/outputs/1/files"
     secret = tmp_path / "secret.txt"
     secret.write_text("not yours\n")
@@ -147,8 +147,8 @@ def test_what_is_refused(served, tmp_path):  # noqa: F811
     assert "no longer on the server" in assert_problem(s.get(base), 404, "not-found")["detail"]
 
 
-def test_hub_old_rows_and_outputs_without_a_manifest(served):  # noqa: F811
-    s = served
+def test_hub_old_rows_and_outputs_without_a_manifest(job_output):
+    s = job_output
     other = hub_and_old_rows(s)
     job = s.get(f"/v1/jobs/{other}").json()
     assert {a["k"]: a["uri"] for a in job["artifacts"]} == {1: "https://huggingface.co/acme/x",
@@ -173,10 +173,10 @@ def test_hub_old_rows_and_outputs_without_a_manifest(served):  # noqa: F811
     assert again["config.json"] == next(f["sha256"] for f in published["files"] if f["path"] == "config.json")
 
 
-def test_a_fifo_is_never_opened_as_a_file(served):  # noqa: F811
+def test_a_fifo_is_never_opened_as_a_file(job_output):
     """A FIFO in place of a listed file, the manifest or the owner marker: a 404 or left out, at once.
     A plain open() of a FIFO waits for a writer: it pinned an API thread forever."""
-    s, job_id = served, served.job["id"]
+    s, job_id = job_output, job_output.job["id"]
     base = f"/v1/jobs/{job_id}/outputs/1/files"
     fifos = []
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import save_tiny_checkpoint
+from testkit.models import save_tiny_checkpoint
 from cli import main as cli
 from worker.engine.calibration import calibrate as calibrate_mod
 from worker.engine.calibration import stage as calibration_stage

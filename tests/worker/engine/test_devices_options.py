@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from cli.main import main
-from conftest import save_tiny_checkpoint
+from testkit.models import save_tiny_checkpoint
 from worker.engine.calibration import distributed
 
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from conftest import DATA_DIR, load_smollm2
+from testkit.models import DATA_DIR, load_smollm2
 from worker.engine.calibration.stage import calibration_stage
 from worker.engine.config import CompressConfig
 from worker.engine.scoring.stage import fit_maps, score_stage

@@ -7,11 +7,10 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
 import torch
 from torch import nn
 
-DATA_DIR = Path(os.environ["NBL_DATA_DIR"])  # set by tests/conftest.py
+DATA_DIR = Path(os.environ["NBL_DATA_DIR"])  # set by testkit.models (tests/conftest.py imports it)
 
 
 class BigramLM(nn.Module):
@@ -50,17 +49,6 @@ def bpe_tokenizer(vocab_size: int = 400):
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
-
-
-@pytest.fixture
-def one_thread():
-    """Run a test's forwards on one CPU thread, then restore the count. On a loaded 2-core machine,
-    many small forwards on 2 OpenMP threads can run 40x slower than on one (threads wait on each
-    other); no test here asserts a timing, this only keeps the suite quick."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 PEOPLE = [("Sarah", "Maria"), ("the trophy", "the suitcase"), ("Jim", "Kevin"), ("the cat", "the dog"),

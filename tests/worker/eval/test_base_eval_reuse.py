@@ -8,8 +8,7 @@ the fresh-process load check is skipped (tests/worker/publish/test_loadcheck.py 
 from __future__ import annotations
 
 import pytest
-from conftest import save_tiny_checkpoint
-from eval_helpers import one_thread  # noqa: F401 (fixture)
+from testkit.models import save_tiny_checkpoint
 from fastapi.testclient import TestClient
 
 from service.api import create_app

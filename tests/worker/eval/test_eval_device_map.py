@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from conftest import save_tiny_checkpoint, tiny_tokenizer
+from testkit.models import save_tiny_checkpoint, tiny_tokenizer
 from worker.engine.loading.load import load_model, load_weights
 from worker.engine.placement import input_device, plan
 from worker.engine.forms.saving import write_compressed

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import save_tiny_checkpoint
-from eval_helpers import hf_cache_with_winogrande, one_thread, winogrande_rows  # noqa: F401 (fixture)
+from testkit.models import save_tiny_checkpoint
+from eval_helpers import hf_cache_with_winogrande, winogrande_rows
 from fastapi.testclient import TestClient
 
 from service.api import create_app

@@ -7,7 +7,7 @@ lm-eval's own task configs are pointed at the local data (worker/eval/lmeval_par
 
 import pytest
 import torch
-from eval_helpers import DATA_DIR, bpe_tokenizer, hf_cache_with_winogrande, one_thread, winogrande_rows  # noqa: F401
+from eval_helpers import DATA_DIR, bpe_tokenizer, hf_cache_with_winogrande, winogrande_rows
 
 from worker.eval.lmeval_parity import compare_prompts, compare_scores  # lm_eval is imported lazily
 from worker.eval.benchmarks.registry import load_task

@@ -7,8 +7,7 @@ from pathlib import Path
 from dataclasses import replace
 
 import pytest
-from conftest import save_tiny_checkpoint, tiny_model, tiny_tokenizer
-from eval_helpers import one_thread  # noqa: F401 (fixture)
+from testkit.models import save_tiny_checkpoint, tiny_model, tiny_tokenizer
 
 from worker.engine.forms import surgery
 from worker.engine.loading.load import load_model

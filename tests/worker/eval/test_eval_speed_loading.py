@@ -5,8 +5,7 @@ import logging
 
 import pytest
 import torch
-from conftest import save_tiny_checkpoint, tiny_model, tiny_tokenizer
-from eval_helpers import one_thread  # noqa: F401 (fixture)
+from testkit.models import save_tiny_checkpoint, tiny_model, tiny_tokenizer
 
 from worker.engine.forms import surgery
 from worker.engine.loading.load import ModelError, load_model
@@ -21,7 +20,7 @@ from worker.eval.speed import (
     measure_speed,
 )
 
-D, LAYERS, KV_HEADS, HEAD_DIM = 64, 4, 2, 16  # tests/conftest.py tiny_config
+D, LAYERS, KV_HEADS, HEAD_DIM = 64, 4, 2, 16  # testkit.models.tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

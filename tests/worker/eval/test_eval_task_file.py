@@ -4,7 +4,7 @@ import json
 
 import pytest
 import torch
-from conftest import tiny_tokenizer
+from testkit.models import tiny_tokenizer
 from eval_helpers import BigramLM
 
 from worker.eval.harness import run_task

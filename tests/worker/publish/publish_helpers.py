@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
-
-import pytest
 
 from service.core.celery_app import default_queue
 
@@ -25,7 +24,7 @@ JOB = {
 def compress_tiny(tmp: Path, text_file: Path, ks=(2,), family: str = "llama"):
     """`nbl compress` (the engine's stages) on a tiny random checkpoint: the outputs as the CLI writes them.
     Returns (CompressResult, the live LoadedModel)."""
-    from conftest import save_tiny_checkpoint
+    from testkit.models import save_tiny_checkpoint
     from worker.engine.compress import run
     from worker.engine.config import CompressConfig
     from worker.engine.calibration.data import DatasetSpec
@@ -45,7 +44,7 @@ def compress_tiny(tmp: Path, text_file: Path, ks=(2,), family: str = "llama"):
 def start_worker(settings, log_path: Path, extra_env: dict | None = None, script: Path | None = None,
                  loglevel: str = "INFO") -> subprocess.Popen:
     """A real `celery worker` (or a wrapper script taking the same worker arguments)."""
-    from conftest import DATA_DIR
+    from testkit.models import DATA_DIR
 
     env = {**os.environ, "NBL_HOME": str(settings.home), "DATABASE_URL": settings.database_url,
            "BROKER_URL": settings.broker_url, "NBL_QUEUE": settings.queue_name, "NBL_DATA_DIR": str(DATA_DIR),
@@ -66,24 +65,32 @@ def stop(worker: subprocess.Popen) -> None:
             worker.wait()
 
 
+def run_jobs(c, auth, bodies: list[dict], worker, log: Path, timeout: float = 300) -> list[dict]:
+    """Submit each body through the API client `c`, then wait until every job has ended: the jobs as the API
+    reads them. The worker must stay up meanwhile (its log's tail says why it did not)."""
+    ids = []
+    for b in bodies:
+        r = c.post("/v1/jobs", json=b, headers=auth)
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["id"])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        jobs = [c.get(f"/v1/jobs/{i}", headers=auth).json() for i in ids]
+        if all(j["status"] in ("succeeded", "failed", "cancelled") for j in jobs):
+            return jobs
+        assert worker.poll() is None, log.read_text()[-4000:]
+        time.sleep(0.5)
+    raise AssertionError(f"jobs not done: {[j['status'] for j in jobs]}\n{log.read_text()[-4000:]}")
+
+
 TOKEN = "hf_test_write_token_0123456789"
-
-
-@pytest.fixture
-def fake_hub():
-    """A running fake Hub that accepts TOKEN (import this fixture into a test module)."""
-    from testkit.fakehub import FakeHub
-
-    hub = FakeHub(tokens={TOKEN}).start()
-    yield hub
-    hub.stop()
 
 
 def write_text_file(path: Path, n: int = 40) -> Path:
     """A .jsonl calibration file of real text (C4 documents), like conftest's text_file fixture."""
     import json
 
-    from conftest import DATA_DIR
+    from testkit.models import DATA_DIR
 
     docs = json.loads((DATA_DIR / "c4" / "c4_demo.json").read_text())[:n]
     path.write_text("".join(json.dumps({"text": d["text"]}) + "\n" for d in docs))
@@ -110,11 +117,9 @@ def pop_manifest(files: dict[str, bytes]) -> list[dict]:
 def run_smollm2_job(request, settings_for, team_key_for, tmp_path: Path, job: dict, timeout_s: float = 900):
     """The real SmolLM2 as `local:smollm2` behind Postgres, Redis and a `celery worker`: submit `job`, wait until
     it ends. Returns (settings, the job, its events, the worker's log path)."""
-    import time
-
     from fastapi.testclient import TestClient
 
-    from conftest import smollm2_gguf
+    from testkit.models import smollm2_gguf
     from service.api import create_app
     from worker.engine.loading.gguf import convert_gguf
 

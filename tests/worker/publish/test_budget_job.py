@@ -15,8 +15,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 from huggingface_hub import ModelCard
-from publish_helpers import start_worker, stop
-from test_gates_job import deployment, run_jobs  # noqa: F401  (a fixture, and the helper that waits)
+from publish_helpers import run_jobs, start_worker, stop
 
 from cli.main import main
 from service.api import create_app
@@ -33,7 +32,7 @@ JOB = {
 
 
 @pytest.mark.slow  # two jobs through a worker: about a minute each on a loaded 2-core machine
-def test_a_budget_broken_on_the_evaluation_fails_the_job_unless_not_enforced(deployment, tmp_path, live_server,  # noqa: F811
+def test_a_budget_broken_on_the_evaluation_fails_the_job_unless_not_enforced(deployment, tmp_path, live_server,
                                                                            capsys):
     settings, auth = deployment
     log = tmp_path / "worker.log"

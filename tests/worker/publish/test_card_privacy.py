@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from publish_helpers import TOKEN, compress_tiny, fake_hub, tree, write_text_file  # noqa: F401 (fixture)
+from publish_helpers import TOKEN, compress_tiny, tree, write_text_file
 
 from nbl.recipe import from_request
 from nbl.request import JobCreate

@@ -9,16 +9,12 @@ metrics): a limit between the two outputs' perplexity rises keeps exactly the be
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 import pytest
 from fastapi.testclient import TestClient
 from huggingface_hub import ModelCard
-from publish_helpers import start_worker, stop
+from publish_helpers import run_jobs, start_worker, stop
 
 from cli.main import main
-from conftest import save_tiny_checkpoint
 from service.api import create_app
 
 PPL = "perplexity/wikitext2/ppl"
@@ -28,31 +24,6 @@ JOB = {
     "compression": {"mode": "attn", "method": "drop", "criterion": "cca", "k": [1, 3]},
     "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 1024},
 }
-
-
-@pytest.fixture
-def deployment(request, settings_for, team_key_for):
-    redis_url, queue, _ = request.getfixturevalue("redis_queue")
-    settings = settings_for(request.getfixturevalue("pg_url"), broker_url=redis_url, queue_name=queue)
-    settings.ensure_dirs()
-    save_tiny_checkpoint(settings.models_dir / "tiny")
-    return settings, team_key_for(settings)
-
-
-def run_jobs(c, auth, bodies: list[dict], worker, log: Path, timeout: float = 300) -> list[dict]:
-    ids = []
-    for b in bodies:
-        r = c.post("/v1/jobs", json=b, headers=auth)
-        assert r.status_code == 201, r.text
-        ids.append(r.json()["id"])
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        jobs = [c.get(f"/v1/jobs/{i}", headers=auth).json() for i in ids]
-        if all(j["status"] in ("succeeded", "failed", "cancelled") for j in jobs):
-            return jobs
-        assert worker.poll() is None, log.read_text()[-4000:]
-        time.sleep(0.5)
-    raise AssertionError(f"jobs not done: {[j['status'] for j in jobs]}\n{log.read_text()[-4000:]}")
 
 
 def rise(metrics: dict, variant: str) -> float:

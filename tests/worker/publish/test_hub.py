@@ -8,7 +8,7 @@ import logging
 
 import pytest
 from huggingface_hub import ModelCard
-from publish_helpers import TOKEN, compress_tiny, fake_hub, pop_manifest, tree, write_text_file  # noqa: F401 (fixture)
+from publish_helpers import TOKEN, compress_tiny, pop_manifest, tree, write_text_file
 
 from worker.publish.card import CardInfo, write_card
 from worker.errors import HubRefused, HubUnavailable

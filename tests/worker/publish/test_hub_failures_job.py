@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from testkit.fakehub import FakeHub
 from publish_helpers import JOB
 
-from conftest import save_tiny_checkpoint
+from testkit.models import save_tiny_checkpoint
 from service.api import create_app
 from worker.errors import GATED
 

@@ -1,6 +1,7 @@
 """What a job leaves on disk (issue 10, findings 3 and 5), through the real task: the API stores the job,
-`worker.tasks.run_job` runs in this process with this test's Settings (as tests/worker/engine/loading/test_model_safety.py
-does), on the embedded SQLite database and a tiny Llama stored as `local:tiny`.
+`worker.tasks.run_job` runs in this process with this test's Settings (as
+tests/worker/engine/loading/test_model_safety.py does), on the embedded SQLite database and a tiny Llama stored as
+`local:tiny`.
 
 - local outputs by team: two teams with one local_dir both succeed, side by side; the same team again
   fails `user` naming the conflict and leaves the first output byte-equal; overwrite=true replaces it;
@@ -16,12 +17,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from fastapi.testclient import TestClient
 from publish_helpers import tree
 
-from conftest import save_tiny_checkpoint
-from service.api import create_app
 from service.core.paths import scratch_dir
 
 JOB = {
@@ -31,40 +28,6 @@ JOB = {
     "evaluation": {"perplexity": []},
     "publish": {"local_dir": "smol"},
 }
-
-
-@pytest.fixture
-def here(sqlite_clean_url, settings_for, team_key_for, monkeypatch):
-    """(settings, API client, {team: auth}, scratch seen at publish, hooks at publish): the worker's task
-    runs in this process with these settings."""
-    from worker import pipeline, tasks
-
-    def make(**overrides):
-        settings = settings_for(sqlite_clean_url, **overrides)
-        settings.ensure_dirs()
-        save_tiny_checkpoint(settings.models_dir / "tiny")
-        monkeypatch.setattr(tasks, "settings", settings)
-        monkeypatch.setattr(tasks, "_sessions", None)  # built from the settings above on first use
-        monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None)
-        seen, hooks = {}, {}
-        progress = tasks.DbSink.progress
-
-        def spy(self, stage, fraction, message):
-            if stage == "publish" and fraction == 0.0 and self.job_id not in seen:
-                seen[self.job_id] = sorted(p.name for p in scratch_dir(settings, self.job_id).rglob("*.safetensors"))
-                hooks.get(self.job_id, lambda: None)()
-            progress(self, stage, fraction, message)
-
-        monkeypatch.setattr(tasks.DbSink, "progress", spy)
-        client = TestClient(create_app(settings)).__enter__()
-        made.append(client)
-        auth = {team: team_key_for(settings, team) for team in ("alpha", "beta")}
-        return settings, client, auth, seen, hooks
-
-    made: list[TestClient] = []
-    yield make
-    for client in made:
-        client.__exit__(None, None, None)
 
 
 def run(client, auth, body=JOB) -> dict:

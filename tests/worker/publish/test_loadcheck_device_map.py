@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from conftest import save_tiny_checkpoint, tiny_tokenizer
+from testkit.models import save_tiny_checkpoint, tiny_tokenizer
 from worker.engine.calibration.layer_source import CheckpointLayers
 from worker.engine.forms.layerwise_logits import LayerwiseModel
 from worker.engine.forms.saving import write_compressed

@@ -24,7 +24,7 @@ from huggingface_hub import ModelCard
 from publish_helpers import JOB, REPO, start_worker, stop
 from testkit.webhook_receiver import Receiver
 
-from conftest import save_tiny_checkpoint
+from testkit.models import save_tiny_checkpoint
 from service.api import create_app
 
 JOB_TOKEN = "hf_CANARYjobtoken_9d41e07b"  # valid at the fake Hub

@@ -46,7 +46,7 @@ def test_smollm2_job_refits_heals_checks_and_publishes(request, settings_for, te
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from conftest import DATA_DIR
+    from testkit.models import DATA_DIR
     from worker.eval.perplexity import corpus_text, perplexity
 
     model = AutoModelForCausalLM.from_pretrained(published, trust_remote_code=True, dtype=torch.float32).eval()

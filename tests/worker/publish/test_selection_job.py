@@ -9,8 +9,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 from huggingface_hub import ModelCard
-from publish_helpers import start_worker, stop
-from test_gates_job import deployment, run_jobs  # noqa: F401  (a fixture, and the helper that waits)
+from publish_helpers import run_jobs, start_worker, stop
 
 from nbl.rise_error import tokens_needed
 from service.api import create_app
@@ -27,7 +26,7 @@ JOB = {
 }
 
 
-def test_a_criterion_auto_k_auto_job_records_the_table_and_the_winner(deployment, tmp_path):  # noqa: F811
+def test_a_criterion_auto_k_auto_job_records_the_table_and_the_winner(deployment, tmp_path):
     settings, auth = deployment
     log = tmp_path / "worker.log"
     worker = start_worker(settings, log)

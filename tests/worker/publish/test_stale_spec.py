@@ -4,12 +4,12 @@ refused since) ends `failed` as a `user` error when a worker claims it; it never
 from __future__ import annotations
 
 from sqlalchemy import select, update
-from test_job_outputs import JOB, here  # noqa: F401 - the fixture: the task runs in this process
+from test_job_outputs import JOB
 
 from service.core.models import Job
 
 
-def test_a_stored_request_that_no_longer_validates_fails_the_job_as_user(here):  # noqa: F811
+def test_a_stored_request_that_no_longer_validates_fails_the_job_as_user(here):
     from worker import tasks
 
     _, client, auth, _, _ = here()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tiny_model
+from testkit.models import tiny_model
 from worker.engine.scoring import scores
 from worker.engine.calibration.calibrate import calibrate, holdout_count
 from worker.engine.modeling.modeling_nbl import NBLAttention

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import FAMILY_CONFIGS, save_tiny_checkpoint, tiny_model
+from testkit.models import FAMILY_CONFIGS, save_tiny_checkpoint, tiny_model
 from one_pass_reference import one_pass_sums
 from test_sequential import assert_same_sums
 from worker.engine.calibration.calibrate import calibrate

@@ -48,7 +48,7 @@ def test_off_heap_tensors_are_zero_writable_and_outside_the_heap(tmp_path):
 
 
 def test_checkpoint_layer_weights_are_read_outside_the_heap(tmp_path):
-    from conftest import save_tiny_checkpoint
+    from testkit.models import save_tiny_checkpoint
 
     path = save_tiny_checkpoint(tmp_path / "tiny", "llama", layers=2)
     source = CheckpointLayers(path, torch.float32)

@@ -5,7 +5,7 @@ layer at a time), with or without the hidden states spilt to disk."""
 import pytest
 import torch
 
-from conftest import FAMILY_CONFIGS, load_smollm2, save_tiny_checkpoint, tiny_model
+from testkit.models import FAMILY_CONFIGS, load_smollm2, save_tiny_checkpoint, tiny_model
 from one_pass_reference import one_pass_sums
 from worker.engine.calibration.calibrate import calibrate, holdout_count
 from worker.engine.calibration.layer_source import CheckpointLayers

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import save_tiny_checkpoint
+from testkit.models import save_tiny_checkpoint
 from cli import main as cli
 
 

@@ -4,7 +4,7 @@ run of blocks folds as one map, the fold into down_proj equals the map applied a
 import pytest
 import torch
 
-from conftest import tiny_model
+from testkit.models import tiny_model
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.forms.fold_runs import fit_form_maps, folded, runs
 from worker.engine.forms.form_layers import apply_form

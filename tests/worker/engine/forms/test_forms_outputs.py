@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from conftest import save_tiny_checkpoint, tiny_tokenizer
+from testkit.models import save_tiny_checkpoint, tiny_tokenizer
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.forms.fold_runs import fit_form_maps
 from worker.engine.forms.form_layers import apply_form

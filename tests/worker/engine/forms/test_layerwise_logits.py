@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from conftest import save_tiny_checkpoint
+from testkit.models import save_tiny_checkpoint
 from worker.engine.forms import surgery
 from worker.engine.calibration.layer_source import CheckpointLayers, ModelLayers
 from worker.engine.forms.layerwise_logits import LayerwiseModel

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from conftest import save_tiny_checkpoint
+from testkit.models import save_tiny_checkpoint
 from worker.engine import compress
 from worker.engine.config import CompressConfig
 from worker.engine.calibration.data import DatasetSpec

@@ -9,7 +9,7 @@ import torch
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
-from conftest import save_tiny_checkpoint, tiny_tokenizer
+from testkit.models import save_tiny_checkpoint, tiny_tokenizer
 from worker.engine.forms import surgery
 from worker.engine.forms.saving import save_compressed, write_compressed
 from worker.engine.scoring.scores import LinearMap

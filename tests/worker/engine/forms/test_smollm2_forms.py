@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import DATA_DIR, load_smollm2
+from testkit.models import DATA_DIR, load_smollm2
 from worker.engine.calibration.stage import calibration_stage
 from worker.engine.config import CompressConfig
 from worker.engine.calibration.data import DatasetSpec

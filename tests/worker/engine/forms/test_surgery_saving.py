@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from conftest import tiny_model, tiny_tokenizer
+from testkit.models import tiny_model, tiny_tokenizer
 from worker.engine.forms import surgery
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.scoring.stage import fit_maps

@@ -20,7 +20,7 @@ import huggingface_hub
 import pytest
 import torch
 
-from conftest import REPO, save_tiny_checkpoint, tiny_model, tiny_tokenizer
+from testkit.models import REPO, save_tiny_checkpoint, tiny_model, tiny_tokenizer
 from cli import main as cli
 from worker.engine.forms import surgery
 from worker.engine.loading.custom_code import check_local_dir

@@ -5,7 +5,7 @@ header (SmolLM2's) reads whole."""
 import pytest
 
 from cli.main import main
-from conftest import smollm2_gguf
+from testkit.models import smollm2_gguf
 from gguf_craft import broken, gguf
 from worker.engine.loading.gguf_header import GGUFError, check_gguf
 

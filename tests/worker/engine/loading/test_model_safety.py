@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
-from conftest import save_tiny_checkpoint
+from testkit.models import save_tiny_checkpoint
 
 from service.core.paths import model_source
 from service.core.settings import Settings

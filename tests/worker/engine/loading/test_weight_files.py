@@ -30,7 +30,7 @@ import pytest
 import torch
 from testkit.crafted_snapshot import CASES, INDEX, REV, craft, hub_snapshot, secret_model, sharded_checkpoint
 
-from conftest import DATA_DIR, REPO, tiny_model
+from testkit.models import DATA_DIR, REPO, tiny_model
 from worker.engine.loading.weight_files import SHOWN, WeightFileError
 from worker.errors import classify
 

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from conftest import save_tiny_checkpoint, tiny_model, tiny_tokenizer
+from testkit.models import save_tiny_checkpoint, tiny_model, tiny_tokenizer
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.refine.heal import heal, kl_top_k, teacher_targets
 from worker.engine.forms.saving import write_compressed

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from conftest import DATA_DIR, save_tiny_checkpoint
+from testkit.models import DATA_DIR, save_tiny_checkpoint
 from nbl.recipe import Heal
 from worker.engine import compress
 from worker.engine.config import CompressConfig

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from conftest import save_tiny_checkpoint, tiny_model
+from testkit.models import save_tiny_checkpoint, tiny_model
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.forms.fold_runs import fit_form_maps
 from worker.engine.forms.form_layers import apply_form

@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from conftest import FAMILY_CONFIGS, save_tiny_checkpoint, tiny_model
+from testkit.models import FAMILY_CONFIGS, save_tiny_checkpoint, tiny_model
 from worker.engine.forms import surgery
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.selection.greedy import Greedy, candidate_order

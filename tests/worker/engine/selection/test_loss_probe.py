@@ -4,7 +4,7 @@ model in memory, run once per layer with that layer alone replaced."""
 import pytest
 import torch
 
-from conftest import save_tiny_checkpoint, tiny_model
+from testkit.models import save_tiny_checkpoint, tiny_model
 from worker.engine.forms import surgery
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.scoring.stage import fit_maps

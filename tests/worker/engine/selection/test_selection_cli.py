@@ -85,7 +85,7 @@ def test_nbl_wait_prints_the_winner_and_the_table():
 def test_selection_on_the_calibration_dataset_takes_the_blocks_after_the_calibrations(text_file):
     from types import SimpleNamespace
 
-    from conftest import tiny_tokenizer
+    from testkit.models import tiny_tokenizer
     from worker.engine.config import CompressConfig
     from worker.engine.calibration.data import DatasetSpec, load_texts, make_blocks
     from worker.engine.selection.stage import selection_data

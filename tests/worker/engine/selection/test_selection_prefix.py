@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from conftest import tiny_model
+from testkit.models import tiny_model
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.selection.greedy import Greedy
 from worker.engine.selection.prefix_cache import PrefixCache

@@ -1,7 +1,5 @@
-"""The migration tests' one fixture: a fresh, empty database on SQLite and on Postgres, and the one seed
-(a team and a job) that each migration must carry through its upgrade and its downgrade. Imported by name
-(`from migrationlib import fresh_url, seed_job`): a conftest.py here would shadow tests/conftest.py, which
-test modules import as `conftest`."""
+"""The migration tests' fixtures: a fresh, empty database on SQLite and on Postgres, and the one seed (a team
+and a job) that each migration must carry through its upgrade and its downgrade."""
 
 from __future__ import annotations
 

