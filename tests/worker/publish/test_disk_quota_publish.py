@@ -10,7 +10,7 @@ import pytest
 from publish_helpers import compress_tiny, write_text_file
 
 from nbl.lru import tree_size
-from nbl.outputs.quota import QuotaExceeded
+from nbl.outputs.quota import QuotaExceeded, usage
 from worker.errors import classify
 from worker.pipeline import publish
 from worker.publish.local import LocalDir
@@ -78,8 +78,15 @@ def test_outputs_within_the_quota_are_published(staged, tmp_path):
 
 def test_a_retried_publish_counts_the_output_it_replaces_as_freed(staged, tmp_path):
     total = sum(tree_size(p) for p in staged[0].values())
-    run(staged, tmp_path, quota=total + 200_000)
-    run(staged, tmp_path, quota=total + 200_000)  # the same job again: its own output is replaced, not added
+    assert run(staged, tmp_path, quota=total + 200_000).calls == ["begin", "k1", "k2"]
+    held = usage(tmp_path / "published", "alpha")  # the job's output: cards and bookkeeping files included
+    try:  # the same job again, the team's quota now all taken by its first copy: replaced, not added
+        again = run(staged, tmp_path, quota=held)
+    except QuotaExceeded as e:
+        pytest.fail(f"the retry did not fit in the room its own first copy takes: {e}")
+    assert again.calls == ["begin", "k1", "k2"]
+    assert usage(tmp_path / "published", "alpha") == held  # one copy of the output, not two
+    assert sorted(p.name for p in (tmp_path / "published" / "alpha").iterdir()) == ["out"]
 
 
 def test_an_output_over_the_quota_mid_job_removes_what_the_job_had_published(staged, tmp_path):
