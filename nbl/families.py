@@ -38,14 +38,18 @@ class Family:
     decilm: str | None = None  # None: DeciLM (forms linear, fold attn) can express it; else why not
     fold: str | None = None  # None: form fold writes its blocks; else why not
     window: int | None = None  # the sliding window its config class fills in when config.json leaves it out
+    plugin: bool = False  # the nbl_vllm plugin (integrations/vllm) builds its layers: the nbl form runs in vLLM
+    # the runtimes besides transformers that run the family's own class (a fold block output), read from their code
+    # and listed only where a test of ours or the runtime's model registry says so
+    plain: tuple[str, ...] = ()
 
 
-_LLAMA_ONLY = "is Llama-shaped"
+_RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")  # each runs Llama, Mistral, Qwen2 and Qwen3 as is
 FAMILIES: dict[str, Family] = {
-    "llama": Family("LlamaConfig", "LlamaForCausalLM"),
-    "mistral": Family("MistralConfig", "MistralForCausalLM", window=4096),
-    "qwen2": Family("Qwen2Config", "Qwen2ForCausalLM", decilm="has no q/k/v biases"),
-    "qwen3": Family("Qwen3Config", "Qwen3ForCausalLM", decilm="has no q/k norms"),
+    "llama": Family("LlamaConfig", "LlamaForCausalLM", plugin=True, plain=_RUNTIMES),
+    "mistral": Family("MistralConfig", "MistralForCausalLM", window=4096, plugin=True, plain=_RUNTIMES),
+    "qwen2": Family("Qwen2Config", "Qwen2ForCausalLM", decilm="has no q/k/v biases", plugin=True, plain=_RUNTIMES),
+    "qwen3": Family("Qwen3Config", "Qwen3ForCausalLM", decilm="has no q/k norms", plugin=True, plain=_RUNTIMES),
     "qwen3_moe": Family("Qwen3MoeConfig", "Qwen3MoeForCausalLM", experts="num_experts", active="num_experts_per_tok",
                         decilm="has no q/k norms or experts", fold="is not written for experts yet"),
     "mixtral": Family("MixtralConfig", "MixtralForCausalLM", experts="num_local_experts",

@@ -39,11 +39,22 @@ RUNS_IN: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
-def runs_in(form: str | None, mode: str | None, method: str | None = "nbl") -> list[str]:
-    """The runtimes an output of this form and mode loads in; drop (no map) is nbl's form."""
+def runs_in(form: str | None, mode: str | None, method: str | None = "nbl", family: str | None = None) -> list[str]:
+    """The runtimes an output of this form and mode loads in; drop (no map) is nbl's form. With the base's
+    `family`, only those its entry claims (nbl/families.py): our vLLM plugin builds the layers of some families
+    only, and a fold block output is the family's own class, which a runtime runs or not. Without it (an older
+    record), the table's claims, which hold for the four dense families every older output was."""
     if method == "drop" or form is None:
         form = FORM
-    return list(RUNS_IN.get((form, mode or "attn"), ()))
+    found = list(RUNS_IN.get((form, mode or "attn"), ()))
+    entry = FAMILIES.get(family) if family else None
+    if entry is None:
+        return found
+    if form == FORM:
+        return [r for r in found if r != "vllm+plugin" or entry.plugin]
+    if (form, mode) == ("fold", "block"):
+        return [r for r in found if r == "transformers" or r in entry.plain]
+    return found
 
 
 def writes_decilm(form: str, mode: str) -> bool:
