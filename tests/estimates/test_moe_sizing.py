@@ -9,6 +9,8 @@ nothing once the families are admitted."""
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -298,3 +300,17 @@ def test_nbl_estimate_and_post_estimates_size_them_alike(families_admitted, sett
             assert cli[key] == api.json()[key], key
         assert api.json()["shape"]["params"] == shape_of(config).params
 
+
+def test_docs_sizing_shows_what_the_command_prints(tmp_path, capsys, monkeypatch):
+    """docs/sizing.md's MoE figures are bench/estimate_moe.py's output, as it prints it now."""
+    monkeypatch.setenv("NBL_HOME", str(tmp_path / "home"))
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import estimate_moe
+
+    assert estimate_moe.main_([]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    doc = (REPO / "docs" / "sizing.md").read_text()
+    block = re.search(r"\$ \.venv/bin/python bench/estimate_moe\.py\n(.*?)\n```", doc, re.S)
+    assert block, "docs/sizing.md has no block of bench/estimate_moe.py's output"
+    assert block.group(1).splitlines() == printed
+    sys.modules.pop("estimate_moe", None)
