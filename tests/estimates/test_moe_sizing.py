@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from configs import LLAMA_8B, LLAMA_70B, MIXTRAL_8X22B, QWEN3_235B_A22B, TINY, write_config
+
 from nbl import model_checks
 from nbl.sizing import model as sizing_model
+from nbl.sizing.bounds import BOUNDS, MAX_DENSE_LAYERS
 from nbl.sizing.classes import DEFAULT, parse_classes, place
 from nbl.sizing.model import Options, estimate
-from nbl.sizing.bounds import BOUNDS, MAX_DENSE_LAYERS
 from nbl.sizing.shapes import (ParamCounts, ShapeError, is_moe_layer, layer_param_counts, out_of_bounds, param_counts,
                                shape_of)
 from nbl.sizing.spread import Spread
@@ -310,7 +310,7 @@ def test_docs_sizing_shows_what_the_command_prints(tmp_path, capsys, monkeypatch
     assert estimate_moe.main_([]) == 0
     printed = capsys.readouterr().out.strip().splitlines()
     doc = (REPO / "docs" / "sizing.md").read_text()
-    block = re.search(r"\$ \.venv/bin/python bench/estimate_moe\.py\n(.*?)\n```", doc, re.S)
+    block = re.search(r"\$ \.venv/bin/python bench/estimate_moe\.py\n(.*?)\n```", doc, re.DOTALL)
     assert block, "docs/sizing.md has no block of bench/estimate_moe.py's output"
     assert block.group(1).splitlines() == printed
     sys.modules.pop("estimate_moe", None)
