@@ -1,21 +1,75 @@
-"""The model families an input model may be: one table, read wherever a config.json is judged, so the worker's
-loader (worker/engine/loading/model_rules.py), the API at submit and in POST /v1/estimates, and `nbl estimate` refuse
-the same models with the same words (nbl/model_checks.py).
+"""The model families an input model may be: one entry each, read wherever a family matters.
 
-A family is a config's `model_type` whose decoder layer is `h + attn(LN1 h)` then `+ mlp(LN2 h')`, with modules
-named `self_attn`, `input_layernorm`, `post_attention_layernorm`, `mlp` under `model.layers`; the value is its
-(config class, causal LM class) in transformers. Adding a family is one entry here and the same entry in the
-modeling file shipped with every output (worker/engine/modeling/modeling_nbl.FAMILIES, which may import nothing of ours;
-tests/estimates/test_family_rule.py holds the two equal). Torch-free.
+The worker's loader (worker/engine/loading/model_rules.py), the API at submit and in POST /v1/estimates, and
+`nbl estimate` refuse the same models with the same words (nbl/model_checks.py); the forms (nbl/forms.py) read
+which outputs each family can be written as; the engine reads where a layer's attention branch begins and ends.
+
+A family is a config's `model_type` whose decoder layer, under `model.layers`, is
+
+    h' = h + attention branch(h)        the branch: `attn`, its modules in order (a norm, `self_attn`, and for
+                                        Gemma the norm after attention, `post_attention_layernorm`)
+    h'' = h' + MLP branch(h')           `ln2` the norm in front of the MLP; a dense MLP or a mixture of experts
+
+Attention NBL replaces the whole attention branch by h -> W h + b; block NBL the whole layer. A mixture of experts
+changes nothing of that: the maps see only the residual stream, never an expert. Its experts are stored one
+matrix each in a checkpoint and stacked in the model (worker/engine/loading/checkpoint_names.py).
+
+Adding a family: one entry here, the same (config, model, branch) in the modeling file shipped with every output
+(worker/engine/modeling/modeling_nbl.py, which may import nothing of ours; a test holds the two equal), and its
+tiny config in the tests (tests/conftest.py FAMILY_CONFIGS). docs/engine.md says how. Torch-free.
 """
 
 from __future__ import annotations
 
-FAMILIES: dict[str, tuple[str, str]] = {
-    "llama": ("LlamaConfig", "LlamaForCausalLM"),
-    "mistral": ("MistralConfig", "MistralForCausalLM"),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+from dataclasses import dataclass
+
+ATTN = ("input_layernorm", "self_attn")  # the attention branch of a Llama-shaped layer
+GEMMA_ATTN = ("input_layernorm", "self_attn", "post_attention_layernorm")
+
+
+@dataclass(frozen=True)
+class Family:
+    config: str  # the config class in transformers
+    model: str  # its causal LM class
+    attn: tuple[str, ...] = ATTN  # the attention branch's modules, input to output
+    ln2: str = "post_attention_layernorm"  # the norm in front of the MLP branch
+    experts: str | None = None  # a mixture of experts: the config key of its experts per layer
+    active: str | None = None  # and of the experts each token runs through
+    decilm: str | None = None  # None: DeciLM (forms linear, fold attn) can express it; else why not
+    fold: str | None = None  # None: form fold writes its blocks; else why not
+    window: int | None = None  # the sliding window its config class fills in when config.json leaves it out
+    plugin: bool = False  # the nbl_vllm plugin (integrations/vllm) builds its layers: the nbl form runs in vLLM
+    # the runtimes besides transformers that run the family's own class (a fold block output), read from their code
+    # and listed only where a test of ours or the runtime's model registry says so
+    plain: tuple[str, ...] = ()
+
+
+_RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")  # each runs Llama, Mistral, Qwen2 and Qwen3 as is
+FAMILIES: dict[str, Family] = {
+    "llama": Family("LlamaConfig", "LlamaForCausalLM", plugin=True, plain=_RUNTIMES),
+    "mistral": Family("MistralConfig", "MistralForCausalLM", window=4096, plugin=True, plain=_RUNTIMES),
+    "qwen2": Family("Qwen2Config", "Qwen2ForCausalLM", decilm="has no q/k/v biases", plugin=True, plain=_RUNTIMES),
+    "qwen3": Family("Qwen3Config", "Qwen3ForCausalLM", decilm="has no q/k norms", plugin=True, plain=_RUNTIMES),
+    "qwen3_moe": Family("Qwen3MoeConfig", "Qwen3MoeForCausalLM", experts="num_experts", active="num_experts_per_tok",
+                        decilm="has no q/k norms or experts", fold="is not written for experts yet"),
+    "mixtral": Family("MixtralConfig", "MixtralForCausalLM", experts="num_local_experts",
+                      active="num_experts_per_tok", decilm="has no experts", fold="is not written for experts yet"),
+    "qwen2_moe": Family("Qwen2MoeConfig", "Qwen2MoeForCausalLM", experts="num_experts", active="num_experts_per_tok",
+                        decilm="has no q/k/v biases or experts", fold="is not written for experts yet"),
+    "olmoe": Family("OlmoeConfig", "OlmoeForCausalLM", experts="num_experts", active="num_experts_per_tok",
+                    decilm="has no q/k norms or experts", fold="is not written for experts yet"),
+    "gpt_oss": Family("GptOssConfig", "GptOssForCausalLM", experts="num_local_experts",
+                      active="num_experts_per_tok", decilm="has no attention sinks or experts",
+                      fold="is not written for experts yet"),
+    "phi3": Family("Phi3Config", "Phi3ForCausalLM", decilm="fuses q, k, v (qkv_proj) and gate, up (gate_up_proj)"),
+    # Gemma: a norm after attention (in the branch) and after the MLP, between down_proj and the residual: a map
+    # folded into down_proj would pass through post_feedforward_layernorm, so fold is not exact
+    "gemma2": Family("Gemma2Config", "Gemma2ForCausalLM", attn=GEMMA_ATTN, ln2="pre_feedforward_layernorm",
+                     decilm="has norms after attention and MLP, soft-capping and GeGLU",
+                     fold="is not exact: post_feedforward_layernorm sits between down_proj and the residual"),
+    "gemma3_text": Family("Gemma3TextConfig", "Gemma3ForCausalLM", attn=GEMMA_ATTN, ln2="pre_feedforward_layernorm",
+                          decilm="has norms after attention and MLP, q/k norms and GeGLU",
+                          fold="is not exact: post_feedforward_layernorm sits between down_proj and the residual"),
 }
 
 
@@ -28,3 +82,8 @@ def family_error(config: dict, families=tuple(FAMILIES)) -> str | None:
     short = family is None or isinstance(family, str) and len(family) <= 64  # a config is user input: no megabyte repr
     shown = repr(family) if short else f"a {type(family).__name__}"
     return f"architecture {shown} is not supported; supported: {', '.join(families)}"
+
+
+def classes(family: str) -> tuple[str, str]:
+    """(config class, causal LM class) of a family in transformers."""
+    return FAMILIES[family].config, FAMILIES[family].model

@@ -14,18 +14,18 @@ docs/serving.md says so.
 
 from __future__ import annotations
 
+from nbl.families import FAMILIES
+
 FORMS = ("nbl", "linear", "fold")
 FORM = "nbl"
 # fold and linear fit on the one-shot criteria only: the measured ones (loss probe, greedy, auto, k auto)
 # replace layers with nbl's maps
 ONE_SHOT = ("cca", "nmse", "cosine")
-# families DeciLM (Llama-shaped: RMSNorm, SwiGLU, no biases, no q/k norms) can express
-DECILM_FAMILIES = ("llama", "mistral")
-FOLD_BLOCK_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+# the families DeciLM (Llama-shaped: RMSNorm, SwiGLU, no biases, no q/k norms) can express, and those whose blocks
+# form fold writes: read from each family's entry (nbl/families.py)
+DECILM_FAMILIES = tuple(f for f, entry in FAMILIES.items() if entry.decilm is None)
+FOLD_BLOCK_FAMILIES = tuple(f for f, entry in FAMILIES.items() if entry.fold is None)
 FFN_ROUND = 256  # DeciLM gives the MLP's width as ffn_mult, rounded up to a multiple of 256
-# a sliding window a config.json may leave out, as transformers' config class fills it in: the API judges the
-# file, the worker the loaded config, and both must say the same
-WINDOW_DEFAULTS = {"mistral": 4096}
 
 # (form, mode) -> runtimes that load the output with no code of ours; "transformers+file": through the
 # modeling file we ship (trust_remote_code); "vllm+plugin": with our nbl_vllm plugin installed
@@ -39,11 +39,22 @@ RUNS_IN: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
-def runs_in(form: str | None, mode: str | None, method: str | None = "nbl") -> list[str]:
-    """The runtimes an output of this form and mode loads in; drop (no map) is nbl's form."""
+def runs_in(form: str | None, mode: str | None, method: str | None = "nbl", family: str | None = None) -> list[str]:
+    """The runtimes an output of this form and mode loads in; drop (no map) is nbl's form. With the base's
+    `family`, only those its entry claims (nbl/families.py): our vLLM plugin builds the layers of some families
+    only, and a fold block output is the family's own class, which a runtime runs or not. Without it (an older
+    record), the table's claims, which hold for the four dense families every older output was."""
     if method == "drop" or form is None:
         form = FORM
-    return list(RUNS_IN.get((form, mode or "attn"), ()))
+    found = list(RUNS_IN.get((form, mode or "attn"), ()))
+    entry = FAMILIES.get(family) if family else None
+    if entry is None:
+        return found
+    if form == FORM:
+        return [r for r in found if r != "vllm+plugin" or entry.plugin]
+    if (form, mode) == ("fold", "block"):
+        return [r for r in found if r == "transformers" or r in entry.plain]
+    return found
 
 
 def writes_decilm(form: str, mode: str) -> bool:
@@ -78,14 +89,17 @@ def family_error(form: str, mode: str, family: str, config: dict) -> str | None:
     the API at submit and in estimates (its config.json, nbl/model_checks.py), the worker before calibrating."""
     if form == "fold" and mode == "block":
         if family not in FOLD_BLOCK_FAMILIES:
-            return f"form 'fold' writes {', '.join(FOLD_BLOCK_FAMILIES)} models, not {family!r}"
+            why = FAMILIES[family].fold if family in FAMILIES else "is not written for this family"
+            return (f"form 'fold' in mode 'block' {why} ({family!r}); it writes "
+                    f"{', '.join(FOLD_BLOCK_FAMILIES)} models: use form 'nbl'")
         return None
     if not writes_decilm(form, mode):
         return None
     what = f"form {form!r} in mode {mode!r} writes DeciLM (Nemotron-NAS), which"
     if family not in DECILM_FAMILIES:
-        reason = {"qwen2": "has no q/k/v biases", "qwen3": "has no q/k norms"}.get(family, "is Llama-shaped")
-        return f"{what} {reason}: it cannot express a {family} model; use form 'fold' in mode 'block', or 'nbl'"
+        reason = FAMILIES[family].decilm if family in FAMILIES else "is Llama-shaped"
+        other = "form 'fold' in mode 'block', or 'nbl'" if family in FOLD_BLOCK_FAMILIES else "form 'nbl'"
+        return f"{what} {reason}: it cannot express a {family} model; use {other}"
     hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
     head_dim = config.get("head_dim") or (hidden // heads if hidden and heads else None)
     inter = config.get("intermediate_size") or 0
@@ -95,7 +109,9 @@ def family_error(form: str, mode: str, family: str, config: dict) -> str | None:
         return f"{what} derives head_dim as hidden_size / heads ({hidden // heads}); this model's is {head_dim}"
     if not inter or inter % FFN_ROUND:
         return f"{what} gives the MLP width as ffn_mult rounded to {FFN_ROUND}: intermediate_size {inter} is not a multiple"
-    window = config["sliding_window"] if "sliding_window" in config else WINDOW_DEFAULTS.get(family)
+    # a sliding window config.json may leave out, as transformers' config class fills it in: the API judges the
+    # file, the worker the loaded config, and both must say the same
+    window = config["sliding_window"] if "sliding_window" in config else FAMILIES[family].window
     if window and config.get("use_sliding_window", True):
         return f"{what} has no sliding window: this model's is {_shown(window)}"
     if config.get("hidden_act", "silu") != "silu":

@@ -158,13 +158,13 @@ def _facts(rec: Mapping[str, Any]) -> dict:
 
 def output_entry(k: int, mode: str | None, method: str | None, criterion: str | None, layers: list[int] | None,
                  metrics: Mapping | None, base: Mapping | None, form: str | None = None,
-                 seconds: float | None = None, refine: Mapping | None = None) -> dict:
+                 seconds: float | None = None, refine: Mapping | None = None, family: str | None = None) -> dict:
     """One output's entry; `form` None is nbl (a request without one), runs_in from nbl/forms.py's table;
     `seconds` its reload and evaluation; `refine` {"refit", "heal"} (refine_of) or the engine's records."""
     form = form or FORM
     refine = refine or {}
     return {"k": k, "mode": mode, "method": method, "criterion": criterion, "form": form,
-            "runs_in": runs_in(form, mode, method), "layers": layers,
+            "runs_in": runs_in(form, mode, method, family), "layers": layers,
             "metrics": metrics, "delta": delta(metrics, base), "relative": relative(metrics, base),
             "seconds": finite(seconds),
             **{part: None if not refine.get(part) else _facts({key: refine[part].get(key) for key in keys})
@@ -221,5 +221,6 @@ def job_result(spec: Mapping[str, Any], selected: Iterable[Mapping] | None,
                                  (chosen.get(k) or {}).get("layers"),
                                  nested(f"k{k}"), base, comp.get("form"),
                                  _dict(metrics.get(EVALUATION_SECONDS)).get(f"k{k}"),
-                                 refine_of(metrics.get(REFINE), k)) for k in ks],
+                                 refine_of(metrics.get(REFINE), k), (chosen.get(k) or {}).get("family"))
+                    for k in ks],
     }

@@ -130,9 +130,12 @@ class DbSink:
     def layer_scores(self, scores: list[dict]) -> None:
         db(store.save_layer_scores, self.job_id, scores, lease_token=self.token)
 
-    def selection(self, mode: str, selected: dict[int, list[int]], measured: dict | None = None) -> None:
+    def selection(self, mode: str, selected: dict[int, list[int]], measured: dict | None = None,
+                  family: str | None = None) -> None:
         won = {c["k"]: c["criterion"] for c in (measured or {}).get("chosen", [])}  # the criterion that chose each k
-        rows = [{"k": k, "mode": mode, "layers": v, **({"criterion": won[k]} if k in won else {})} for k, v in selected.items()]
+        # the base's family: where each output runs depends on it (nbl/forms.runs_in)
+        rows = [{"k": k, "mode": mode, "layers": v, **({"criterion": won[k]} if k in won else {}),
+                 **({"family": family} if family else {})} for k, v in selected.items()]
         db(store.set_selected_layers, self.job_id, rows, lease_token=self.token)
         if measured is not None:
             db(store.save_selection, self.job_id, measured, lease_token=self.token)

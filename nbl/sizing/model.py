@@ -20,6 +20,11 @@ spread over the GPUs, the host and disk. On `cpu` every byte is host memory (dev
 Data-parallel devices (`--devices`) split the calibration blocks; each process holds its own layer,
 sums and batch. The constants below were measured on this machine (bench/estimate_accuracy.py checks
 the result against peak RSS).
+
+A mixture of experts is held whole and run sparse: memory counts every expert (the weights of a whole model,
+and calibration's one layer with all its experts, shapes.Shape.layer_params), time counts what a token goes
+through (its top-k experts, the router and any shared expert: Shape.active_layer_params), and a forward's
+transients are those of its routed experts (Shape.mlp_act_bytes).
 """
 
 from __future__ import annotations
@@ -157,17 +162,18 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     dtype = opts.dtype if opts.dtype not in ("auto", None) else ("bfloat16" if on_gpu else "float32")
     dt = DTYPE_BYTES[dtype]
     pt = DTYPE_BYTES.get(opts.stats_precision, 4)  # tf32 and auto multiply float32 buffers
-    d, L, I = shape.hidden, shape.layers, shape.intermediate
+    d, L = shape.hidden, shape.layers
+    mlp_act = shape.mlp_act_bytes(dt)
     bs = opts.batch_size or default_batch_size(opts.seq_len, on_gpu)
     tokens_b = min(bs, math.ceil(opts.num_samples / procs)) * opts.seq_len
 
     # -- calibrate: per process ------------------------------------------------------------------
-    layer_w = shape.layer_params * dt
+    layer_w = shape.layer_params * dt  # the largest layer, every expert
     lags, kept_mlp = fold_extra(opts)
     sums = sums_bytes(d, 1, lags)  # calibration_stage asks for the job's mode only
     scratch = d * d * pt  # stats._scratch: one (d, d) product buffer
     scoring = 3 * d * d * 8  # score_stage: a few float64 (d, d) temporaries while the layer is scored
-    acts = tokens_b * (ACT_WIDTHS_D * d + 3 * I) * dt + tokens_b * ACC_WIDTHS_D * d * 4
+    acts = tokens_b * (ACT_WIDTHS_D * d * dt + mlp_act) + tokens_b * ACC_WIDTHS_D * d * 4
     stem = shape.embed_params * dt + tokens_b * d * dt  # first pass: embeddings and one batch
     if opts.criterion == "loss":  # the probe's head: final norm + LM head over one batch's logits
         stem = max(stem, shape.embed_params * dt + tokens_b * shape.vocab * 4)
@@ -191,13 +197,13 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     phases = {"calibrate": {"device": cal_device, "host": cal_host}}
 
     # -- the phases that hold a whole model, or stream one to disk ----------------------------------
-    model_b = shape.params * dt
+    model_b = shape.params * dt  # every expert
     gpus = sum(dev.startswith("cuda") for dev in devices)
     ctx_dev = CUDA_CONTEXT_DEVICE if on_gpu else 0
     one = RUNTIME_HOST + (CUDA_CONTEXT_HOST if on_gpu else 0)  # one process' runtime (the first; the check's child)
     placed = spread(model_b, gpus, memory, ctx_dev)
     window = min(shape.context, 2048)  # perplexity windows (eval/perplexity.default_window)
-    loss_per_token = shape.vocab * logit_bytes(dt) + (ACT_WIDTHS_D * d + 3 * I) * dt  # a forward and its loss
+    loss_per_token = shape.vocab * logit_bytes(dt) + ACT_WIDTHS_D * d * dt + mlp_act  # a forward and its loss
     eval_acts = window * loss_per_token
     if measured(opts):
         sel_tokens = selection_blocks(opts) * opts.seq_len
@@ -210,11 +216,11 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
             phases["select"] = {"device": placed.device + sel_acts + ctx_dev if on_gpu else 0,
                                 "host": one + sel_hidden + placed.host + (0 if on_gpu else sel_acts)}
     if opts.heal is not None:  # the whole model (placed as for evaluation), its backward and the maps' training
-        extra = heal_bytes(d, I, L, shape.vocab, opts.seq_len, opts.heal, opts.ks, dt)
+        extra = heal_bytes(d, shape.intermediate, L, shape.vocab, opts.seq_len, opts.heal, opts.ks, dt, mlp_act)
         phases["refine"] = {"device": placed.device + extra + ctx_dev if on_gpu else 0,
                             "host": one + placed.host + (0 if on_gpu else extra)}
-    if opts.outputs:  # one tensor at a time and its cast copy; the largest is the embedding (or LM head)
-        phases["save"] = {"device": 0, "host": one + 2 * max(shape.embed_params, shape.intermediate * d) * dt}
+    if opts.outputs:  # one tensor at a time and its cast copy; the largest is the embedding (or LM head), an MLP's
+        phases["save"] = {"device": 0, "host": one + 2 * shape.largest_tensor * dt}  # or an expert's (fused: a layer's)
         if opts.load_check:  # the parent keeps its runtime; the child places one output and generates a few tokens
             phases["check"] = {"device": placed.device + ctx_dev + (PROBE_ACTS if on_gpu else 0),
                                "host": one + one + placed.host + (0 if on_gpu else PROBE_ACTS)}
@@ -227,7 +233,7 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     n_out = len(opts.ks) if opts.outputs else 0
     placed_whole = opts.whole_model or (opts.outputs and opts.load_check)  # check and evaluate spread; selection streams
     disk = {
-        "download": shape.params * shape.checkpoint_bytes_per_param,
+        "download": shape.download_bytes,
         "spill": spill,
         "stats_cache": L * sums,  # one shard per layer, kept (or removed after --no-cache)
         "outputs": n_out * model_b,
@@ -250,7 +256,8 @@ def selection_blocks(opts: Options) -> int:
 
 def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: int,
              placed: Spread) -> tuple[float, float]:
-    """(low, high), the FAST rates' time and the SLOW rates': forward flops 2 x params per token plus attention 2 T H hd; the statistics' products
+    """(low, high), the FAST rates' time and the SLOW rates': forward flops 2 x active params per token (a mixture of
+    experts: the top-k experts of each layer, not all) plus attention 2 T H hd; the statistics' products
     2 d² per token for Σyxᵀ and 10/16 of that for the symmetric Σxxᵀ and Σyyᵀ (products.gram); the loss probe
     ~L/2 passes over the held-out blocks; measured selection ~L/2 layers per set over the selection blocks;
     evaluation one forward of the base and of each output over its tokens. `placed`: where a whole model's
@@ -258,7 +265,7 @@ def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: in
     d, L = shape.hidden, shape.layers
     tokens = opts.num_samples * opts.seq_len
     attn = 2 * opts.seq_len * shape.heads * shape.head_dim
-    fwd_layer = 2 * shape.layer_params + attn  # per token
+    fwd_layer = 2 * shape.active_layer_params + attn  # per token, on average over the layers
     head = 2 * shape.embed_params
     forward = tokens * L * fwd_layer
     products = tokens * L * (1 + 2 * 10 / 16) * 2 * d * d

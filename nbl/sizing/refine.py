@@ -48,16 +48,18 @@ def guard_blocks(calibration, selection) -> int:
 
 
 def heal_bytes(hidden: int, intermediate: int, layers: int, vocab: int, seq_len: int, heal, ks,
-               dtype_bytes: int) -> int:
+               dtype_bytes: int, mlp_bytes: int | None = None) -> int:
     """Memory healing adds beside the whole model: one block's activations kept for the backward (every layer
     keeps ~(8 d + 3 I) per token, as model.ACT_WIDTHS_D counts a forward; nothing is recomputed, so a deep model
     heals short blocks best), one block's logits in float32 with their softmax and gradient, the maps' training
-    state, and the teacher's targets."""
+    state, and the teacher's targets. `mlp_bytes`: the MLP's share of a token's activations (Shape.mlp_act_bytes:
+    a mixture of experts' routed experts); None: a dense MLP's 3 I."""
     if heal is None:
         return 0
     k = max(ks or [1])
     n_train, _ = heal_split(heal.tokens, seq_len)
-    acts = layers * seq_len * (8 * hidden + 3 * intermediate) * dtype_bytes
+    mlp = 3 * intermediate * dtype_bytes if mlp_bytes is None else mlp_bytes
+    acts = layers * seq_len * (8 * hidden * dtype_bytes + mlp)
     logits = 3 * seq_len * vocab * 4
     maps = 4 * k * hidden * hidden * 4
     targets = n_train * (seq_len - 1) * TOP_K * (4 + 8)

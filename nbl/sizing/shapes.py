@@ -2,44 +2,29 @@
 
 Pure (no torch, no transformers): the API reads a `local:NAME` config, the CLI a directory or a Hub
 config, and both get the same Shape. Multimodal configs keep the language model under `text_config`.
+A family's layer is Llama's plus what its layouts.LAYOUTS entry adds (biases, q/k norms, sinks, experts);
+every number is bounded (bounds.BOUNDS).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import NamedTuple
+
+from .bounds import BOUNDS, MOE_KEYS, ShapeError, read_int, read_layers
+from .layouts import attn_extra, expert_fields, flag, layout_of, moe_keys
+
+__all__ = ["BOUNDS", "DTYPE_BYTES", "ParamCounts", "Shape", "ShapeError", "is_moe_layer", "layer_param_counts",
+           "out_of_bounds", "param_counts", "shape_of"]
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "float64": 8}
-
-
-# The largest value each number of a config.json may take: above any released decoder, and small enough that
-# the estimate's arithmetic stays exact and quick. A config is user input (a Hub repo, a local:NAME, a GGUF's
-# metadata converted): 10**12 layers once pinned the API's CPU, 10**300 overflowed its floats.
-BOUNDS = {
-    "num_hidden_layers": 4096,  # nbl/request.K_HARD_MAX: no k is larger either
-    "hidden_size": 65536,
-    "intermediate_size": 2**20,
-    "num_attention_heads": 16384,
-    "num_key_value_heads": 16384,
-    "head_dim": 16384,
-    "vocab_size": 2**22,
-    "max_position_embeddings": 2**24,
-}
-
-
-class ShapeError(ValueError):
-    """A config.json that lacks a number the estimate needs, or has one out of bounds (`field` names it)."""
-
-    def __init__(self, message: str, field: str):
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True)
 class Shape:
     hidden: int  # d
     layers: int  # L
-    intermediate: int  # I, the MLP's inner width
+    intermediate: int  # I, the dense MLP's inner width (intermediate_size; a dense layer of an MoE model)
     heads: int  # H
     kv_heads: int  # grouped-query attention: K and V have kv_heads x head_dim columns
     head_dim: int
@@ -47,12 +32,90 @@ class Shape:
     tied: bool  # the LM head shares the embedding matrix
     checkpoint_bytes_per_param: int  # as stored on the Hub (config torch_dtype), for the download
     context: int = 2048  # max_position_embeddings: the evaluation's perplexity windows are min(this, 2048)
+    attn_extra: int = 0  # a layer's attention parameters beyond q/k/v/o's weights: biases, q/k norms, sinks
+    mlp_bias: bool = False  # the dense MLP's gate/up/down have biases
+    # a mixture of experts (experts 0: every layer dense)
+    experts: int = 0  # n, the routed experts of an MoE layer
+    experts_per_token: int = 0  # top-k: the experts each token goes through
+    expert_intermediate: int = 0  # one expert's inner width
+    expert_bias: bool = False  # each expert's gate_up and down, and the router, have biases (gpt_oss)
+    shared_intermediate: int = 0  # a shared expert every token goes through, gated by a d x 1 linear (qwen2_moe)
+    sparse_step: int = 1  # layer i has experts when (i + 1) % sparse_step == 0 (decoder_sparse_step) ...
+    dense_layers: tuple[int, ...] = ()  # ... and it is not one of these (mlp_only_layers, those below L)
+    fused_experts: bool = False  # the checkpoint keeps a layer's experts in one tensor
+    mxfp4_experts: bool = False  # ... their weights in MXFP4 (gpt-oss: quantization_config quant_method mxfp4)
+
+    @property
+    def attn_params(self) -> int:
+        """One layer's attention: q and o (d x H·hd), k and v (d x KV·hd), and their extras."""
+        d, attn = self.hidden, self.heads * self.head_dim
+        return 2 * d * attn + 2 * d * self.kv_heads * self.head_dim + self.attn_extra
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """gate/up/down (3 d I), with their biases where the family has them."""
+        return 3 * self.hidden * self.intermediate + (2 * self.intermediate + self.hidden if self.mlp_bias else 0)
+
+    @property
+    def expert_params(self) -> int:
+        """One expert: gate/up/down (3 d I_e), with their biases where the family has them."""
+        i_e = self.expert_intermediate
+        return 3 * self.hidden * i_e + (2 * i_e + self.hidden if self.expert_bias else 0)
+
+    @property
+    def router_params(self) -> int:
+        """What every token of an MoE layer goes through besides its experts: the router (n x d, its bias), the
+        shared expert and its d x 1 gate."""
+        d, n = self.hidden, self.experts
+        shared = 3 * d * self.shared_intermediate + d if self.shared_intermediate else 0
+        return n * d + (n if self.expert_bias else 0) + shared
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with experts: every sparse_step-th, less the dense ones among them (closed form)."""
+        if not self.experts:
+            return 0
+        step = self.sparse_step
+        return self.layers // step - sum(1 for i in self.dense_layers if (i + 1) % step == 0)
+
+    @property
+    def dense_layer_params(self) -> int:
+        """One dense layer: attention, MLP, two norms."""
+        return self.attn_params + self.dense_mlp_params + 2 * self.hidden
+
+    @property
+    def moe_layer_params(self) -> int:
+        """One MoE layer, every expert counted: what it holds."""
+        return self.attn_params + self.experts * self.expert_params + self.router_params + 2 * self.hidden
+
+    @property
+    def moe_layer_active(self) -> int:
+        """One MoE layer as one token uses it: its top-k experts, not the others."""
+        return self.attn_params + self.experts_per_token * self.expert_params + self.router_params + 2 * self.hidden
 
     @property
     def layer_params(self) -> int:
-        """One decoder layer: q and o (d x H·hd), k and v (d x KV·hd), gate/up/down (3 d I), two norms."""
-        d, attn = self.hidden, self.heads * self.head_dim
-        return 2 * d * attn + 2 * d * self.kv_heads * self.head_dim + 3 * d * self.intermediate + 2 * d
+        """The largest decoder layer, every expert counted: what layer-by-layer calibration holds at once."""
+        m = self.moe_layers
+        return max(([self.moe_layer_params] if m else []) + ([self.dense_layer_params] if m < self.layers else []))
+
+    @property
+    def layers_params(self) -> int:
+        """Every decoder layer, every expert."""
+        m = self.moe_layers
+        return (self.layers - m) * self.dense_layer_params + m * self.moe_layer_params
+
+    @property
+    def active_layers_params(self) -> int:
+        """Every decoder layer as one token goes through it: the top-k experts of each MoE layer."""
+        m = self.moe_layers
+        return (self.layers - m) * self.dense_layer_params + m * self.moe_layer_active
+
+    @property
+    def active_layer_params(self) -> int | float:
+        """A token's forward through one layer, on average: the layer's parameters when it is dense."""
+        total, L = self.active_layers_params, self.layers
+        return total // L if total % L == 0 else total / L
 
     @property
     def embed_params(self) -> int:
@@ -60,49 +123,104 @@ class Shape:
 
     @property
     def params(self) -> int:
-        """The whole model: layers, embeddings, the LM head unless tied, the final norm."""
-        return self.layers * self.layer_params + self.embed_params * (1 if self.tied else 2) + self.hidden
+        """The whole model: layers (every expert), embeddings, the LM head unless tied, the final norm."""
+        return self.layers_params + self.embed_params * (1 if self.tied else 2) + self.hidden
+
+    @property
+    def active_params(self) -> int:
+        """What one token's forward pass uses: params less the experts it is not routed to (embeddings and LM
+        head included, as the published "A22B" and "39B active" count them)."""
+        return self.active_layers_params + self.embed_params * (1 if self.tied else 2) + self.hidden
+
+    @property
+    def download_bytes(self) -> int:
+        """The checkpoint: every parameter in its stored dtype, but MXFP4 experts' weights at 4 bits and a shared
+        8-bit exponent per 32 (17/32 bytes a weight; loaded, they are dequantized to the model's dtype)."""
+        if not self.mxfp4_experts:
+            return self.params * self.checkpoint_bytes_per_param
+        weights = self.moe_layers * self.experts * 3 * self.hidden * self.expert_intermediate
+        return (self.params - weights) * self.checkpoint_bytes_per_param + -(-weights * 17 // 32)
+
+    @property
+    def largest_tensor(self) -> int:
+        """The checkpoint's largest tensor, in parameters: the embedding (or LM head), a dense MLP's weight,
+        one expert's (or, fused, a layer's gate_up over all its experts: n x d x 2 I_e)."""
+        m, d = self.moe_layers, self.hidden
+        sizes = [self.embed_params] + ([self.intermediate * d] if m < self.layers else [])
+        if m:
+            sizes.append(self.experts * d * 2 * self.expert_intermediate if self.fused_experts
+                         else self.expert_intermediate * d)
+        return max(sizes)
+
+    def mlp_act_bytes(self, dt: int) -> int:
+        """Bytes per token of the MLP's transients in a forward (`dt`: the dtype's bytes): a dense layer's gate, up
+        and act*up (3 I); an MoE layer's as transformers runs its experts (integrations/moe.py, grouped_mm, the
+        default): per routed (token, expert) pair its gathered input, gate_up (2 I_e), act*up (I_e), the down,
+        weighted and reordered outputs (4 d), the gathered bias rows where experts have biases (2 I_e + d), three
+        int64 indices; the router's logits and their float32 softmax (n each); a shared expert's 3 I_s. The larger
+        kind when a model has both."""
+        dense = 3 * self.intermediate * dt
+        if not self.moe_layers:
+            return dense
+        d, i_e = self.hidden, self.expert_intermediate
+        pair = (3 * i_e + 4 * d + (2 * i_e + d if self.expert_bias else 0)) * dt + 3 * 8
+        moe = self.experts_per_token * pair + self.experts * (dt + 4) + 3 * self.shared_intermediate * dt
+        return moe if self.moe_layers == self.layers else max(moe, dense)
 
 
-def _int(cfg: dict, key: str, default: int | None = None, where: str = "") -> int:
-    """`where`: the key's prefix in a message (`text_config.`)."""
-    value = cfg.get(key, default)
-    if value is None:
-        raise ShapeError(f"config.json has no {where}{key}", key)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ShapeError(f"config.json: {where}{key} must be a positive integer, got {_shown(value)}", key)
-    if value > BOUNDS[key]:
-        raise ShapeError(f"config.json: {where}{key} must be at most {BOUNDS[key]:,}, got {_shown(value)}", key)
-    return value
+class ParamCounts(NamedTuple):
+    total: int  # every parameter, every expert
+    active: int  # those one token's forward pass uses: the top-k experts of each MoE layer
 
 
-def _shown(value) -> str:
-    """A config's value in a message, short: a long number by its size, a list or object by its kind (repr
-    of either could run to thousands of characters, or recurse as deep as the JSON nests)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > 64:
-        digits = math.floor(abs(value).bit_length() * math.log10(2)) + 1
-        return f"a {'negative ' if value < 0 else ''}number of about {digits} digits"
-    if isinstance(value, (list, dict)):
-        return "a list" if isinstance(value, list) else "an object"
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:37]}..."
+def param_counts(shape: Shape) -> ParamCounts:
+    """The model's total and active parameters (equal for a dense model)."""
+    return ParamCounts(shape.params, shape.active_params)
+
+
+def layer_param_counts(shape: Shape, index: int, mode: str = "block") -> ParamCounts:
+    """What layer `index` holds (total, and active: its top-k experts), whole (mode "block") or its attention
+    branch alone (mode "attn": the input norm and the attention), the parameters NBL replaces there."""
+    if not 0 <= index < shape.layers:
+        raise ValueError(f"layer {index} is not one of the model's {shape.layers}")
+    if mode == "attn":
+        branch = shape.attn_params + shape.hidden
+        return ParamCounts(branch, branch)
+    if mode != "block":
+        raise ValueError(f"mode must be attn or block, got {mode!r}")
+    if is_moe_layer(shape, index):
+        return ParamCounts(shape.moe_layer_params, shape.moe_layer_active)
+    return ParamCounts(shape.dense_layer_params, shape.dense_layer_params)
+
+
+def is_moe_layer(shape: Shape, index: int) -> bool:
+    """As transformers' Qwen2Moe/Qwen3Moe decoder layer chooses (every layer of the other MoE families)."""
+    return bool(shape.experts) and (index + 1) % shape.sparse_step == 0 and index not in shape.dense_layers
 
 
 def out_of_bounds(config: dict) -> list[ShapeError]:
     """Each number the config gives that is not a positive integer within BOUNDS (absent ones are not
     checked: the estimate says what it lacks), at the top level and under text_config both: the estimate
     reads text_config when there is one, while transformers builds a text-only family (LlamaConfig) from
-    the top level, so a bound on one level alone let 10**12 layers by on the other."""
+    the top level, so a bound on one level alone let 10**12 layers by on the other. A mixture of experts'
+    numbers (MOE_KEYS, mlp_only_layers) are checked where the level's family reads them (layouts.LAYOUTS)."""
     levels = [("", config)] + ([("text_config.", config["text_config"])]
                                if isinstance(config.get("text_config"), dict) else [])
     errors = []
     for where, cfg in levels:
+        experts = layout_of(cfg, config, _numbers(config)).experts
+        read = moe_keys(experts) if experts else ()
         for key in BOUNDS:
-            if cfg.get(key) is not None:
+            if cfg.get(key) is not None and (key not in MOE_KEYS or key in read):
                 try:
-                    _int(cfg, key, where=where)
+                    read_int(cfg, key, where=where)
                 except ShapeError as e:
                     errors.append(e)
+        if experts and experts.sparse_layers:
+            try:
+                read_layers(cfg, "mlp_only_layers", where)
+            except ShapeError as e:
+                errors.append(e)
     return errors
 
 
@@ -117,25 +235,33 @@ def shape_of(config: dict) -> Shape:
     if bad:
         raise bad[0]
     cfg = _numbers(config)
-    d = _int(cfg, "hidden_size")
-    heads = _int(cfg, "num_attention_heads")
-    kv_heads = _int(cfg, "num_key_value_heads", heads)
+    layout = layout_of(cfg, config, cfg)
+    d = read_int(cfg, "hidden_size")
+    heads = read_int(cfg, "num_attention_heads")
+    kv_heads = read_int(cfg, "num_key_value_heads", heads)
     if kv_heads > heads:
         raise ShapeError(f"config.json: num_key_value_heads ({kv_heads}) must be at most num_attention_heads "
                          f"({heads})", "num_key_value_heads")
-    if cfg.get("head_dim") is None and heads > d:
+    if cfg.get("head_dim") is None and layout.head_dim_default is None and heads > d:
         raise ShapeError(f"config.json: num_attention_heads ({heads}) must be at most hidden_size ({d}) "
                          "when head_dim is not given", "num_attention_heads")
+    head_dim = (read_int(cfg, "head_dim") if cfg.get("head_dim") is not None
+                else layout.head_dim_default or d // heads)
+    layers = read_int(cfg, "num_hidden_layers")
+    intermediate = read_int(cfg, "intermediate_size", 4 * d)
     stored = cfg.get("torch_dtype") or cfg.get("dtype") or config.get("torch_dtype") or "bfloat16"
     return Shape(
         hidden=d,
-        layers=_int(cfg, "num_hidden_layers"),
-        intermediate=_int(cfg, "intermediate_size", 4 * d),
+        layers=layers,
+        intermediate=intermediate,
         heads=heads,
         kv_heads=kv_heads,
-        head_dim=_int(cfg, "head_dim", d // heads) if cfg.get("head_dim") is not None else d // heads,
-        vocab=_int(cfg, "vocab_size"),
+        head_dim=head_dim,
+        vocab=read_int(cfg, "vocab_size"),
         tied=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
         checkpoint_bytes_per_param=DTYPE_BYTES.get(stored, 2) if isinstance(stored, str) else 2,
-        context=_int(cfg, "max_position_embeddings", 2048),
+        context=read_int(cfg, "max_position_embeddings", 2048),
+        attn_extra=attn_extra(layout, cfg, d, heads, kv_heads, head_dim),
+        mlp_bias=flag(cfg, layout.mlp_bias),
+        **(expert_fields(layout.experts, cfg, layers, intermediate, config) if layout.experts else {}),
     )

@@ -38,7 +38,10 @@ class SelectedLayers(Response):
     criterion: str | None = Field(None, description="measured selection (greedy, auto): the criterion that won; "
                                   "absent otherwise",
                                   examples=["cosine"])
-    _dump = model_serializer(mode="wrap")(without_none("criterion"))  # a per-layer criterion: as before
+    family: str | None = Field(None, description="the base model's family (its config's model_type): which runtimes "
+                               "run the output depends on it (result.outputs[].runs_in); absent on older jobs",
+                               examples=["qwen3_moe"])
+    _dump = model_serializer(mode="wrap")(without_none("criterion", "family"))  # as before when absent
 
 
 class GateCheck(Response):

@@ -23,7 +23,34 @@ FAMILY_CONFIGS = {
     "mistral": ("MistralConfig", {"sliding_window": None}),
     "qwen2": ("Qwen2Config", {}),
     "qwen3": ("Qwen3Config", {"head_dim": 16}),
+    # mixtures of experts: 4 experts, 2 per token (Qwen2-MoE with its shared expert, gpt-oss with sinks and biases)
+    "qwen3_moe": ("Qwen3MoeConfig", {"head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
+                                     "moe_intermediate_size": 32}),
+    "mixtral": ("MixtralConfig", {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": None}),
+    "qwen2_moe": ("Qwen2MoeConfig", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                                     "shared_expert_intermediate_size": 32}),
+    "olmoe": ("OlmoeConfig", {"num_experts": 4, "num_experts_per_tok": 2}),
+    "gpt_oss": ("GptOssConfig", {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 16,
+                                 "sliding_window": 8}),
+    "phi3": ("Phi3Config", {}),
+    # Gemma: norms after attention and MLP, soft-capping (2), sliding windows shorter than the tests' blocks
+    "gemma2": ("Gemma2Config", {"head_dim": 16, "sliding_window": 8}),
+    "gemma3_text": ("Gemma3TextConfig", {"head_dim": 16, "sliding_window": 8}),
 }
+
+# The families whose many-case tests (save and reload, streamed writer, sums) run in `make test-fast`: the dense
+# four, one mixture of experts and one Gemma; the others' cases are marked slow (`make test` runs them all).
+FAST_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma3_text")
+
+
+def family_param(family: str, *rest):
+    """A test parameter (family, *rest), marked slow unless the family is one of FAST_FAMILIES."""
+    return pytest.param(family, *rest, marks=() if family in FAST_FAMILIES else pytest.mark.slow)
+
+
+def runs_slow(config) -> bool:
+    """Whether this session runs the slow tests (a fixture that builds every case builds only those it needs)."""
+    return "not slow" not in (config.getoption("markexpr") or "")
 
 
 def tiny_config(family: str = "llama", layers: int = 4, vocab: int = 128, **overrides):

@@ -146,7 +146,8 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
             refine_s += time.perf_counter() - r
         out = None if cfg.out is None else Path(cfg.out) if len(ks) == 1 else Path(cfg.out) / f"k{k}"
         output = {"k": k, "mode": cfg.mode, "method": cfg.method, "criterion": criterion, "form": cfg.form,
-                  "runs_in": runs_in(cfg.form, cfg.mode, cfg.method), "replaced_layers": layers,
+                  "runs_in": runs_in(cfg.form, cfg.mode, cfg.method, lm.family), "family": lm.family,
+                  "replaced_layers": layers,
                   "path": str(out) if out else None, **refined}
         if out is not None:
             report("compress", j / len(ks), f"k={k}: layers {layers} -> {out}")
@@ -172,6 +173,7 @@ def _scores_report(cfg: CompressConfig, lm: LoadedModel, result: CompressResult,
                    refined: dict | None = None) -> dict:
     return {
         "base_model": lm.source,
+        "base_family": lm.family,  # what the card's "Runs in" claims depends on (nbl/families.py)
         "base_revision": lm.revision,
         "base_fingerprint": lm.fingerprint,
         "base_license": lm.license,

@@ -48,7 +48,7 @@ def compress_result(view: dict, base: dict | None, results: dict[int, dict]) -> 
                                                    "seconds": base.get("seconds")}) if base else None,
             "outputs": [output_entry(o["k"], o["mode"], o["method"], o["criterion"], o["replaced_layers"],
                                      metrics_of(results[o["k"]]) if o["k"] in results else None, base_m,
-                                     o.get("form"), (results.get(o["k"]) or {}).get("seconds"), o)
+                                     o.get("form"), (results.get(o["k"]) or {}).get("seconds"), o, o.get("family"))
                         for o in view["outputs"]]}
 
 

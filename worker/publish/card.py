@@ -275,7 +275,7 @@ def card_text(info: CardInfo) -> str:
         ("## Evaluation: base vs compressed", eval_section(info.metrics, info.scored)),
         *([("## Warnings", "".join(f"- {w}\n" for w in info.warnings))] if info.warnings else []),
         ("## Runs in", runs_in_section(rec.get("form"), rec.get("mode", "attn"), rec.get("method", "nbl"),
-                                       info.repo_id, info.subfolder)),
+                                       info.repo_id, info.subfolder, report.get("base_family"))),
         *([("## How to load", usage_section(info.repo_id, info.subfolder))] if rec.get("form", "nbl") == "nbl" else []),
         ("## Citation", f"Neural Block Linearization, [arXiv 2505.21077]({PAPER}).\n"),
     ]

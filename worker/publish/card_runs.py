@@ -55,14 +55,15 @@ def _snippet(runtime: str, where: str, sub: str, remote: bool) -> str:
     return "see above"
 
 
-def runs_in_section(form: str | None, mode: str, method: str, repo_id: str | None, subfolder: str | None) -> str:
+def runs_in_section(form: str | None, mode: str, method: str, repo_id: str | None, subfolder: str | None,
+                    family: str | None = None) -> str:
     """The table and, for forms other than nbl, a snippet per runtime (nbl's are in "How to load")."""
     form = form or FORM
     where = repo_id or "path/to/this/directory"
     sub = f', subfolder="{subfolder}"' if subfolder else ""
     remote = writes_decilm(form, mode)
     text = "| runtime | loads it | verified |\n|---|---|---|\n"
-    for r in runs_in(form, mode, method):
+    for r in runs_in(form, mode, method, family):
         how = "through the modeling file shipped here (`trust_remote_code=True`)" if r.endswith("+file") else (
             "with the nbl-vllm plugin" if r.endswith("+plugin") else "as is, no code of ours")
         tested = r in TESTED or (r == "llama.cpp" and remote)
@@ -73,6 +74,6 @@ def runs_in_section(form: str | None, mode: str, method: str, repo_id: str | Non
     if remote:
         text += ("\nThe runtimes that read DeciLM natively ignore `modeling_decilm.py`; vLLM and SGLang read the "
                  "`nemotron-nas` config through it (`--trust-remote-code`).\n")
-    for r in runs_in(form, mode, method):
+    for r in runs_in(form, mode, method, family):
         text += f"\n{LABELS.get(r, r)}:\n\n{_snippet(r, where, sub, remote and r in ('transformers+file', 'vllm', 'sglang'))}\n"
     return text

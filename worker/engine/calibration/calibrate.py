@@ -33,6 +33,7 @@ from worker.engine.calibration.form_taps import FormTaps
 from worker.engine.calibration.heap import calibration_heap, release_free_memory
 from worker.engine.calibration.layer_source import as_source
 from worker.engine.calibration.stats import BRANCHES, LayerAccumulator, LayerStats
+from worker.engine.modeling.modeling_nbl import branch_end
 
 
 @dataclass
@@ -159,7 +160,7 @@ def calibrate(
     with HiddenCache(host_bytes, spill_dir) as cache, calibration_heap():
         kwargs = first_pass(source, blocks, batches, device, cache)
         source.release_stem()
-        taps = FormTaps(form, modes[0], max_run, cache) if form != "nbl" else None
+        taps = FormTaps(form, modes[0], max_run, cache, source.config) if form != "nbl" else None
         for i in range(n_layers):
             layer = source.layer(i, device)
             acc = LayerAccumulator(d, device, product_dtype, modes, tf32=tf32, lags=taps.lags if taps else ())
@@ -167,7 +168,7 @@ def calibrate(
             attn: list[torch.Tensor] = []
             hooks = taps.hooks(layer) if taps else []
             if "attn" in modes and taps is None:
-                hooks.append(layer.self_attn.register_forward_hook(
+                hooks.append(branch_end(layer, source.config).register_forward_hook(
                     lambda m, a, o: attn.append(o[0] if isinstance(o, tuple) else o)))
             try:
                 for b, (_, _, split) in enumerate(batches):

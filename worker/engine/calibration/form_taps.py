@@ -20,11 +20,12 @@ from __future__ import annotations
 import torch
 
 from worker.engine.calibration.activations import HiddenCache
+from worker.engine.modeling.modeling_nbl import branch_end
 
 
 class FormTaps:
-    def __init__(self, form: str, mode: str, max_run: int, cache: HiddenCache):
-        self.form, self.mode, self.cache = form, mode, cache
+    def __init__(self, form: str, mode: str, max_run: int, cache: HiddenCache, config):
+        self.form, self.mode, self.cache, self.config = form, mode, cache, config
         # lags r = 2..max_run, fold block only (r = 1 is the layer's own Σyxᵀ)
         self.lags = tuple(range(2, max_run + 1)) if (form, mode) == ("fold", "block") else ()
         self.shift_x: dict[int, torch.Tensor] = {}  # layer -> the shift its x (f of the layer before) is about
@@ -35,7 +36,8 @@ class FormTaps:
         """Forward hooks capturing what this form needs of `layer`'s forward, one batch at a time."""
         out = []
         if self.mode == "attn":
-            out.append(layer.self_attn.register_forward_hook(lambda m, a, o: self._attn.append(_first(o))))
+            out.append(branch_end(layer, self.config).register_forward_hook(
+                lambda m, a, o: self._attn.append(_first(o))))
         if self.form == "fold":
             out.append(layer.mlp.register_forward_hook(lambda m, a, o: self._mlp.append(_first(o))))
         return out

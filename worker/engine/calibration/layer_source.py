@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from worker.engine.calibration.host_memory import off_heap_copy
+from worker.engine.loading.checkpoint_names import to_modules
 from worker.engine.loading.weight_files import weight_map
 
 
@@ -66,13 +67,16 @@ class CheckpointLayers:
     """A safetensors checkpoint directory read layer by layer into a meta-device skeleton."""
 
     def __init__(self, path: Path, dtype: torch.dtype, device="cpu"):
+        from accelerate import init_empty_weights
         from transformers import AutoConfig, AutoModelForCausalLM
 
         self.path = Path(path)
         self.dtype = dtype
         self.device = torch.device(device)
         self.config = AutoConfig.from_pretrained(self.path, trust_remote_code=False)  # checked by model_rules.py
-        with torch.device("meta"):
+        # parameters on the meta device, buffers real: those computed at construction and not in the checkpoint
+        # (rotary tables, Gemma's embed_scale) are the model's own
+        with init_empty_weights(include_buffers=False):
             self.model = AutoModelForCausalLM.from_config(self.config, dtype=dtype).eval()
         self.config = self.model.config
         self.files = tensor_files(self.path)
@@ -94,8 +98,9 @@ class CheckpointLayers:
                     t = f.get_tensor(name)
                     dtype = self.dtype if t.is_floating_point() else t.dtype
                     on_host = torch.device(device).type == "cpu"
-                    out[name[len(prefix):]] = off_heap_copy(t, dtype) if off_heap and on_host else t.to(device, dtype)
-        return out
+                    out[name] = off_heap_copy(t, dtype) if off_heap and on_host else t.to(device, dtype)
+        # a MoE layer's experts are one matrix each in the file, one stacked parameter in the model
+        return {name[len(prefix):]: t for name, t in to_modules(self.model, out).items()}
 
     def stem(self, device) -> torch.nn.Module:
         """The decoder with its embeddings, final norm and rotary tables on `device`; layers stay meta."""
@@ -108,6 +113,7 @@ class CheckpointLayers:
                     decoder.rotary_emb = type(child)(config=self.config).to(device)
                     continue
                 child.load_state_dict(self._read(f"model.{name}.", device), strict=True, assign=True)
+                child.to(device)  # its buffers
             self._stem_ready = True
         return decoder
 
@@ -115,33 +121,50 @@ class CheckpointLayers:
         """Drop the embeddings and the final norm once the first pass has produced layer 0's inputs."""
         for name, child in self.model.model.named_children():
             if name not in ("layers", "rotary_emb"):
-                child.to("meta")
+                weights_to_meta(child)
         self._stem_ready = False
 
     def head(self, device) -> tuple[torch.nn.Module, torch.nn.Module]:
         """The final norm and the LM head on `device` (the loss probe's last step)."""
         norm, lm_head = self.model.model.norm, self.model.lm_head
         norm.load_state_dict(self._read("model.norm.", device), strict=True, assign=True)
+        norm.to(device)
         tied = "lm_head.weight" not in self.files  # tie_word_embeddings: the head is the embedding matrix
         lm_head.load_state_dict(self._read("model.embed_tokens." if tied else "lm_head.", device), strict=True,
                                 assign=True)
         return norm, lm_head
 
     def release_head(self) -> None:
-        self.model.model.norm.to("meta")
-        self.model.lm_head.to("meta")
+        weights_to_meta(self.model.model.norm)
+        weights_to_meta(self.model.lm_head)
         self._stem_ready = False
 
     def layer(self, i: int, device) -> torch.nn.Module:
         layer = self.model.model.layers[i]
         layer.load_state_dict(self._read(layer_prefix(i), device, off_heap=True), strict=True, assign=True)
-        return layer
+        return layer.to(device)  # its buffers, if any
 
     def release(self, i: int) -> None:
-        self.model.model.layers[i].to("meta")
+        weights_to_meta(self.model.model.layers[i])
 
     def checkpoint_dir(self) -> Path:
         return self.path
+
+
+def head_logits(config, norm: torch.nn.Module, lm_head: torch.nn.Module, h: torch.Tensor) -> torch.Tensor:
+    """The logits of the last hidden states `h`, as the family's causal LM computes them: the final norm, the
+    head, and Gemma 2's soft cap (cap · tanh(logits / cap)), which the probes' losses must see too."""
+    logits = lm_head(norm(h))
+    cap = getattr(config, "final_logit_softcapping", None)
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
+def weights_to_meta(module: torch.nn.Module) -> None:
+    """Drop a module's weights (back to the meta device), keeping its buffers: they are not in the checkpoint."""
+    for m in module.modules():
+        for name, p in m._parameters.items():
+            if p is not None and p.device.type != "meta":
+                m._parameters[name] = torch.nn.Parameter(p.to("meta"), requires_grad=p.requires_grad)
 
 
 def tensor_files(path: Path) -> dict[str, str]:

@@ -15,6 +15,7 @@ import torch
 
 from worker.engine.calibration.activations import HiddenCache
 from worker.engine.calibration.calibrate import first_pass
+from worker.engine.calibration.layer_source import head_logits
 from worker.engine.forms.form_layers import form_layer
 from worker.engine.selection.loss_probe import layer_output, replaced_layer
 from worker.engine.scoring.scores import LinearMap
@@ -58,7 +59,7 @@ class LayerwiseModel:
                         h = h if rep is None else layer_output(rep(h, **kwargs[i]))
                 elif i in self.plan.layers:
                     fmap = self.maps.get(i) if self.plan.method == "nbl" else None
-                    with replaced_layer(layer, i, d, self.plan.mode, self.plan.method, fmap) as rep:
+                    with replaced_layer(layer, i, source.config, self.plan.mode, self.plan.method, fmap) as rep:
                         h = layer_output(rep(h, **kwargs[i]))
                 else:
                     h = layer_output(layer(h, **kwargs[i]))
@@ -66,6 +67,6 @@ class LayerwiseModel:
                 source.release(i)
         norm, lm_head = source.head(device)
         try:
-            return lm_head(norm(h)).float().cpu()
+            return head_logits(source.config, norm, lm_head, h).float().cpu()
         finally:
             source.release_head()

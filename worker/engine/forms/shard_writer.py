@@ -31,6 +31,7 @@ from typing import Callable
 import torch
 
 from worker.engine.calibration.layer_source import tensor_files
+from worker.engine.loading.checkpoint_names import to_checkpoint
 from worker.engine.modeling.modeling_nbl import apply_nbl
 
 MAX_SHARD_SIZE = "50GB"  # transformers' save_pretrained default
@@ -53,11 +54,13 @@ def skeleton(config, dtype: torch.dtype, plan: dict):
 
 def layout(model) -> dict[str, torch.Tensor]:
     """Name -> meta tensor, in the order save_pretrained writes a model loaded by from_pretrained (its
-    weight-format conversion sorts the names, layer numbers as numbers), tied copies left out."""
+    weight-format conversion sorts the names, layer numbers as numbers), tied copies left out, under the names
+    save_pretrained gives them (checkpoint_names.py)."""
     from transformers.core_model_loading import dot_natural_key
     from transformers.modeling_utils import remove_tied_weights_from_state_dict
 
     state = remove_tied_weights_from_state_dict(model.state_dict(), model)
+    state = to_checkpoint(model, state)  # a MoE family's experts one by one, under the checkpoint's names
     return dict(sorted(state.items(), key=lambda kv: dot_natural_key(kv[0])))
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from worker.engine.modeling.modeling_nbl import apply_nbl
+from worker.engine.modeling.modeling_nbl import apply_nbl, attn_branch
 from worker.engine.scoring.scores import LinearMap
 
 
@@ -50,14 +50,16 @@ def apply(model, plan: Plan, maps: dict[int, LinearMap] | None = None) -> None:
 def replaced(model, plan: Plan, maps: dict[int, LinearMap] | None = None):
     """Compress `model` for the duration of the block, then put the original modules back."""
     layers = model.model.layers
-    saved = {i: (layers[i], layers[i].input_layernorm, layers[i].self_attn) for i in plan.layers}
+    branch = attn_branch(model.config)
+    saved = {i: (layers[i], {name: getattr(layers[i], name) for name in branch}) for i in plan.layers}
     had_nbl = getattr(model.config, "nbl", None)
     try:
         apply(model, plan, maps)
         yield model
     finally:
-        for i, (layer, ln1, attn) in saved.items():
-            layer.input_layernorm, layer.self_attn = ln1, attn
+        for i, (layer, modules) in saved.items():
+            for name, module in modules.items():
+                setattr(layer, name, module)
             layers[i] = layer
         if had_nbl is None:
             if hasattr(model.config, "nbl"):

@@ -28,7 +28,7 @@ class ModelError(ValueError):
 def supported_families() -> list[str]:
     import transformers
 
-    return [f for f, (cfg, _) in FAMILIES.items() if hasattr(transformers, cfg)]
+    return [f for f, entry in FAMILIES.items() if hasattr(transformers, entry.config)]
 
 
 def check_config(config: dict, source: str) -> str:

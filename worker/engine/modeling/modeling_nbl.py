@@ -52,15 +52,42 @@ if DummyLayer is not None:
                     return layer.get_seq_length()
             return 0
 
-# family (base config `model_type`) -> (config class, causal LM class) in transformers.
-# Families whose decoder layer is `h + attn(LN1 h)` then `+ mlp(LN2 h')`, with modules named
-# `self_attn`, `input_layernorm`, `post_attention_layernorm`, `mlp`, under `model.layers`.
-FAMILIES: dict[str, tuple[str, str]] = {
-    "llama": ("LlamaConfig", "LlamaForCausalLM"),
-    "mistral": ("MistralConfig", "MistralForCausalLM"),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+# family (base config `model_type`) -> (config class, causal LM class in transformers, the attention branch's
+# modules input to output). Families whose decoder layer under `model.layers` is `h + attention branch(h)`, then
+# `+ mlp(LN2 h')`; the branch is `input_layernorm`, `self_attn` (and Gemma's `post_attention_layernorm`).
+# The same entries as nbl/families.py, which this file may not import (a test holds the two equal).
+ATTN = ("input_layernorm", "self_attn")
+GEMMA_ATTN = ("input_layernorm", "self_attn", "post_attention_layernorm")
+FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", ATTN),
+    "mistral": ("MistralConfig", "MistralForCausalLM", ATTN),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", ATTN),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", ATTN),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", ATTN),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", ATTN),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM", ATTN),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM", ATTN),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", ATTN),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", ATTN),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", GEMMA_ATTN),
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM", GEMMA_ATTN),
 }
+
+
+def family_of(config) -> str:
+    """A base or compressed model's family: its config's model_type, without our `nbl_` prefix."""
+    return str(config.model_type).removeprefix("nbl_")
+
+
+def attn_branch(config) -> tuple[str, ...]:
+    """The modules of a layer's attention branch, input to output, that attention NBL replaces."""
+    return FAMILIES[family_of(config)][2]
+
+
+def branch_end(layer: nn.Module, config) -> nn.Module:
+    """The last module of a layer's attention branch: its output is what the branch adds to the residual."""
+    return getattr(layer, attn_branch(config)[-1])
+
 
 MODES = ("attn", "block")
 METHODS = ("nbl", "drop")
@@ -88,9 +115,10 @@ def _release_cache_slot(cache, layer_idx: int) -> None:
 
 
 class NBLAttention(nn.Module):
-    """Stands in for `input_layernorm` + `self_attn`: returns W h + b (nbl) or 0 (drop).
+    """Stands in for the attention branch (`input_layernorm` + `self_attn`, and Gemma's norm after it): returns
+    W h + b (nbl) or 0 (drop).
 
-    The decoder layer keeps its own residual add, so with LN1 set to identity this gives
+    The decoder layer keeps its own residual add, so with the branch's norms set to identity this gives
     h' = h + W h + b on the raw residual stream h, which is the map fitted by calibration.
     """
 
@@ -165,20 +193,22 @@ def apply_nbl(model: nn.Module, plan: dict) -> nn.Module:
     for i in plan["layers"]:
         layer = decoder.layers[i]
         if plan["mode"] == "attn":
-            layer.input_layernorm = nn.Identity()
-            layer.self_attn = NBLAttention(d, i, linear, bias).to(device=ref.device, dtype=ref.dtype)
+            for name in attn_branch(model.config):  # the norms of the branch go, the map takes attention's place
+                setattr(layer, name, nn.Identity() if name != "self_attn" else
+                        NBLAttention(d, i, linear, bias).to(device=ref.device, dtype=ref.dtype))
         else:
             decoder.layers[i] = NBLBlock(d, i, linear, bias).to(device=ref.device, dtype=ref.dtype)
     return model
 
 
 def _family_classes(family: str):
-    config_name, model_name = FAMILIES[family]
+    config_name, model_name, _ = FAMILIES[family]
     base_config = getattr(transformers, config_name, None)
     base_model = getattr(transformers, model_name, None)
     if base_config is None or base_model is None:
         return None
     nbl_type = f"nbl_{family}"
+    _share_weight_conversion(family, nbl_type)
 
     class Config(base_config):
         model_type = nbl_type
@@ -199,6 +229,20 @@ def _family_classes(family: str):
     ForCausalLM.__name__ = ForCausalLM.__qualname__ = f"NBL{camel}ForCausalLM"
     Config.__module__ = ForCausalLM.__module__ = __name__
     return Config, ForCausalLM
+
+
+def _share_weight_conversion(family: str, nbl_type: str) -> None:
+    """Load and save `nbl_<family>` checkpoints as the family's: transformers >= 5 stacks a MoE layer's experts
+    into one parameter and converts from (and back to) the per-expert checkpoint by a table keyed by
+    model_type, which it skips for remote code unless the type is registered. Without this, a Mixtral or
+    Qwen3-MoE output would load with its experts left at their random initial values."""
+    try:
+        from transformers import conversion_mapping as cm
+    except ImportError:  # pragma: no cover - transformers < 5 has no conversion and stores experts as modules
+        return
+    mapping = cm.get_checkpoint_conversion_mapping(family)
+    if mapping is not None and cm.get_checkpoint_conversion_mapping(nbl_type) is None:
+        cm.register_checkpoint_conversion_mapping(nbl_type, mapping)
 
 
 # One (config, model) class pair per family that the installed transformers has, named e.g.

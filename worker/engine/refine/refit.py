@@ -39,6 +39,7 @@ from worker.engine.selection.loss_probe import layer_output, replaced_layer
 from worker.engine.scoring.scores import DEFAULT_RIDGE, LinearMap, layer_moments, lmmse, nmse
 from worker.engine.calibration.stats import LayerAccumulator
 from worker.engine.forms.surgery import Plan
+from worker.engine.modeling.modeling_nbl import branch_end
 
 
 @dataclass
@@ -55,13 +56,13 @@ class Refit:
 
 
 @contextmanager
-def compressed_layer(layer, i: int, plan: Plan, maps: dict[int, LinearMap], d: int):
+def compressed_layer(layer, i: int, plan: Plan, maps: dict[int, LinearMap], config):
     """Layer i as the compressed model runs it: replaced (nbl), swapped (linear), or as is."""
     if plan.form != "nbl":
-        with form_layer(layer, i, plan, maps, d) as rep:
+        with form_layer(layer, i, plan, maps, config.hidden_size) as rep:
             yield rep
     elif i in plan.layers:
-        with replaced_layer(layer, i, d, plan.mode, plan.method, maps.get(i)) as rep:
+        with replaced_layer(layer, i, config, plan.mode, plan.method, maps.get(i)) as rep:
             yield rep
     else:
         with nullcontext(layer) as rep:
@@ -124,7 +125,7 @@ def sequential_refit(model, blocks: torch.Tensor, plan: Plan, maps: dict[int, Li
                 if i in plan.layers:  # the sums of (x, y) on the compressed stream, then the map
                     acc = LayerAccumulator(d, device, product_dtype, (plan.mode,), tf32=tf32)
                     attn: list[torch.Tensor] = []
-                    hook = layer.self_attn.register_forward_hook(
+                    hook = branch_end(layer, source.config).register_forward_hook(
                         lambda m, a, o: attn.append(layer_output(o))) if plan.mode == "attn" else None
                     try:
                         for b, (_, _, split) in enumerate(batches):
@@ -146,7 +147,7 @@ def sequential_refit(model, blocks: torch.Tensor, plan: Plan, maps: dict[int, Li
                     new[i] = fit_map(acc.stats, plan.mode, plan.form, ridge)
                     out.nmse[i] = {"one_shot": nmse(m, maps[i]), "refit": nmse(m, new[i])} if i in maps else {}
                     del acc, m
-                with compressed_layer(layer, i, plan, new, d) as rep:  # the stream moves on, compressed
+                with compressed_layer(layer, i, plan, new, source.config) as rep:  # the stream moves on, compressed
                     for b in range(len(batches)):
                         h = cache.get(b).to(device)
                         cache.overwrite(b, layer_output(rep(h, **kwargs[b][i])))

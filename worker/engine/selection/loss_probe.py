@@ -27,17 +27,17 @@ from tqdm.auto import tqdm
 
 from worker.engine.calibration.activations import HiddenCache
 from worker.engine.calibration.calibrate import first_pass
-from worker.engine.calibration.layer_source import as_source
-from worker.engine.modeling.modeling_nbl import NBLAttention, NBLBlock
+from worker.engine.calibration.layer_source import as_source, head_logits
+from worker.engine.modeling.modeling_nbl import NBLAttention, NBLBlock, attn_branch
 from worker.engine.scoring.scores import LinearMap
 
 BASE = "base"
 
 
 @contextmanager
-def replaced_layer(layer: torch.nn.Module, i: int, d: int, mode: str, method: str, fmap: LinearMap | None):
+def replaced_layer(layer: torch.nn.Module, i: int, config, mode: str, method: str, fmap: LinearMap | None):
     """Layer `i` with its attention branch (attn) or itself (block) replaced, as modeling_nbl does."""
-    ref = next(layer.parameters())
+    ref, d = next(layer.parameters()), config.hidden_size
     cls = NBLAttention if mode == "attn" else NBLBlock
     new = cls(d, i, linear=method == "nbl").to(device=ref.device, dtype=ref.dtype)
     if fmap is not None:
@@ -47,12 +47,14 @@ def replaced_layer(layer: torch.nn.Module, i: int, d: int, mode: str, method: st
     if mode == "block":
         yield new
         return
-    ln1, attn = layer.input_layernorm, layer.self_attn
-    layer.input_layernorm, layer.self_attn = torch.nn.Identity(), new
+    saved = {name: getattr(layer, name) for name in attn_branch(config)}
+    for name in saved:  # the branch's norms go, the map takes attention's place (modeling_nbl.apply_nbl)
+        setattr(layer, name, new if name == "self_attn" else torch.nn.Identity())
     try:
         yield layer
     finally:
-        layer.input_layernorm, layer.self_attn = ln1, attn
+        for name, module in saved.items():
+            setattr(layer, name, module)
 
 
 def layer_output(o):
@@ -104,7 +106,7 @@ def loss_rise(
                 for b in range(len(batches)):
                     kw = kwargs[b][i]
                     base_in = cache.get((BASE, b)).to(device)
-                    with replaced_layer(layer, i, source.config.hidden_size, mode, method, fmap) as rep:
+                    with replaced_layer(layer, i, source.config, mode, method, fmap) as rep:
                         cache.put((i, b), layer_output(rep(base_in, **kw)))
                     done += 1
                     tick(done, total_passes)
@@ -123,7 +125,8 @@ def loss_rise(
             for s in streams:
                 total, count = 0.0, 0
                 for b, (lo, hi, _) in enumerate(batches):
-                    logits = lm_head(norm(cache.get((s, b)).to(device)))[:, :-1].float()  # (B, T-1, V)
+                    logits = head_logits(source.config, norm, lm_head, cache.get((s, b)).to(device))[:, :-1].float()
+                    # (B, T-1, V)
                     target = blocks[lo:hi, 1:].to(device)
                     total += float(torch.nn.functional.cross_entropy(
                         logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="sum"))

@@ -26,7 +26,7 @@ import torch
 
 from worker.engine.calibration.activations import HiddenCache
 from worker.engine.calibration.calibrate import first_pass
-from worker.engine.calibration.layer_source import as_source
+from worker.engine.calibration.layer_source import as_source, head_logits
 from worker.engine.selection.loss_probe import layer_output, replaced_layer
 from worker.engine.selection.prefix_cache import PrefixCache
 from worker.engine.scoring.scores import LinearMap
@@ -134,7 +134,7 @@ class SetLoss:
                 for b, h in hidden.items():
                     h, kw = h.to(self.device), self.kwargs[b][i]
                     if i in replaced:
-                        with replaced_layer(layer, i, d, self.mode, self.method, self.fmap(i)) as rep:
+                        with replaced_layer(layer, i, self.source.config, self.mode, self.method, self.fmap(i)) as rep:
                             out = layer_output(rep(h, **kw))
                     else:
                         out = layer_output(layer(h, **kw))
@@ -151,7 +151,7 @@ class SetLoss:
         try:
             for b, h in hidden.items():
                 lo, hi, _ = self.batches[b]
-                logits = lm_head(norm(h.to(self.device)))[:, :-1].float()  # (B, T-1, V)
+                logits = head_logits(self.source.config, norm, lm_head, h.to(self.device))[:, :-1].float()  # (B, T-1, V)
                 target = self.blocks[lo:hi, 1:].to(self.device)  # (B, T-1)
                 nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")
                 out[b] = nll.double().mean(dim=1).cpu()

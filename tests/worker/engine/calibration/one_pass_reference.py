@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import torch
 
+# The module whose output is the attention branch's (what the layer adds to the residual): attention itself, or
+# Gemma's norm after it. Written here by hand, not read from the engine's table (nbl/families.py), so a wrong
+# entry there fails this reference; tests/worker/engine/modeling/test_family_layers.py checks the hand-written
+# semantics (h' = h + this output) in float64.
+ATTN_OUT = {"gemma2": "post_attention_layernorm", "gemma3_text": "post_attention_layernorm"}
+
 
 def _zeros(d):
     z = lambda *s: torch.zeros(*s, dtype=torch.float64)  # noqa: E731
@@ -31,7 +37,8 @@ def one_pass_sums(model, blocks: torch.Tensor, batch_size: int, holdout: int) ->
     def layer_hook(i):
         def hook(module, args, kwargs, output):
             h = (args[0] if args else kwargs["hidden_states"]).reshape(-1, d)
-            ys = {"attn": attn.pop(i).reshape(-1, d), "block": (output - (args[0] if args else kwargs["hidden_states"])).reshape(-1, d)}
+            h_in = args[0] if args else kwargs["hidden_states"]
+            ys = {"attn": attn.pop(i).reshape(-1, d), "block": (output - h_in).reshape(-1, d)}
             r = out[i]
             if "shift_x" not in r:
                 r["shift_x"] = h.double().mean(0)
@@ -54,7 +61,9 @@ def one_pass_sums(model, blocks: torch.Tensor, batch_size: int, holdout: int) ->
 
     handles = []
     for i, layer in enumerate(layers):
-        handles.append(layer.self_attn.register_forward_hook(lambda m, a, o, i=i: attn.__setitem__(i, o[0])))
+        branch = getattr(layer, ATTN_OUT.get(model.config.model_type, "self_attn"))
+        handles.append(branch.register_forward_hook(
+            lambda m, a, o, i=i: attn.__setitem__(i, o[0] if isinstance(o, tuple) else o)))
         handles.append(layer.register_forward_hook(layer_hook(i), with_kwargs=True))
     n = blocks.shape[0]
     try:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from testkit.models import FAMILY_CONFIGS, save_tiny_checkpoint, tiny_model
+from testkit.models import FAMILY_CONFIGS, family_param, save_tiny_checkpoint, tiny_model
 from one_pass_reference import one_pass_sums
 from test_sequential import assert_same_sums
 from worker.engine.calibration.calibrate import calibrate
@@ -39,7 +39,7 @@ def assert_same_scores(got, want, rel=1e-10):
                 assert sg[mode].as_dict()[name] == pytest.approx(value, rel=rel, abs=1e-300), (mode, name)
 
 
-@pytest.mark.parametrize("family", sorted(FAMILY_CONFIGS))
+@pytest.mark.parametrize("family", [family_param(f) for f in sorted(FAMILY_CONFIGS)])
 def test_two_cpu_processes_give_the_sums_and_scores_of_one(family, tmp_path):
     path = save_tiny_checkpoint(tmp_path / family, family, layers=3)
     kw = dict(batch_size=BATCH, holdout=HOLDOUT, progress=False)

@@ -5,7 +5,7 @@ layer at a time), with or without the hidden states spilt to disk."""
 import pytest
 import torch
 
-from testkit.models import FAMILY_CONFIGS, load_smollm2, save_tiny_checkpoint, tiny_model
+from testkit.models import FAMILY_CONFIGS, family_param, load_smollm2, save_tiny_checkpoint, tiny_model
 from one_pass_reference import one_pass_sums
 from worker.engine.calibration.calibrate import calibrate, holdout_count
 from worker.engine.calibration.layer_source import CheckpointLayers
@@ -34,7 +34,7 @@ def _blocks():
     return torch.randint(0, 128, (10, 24), generator=torch.Generator().manual_seed(0))
 
 
-@pytest.mark.parametrize("family", sorted(FAMILY_CONFIGS))
+@pytest.mark.parametrize("family", [family_param(f) for f in sorted(FAMILY_CONFIGS)])
 def test_in_memory_model_matches_the_one_pass_sums(family):
     model = tiny_model(family, layers=3)
     blocks = _blocks()
@@ -47,7 +47,7 @@ def _materialized_layers(model) -> list[int]:
     return [i for i, layer in enumerate(model.model.layers) if any(not p.is_meta for p in layer.parameters())]
 
 
-@pytest.mark.parametrize("family", sorted(FAMILY_CONFIGS))
+@pytest.mark.parametrize("family", [family_param(f) for f in sorted(FAMILY_CONFIGS)])
 def test_checkpoint_read_layer_by_layer_matches_the_one_pass_sums(family, tmp_path):
     """From the safetensors checkpoint: one decoder layer's weights at a time, never the LM head."""
     path = save_tiny_checkpoint(tmp_path / family, family, layers=3)

@@ -9,14 +9,14 @@ import torch
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
-from testkit.models import save_tiny_checkpoint, tiny_tokenizer
+from testkit.models import FAMILY_CONFIGS, family_param, save_tiny_checkpoint, tiny_tokenizer
 from worker.engine.forms import surgery
 from worker.engine.forms.saving import save_compressed, write_compressed
 from worker.engine.scoring.scores import LinearMap
 from worker.engine.forms.shard_writer import map_tensors, skeleton, write_shards
 
-FAMILIES = ["llama", "mistral", "qwen2", "qwen3"]
-CASES = [(f, mode, method) for f in FAMILIES for mode in ("attn", "block") for method in ("nbl", "drop")]
+FAMILIES = sorted(FAMILY_CONFIGS)
+CASES = [family_param(f, mode, method) for f in FAMILIES for mode in ("attn", "block") for method in ("nbl", "drop")]
 PLAN_LAYERS = (0, 2)  # layer 0 included on purpose
 
 
@@ -77,7 +77,7 @@ def test_streamed_output_equals_the_in_memory_save(family, mode, method, tmp_pat
     _same_output(want, got)
     assert not (tmp_path / "streamed.partial").exists()
     names = set(_tensors(got))
-    assert "model.layers.0.self_attn.q_proj.weight" not in names and "model.layers.1.self_attn.q_proj.weight" in names
+    assert "model.layers.0.self_attn.o_proj.weight" not in names and "model.layers.1.self_attn.o_proj.weight" in names
     lin = "model.layers.2.self_attn.linear.weight" if mode == "attn" else "model.layers.2.linear.weight"
     assert (lin in names) == (method == "nbl")
     reloaded = AutoModelForCausalLM.from_pretrained(got, trust_remote_code=True, dtype=torch.float32).eval()

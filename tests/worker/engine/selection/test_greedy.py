@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from testkit.models import FAMILY_CONFIGS, save_tiny_checkpoint, tiny_model
+from testkit.models import FAMILY_CONFIGS, family_param, save_tiny_checkpoint, tiny_model
 from worker.engine.forms import surgery
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.selection.greedy import Greedy, candidate_order
@@ -23,7 +23,7 @@ def whole_model_loss(model, blocks, plan, maps):
     return total / count
 
 
-@pytest.mark.parametrize("family", sorted(FAMILY_CONFIGS))
+@pytest.mark.parametrize("family", [family_param(f) for f in sorted(FAMILY_CONFIGS)])
 @pytest.mark.parametrize("mode,method", [("attn", "nbl"), ("block", "drop")])
 def test_greedy_equals_brute_force_on_the_whole_model(family, mode, method):
     model = tiny_model(family, layers=4)
