@@ -56,7 +56,7 @@ def form_rows(args, rows: dict, save, after_composed) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from nbl.forms import runs_in
+    from nbl.outputs.forms import runs_in
     from service.core.settings import Settings
     from worker.engine.calibration.stage import calibration_stage
     from worker.engine.config import CompressConfig
@@ -164,7 +164,7 @@ def write(args, rows: dict, comp: list[dict]) -> None:
           f"{platform.machine()}, {os.cpu_count()} cores shared with other work.", "",
           "| mode | k | form | layers | WikiText-2 ppl | ARC-e acc / acc_norm | KV bytes/token | params (M) | runs in |",
           "|---|---:|---|---|---:|---|---:|---:|---|"]
-    from nbl.forms import runs_in
+    from nbl.outputs.forms import runs_in
 
     order = ["base"] + [f"{f}-{m}-k{k}" for m, f, k in CONFIGS]
     per_layer = base["kv_bytes"] // base_layers(rows)

@@ -1,4 +1,4 @@
-"""The spread prior of nbl/rise_error.py on SmolLM2-135M: for the cosine ranking's first k layers (Attn NBL, maps
+"""The spread prior of nbl/selection/rise_error.py on SmolLM2-135M: for the cosine ranking's first k layers (Attn NBL, maps
 from the cached C4 --num-samples x --seq-len sums), the paired per-token spread s of the selection loss
 differences over log(1 + rise), on WikiText-2 validation (--selection-samples blocks of --seq-len).
 
@@ -22,7 +22,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from engine_cpu import smollm2_gguf  # noqa: E402
 
-from nbl.rise_error import paired  # noqa: E402
+from nbl.selection.rise_error import paired  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
 from worker.engine.calibration.stage import calibration_stage, layer_source  # noqa: E402
 from worker.engine.config import CompressConfig  # noqa: E402

@@ -1,5 +1,5 @@
 """What measured selection costs on SmolLM2-135M, before and after prefix reuse and racing; and the spread of the
-selection's perplexity rise that nbl/rise_error.py's prior is taken from.
+selection's perplexity rise that nbl/selection/rise_error.py's prior is taken from.
 
     .venv/bin/python bench/selection_cost.py [--selection-samples 8] [--seq-len 512] [--budget 0.2]
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from engine_cpu import smollm2_gguf  # noqa: E402
 
-from nbl.rise_error import paired  # noqa: E402
+from nbl.selection.rise_error import paired  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
 from worker.engine.selection.auto_k import Chooser  # noqa: E402
 from worker.engine.calibration.stage import calibration_stage, layer_source  # noqa: E402
@@ -143,7 +143,7 @@ def write_md(out: dict, path: Path) -> None:
            f"(paired standard error over {a['blocks']} blocks; per-token spread s = {a['sd_per_token']:.2f}).", "",
            f"Spread s / log(1 + rise) over the {len(ratios)} sets with a rise above 1% (before run, every set on every "
            f"block): median {q(0.5):.2f}, 90th percentile {q(0.9):.2f}, largest {q(1.0) if ratios else float('nan'):.2f} "
-           "(nbl/rise_error.py PRIOR_S_PER_LOG_RISE).", ""]
+           "(nbl/selection/rise_error.py PRIOR_S_PER_LOG_RISE).", ""]
     path.write_text("\n".join(md))
 
 

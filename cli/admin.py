@@ -13,7 +13,7 @@ every `nbl admin` command uses. cli/main.py wires them in; the commands:
     nbl reconcile [--once] [--interval S]  requeue jobs whose worker died, fail poison jobs, re-send
                                         jobs the broker lost (service/jobs/reconciler.py)
     nbl serve [--host H --port P]       the HTTP API (uvicorn; cli/serve.py)
-    nbl submit, wait, jobs, cancel, logs  the API's client (cli/client.py, over nbl_client)
+    nbl submit, wait, jobs, cancel, logs  the API's client (cli/client/commands.py, over nbl_client)
 
 Nothing heavy is imported at module level, so `nbl --help` stays instant.
 """

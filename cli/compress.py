@@ -13,10 +13,10 @@ from pathlib import Path
 from cli.eval import add_eval_options  # argparse wiring only: torch loads inside commands
 from cli.gates import EXIT_QUALITY, add_gate_option, gates_from_args
 from nbl import recipe as R
-from nbl.forms import FORMS
+from nbl.outputs.forms import FORMS
 from cli.refine_options import add_refine_options, refine_from_args
 from cli.selection_options import add_selection_options, print_selection, selection_from_args
-from nbl.score_fields import CRITERIA, MEASURED, SCORE_FIELDS
+from nbl.selection.score_fields import CRITERIA, MEASURED, SCORE_FIELDS
 
 
 def _ks(text: str) -> list[int]:

@@ -88,7 +88,7 @@ def cmd_estimate(args) -> int:
     from nbl.sizing.model import Options, estimate
     from nbl.sizing.shapes import shape_of
     from nbl.sizing.spread import Memory
-    from nbl.model_checks import config_problems
+    from nbl.model.checks import config_problems
 
     _check(args)
     settings = Settings()  # NBL_HOST_CACHE_BYTES among them: --host-cache-bytes's default, as nbl compress reads it
@@ -98,7 +98,7 @@ def cmd_estimate(args) -> int:
     except ConfigUnavailable as e:
         raise ValueError(str(e)) from None
     k_auto = args.k == []  # compress's `--k auto`
-    # what compress refuses first, with the worker's words: the family, k, seq_len, the form (nbl/model_checks.py)
+    # what compress refuses first, with the worker's words: the family, k, seq_len, the form (nbl/model/checks.py)
     problems = config_problems(config, [] if k_auto else args.k, args.seq_len, args.form, args.mode)
     if problems:
         raise ValueError(f"{args.model}: " + "; ".join(msg for _, msg in problems))

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from nbl.gguf_formats import EXPORTING_FORMS, GGUF_TYPES
+from nbl.outputs.gguf_formats import EXPORTING_FORMS, GGUF_TYPES
 
 
 def add_export(sub) -> None:

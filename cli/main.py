@@ -12,7 +12,7 @@ import os
 import sys
 
 from cli.admin import add_admin_commands, add_reconcile
-from cli.client import add_client_commands
+from cli.client.commands import add_client_commands
 from cli.compress import add_compress
 from cli.estimate import add_estimate
 from cli.export import add_export

@@ -46,7 +46,7 @@ def cmd_worker(args) -> int:
     from service.jobs import reconcile_loop
 
     from worker.engine.devices import visible
-    from worker.pool import install_solo_limits, pool_options
+    from worker.host.pool import install_solo_limits, pool_options
     from worker.tasks import celery, settings
 
     if args.devices is not None:
@@ -56,7 +56,7 @@ def cmd_worker(args) -> int:
         print("nbl worker: GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (set in the worker image) makes CPU calibration "
               "faster; it must be set before the process starts (docs/operations.md, Configuration)", file=sys.stderr)
 
-    # solo on SQLite (it must never fork while holding SQLite state), else prefork: worker/pool.py
+    # solo on SQLite (it must never fork while holding SQLite state), else prefork: worker/host/pool.py
     pool = pool_options(settings)
     if "solo" in pool:
         install_solo_limits(settings)
@@ -71,10 +71,10 @@ def cmd_worker(args) -> int:
 
 
 def own_queues(settings) -> list[str]:
-    """The queues of the worker classes this worker's devices can serve (worker/capacity.py): a CPU-only
+    """The queues of the worker classes this worker's devices can serve (worker/host/capacity.py): a CPU-only
     worker consumes the CPU class's queue alone, so it never receives a job sized for a GPU."""
     from service.estimates.jobs import classes
-    from worker.capacity import own, queues
+    from worker.host.capacity import own, queues
 
     _, me = own(getattr(settings, "devices", None))
     return queues(settings.queue_name, classes(settings), me)

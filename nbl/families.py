@@ -1,7 +1,7 @@
 """The model families an input model may be: one entry each, read wherever a family matters.
 
 The worker's loader (worker/engine/loading/model_rules.py), the API at submit and in POST /v1/estimates, and
-`nbl estimate` refuse the same models with the same words (nbl/model_checks.py); the forms (nbl/forms.py) read
+`nbl estimate` refuse the same models with the same words (nbl/model/checks.py); the forms (nbl/outputs/forms.py) read
 which outputs each family can be written as; the engine reads where a layer's attention branch begins and ends.
 
 A family is a config's `model_type` whose decoder layer, under `model.layers`, is

@@ -22,9 +22,9 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from nbl.forms import FORM
+from nbl.outputs.forms import FORM
 from nbl.refine_schema import HEAL_LR, REFIT
-from nbl.task_records import text_lines
+from nbl.data.task_records import text_lines
 
 DATASET = "c4"
 SPLIT = "train"
@@ -67,7 +67,7 @@ class Compression:
     mode: str = MODE
     method: str = METHOD
     criterion: str = CRITERION
-    form: str = FORM  # nbl | linear | fold (nbl/forms.py): how the output is written, so where it runs
+    form: str = FORM  # nbl | linear | fold (nbl/outputs/forms.py): how the output is written, so where it runs
     max_ppl_increase: float | None = None  # k auto: the largest k within this rise of the selection perplexity
     enforce_budget: bool = True  # k auto: a budget broken on the evaluation fails the job (False: a warning)
     refit: str = REFIT  # none | sequential (nbl/refine_schema.py)
@@ -116,7 +116,7 @@ class Publishing:
     create_pr: bool = False
     local_dir: str | None = None
     overwrite: bool = False
-    formats: tuple[str, ...] = ("safetensors",)  # + "gguf:TYPE" (nbl/gguf_formats.py)
+    formats: tuple[str, ...] = ("safetensors",)  # + "gguf:TYPE" (nbl/outputs/gguf_formats.py)
     dtype: str = "auto"  # the saved weights' dtype; auto: the base's stored one
 
 

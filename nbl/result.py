@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nbl.forms import FORM, runs_in
+from nbl.outputs.forms import FORM, runs_in
 
 PERPLEXITY_KEYS = ("ppl", "bits_per_byte", "tokens")
 TASK_KEYS = ("acc", "acc_norm", "n", "ppl")
@@ -159,7 +159,7 @@ def _facts(rec: Mapping[str, Any]) -> dict:
 def output_entry(k: int, mode: str | None, method: str | None, criterion: str | None, layers: list[int] | None,
                  metrics: Mapping | None, base: Mapping | None, form: str | None = None,
                  seconds: float | None = None, refine: Mapping | None = None, family: str | None = None) -> dict:
-    """One output's entry; `form` None is nbl (a request without one), runs_in from nbl/forms.py's table;
+    """One output's entry; `form` None is nbl (a request without one), runs_in from nbl/outputs/forms.py's table;
     `seconds` its reload and evaluation; `refine` {"refit", "heal"} (refine_of) or the engine's records."""
     form = form or FORM
     refine = refine or {}

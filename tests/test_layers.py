@@ -280,7 +280,7 @@ def test_the_checks_can_fail(tmp_path):
     t = tree_graph()
     assert "bench.memory_cpu" in t["bench.estimate_accuracy"]  # a script's bare import of its neighbour
     assert "tests.testkit.service_lib" in t["tests.service.api.test_service_api"]  # a test's bare import of tests/
-    assert "nbl_client" in t["cli.client"] and "nbl.sizing.model" in t["bench.estimate_accuracy"]
+    assert "nbl_client" in t["cli.client.commands"] and "nbl.sizing.model" in t["bench.estimate_accuracy"]
     assert "service.http" in {unit(m) for m in g["service.jobs.endpoints"]}
     assert package_graph({"worker.errors": {"worker.publish.hub"}, "worker.publish.stage": {"worker.errors"},
                           "worker.publish.hub": {"worker.publish.destination"}}) == {
@@ -348,6 +348,29 @@ def test_no_source_file_over_300_lines():
             if n > MAX_LINES:
                 long[f] = n
     assert long == {}
+
+
+MAX_MODULES = 20  # per folder: past that a folder no longer says what is in it (issue 36; worker/engine had 50)
+
+
+def folders_over(root: Path, tops: tuple[str, ...], limit: int) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for top in tops:
+        for path in (root / top).rglob("*.py"):
+            if "__pycache__" not in path.parts:
+                rel = path.parent.relative_to(root).as_posix()
+                counts[rel] = counts.get(rel, 0) + 1
+    return {folder: n for folder, n in sorted(counts.items()) if n > limit}
+
+
+def test_no_production_folder_over_20_modules(tmp_path):
+    assert folders_over(ROOT, SIZED, MAX_MODULES) == {}
+    # and the check sees a crowded folder, nested ones counted apart
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    for i in range(MAX_MODULES + 1):
+        (tmp_path / "pkg" / f"m{i}.py").touch()
+    (tmp_path / "pkg" / "sub" / "a.py").touch()
+    assert folders_over(tmp_path, ("pkg",), MAX_MODULES) == {"pkg": MAX_MODULES + 1}
 
 
 def test_the_cli_entry_point_imports_no_worker_code():

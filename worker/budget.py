@@ -12,7 +12,7 @@ perplexity gate of r would check it (worker/gates.py check_one, gate "budget"):
   and the output is published.
 - An evaluation that measures no perplexity cannot check the budget: that is a warning too, never silence.
 
-Also the selection's own uncertainty (nbl/rise_error.py): a standard error of the chosen set's rise above a
+Also the selection's own uncertainty (nbl/selection/rise_error.py): a standard error of the chosen set's rise above a
 third of the budget is a warning naming the selection tokens that would resolve it.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from nbl.gates import PPL_METRIC
 from nbl.recipe import Recipe
-from nbl.rise_error import RESOLVE, tokens_needed, unresolved
+from nbl.selection.rise_error import RESOLVE, tokens_needed, unresolved
 
 from .gates import Metrics, check_one, describe
 

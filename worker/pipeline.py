@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from nbl.gguf_formats import gguf_types
+from nbl.outputs.gguf_formats import gguf_types
 from nbl.recipe import Evaluation, Recipe
-from nbl.score_fields import GREEDY_WIDTH
+from nbl.selection.score_fields import GREEDY_WIDTH
 
 from .engine import compress
 from .engine.config import from_recipe

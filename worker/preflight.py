@@ -2,7 +2,7 @@
 
 The API checks a `local:NAME` model at submit (service/estimates/local_model.py), and a Hub model when it could
 fetch its config.json; here every model is checked again, a Hub model by fetching its config.json alone: a family
-and form the engine can write, k below the layer count, seq_len within the context length (nbl/model_checks.py),
+and form the engine can write, k below the layer count, seq_len within the context length (nbl/model/checks.py),
 an existing repo and revision. A failure is a ModelError (`user`, worker/errors.py), a Hub outage is retried
 by the caller. A local directory is checked again: it may have changed since the job was submitted.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from nbl import recipe as R
-from nbl.model_checks import CONFIG, config_problems, read_config
+from nbl.model.checks import CONFIG, config_problems, read_config
 
 from .engine.loading.hub_access import reach, translated
 from .engine.loading.load import ModelError
@@ -69,7 +69,7 @@ def fits(name: str, config: dict, recipe, devices_setting: str | None, host_cach
     from nbl.sizing.shapes import ShapeError, shape_of
     from nbl.sizing.spread import Memory
 
-    from .capacity import own
+    from .host.capacity import own
 
     devices, me = own(devices_setting)
     try:

@@ -5,7 +5,7 @@ pipeline with a sink that writes progress to the DB, and ends the job in exactly
 state with a classified error. Start a worker with
 
     nbl worker      (celery -A worker.tasks worker --pool prefork --concurrency 1 --max-tasks-per-child 1,
-                     or --pool solo on SQLite: worker/pool.py; plus the reconcile loop)
+                     or --pool solo on SQLite: worker/host/pool.py; plus the reconcile loop)
 
 A short database outage is ridden out: writes are retried (`db`), the heartbeat keeps trying, and an
 attempt that still cannot reach the database is abandoned without a verdict; its lease expires and
@@ -36,7 +36,8 @@ from nbl.sizing.reuse import MODEL
 from service.core.settings import Settings
 from service.estimates.store import keep_estimate
 
-from . import caches, ownership, rates, retention
+from . import rates
+from .host import caches, ownership, retention
 from .errors import classify
 from .redact import Redactor
 from .run_settings import run_options, run_paths
@@ -78,7 +79,7 @@ class DbSink:
 
     def __init__(self, job_id: str, token: str, costs: dict[str, StageCost] | None = None,
                  prior: dict[str, float] | None = None, keys: dict[str, str] | None = None):
-        """`keys`: what the job fills for its class (worker/caches.py), noted as it does."""
+        """`keys`: what the job fills for its class (worker/host/caches.py), noted as it does."""
         self.job_id, self.token, self.keys = job_id, token, dict(keys or {})
         self.fetched = None  # the load's fetch of the weights (worker/fetch.py)
         self.redact = Redactor.for_settings(settings)  # events never carry a server path (worker/redact.py)
@@ -195,7 +196,7 @@ def destination(recipe: Recipe, job_id: str):
 def claim(job_id: str) -> str | None:
     """The job's lease, or None. A job still leased to a dead process of this host (our previous
     pool child, killed; Celery re-queued its message) is taken over at once, not after the lease
-    expires (worker/ownership.py)."""
+    expires (worker/host/ownership.py)."""
     kw = dict(max_attempts=settings.max_attempts, owner=ownership.me())
     token = db(states.claim_job, job_id, settings.lease_seconds, **kw)
     if token is None and (dead := db(ownership.dead_local_owner, job_id)) is not None:

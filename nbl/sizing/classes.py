@@ -6,7 +6,7 @@
 Each class has a Celery queue, `<NBL_QUEUE>-<NAME>` (nbl-cpu, nbl-gpu-80g, ...). The API sends a job to
 the queue of the first class (in the order given) whose devices hold the estimate and that can finish
 it within the task time limit (its fast end); a worker consumes the queues of every class it can serve
-(worker/capacity.py). A job that fits no class
+(worker/host/capacity.py). A job that fits no class
 is refused at submit (a 422 with the numbers).
 """
 

@@ -9,7 +9,7 @@ own devices (worker/preflight.py), `nbl estimate` prints it.
 from __future__ import annotations
 
 from nbl.recipe import Recipe
-from nbl.score_fields import GREEDY_WIDTH
+from nbl.selection.score_fields import GREEDY_WIDTH
 
 from .model import Estimate, Options
 

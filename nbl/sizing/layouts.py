@@ -1,7 +1,7 @@
 """What each family's decoder layer holds beyond Llama's (q/k/v/o, gate/up/down, two norms), read from its
 config.json: biases, q/k norms, attention sinks, and for a mixture of experts the experts, their router and a
 shared expert. Each entry is transformers' modeling_<family>.py, its defaults its configuration_<family>.py's
-(tests/estimates/test_moe_sizing.py builds every family's tiny model and compares the counts). A family not
+(tests/nbl/sizing/test_moe_sizing.py builds every family's tiny model and compares the counts). A family not
 here is counted as Llama's, as every family was before. Pure.
 """
 

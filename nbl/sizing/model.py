@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from nbl.score_fields import GREEDY_WIDTH, MEASURED
-from nbl.selection_sets import expected_sets
+from nbl.selection.score_fields import GREEDY_WIDTH, MEASURED
+from nbl.selection.sets import expected_sets
 
 from .refine import heal_bytes, refine_token_layers
 from .shapes import DTYPE_BYTES, Shape

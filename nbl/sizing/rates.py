@@ -17,7 +17,7 @@ SPREAD = 1.25  # a stage of the same work on the same class ran within this fact
 
 
 def shape_key(shape: Mapping | None) -> str | None:
-    """The shape a rate holds for: layers, widths, heads and vocabulary (nbl/model_shape.py's summary)."""
+    """The shape a rate holds for: layers, widths, heads and vocabulary (nbl/model/shape.py's summary)."""
     if not shape:
         return None
     try:

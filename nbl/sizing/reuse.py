@@ -1,7 +1,7 @@
 """What a worker class already holds, as the estimate can know it from the request alone: the model's
 weights read before (a warm load: no download, no hashing of a local model's files: worker/fetch.py) and the base model's evaluation in its cache (worker/eval/evaluate.py keys
 that by the model's content fingerprint, the evaluation spec, dtype and device, which only the worker can
-compute). The worker notes both under these request-level keys (worker/caches.py, table class_caches) and
+compute). The worker notes both under these request-level keys (worker/host/caches.py, table class_caches) and
 the API's estimate looks them up (service/estimates/reuse.py): a job on the same model id and revision with
 the same evaluation section, on the same class, finds them. Pure."""
 

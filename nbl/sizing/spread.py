@@ -24,7 +24,7 @@ DISK_OFFLOAD_BPS = (5e8, 3e9)
 
 @dataclass(frozen=True)
 class Memory:
-    """What the devices hold, when known: a worker class's (classes.py) or a worker's own (worker/capacity.py)."""
+    """What the devices hold, when known: a worker class's (classes.py) or a worker's own (worker/host/capacity.py)."""
 
     device_bytes: int | None = None  # each GPU's memory
     host_bytes: int | None = None

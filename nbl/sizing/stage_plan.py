@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nbl.recipe import Recipe
-from nbl.score_fields import MEASURED
-from nbl.selection_sets import expected_sets
+from nbl.selection.score_fields import MEASURED
+from nbl.selection.sets import expected_sets
 from nbl.sizing.model import EVAL_TOKENS_PER_CORPUS, TASK_DOCS, TASK_TOKENS_PER_DOC
 from nbl.sizing.refine import guard_blocks, refine_token_layers
 

@@ -13,8 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from nbl.lru import tree_size
-from nbl.model_checks import read_config
-from nbl.model_shape import shape_summary
+from nbl.model.checks import read_config
+from nbl.model.shape import shape_summary
 from nbl.names import LOCAL_PREFIX
 from service.core.models import Job
 from service.core.settings import Settings

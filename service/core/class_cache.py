@@ -1,6 +1,6 @@
 """What a worker class holds for later jobs (migration 0012): a model's files on its disk (kind `model`) and
 a base model's evaluation in its cache (kind `base_evaluation`), under the request-level keys of
-nbl/sizing/reuse.py. The worker notes each (worker/caches.py); the API's estimate reads them to price a
+nbl/sizing/reuse.py. The worker notes each (worker/host/caches.py); the API's estimate reads them to price a
 warm load and an evaluation of the outputs alone (service/estimates/reuse.py). A note outlives its job: the
 cache it names does too. Its own file, like stage_rate.py; migrations/env.py imports it."""
 

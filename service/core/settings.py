@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from nbl.score_fields import GREEDY_WIDTH
+from nbl.selection.score_fields import GREEDY_WIDTH
 
 HUB = "https://huggingface.co"
 

@@ -1,15 +1,15 @@
 """The deployment's limits on a request, checked at submit with the Settings (jobs/service.py, the estimate endpoint):
 errors in FastAPI's shape, so they answer 422 as the schema's own do. Among them what this deployment's data can
-give: a heal past what the shipped calibration copy under NBL_DATA_DIR can hold (nbl/heal_data.py)."""
+give: a heal past what the shipped calibration copy under NBL_DATA_DIR can hold (nbl/data/heal.py)."""
 
 from __future__ import annotations
 
 from service.core.settings import Settings
 from nbl.gates import gate_errors
-from nbl.heal_data import FIELD, bound_error
-from nbl.shipped_data import most_tokens
+from nbl.data.heal import FIELD, bound_error
+from nbl.data.shipped import most_tokens
 from nbl.request import JobCreate
-from nbl.selection_schema import budget_errors, selection_errors
+from nbl.selection.schema import budget_errors, selection_errors
 
 
 def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:

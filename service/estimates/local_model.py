@@ -1,12 +1,12 @@
 """The submit-time checks of a `local:NAME` model (POST /v1/jobs and POST /v1/estimates): the model is on this
-server, has a readable config.json, and the request fits it (nbl/model_checks.py). A Hub model's config.json is
+server, has a readable config.json, and the request fits it (nbl/model/checks.py). A Hub model's config.json is
 checked the same way when the API could fetch it (placement.py), and always by the worker, before any download
 (worker/preflight.py)."""
 
 from __future__ import annotations
 
 from nbl import recipe as R
-from nbl.model_checks import CONFIG, config_problems, read_config
+from nbl.model.checks import CONFIG, config_problems, read_config
 from nbl.names import LOCAL_PREFIX
 from nbl.request import JobCreate
 from service.core.paths import local_model_dir

@@ -7,7 +7,7 @@ without an estimate, and the worker estimates it against its own devices before 
 access pays the failed GET once a minute, not on every submit). POST /v1/estimates always tries, and
 has nothing to answer without the config: a 503. A config that was had but is not one (not JSON, nested
 too deep), whose numbers are out of bounds (shapes.BOUNDS), or that the request cannot work on (a family or
-form this engine cannot write, k or seq_len past the model's: nbl/model_checks.py, as a `local:NAME` model's at
+form this engine cannot write, k or seq_len past the model's: nbl/model/checks.py, as a `local:NAME` model's at
 submit) is a 422 from both.
 """
 
@@ -25,7 +25,7 @@ from nbl.sizing.classes import Placement
 from .configs import ConfigUnavailable, model_config
 from .jobs import place_job, placement_json
 from .local_model import config_errors
-from nbl.model_shape import shape_summary
+from nbl.model.shape import shape_summary
 from nbl.sizing.shapes import ShapeError
 
 HUB_TIMEOUT_S = 5.0  # a client waits on this GET; a slower Hub leaves the job to the worker's check

@@ -1,5 +1,5 @@
 """Whether a job's worker class already holds its model (a warm load) and its base model's evaluation
-(the outputs' evaluation alone), from the notes its workers left (class_caches, worker/caches.py) under
+(the outputs' evaluation alone), from the notes its workers left (class_caches, worker/host/caches.py) under
 the request-level keys of nbl/sizing/reuse.py. A `local:NAME` model too: its first load hashes it."""
 
 from __future__ import annotations

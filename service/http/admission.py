@@ -46,7 +46,7 @@ REQUEST_RETRY_AFTER_S = 1
 STREAM_RETRY_AFTER_S = 5  # a stream lasts up to NBL_STREAM_MAX_S: its slot frees later than a request's
 SAFE = ("GET", "HEAD", "OPTIONS")
 # The event streams: GET /v1/jobs/{id}/events/stream (service/jobs/stream.py) and the dashboard's
-# /ui/jobs/{id}/events/stream (service/ui/actions.py); tests/service/test_team_limits.py checks that every
+# /ui/jobs/{id}/events/stream (service/ui/actions.py); tests/service/http/test_team_limits.py checks that every
 # route answering text/event-stream is one of them.
 STREAMS = re.compile(r"/(v1|ui)/jobs/[^/]+/events/stream")
 # The dashboard's session routes take no key from the request's credentials (login reads it from its form, logout

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from service.core.models import Job, LayerScore
 from nbl import recipe as R
 from service.jobs.responses import LayerList, LayerMark, LayerModeScores, LayerScoresOut
-from nbl.score_fields import CRITERION_FIELD, HIGHER_FIRST
+from nbl.selection.score_fields import CRITERION_FIELD, HIGHER_FIRST
 
 
 def ranks(values: Mapping[int, float | None], criterion: str) -> dict[int, int]:

@@ -13,7 +13,7 @@ by it (`owned`), so a worker that lost its lease cannot overwrite the new owner'
 states never change. Each transition is a compare-and-set on the row, so two workers, two API
 calls or two reconcilers racing on one job move it once. Every function that writes commits (or
 rolls back) before it returns, except `insert_queued`, whose caller commits the new row.
-tests/service/test_state_writers.py checks that no other module writes a status, a JobEvent or an
+tests/service/jobs/test_state_writers.py checks that no other module writes a status, a JobEvent or an
 outbox row.
 """
 
@@ -107,7 +107,7 @@ def claim_job(session: Session, job_id: str, lease_seconds: int, *, max_attempts
 
     Returns the new lease token, or None when the job is not claimable: unknown, terminal, or
     running under a live lease. A cancelling job whose worker died is finished as cancelled here.
-    attempt += 1; started_at is set on the first claim. `owner` (worker.ownership) is recorded;
+    attempt += 1; started_at is set on the first claim. `owner` (worker.host.ownership) is recorded;
     `dead_owner` also takes over a live lease that this owner holds (the caller knows it died).
     With `max_attempts`, a job that already had that many is not taken over: the reconciler fails
     it, so a poison job cannot loop.

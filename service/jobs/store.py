@@ -33,7 +33,7 @@ from service.core.models import Artifact, EventKind, Job, LayerScore, Metric, Te
 from service.core.wakeup import touch
 from nbl.request import JobCreate
 from service.jobs.states import event, finite, owned
-from nbl.score_fields import SCORE_FIELDS
+from nbl.selection.score_fields import SCORE_FIELDS
 
 
 # --- reading -------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Report and free the disk space that jobs leave behind (`nbl admin gc`, cli/outputs.py).
 
-A worker deletes its job's scratch directory when the job ends (worker/retention.py), but not every
+A worker deletes its job's scratch directory when the job ends (worker/host/retention.py), but not every
 job ends in a worker: one failed or cancelled by the reconciler or the API after its worker died
 leaves its scratch directory, and a worker killed mid-publish its staging directory. gc frees
 

@@ -198,7 +198,7 @@ def test_submit_names_the_key_of_a_value_json_cannot_carry(tmp_path, capsys, lin
 
 def test_submit_still_sends_quoted_dates_and_the_keys_json_turns_into_text(tmp_path):
     """What json.dumps takes is left as it was: int keys become text, as the API reads them."""
-    from cli.request_file import load_mapping
+    from cli.client.request_file import load_mapping
 
     path = tmp_path / "r.yaml"
     path.write_text("model: {id: acme/m}\nmetadata: {a: '2001-01-01', 2024: x}\n")

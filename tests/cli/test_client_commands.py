@@ -13,8 +13,8 @@ import pytest
 from nbl_client import Event, EventList, Job
 from service.jobs import states, store
 from cli.main import main
-from cli.client_format import metric_order, metrics_table, readable
-from cli.client_wait import WaitPrinter
+from cli.client.format import metric_order, metrics_table, readable
+from cli.client.wait import WaitPrinter
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -105,7 +105,7 @@ def test_readable_numbers_and_a_stable_metric_order():
 
 
 def test_submit_flags_reach_the_body():
-    from cli.job_request import build_request
+    from cli.client.job_request import build_request
 
     flags = {k: None for k in ("file", "model", "revision", "dataset", "dataset_config", "split", "text_field",
                                "num_samples", "seq_len", "seed", "shuffle", "mode", "method", "criterion", "k",

@@ -101,7 +101,7 @@ def test_submit_and_wait(served, capsys, tmp_path):
     capsys.readouterr()
     assert main(["wait", job["id"], "--interval", "0.1"]) == 0
     out = capsys.readouterr()
-    assert "succeeded" in out.out and "wikitext2 ppl" in out.out  # the typed result's table (cli/result_table.py)
+    assert "succeeded" in out.out and "wikitext2 ppl" in out.out  # the typed result's table (cli/client/result_table.py)
     row = next(line for line in out.out.splitlines() if line.startswith("wikitext2 ppl"))
     assert row.split()[2:4] == ["20.25", "23.5"], out.out
     assert "stage: evaluate" in out.err

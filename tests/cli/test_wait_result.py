@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from cli.junit import junit_xml, unreachable_xml
+from cli.client.junit import junit_xml, unreachable_xml
 from cli.main import main
-from cli.result_table import result_lines
+from cli.client.result_table import result_lines
 from service.jobs import states, store
 
 BASE = {"perplexity/wikitext2/ppl": 20.0, "perplexity/wikitext2/bits_per_byte": 1.0, "perplexity/wikitext2/tokens": 4096,

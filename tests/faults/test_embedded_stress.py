@@ -4,7 +4,7 @@ the API writes the broker as the worker polls it. Every job must end, each on it
 
 This is where a prefork child once deadlocked (in about 370 jobs): forked while the parent held
 SQLite's mutex, it hung in states.claim_job and every later job stayed queued. `nbl worker` now runs
-the solo pool on SQLite (worker/pool.py): every job's lease names the worker's own pid.
+the solo pool on SQLite (worker/host/pool.py): every job's lease names the worker's own pid.
 
 The mix keeps it cheap on 2 cores while every job takes the whole claim path (dispatch, delivery,
 states.claim_job, the spec, states.finish): one job in 60 runs the whole pipeline on the tiny model,

@@ -26,7 +26,7 @@ def test_whole_worker_killed_then_nbl_worker_alone_finishes_the_job(cluster_fact
     job_id = c.submit(auth, "worker-killed", fault="hold")
     worker = c.start_worker()
     held_pid = c.wait_held(job_id)
-    # solo on SQLite: the job runs in `nbl worker`'s own process, never in a forked child (worker/pool.py)
+    # solo on SQLite: the job runs in `nbl worker`'s own process, never in a forked child (worker/host/pool.py)
     assert held_pid == worker.pid
     c.kill("worker")  # the whole process group
     c.release(job_id)

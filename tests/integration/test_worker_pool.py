@@ -1,4 +1,4 @@
-"""`nbl worker`'s pool (worker/pool.py): solo whenever SQLite holds state in the worker's process (a
+"""`nbl worker`'s pool (worker/host/pool.py): solo whenever SQLite holds state in the worker's process (a
 fork there can deadlock the child), prefork otherwise; and the soft time limit that stands in for
 prefork's under solo."""
 
@@ -11,7 +11,7 @@ import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
 from service.core.settings import Settings
-from worker.pool import SoloTimeLimit, pool_options
+from worker.host.pool import SoloTimeLimit, pool_options
 
 PG, REDIS = "postgresql://nbl@db.example/nbl", "redis://broker.example:6379/0"
 

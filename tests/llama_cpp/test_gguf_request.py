@@ -1,11 +1,11 @@
-"""publish.formats and publish.dtype in the request schema, the Recipe, and what exports (nbl/gguf_formats.py)."""
+"""publish.formats and publish.dtype in the request schema, the Recipe, and what exports (nbl/outputs/gguf_formats.py)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from nbl.gguf_formats import gguf_arch, gguf_types
+from nbl.outputs.gguf_formats import gguf_arch, gguf_types
 from nbl.recipe import from_request
 from nbl.request import JobCreate
 
@@ -70,7 +70,7 @@ def test_what_llama_cpp_deci_cannot_run_is_refused():
          "ffn": {"no_op": False, "replace_with_linear": True, "ffn_mult": None}}]}
     with pytest.raises(ValueError, match="ffn replace_with_linear .* fold form"):
         gguf_arch(cfg)
-    from nbl.gguf_formats import refuse_form
+    from nbl.outputs.gguf_formats import refuse_form
 
     refuse_form("fold", "block")
     refuse_form("linear", "attn")

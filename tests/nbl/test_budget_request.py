@@ -1,4 +1,4 @@
-"""k auto refused at submit when its selection data cannot resolve the budget (nbl/rise_error.py's prior): a 422
+"""k auto refused at submit when its selection data cannot resolve the budget (nbl/selection/rise_error.py's prior): a 422
 naming the field, with the selection tokens (and blocks) that would be enough; that many are accepted."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from testkit.models import save_tiny_checkpoint
-from nbl.rise_error import tokens_needed
+from nbl.selection.rise_error import tokens_needed
 
 BUDGET = 0.01
 JOB = {

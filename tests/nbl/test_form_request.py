@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from testkit.service_lib import assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select
 
-from nbl.forms import RUNS_IN
+from nbl.outputs.forms import RUNS_IN
 from nbl.recipe import from_request
 from nbl.request import JobCreate
 from nbl.result import job_result
@@ -59,8 +59,8 @@ def test_the_typed_result_names_form_and_runtimes():
 
 
 def test_nbl_submit_form_flag_makes_a_request_the_api_takes():
-    from cli.client import add_client_commands
-    from cli.job_request import build_request
+    from cli.client.commands import add_client_commands
+    from cli.client.job_request import build_request
 
     parser = argparse.ArgumentParser()
     add_client_commands(parser.add_subparsers())

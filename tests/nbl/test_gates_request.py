@@ -63,7 +63,7 @@ def test_nbl_submit_gate_flags_go_on_top_of_the_file(tmp_path):
     from types import SimpleNamespace
 
     from cli.gates import parse_gate
-    from cli.job_request import build_request
+    from cli.client.job_request import build_request
 
     path = tmp_path / "job.json"
     path.write_text(json.dumps(body(gates={"max_acc_drop": {"arc_easy": 0.05}}, evaluation=EVAL)))

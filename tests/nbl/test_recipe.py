@@ -6,7 +6,7 @@ from nbl import recipe as R
 from nbl.recipe import from_request
 from service.jobs.responses import LayerModeScores
 from nbl.request import JobCreate
-from nbl.score_fields import CRITERIA, CRITERION_FIELD, MEASURED, SCORE_FIELDS
+from nbl.selection.score_fields import CRITERIA, CRITERION_FIELD, MEASURED, SCORE_FIELDS
 
 
 def test_a_minimal_request_gets_the_recipes_defaults():

@@ -86,8 +86,8 @@ def test_the_typed_result_carries_each_outputs_refit_and_heal():
 def test_nbl_submit_flags_make_a_request_the_api_takes():
     import argparse
 
-    from cli.client import add_client_commands
-    from cli.job_request import build_request
+    from cli.client.commands import add_client_commands
+    from cli.client.job_request import build_request
 
     parser = argparse.ArgumentParser()
     add_client_commands(parser.add_subparsers())

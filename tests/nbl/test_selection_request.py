@@ -91,8 +91,8 @@ def test_nbl_compress_flags_build_the_same_recipe_as_the_request():
 
 
 def test_nbl_submit_flags_make_a_request_the_api_takes():
-    from cli.client import add_client_commands
-    from cli.job_request import build_request
+    from cli.client.commands import add_client_commands
+    from cli.client.job_request import build_request
 
     parser = argparse.ArgumentParser()
     add_client_commands(parser.add_subparsers())

@@ -1,5 +1,5 @@
 """A job's own evaluation tasks (issue 13 §4): `evaluation.task_files` carries each file's text, checked
-line by line at submit with the parser the worker uses (nbl/task_records.py), so a malformed
+line by line at submit with the parser the worker uses (nbl/data/task_records.py), so a malformed
 file is a 422 naming the file and the line, and nothing is stored or queued. WinoGrande and PIQA are
 task names a job may ask for; the model card quotes a task file by digest, never its text."""
 
@@ -91,7 +91,7 @@ def test_a_malformed_task_file_is_a_422_naming_it_and_its_line(client, auth, set
 def test_submit_task_file_sends_the_file_and_the_server_names_its_bad_line(tmp_path):
     from types import SimpleNamespace
 
-    from cli.job_request import build_request
+    from cli.client.job_request import build_request
 
     good, bad = tmp_path / "wino_like.jsonl", tmp_path / "broken.jsonl"
     good.write_text(jsonl(CONTEXTS))

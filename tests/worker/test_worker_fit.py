@@ -38,7 +38,7 @@ def test_a_job_that_fits_goes_on(tmp_path):
 
 
 def preflight_host() -> int:
-    from worker.capacity import host_bytes
+    from worker.host.capacity import host_bytes
 
     return host_bytes()
 

@@ -21,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from nbl.forms import family_error, runs_in
+from nbl.outputs.forms import family_error, runs_in
 
 from worker.engine.selection.auto_k import MEASURED
 from worker.engine.calibration.stage import CalibrationResult, Report, calibration_stage, layer_source, no_report, spill_dir
@@ -71,7 +71,7 @@ def run(cfg: CompressConfig, report: Report = no_report, progress: bool = True, 
     if cfg.ks and max(cfg.ks) >= n_layers:
         raise ValueError(f"k must be below the number of layers ({n_layers}), got {max(cfg.ks)}")
     why = family_error(cfg.form, cfg.mode, lm.family, source.config.to_dict())
-    if why is not None:  # before calibrating: the output could not be written (the API's rule: nbl/model_checks.py)
+    if why is not None:  # before calibrating: the output could not be written (the API's rule: nbl/model/checks.py)
         raise ValueError(why)
     timings["load_s"] = time.perf_counter() - t
 

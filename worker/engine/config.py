@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nbl import recipe as R
-from nbl.forms import request_error
+from nbl.outputs.forms import request_error
 from nbl.refine_schema import REFIT, refine_error
 
 from worker.engine.calibration.data import DatasetSpec
@@ -36,7 +36,7 @@ class CompressConfig:
     mode: str = R.MODE
     method: str = R.METHOD
     criterion: str = R.CRITERION
-    form: str = R.FORM  # nbl/forms.py
+    form: str = R.FORM  # nbl/outputs/forms.py
     dtype: str | None = None
     out_dtype: str | None = None  # the saved weights' (out_dtype.py): None the compute dtype, auto the base's
     device: str | None = None

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nbl.score_fields import SCORE_LABELS
+from nbl.selection.score_fields import SCORE_LABELS
 
 from ..eval.truncation import describe
 from .card_refine import refine_args, refine_section
@@ -31,7 +31,7 @@ PLOT = "nbl_scores.png"
 PAPER = "https://arxiv.org/abs/2505.21077"
 TAGS = ["nbl", "compression"]
 
-# The score fields (nbl/score_fields.py) the card's table shows, in its order, when present.
+# The score fields (nbl/selection/score_fields.py) the card's table shows, in its order, when present.
 SCORE_COLUMNS = [(f, SCORE_LABELS[f]) for f in ("cca_bound", "nmse", "heldout_nmse", "cosine", "loss_rise")]
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The card's "Runs in" table: each runtime an output's form loads in (nbl/forms.py), with its snippet.
+"""The card's "Runs in" table: each runtime an output's form loads in (nbl/outputs/forms.py), with its snippet.
 
 transformers is tested by this service for every form (tests/worker/engine/forms/test_forms_*.py load each form token-exact),
 vLLM with no plugin on the fold forms (tests/serving/test_vllm_forms.py) and with the plugin on nbl's, llama.cpp on
@@ -10,7 +10,7 @@ are read from the runtimes' own code, and the card says so.
 
 from __future__ import annotations
 
-from nbl.forms import FORM, runs_in, writes_decilm
+from nbl.outputs.forms import FORM, runs_in, writes_decilm
 
 # runtimes this service's tests load the outputs in, token-exact against the compressed model in memory
 TESTED = {"transformers", "transformers+file", "vllm", "vllm+plugin"}

@@ -4,7 +4,7 @@ The work is llama.cpp's own: its converter (convert_hf_to_gguf.py, the tokenizer
 quantizer (llama_model_quantize, K-quants included), run by integrations/gguf/export_gguf.py in the GGUF
 venv (`make gguf-env`: llama-cpp-python built from its pinned sdist) as a subprocess, so the worker's
 venv needs neither llama-cpp-python nor llama.cpp's pinned transformers. What exports is decided here
-first, from config.json (nbl/gguf_formats.py): an nbl-form output is refused before anything runs.
+first, from config.json (nbl/outputs/gguf_formats.py): an nbl-form output is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from nbl.gguf_formats import check_type, gguf_arch, gguf_file, gguf_types
+from nbl.outputs.gguf_formats import check_type, gguf_arch, gguf_file, gguf_types
 
 from .. import subproc
 from .gguf_config import check_converter_keys

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from nbl.recipe import CRITERION, MODE
-from nbl.score_fields import CRITERION_FIELD, HIGHER_FIRST, MEASURED
+from nbl.selection.score_fields import CRITERION_FIELD, HIGHER_FIRST, MEASURED
 
 from .plot_selection import GREEDY, draw_greedy, greedy_panel
 

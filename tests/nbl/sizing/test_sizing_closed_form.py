@@ -15,7 +15,7 @@ from nbl.sizing.classes import DEFAULT, parse_classes, place
 from nbl.sizing.model import Options, estimate
 from nbl.sizing.shapes import shape_of
 from nbl.sizing.spread import Memory
-from nbl.selection_sets import expected_sets
+from nbl.selection.sets import expected_sets
 
 REPO = Path(__file__).resolve().parents[3]
 GiB = 2**30
@@ -45,7 +45,7 @@ def test_expected_sets_is_the_step_by_step_count():
 
 def test_a_huge_layer_count_is_counted_at_once():
     """In a child process, so that a loop over 10**12 layers fails this test instead of hanging the suite."""
-    code = ("from nbl.selection_sets import expected_sets as e; "
+    code = ("from nbl.selection.sets import expected_sets as e; "
             "print(e('greedy', (), 10**12, 8, True), e('auto', (10**9,), 10**12, 8), e('greedy', (), 10**300, 8, True))")
     try:
         out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=ANSWER_S)

@@ -2,7 +2,7 @@
 workers noted in class_caches is not priced (only the outputs' evaluation), and a model the class has not
 loaded adds its fetch (its weights downloaded or hashed the first time: worker/fetch.py) at the bytes per
 second the class measured. Against the real database, rows as a worker writes them (worker/rates.py,
-worker/caches.py)."""
+worker/host/caches.py)."""
 
 from __future__ import annotations
 

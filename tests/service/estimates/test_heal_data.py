@@ -1,7 +1,7 @@
 """Issue 35, finding 7: heal.tokens past what the calibration data holds was found by the worker after calibrating.
 The API refuses it at submit when it knows the most the data can give (a shipped copy under NBL_DATA_DIR:
-nbl/shipped_data.py), naming compression.heal.tokens; the worker's own check comes before it calibrates
-(tests/worker/engine/refine/test_refine_stage.py). One count of the blocks needed: nbl/heal_data.py."""
+nbl/data/shipped.py), naming compression.heal.tokens; the worker's own check comes before it calibrates
+(tests/worker/engine/refine/test_refine_stage.py). One count of the blocks needed: nbl/data/heal.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from testkit.model_configs import TINY, write_config
 from testkit.service_lib import assert_problem
 
 from testkit.models import DATA_DIR
-from nbl.heal_data import stream_blocks
-from nbl.shipped_data import most_tokens
+from nbl.data.heal import stream_blocks
+from nbl.data.shipped import most_tokens
 
 C4_MOST = 741_230  # c4_demo.json's texts: their UTF-8 bytes + 2 a text
 

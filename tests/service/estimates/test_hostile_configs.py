@@ -13,7 +13,7 @@ from testkit.model_configs import LLAMA_8B, hub_serving, write_config
 from testkit.service_lib import assert_problem
 from sqlalchemy import select
 
-from nbl.rise_error import tokens_needed
+from nbl.selection.rise_error import tokens_needed
 from service.api import create_app
 from service.core.models import Job
 from service.estimates import placement

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from testkit.model_configs import TINY, write_config
 
-from nbl.rise_error import tokens_needed
+from nbl.selection.rise_error import tokens_needed
 
 
 def test_a_k_auto_job_is_estimated_as_one_output(settings, client, auth):

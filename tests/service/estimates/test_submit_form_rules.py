@@ -13,7 +13,7 @@ from testkit.model_configs import hub_serving
 from testkit.service_lib import TINY_CONFIG, assert_problem, sqla_broker_messages
 from sqlalchemy import func, select
 
-from nbl.forms import family_error
+from nbl.outputs.forms import family_error
 from service.core.models import Job
 from service.estimates import placement
 from worker import preflight

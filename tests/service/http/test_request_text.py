@@ -6,7 +6,7 @@ databases (issue 24's low findings 3 and 4):
   service/core/secrets.encrypt);
 - a Hub token is visible ASCII (nbl/plain_text.py): `\\u0001\\u202e` was stored;
 - a task file's parsed lines hold no surrogate and no control character but tab and the line ends
-  (nbl/task_records.py): a `\\ud800` escape in a line was accepted (201), then failed the job as `system`
+  (nbl/data/task_records.py): a `\\ud800` escape in a line was accepted (201), then failed the job as `system`
   at evaluate.
 """
 

@@ -17,7 +17,7 @@ from eval_helpers import hf_cache_with_winogrande, winogrande_rows
 from fastapi.testclient import TestClient
 
 from service.api import create_app
-from nbl.task_records import parse_lines
+from nbl.data.task_records import parse_lines
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 RECORDS = [{"contexts": [f"{a} was faster than {b}, so {x}" for x in (a, b)], "continuation": " won the race.",

@@ -4,7 +4,7 @@ error.type "quality" and publishes nothing (`nbl wait` exits 5); with `budget.en
 published and the broken budget is a warning, in the job's warnings and on the card. Never silent.
 
 The tiny model (same model, data and seeds, so the same every run): k auto at +1 % keeps a set within the budget
-on the 250 held-out C4 blocks (7,750 tokens, enough to resolve +1 % under nbl/rise_error.py's prior, so the
+on the 250 held-out C4 blocks (7,750 tokens, enough to resolve +1 % under nbl/selection/rise_error.py's prior, so the
 submit check lets it through and the run does not warn that the rise is unresolved), while WikiText-2 rises
 over it: the budget held where it was measured and broke on another corpus. The test asserts that premise from
 the unenforced job's own numbers before relying on it.

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from huggingface_hub import ModelCard
 from publish_helpers import run_jobs, start_worker, stop
 
-from nbl.rise_error import tokens_needed
+from nbl.selection.rise_error import tokens_needed
 from service.api import create_app
 
 BUDGET = 1.0  # any rise the tiny model shows fits +100%

@@ -122,7 +122,7 @@ def calibrate(
     is called after every batch of every layer (total = layers x batches); it may raise to cancel.
     `host_bytes`: hidden states beyond this many bytes go to files under `spill_dir` (None: no limit).
 
-    `form` (nbl/forms.py) other than nbl: the sums of that form's regression for the one mode in `modes`
+    `form` (nbl/outputs/forms.py) other than nbl: the sums of that form's regression for the one mode in `modes`
     (form_taps.py); `max_run`: the longest run of blocks form fold may fold as one.
 
     `devices` (several): one process per device (distributed.py), this one being rank 0 on devices[0];

@@ -28,8 +28,8 @@ from typing import Iterable, Iterator
 import torch
 
 from nbl import recipe as R
-from nbl.dataset_names import refuse_packaged_builder
-from nbl.shipped_data import LOCAL_ALIASES  # name -> split -> file under data_dir (the copies in shared/data)
+from nbl.data.dataset_names import refuse_packaged_builder
+from nbl.data.shipped import LOCAL_ALIASES  # name -> split -> file under data_dir (the copies in shared/data)
 
 from worker.engine.loading.hub_ids import refuse_path_shadowing
 

@@ -1,4 +1,4 @@
-"""What each layer's sums regress, per form (nbl/forms.py), read from the same calibration pass.
+"""What each layer's sums regress, per form (nbl/outputs/forms.py), read from the same calibration pass.
 
 For layer i with input h, attention branch a, MLP output f_i and block change Δ = h'' - h:
 

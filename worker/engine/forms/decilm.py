@@ -15,7 +15,7 @@ without attention has n_heads_in_group null: llama.cpp's `deci` converter reads 
 
 from __future__ import annotations
 
-from nbl.forms import FFN_ROUND
+from nbl.outputs.forms import FFN_ROUND
 
 from worker.engine.modeling.modeling_decilm import ffn_width
 

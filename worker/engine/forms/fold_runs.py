@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from nbl.forms import layer_error
+from nbl.outputs.forms import layer_error
 
 from worker.engine.scoring.form_scores import lstsq_no_bias
 from worker.engine.scoring.scores import DEFAULT_RIDGE, LinearMap, Moments, layer_moments

@@ -1,4 +1,4 @@
-"""Write a linear or fold output (nbl/forms.py), tensor by tensor from the base checkpoint's shards.
+"""Write a linear or fold output (nbl/outputs/forms.py), tensor by tensor from the base checkpoint's shards.
 
     fold, block    the base family's own config and class with the run layers removed (num_hidden_layers,
                    layer_types shortened), the later layers renumbered, each run's map folded into the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from nbl.forms import writes_decilm
+from nbl.outputs.forms import writes_decilm
 
 from worker.engine.modeling import modeling_decilm
 from worker.engine.forms.decilm import decilm_config

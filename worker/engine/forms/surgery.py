@@ -22,7 +22,7 @@ class Plan:
     mode: str  # attn | block
     method: str  # nbl | drop
     layers: tuple[int, ...]
-    form: str = "nbl"  # nbl | linear | fold (nbl/forms.py); linear and fold: form_layers.py, saving_forms.py
+    form: str = "nbl"  # nbl | linear | fold (nbl/outputs/forms.py); linear and fold: form_layers.py, saving_forms.py
 
     def as_config(self) -> dict:
         return {"mode": self.mode, "method": self.method, "layers": sorted(self.layers), "bias": True}

@@ -1,5 +1,5 @@
 """DeciLM / Nemotron-NAS (`model_type: nemotron-nas`, `DeciLMForCausalLM`) for transformers, shipped with the
-outputs of forms linear and fold-attn (nbl/forms.py). Written for this service from the schema alone; it needs
+outputs of forms linear and fold-attn (nbl/outputs/forms.py). Written for this service from the schema alone; it needs
 only torch and transformers, and reads nothing outside its directory.
 
 config.json's `block_configs` gives each decoder layer

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from nbl.heal_data import heal_data_error, stream_blocks
+from nbl.data.heal import heal_data_error, stream_blocks
 from nbl.refine_schema import REFIT, heal_split
 
 from worker.engine.calibration.stage import CalibrationResult, Report, layer_source, spill_dir
@@ -43,7 +43,7 @@ from worker.engine.forms.surgery import Plan
 def healing_stream(cfg: CompressConfig, tokenizer, report: Report, stage: str = "refine") -> torch.Tensor:
     """The calibration's blocks, then the healing's (the same stream, cut further): (num_samples + heal, seq_len).
     Made before calibrating when healing is asked (compress.run), so data too short for the heal fails then,
-    naming compression.heal.tokens, not after the calibration's hours (nbl/heal_data.py: the API's check)."""
+    naming compression.heal.tokens, not after the calibration's hours (nbl/data/heal.py: the API's check)."""
     heal = cfg.heal.tokens if cfg.heal else 0
     n = stream_blocks(cfg.num_samples, cfg.seq_len, heal) if heal else cfg.num_samples
     report(stage, 0.0, "tokenizing calibration data" + (" and healing text" if heal else ""))

@@ -1,4 +1,4 @@
-"""Scores and maps of the forms linear and fold (nbl/forms.py): closed-form least squares without bias.
+"""Scores and maps of the forms linear and fold (nbl/outputs/forms.py): closed-form least squares without bias.
 
 Their sums (form_taps.py) regress the branch y on the form's own x (LN1 h, LN2 h, or the previous
 MLP's output f); the runtimes that read these forms have no bias, so the map is
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from nbl.forms import layer_error
+from nbl.outputs.forms import layer_error
 
 from worker.engine.scoring.scores import DEFAULT_RIDGE, BranchScores, LinearMap, Moments, cca_bound, condition_number, layer_moments, \
     mean_cosine, nmse

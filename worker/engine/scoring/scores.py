@@ -182,7 +182,7 @@ class BranchScores:
     heldout_nmse: float | None  # map fitted on the first 9/10 of blocks, scored on the last 1/10
 
     def as_dict(self) -> dict:
-        """The report's shape: fields named as nbl/score_fields.py SCORE_FIELDS (loss_rise is
+        """The report's shape: fields named as nbl/selection/score_fields.py SCORE_FIELDS (loss_rise is
         added by the loss probe)."""
         return asdict(self)
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from nbl.rise_error import paired
-from nbl.score_fields import MEASURED  # the criteria that need selection data (beside `loss`)
-from nbl.selection_sets import expected_sets  # priced once, for the API's estimate too
+from nbl.selection.rise_error import paired
+from nbl.selection.score_fields import MEASURED  # the criteria that need selection data (beside `loss`)
+from nbl.selection.sets import expected_sets  # priced once, for the API's estimate too
 
 from worker.engine.selection.greedy import CHEAP, DEFAULT_WIDTH, Greedy, candidate_order
 from worker.engine.selection.criteria import choose
@@ -93,7 +93,7 @@ class Chooser:
         return lo
 
     def error(self, layers: list[int]) -> dict:
-        """{"rise", "rise_se", "sd_per_token", "blocks"} of a set on the selection data (nbl/rise_error.py), from
+        """{"rise", "rise_se", "sd_per_token", "blocks"} of a set on the selection data (nbl/selection/rise_error.py), from
         the per-block losses a SetLoss keeps; empty for a loss that has none (a plain function)."""
         if not hasattr(self.loss, "per_block"):
             return {}

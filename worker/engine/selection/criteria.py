@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 # Defined once, torch-free, where the API can read them too.
-from nbl.score_fields import CRITERIA, CRITERION_FIELD, HIGHER_FIRST
+from nbl.selection.score_fields import CRITERIA, CRITERION_FIELD, HIGHER_FIRST
 
 __all__ = ["CRITERIA", "CRITERION_FIELD", "ranking", "choose"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-from nbl.score_fields import GREEDY_WIDTH
+from nbl.selection.score_fields import GREEDY_WIDTH
 
 from worker.engine.selection.race import Z, race
 from worker.engine.selection.criteria import ranking

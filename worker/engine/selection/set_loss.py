@@ -12,7 +12,7 @@ below. They are kept in a PrefixCache (prefix_cache.py):
 Losses are kept per block (one selection sequence), per batch as computed: `per_block(layers, n)` scores the
 first n batches only, so racing candidates (race.py) can stop one that cannot win before the rest of the
 blocks are run. `__call__` is the mean over every block (each block has the same token count). The paired
-per-block differences with the base give the standard error of a set's perplexity rise (nbl/rise_error.py).
+per-block differences with the base give the standard error of a set's perplexity rise (nbl/selection/rise_error.py).
 
 Host memory: one copy of the selection blocks' hidden states per base entry (a selection set of 64 x 512 tokens
 on a d=576 model: 75 MB per start layer, in the model's dtype), plus the prefix entries, within `prefix_bytes`.

@@ -2,7 +2,7 @@
 
 Each copies the task's YAML in lm-eval (0.4.x, lm_eval/tasks/...): doc_to_text is the context,
 doc_to_choice the choices (scored after a space, the default target delimiter), doc_to_target the
-label. tests/eval/test_eval_lmeval_parity.py checks them against lm-eval's own rendering.
+label. tests/worker/eval/test_eval_lmeval_parity.py checks them against lm-eval's own rendering.
 """
 
 from __future__ import annotations

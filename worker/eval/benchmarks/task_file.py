@@ -1,5 +1,5 @@
 """Bring your own task: a JSONL file (or a job's inline text of one), each line in one of two forms,
-one form per file; the format and its checks are nbl/task_records.py, shared with the API.
+one form per file; the format and its checks are nbl/data/task_records.py, shared with the API.
 
 - Choices: {"context": str, "choices": [str], "label": int}. Each choice is scored as a continuation
   of the context exactly as given (no delimiter added; put the space in the choice or at the end of
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nbl.task_records import CHOICES, CONTEXTS, METRICS, parse_lines
+from nbl.data.task_records import CHOICES, CONTEXTS, METRICS, parse_lines
 
 from .task import MULTIPLE_CHOICE, Doc, Task, multiple_input_doc
 

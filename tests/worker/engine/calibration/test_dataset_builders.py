@@ -12,7 +12,7 @@ import os
 import pytest
 
 from testkit.models import save_tiny_checkpoint
-from nbl import dataset_names
+from nbl.data import dataset_names
 from cli import main as cli
 from worker.engine.calibration.data import DataError, DatasetSpec, load_texts
 

@@ -1,4 +1,4 @@
-"""Forms linear and fold (nbl/forms.py) written to disk and reloaded in a fresh process with only torch and
+"""Forms linear and fold (nbl/outputs/forms.py) written to disk and reloaded in a fresh process with only torch and
 transformers importable: 3 prompts x 16 greedy tokens identical to the compressed model in memory (fp32).
 
     fold block, every family   stock AutoModelForCausalLM, trust_remote_code never set: the base's own class

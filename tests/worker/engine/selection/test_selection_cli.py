@@ -71,7 +71,7 @@ def test_the_table_names_the_selection_and_every_set_measured(tiny_dir, text_fil
 
 
 def test_nbl_wait_prints_the_winner_and_the_table():
-    from cli.client_format import job_lines
+    from cli.client.format import job_lines
 
     job = {"id": "job_1", "status": "succeeded", "spec": {"compression": {"criterion": "auto", "k": "auto"}},
            "selected_layers": [{"k": 2, "mode": "attn", "layers": [1, 3], "criterion": "greedy"}],

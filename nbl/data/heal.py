@@ -1,6 +1,6 @@
 """Healing's text comes from the calibration data after the calibration's own blocks, so the data must give
 num_samples + the heal's blocks of seq_len tokens (heal_split: training and held out). The one count, and the
-one refusal: the API's at submit, against the most tokens a shipped copy can give (nbl/shipped_data.py; a Hub
+one refusal: the API's at submit, against the most tokens a shipped copy can give (nbl/data/shipped.py; a Hub
 dataset's are not known there), and the worker's before it calibrates, against the blocks it tokenized
 (worker/engine/refine/stage.healing_stream). Torch-free.
 """

@@ -17,9 +17,9 @@ from typing import TextIO
 
 from nbl_client import ApiError, Client, Unavailable
 
-from cli import junit as junit_report
-from cli.client_format import eta, event_line, job_lines, metrics_table, readable
-from cli.result_table import result_lines
+from cli.client import junit as junit_report
+from cli.client.format import eta, event_line, job_lines, metrics_table, readable
+from cli.client.result_table import result_lines
 
 HEARTBEAT_S = 60.0
 EXIT = {"succeeded": 0, "failed": 1, "cancelled": 2}
@@ -90,7 +90,7 @@ def print_result(job, as_json: bool) -> None:
 def wait_for(client: Client, job_id: str, *, timeout: float, interval: float, quiet: bool, as_json: bool,
              junit: Path | None = None) -> int:
     """Waits and prints; the exit code by the job's end (0/1/2, 5 quality), 3 on a timeout, 4 if refused. `junit`:
-    also write the JUnit XML report there (cli/junit.py), whatever the exit code."""
+    also write the JUnit XML report there (cli/client/junit.py), whatever the exit code."""
     try:
         job = client.wait(job_id, timeout=timeout or None, interval=interval,
                           on_poll=None if quiet else WaitPrinter())

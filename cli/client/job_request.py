@@ -1,6 +1,6 @@
 """The body of `nbl submit`'s POST /v1/jobs: a request file (YAML or JSON, `-` for stdin), then the flags on top.
 
-The files (the request file, each --task-file) are read by cli/request_file.py: bounded in size and
+The files (the request file, each --task-file) are read by cli/client/request_file.py: bounded in size and
 depth, YAML aliases and tags refused; every problem is a ValueError of one line, which `nbl` prints
 as `nbl: error: ...` with exit 2: never a traceback.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 from cli.gates import add_to_request
 from cli.refine_options import heal_request
-from cli.request_file import MAX_TASK_FILE_BYTES, load_mapping, read_text
+from cli.client.request_file import MAX_TASK_FILE_BYTES, load_mapping, read_text
 
 
 def load_request_file(path: Path) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The offline copies of c4 and wikitext2 under NBL_DATA_DIR (the project's shared/data), and the most tokens
 any tokenizer can make of one: known without a tokenizer, so the API can refuse at submit a job whose
-calibration data cannot give what it asks for (nbl/heal_data.py), where the worker would find out by tokenizing.
+calibration data cannot give what it asks for (nbl/data/heal.py), where the worker would find out by tokenizing.
 
 The bound: a text of b UTF-8 bytes is at most b + 1 tokens (a token covers at least one byte, a byte-level BPE's
 or a SentencePiece byte fallback's, but for the one '▁' SentencePiece may put before a text), and the worker's

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from cli.client_format import readable
-from cli.result_table import percent, rows, signed
+from cli.client.format import readable
+from cli.client.result_table import percent, rows, signed
 
 
 def _case(suite: ET.Element, classname: str, name: str, seconds: float | None = None,

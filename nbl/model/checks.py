@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nbl import forms
+from nbl.outputs import forms
 from nbl import recipe as R
 from nbl.families import family_error
 from nbl.sizing.shapes import out_of_bounds

@@ -2,7 +2,7 @@
 
 Each prints the API's answer (a table, or JSON with --json) and exits 0, 3 (the API unreachable or
 busy) or 4 (refused: an unknown job, a bad key or filter, cancelling a finished or publishing job), as in
-cli/client.py's EXIT_CODES.
+cli/client/commands.py's EXIT_CODES.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sys
 
 from nbl_client import ApiError, Client, Unavailable
 
-from cli.client_format import event_line, job_row
-from cli.client_wait import failed
+from cli.client.format import event_line, job_row
+from cli.client.wait import failed
 
 
 def parse_pairs(items: list[str], flag: str = "--metadata") -> dict[str, str]:

@@ -23,7 +23,7 @@ class ChosenSet(_Out):
     k: int
     criterion: str = Field(description="the criterion whose set had the lowest selection perplexity")
     layers: list[int]
-    # nbl/rise_error.py: from the paired per-block losses (absent from jobs run before they were kept)
+    # nbl/selection/rise_error.py: from the paired per-block losses (absent from jobs run before they were kept)
     rise: float | None = Field(default=None, description="relative perplexity rise over the base on the selection data")
     rise_se: float | None = Field(default=None, description="its standard error (paired over blocks); null on one block")
     sd_per_token: float | None = Field(default=None, description="the spread of the paired loss differences per token")

@@ -16,7 +16,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from nbl.rise_error import tokens_needed
+from nbl.selection.rise_error import tokens_needed
 
 # What each evaluation corpus reads (worker/eval/perplexity.py CORPORA), under the names a dataset may take:
 # the offline alias and the Hub ids of the same data.
@@ -80,7 +80,7 @@ def selection_tokens(spec) -> tuple[int, int]:
 
 
 def budget_errors(spec) -> list[dict]:
-    """k auto whose selection data is too small to resolve its budget (nbl/rise_error.py: a standard error of the
+    """k auto whose selection data is too small to resolve its budget (nbl/selection/rise_error.py: a standard error of the
     rise at most a third of the budget, under the documented prior), naming the selection tokens that would be."""
     comp = spec.compression
     if comp.k != "auto" or comp.budget is None:

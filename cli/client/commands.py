@@ -5,12 +5,12 @@
     nbl jobs [--status S] [--metadata K=V] list the team's jobs, newest first
     nbl cancel JOB                         cancel a queued or running job
     nbl logs JOB [--follow]                the job's events
-    nbl download JOB [--k K] DIR           a local output's files, sha256-checked (cli/client_download.py)
-    nbl models, nbl usage                  what the team can run, what it used (cli/client_catalog.py)
+    nbl download JOB [--k K] DIR           a local output's files, sha256-checked (cli/client/download.py)
+    nbl models, nbl usage                  what the team can run, what it used (cli/client/catalog.py)
 
 They read NBL_API_URL (default http://127.0.0.1:8000) and NBL_API_KEY; registered by
 cli/admin.py's add_service_commands. Retries, Retry-After and the connect timeout live in
-nbl_client.http; the request body in cli/job_request.py. EXIT_CODES is the one table of exit
+nbl_client.http; the request body in cli/client/job_request.py. EXIT_CODES is the one table of exit
 codes, shown in every command's --help and in docs/cli.md.
 """
 
@@ -24,14 +24,14 @@ from pathlib import Path
 
 from nbl_client import DEFAULT_URL, ApiError, Client, MissingKey, Unavailable
 
-from cli import client_commands
-from cli.client_catalog import add_catalog
-from cli.client_download import add_download
-from cli.client_format import job_lines
-from cli.client_wait import failed, wait_for
+from cli.client import jobs as client_commands
+from cli.client.catalog import add_catalog
+from cli.client.download import add_download
+from cli.client.format import job_lines
+from cli.client.wait import failed, wait_for
 from cli.gates import parse_gate
 from cli.refine_options import add_refine_options
-from cli.job_request import build_request
+from cli.client.job_request import build_request
 
 DEFAULT_API_URL = DEFAULT_URL
 EXIT_CODES = """exit codes (nbl submit, wait, jobs, cancel, logs):

@@ -86,7 +86,7 @@ def layer_error(form: str, layers) -> str | None:
 
 def family_error(form: str, mode: str, family: str, config: dict) -> str | None:
     """Why a base model (its family and config.json) cannot be written in this form (None: it can). The one rule:
-    the API at submit and in estimates (its config.json, nbl/model_checks.py), the worker before calibrating."""
+    the API at submit and in estimates (its config.json, nbl/model/checks.py), the worker before calibrating."""
     if form == "fold" and mode == "block":
         if family not in FOLD_BLOCK_FAMILIES:
             why = FAMILIES[family].fold if family in FAMILIES else "is not written for this family"

@@ -1,7 +1,7 @@
 """The job's typed `result` as a table (`nbl wait`, `nbl submit --wait`): one row per metric in the
 order the evaluation reports them (perplexity, tasks, speed, parameters; never alphabetical), one
 column for the base, then for each output its value, its delta and its relative change, in
-readable numbers (cli/client_format.py readable: 106,200,000, not 1.062e+08).
+readable numbers (cli/client/format.py readable: 106,200,000, not 1.062e+08).
 
 Pure functions of the API's JSON (JobOut.result, nbl/result_schema.py).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-from cli.client_format import readable
+from cli.client.format import readable
 
 Getter = Callable[[Mapping | None], float | int | None]
 

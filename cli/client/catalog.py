@@ -1,5 +1,5 @@
 """`nbl models` and `nbl usage`: what the team can run (GET /v1/models) and what it used (GET /v1/usage),
-as a table or, with --json, the API's answer. Exit codes as cli/client.py's EXIT_CODES."""
+as a table or, with --json, the API's answer. Exit codes as cli/client/commands.py's EXIT_CODES."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 from nbl_client import ApiError, Client, Unavailable
 
-from cli.client_format import readable
-from cli.client_wait import failed
+from cli.client.format import readable
+from cli.client.wait import failed
 from nbl.outputs.quota import readable as size  # bytes in decimal units, as disks are sold: 8.6 GB
 
 
@@ -58,7 +58,7 @@ def usage(client: Client, args) -> int:
 
 
 def add_catalog(sub, parser, client_args, run) -> None:
-    """Registered by cli/client.py with its helpers (parser with the epilog, common flags, client setup)."""
+    """Registered by cli/client/commands.py with its helpers (parser with the epilog, common flags, client setup)."""
     p = parser(sub, "models", "list the models the team can run",
                "The server's local: models (with their shapes and sizes), then the Hub ids the team's recent jobs "
                "named (with the shape read at submit), one page.")

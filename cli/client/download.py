@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nbl_client import ApiError, ChecksumMismatch, Client, NoOutput, Unavailable, UnsafePath
 
-from cli.client_wait import EXIT_API, EXIT_TIMEOUT
+from cli.client.wait import EXIT_API, EXIT_TIMEOUT
 
 EXIT_CHECKSUM = 1
 EXIT_USAGE = 2
@@ -35,7 +35,7 @@ EXIT_CODES = f"""exit codes (nbl download):
 
 
 def add_download(sub, parser, client_args, run) -> None:
-    """Registered by cli/client.py with its helpers (parser with the epilog, common flags, client setup)."""
+    """Registered by cli/client/commands.py with its helpers (parser with the epilog, common flags, client setup)."""
     p = parser(sub, "download", "download a job's local output and check its sha256s",
                "Fetch every file of the job's local output k into DIR (created): each file is checked against "
                "the sha256 the API lists and renamed into place whole. Run it again after an interruption: "
