@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 NBL_DATA_DIR ?= $(abspath ../shared/data)
 export NBL_DATA_DIR
 
-.PHONY: install test test-fast demo bench clean serving-env test-serving gguf-env
+.PHONY: install lint format test test-fast demo bench clean serving-env test-serving gguf-env
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -24,6 +24,15 @@ install: $(VENV)/.installed
 # queued tests from the other); every test has its own databases, Redis queues, ports and NBL_HOME.
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist worksteal
+
+# ruff (pyproject.toml [tool.ruff]): the lint rules, then the formatter's check; `make format` rewrites.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 test: install
 	$(PY) -m pytest -q -rs --durations=25 $(XDIST) --ignore=tests/serving
