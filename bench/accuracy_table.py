@@ -27,13 +27,13 @@ import torch  # noqa: E402
 from engine_cpu import smollm2_gguf  # noqa: E402
 
 from service.core.settings import Settings  # noqa: E402
+from worker.engine.calibration.data import DatasetSpec  # noqa: E402
 from worker.engine.calibration.stage import calibration_stage  # noqa: E402
 from worker.engine.config import CompressConfig  # noqa: E402
-from worker.engine.calibration.data import DatasetSpec  # noqa: E402
+from worker.engine.forms.surgery import Plan, replaced  # noqa: E402
 from worker.engine.loading.load import load_model  # noqa: E402
 from worker.engine.scoring.stage import fit_maps, score_stage  # noqa: E402
 from worker.engine.selection.criteria import choose  # noqa: E402
-from worker.engine.forms.surgery import Plan, replaced  # noqa: E402
 from worker.eval.benchmarks.registry import load_task  # noqa: E402
 from worker.eval.harness import run_task  # noqa: E402
 

@@ -20,6 +20,7 @@ import platform
 import resource
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -29,8 +30,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from service.core.settings import Settings  # noqa: E402
 from worker.engine.calibration.calibrate import calibrate, holdout_count  # noqa: E402
-from worker.engine.calibration.stage import default_batch_size, layer_source  # noqa: E402
 from worker.engine.calibration.data import DatasetSpec, load_texts, make_blocks  # noqa: E402
+from worker.engine.calibration.stage import default_batch_size, layer_source  # noqa: E402
 from worker.engine.loading.load import load_model  # noqa: E402
 
 
@@ -90,10 +91,10 @@ def main() -> None:
         del cal
         model = load_model(args.model or smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir,
                            home=settings.home).model
-        runs["forward_decoder_only_s"].append(timed(lambda: plain_forward(model, blocks, args.batch_size, False)))
+        runs["forward_decoder_only_s"].append(timed(partial(plain_forward, model, blocks, args.batch_size, False)))
         if args.target_only:
             continue
-        runs["forward_s"].append(timed(lambda: plain_forward(model, blocks, args.batch_size)))
+        runs["forward_s"].append(timed(partial(plain_forward, model, blocks, args.batch_size)))
         for name, modes, dt in (("calibrate_attn_in_memory_s", ("attn",), torch.float32),
                                 ("calibrate_both_modes_in_memory_s", ("attn", "block"), torch.float32),
                                 ("calibrate_attn_f64_s", ("attn",), torch.float64)):

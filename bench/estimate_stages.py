@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def run_all(work: Path, args) -> list[dict]:
     from fastapi.testclient import TestClient
-
     from memory_cpu import build_model, smollm2_dir
+
     from service.api import create_app
     from service.core.db import make_engine, make_sessionmaker
     from service.core.migrate import ensure_schema

@@ -24,15 +24,15 @@ sys.path.insert(0, str(HERE.parent))
 from engine_cpu import smollm2_gguf  # noqa: E402
 
 from service.core.settings import Settings  # noqa: E402
+from worker.engine.calibration.data import DatasetSpec  # noqa: E402
 from worker.engine.calibration.stage import calibration_stage  # noqa: E402
 from worker.engine.config import CompressConfig  # noqa: E402
-from worker.engine.calibration.data import DatasetSpec  # noqa: E402
 from worker.engine.forms.fold_runs import fit_form_maps  # noqa: E402
 from worker.engine.forms.form_layers import apply_form  # noqa: E402
+from worker.engine.forms.surgery import Plan, replaced  # noqa: E402
 from worker.engine.loading.load import load_model  # noqa: E402
 from worker.engine.scoring.stage import fit_maps, layer_reader, score_stage  # noqa: E402
 from worker.engine.selection.criteria import choose  # noqa: E402
-from worker.engine.forms.surgery import Plan, replaced  # noqa: E402
 from worker.eval.perplexity import corpus_text, perplexity  # noqa: E402
 
 KS = {"attn": (4, 8), "block": (2, 4)}
@@ -106,7 +106,7 @@ def from_log(args) -> None:
 
 def write(args, base: float, rows: list[dict], partial: bool = False) -> None:
     nbl = {(r["mode"], r["k"]): r["ppl"] for r in rows if r["form"] == "nbl"}
-    md = [f"# Perplexity per output form (SmolLM2-135M-Instruct)", "",
+    md = ["# Perplexity per output form (SmolLM2-135M-Instruct)", "",
           f"Calibration: C4 (c4_demo) {args.num_samples} x {args.seq_len} tokens; WikiText-2 raw test, first "
           f"{args.max_tokens} tokens, {args.window}-token windows; layers ranked by `{args.criterion}` on each "
           "form's own sums, float64 least squares, no refit. Base perplexity "

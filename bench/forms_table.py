@@ -27,8 +27,17 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from forms_table_state import (COMPOSITION_KEYS, ROW_KEYS, load_composition, load_rows, save_composition,  # noqa: E402
-                               save_rows, settings_of, targets, targets_md)
+from forms_table_state import (  # noqa: E402
+    COMPOSITION_KEYS,
+    ROW_KEYS,
+    load_composition,
+    load_rows,
+    save_composition,
+    save_rows,
+    settings_of,
+    targets,
+    targets_md,
+)
 
 CONFIGS = [(m, f, k) for m, ks in (("attn", (4, 8)), ("block", (2, 4))) for f in ("nbl", "linear", "fold") for k in ks]
 COMPOSED = ("block", "fold", 2)  # the output the composition table quantizes
@@ -54,22 +63,22 @@ def measure(model, lm, args, text, arc) -> dict:
 
 def form_rows(args, rows: dict, save, after_composed) -> None:
     import torch
+    from engine_cpu import smollm2_gguf
     from transformers import AutoModelForCausalLM
 
     from nbl.outputs.forms import runs_in
     from service.core.settings import Settings
+    from worker.engine.calibration.data import DatasetSpec
     from worker.engine.calibration.stage import calibration_stage
     from worker.engine.config import CompressConfig
-    from worker.engine.calibration.data import DatasetSpec
     from worker.engine.forms.fold_runs import fit_form_maps
-    from worker.engine.loading.load import load_model
     from worker.engine.forms.saving_forms import write_form
+    from worker.engine.forms.surgery import Plan, replaced
+    from worker.engine.loading.load import load_model
     from worker.engine.scoring.stage import fit_maps, layer_reader, score_stage
     from worker.engine.selection.criteria import choose
-    from worker.engine.forms.surgery import Plan, replaced
     from worker.eval.benchmarks.registry import load_task
     from worker.eval.perplexity import corpus_text
-    from engine_cpu import smollm2_gguf
 
     settings = Settings()
     lm = load_model(smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir, home=settings.home)
@@ -124,9 +133,9 @@ def form_rows(args, rows: dict, save, after_composed) -> None:
 def composition(args, rows: dict) -> list[dict]:
     """Base and the COMPOSED output as GGUF: `nbl export` (llama.cpp's converter and quantizer), llama.cpp
     perplexity on the first --gguf-tokens WikiText-2 test tokens (windows of --ctx), as bench/gguf_ppl.py."""
+    from gguf_ppl import llama_cpp_ppl, nbl
     from transformers import AutoTokenizer
 
-    from gguf_ppl import llama_cpp_ppl, nbl
     from worker.eval.perplexity import corpus_text
 
     mode, form, k = COMPOSED

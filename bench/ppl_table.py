@@ -23,14 +23,14 @@ sys.path.insert(0, str(HERE.parent))
 from engine_cpu import smollm2_gguf  # noqa: E402
 
 from service.core.settings import Settings  # noqa: E402
+from worker.engine.calibration.data import DatasetSpec  # noqa: E402
 from worker.engine.calibration.stage import calibration_stage  # noqa: E402
 from worker.engine.config import CompressConfig  # noqa: E402
-from worker.engine.scoring.stage import fit_maps, score_stage  # noqa: E402
-from worker.engine.calibration.data import DatasetSpec  # noqa: E402
-from worker.engine.loading.load import load_model  # noqa: E402
-from worker.engine.selection.loss_probe import loss_rise  # noqa: E402
-from worker.engine.selection.criteria import choose  # noqa: E402
 from worker.engine.forms.surgery import Plan, replaced  # noqa: E402
+from worker.engine.loading.load import load_model  # noqa: E402
+from worker.engine.scoring.stage import fit_maps, score_stage  # noqa: E402
+from worker.engine.selection.criteria import choose  # noqa: E402
+from worker.engine.selection.loss_probe import loss_rise  # noqa: E402
 from worker.eval.perplexity import corpus_text, perplexity  # noqa: E402
 
 ROWS = [

@@ -39,8 +39,8 @@ from engine_cpu import smollm2_gguf  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
 from worker.engine.calibration import stats  # noqa: E402
 from worker.engine.calibration.calibrate import calibrate, holdout_count  # noqa: E402
-from worker.engine.calibration.stage import default_batch_size, layer_source  # noqa: E402
 from worker.engine.calibration.data import DatasetSpec, load_texts, make_blocks  # noqa: E402
+from worker.engine.calibration.stage import default_batch_size, layer_source  # noqa: E402
 from worker.engine.loading.load import load_model  # noqa: E402
 from worker.engine.scoring.stage import layer_scores  # noqa: E402
 

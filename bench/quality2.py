@@ -42,20 +42,21 @@ def measure(model, lm, args, text, arc) -> dict:
 
 
 def run(args, rows: dict, save) -> None:
+    from engine_cpu import smollm2_gguf
+
     from nbl.recipe import Heal
     from service.core.settings import Settings
+    from worker.engine.calibration.data import DatasetSpec
     from worker.engine.calibration.stage import calibration_stage
     from worker.engine.config import CompressConfig
-    from worker.engine.calibration.data import DatasetSpec
-    from worker.engine.refine.heal import teacher_targets
+    from worker.engine.forms.surgery import Plan, replaced
     from worker.engine.loading.load import load_model
+    from worker.engine.refine.heal import teacher_targets
     from worker.engine.refine.stage import Refiner, heal_split
     from worker.engine.scoring.stage import fit_maps, score_stage
     from worker.engine.selection.criteria import choose
-    from worker.engine.forms.surgery import Plan, replaced
     from worker.eval.benchmarks.registry import load_task
     from worker.eval.perplexity import corpus_text
-    from engine_cpu import smollm2_gguf
 
     settings = Settings()
     lm = load_model(smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir, home=settings.home)

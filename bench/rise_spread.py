@@ -14,7 +14,6 @@ import json
 import math
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -24,14 +23,14 @@ from engine_cpu import smollm2_gguf  # noqa: E402
 
 from nbl.selection.rise_error import paired  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
+from worker.engine.calibration.data import DatasetSpec  # noqa: E402
 from worker.engine.calibration.stage import calibration_stage, layer_source  # noqa: E402
 from worker.engine.config import CompressConfig  # noqa: E402
-from worker.engine.calibration.data import DatasetSpec  # noqa: E402
 from worker.engine.loading.load import load_model  # noqa: E402
 from worker.engine.scoring.stage import fit_maps, score_stage  # noqa: E402
 from worker.engine.selection.criteria import choose  # noqa: E402
-from worker.engine.selection.stage import selection_data  # noqa: E402
 from worker.engine.selection.set_loss import SetLoss  # noqa: E402
+from worker.engine.selection.stage import selection_data  # noqa: E402
 
 
 def main() -> None:

@@ -34,14 +34,14 @@ from engine_cpu import smollm2_gguf  # noqa: E402
 
 from nbl.selection.rise_error import paired  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
-from worker.engine.selection.auto_k import Chooser  # noqa: E402
+from worker.engine.calibration.data import DatasetSpec  # noqa: E402
 from worker.engine.calibration.stage import calibration_stage, layer_source  # noqa: E402
 from worker.engine.config import CompressConfig  # noqa: E402
-from worker.engine.calibration.data import DatasetSpec  # noqa: E402
 from worker.engine.loading.load import load_model  # noqa: E402
 from worker.engine.scoring.stage import fit_maps, score_stage  # noqa: E402
-from worker.engine.selection.stage import selection_data  # noqa: E402
+from worker.engine.selection.auto_k import Chooser  # noqa: E402
 from worker.engine.selection.set_loss import SetLoss  # noqa: E402
+from worker.engine.selection.stage import selection_data  # noqa: E402
 
 
 def select(lm, cal, scores, blocks, split, args, engine: bool) -> tuple[dict, SetLoss]:

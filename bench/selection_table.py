@@ -30,17 +30,17 @@ sys.path.insert(0, str(HERE.parent))
 from engine_cpu import smollm2_gguf  # noqa: E402
 
 from service.core.settings import Settings  # noqa: E402
-from worker.engine.selection.auto_k import Chooser  # noqa: E402
+from worker.engine.calibration.data import DatasetSpec  # noqa: E402
 from worker.engine.calibration.stage import calibration_stage, layer_source  # noqa: E402
 from worker.engine.config import CompressConfig  # noqa: E402
-from worker.engine.calibration.data import DatasetSpec  # noqa: E402
-from worker.engine.selection.greedy import CHEAP  # noqa: E402
+from worker.engine.forms.surgery import Plan, replaced  # noqa: E402
 from worker.engine.loading.load import load_model  # noqa: E402
 from worker.engine.scoring.stage import fit_maps, score_stage  # noqa: E402
+from worker.engine.selection.auto_k import Chooser  # noqa: E402
 from worker.engine.selection.criteria import choose  # noqa: E402
-from worker.engine.selection.stage import selection_data  # noqa: E402
+from worker.engine.selection.greedy import CHEAP  # noqa: E402
 from worker.engine.selection.set_loss import SetLoss  # noqa: E402
-from worker.engine.forms.surgery import Plan, replaced  # noqa: E402
+from worker.engine.selection.stage import selection_data  # noqa: E402
 from worker.eval.perplexity import corpus_text, perplexity  # noqa: E402
 
 KS = (4, 8, 12)

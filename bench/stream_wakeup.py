@@ -30,6 +30,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "clients" / "python")
 def one_run(wakeup: str, n: int, home: Path) -> list[float]:
     import httpx
     import uvicorn
+    from testkit.ui_seed import seed_job
 
     from nbl_client.stream import parse
     from service.api import create_app
@@ -37,9 +38,8 @@ def one_run(wakeup: str, n: int, home: Path) -> list[float]:
     from service.core.migrate import ensure_schema
     from service.core.settings import Settings
     from service.core.wakeup import attach, publisher_for
-    from service.keys.auth import create_key, get_or_create_team
     from service.jobs import store
-    from testkit.ui_seed import seed_job
+    from service.keys.auth import create_key, get_or_create_team
 
     settings = Settings(home=home, database_url=f"sqlite:///{home}/nbl.db", broker_url=f"sqla+sqlite:///{home}/b.db",
                         stream_poll_s=1.0, wakeup_url=wakeup)

@@ -32,9 +32,9 @@ def main() -> None:
     load = os.getloadavg()
 
     import torch
+    from testkit.models import load_smollm2
     from transformers import AutoTokenizer
 
-    from testkit.models import load_smollm2
     from worker.engine.forms.saving import write_compressed
     from worker.engine.scoring.scores import LinearMap
 

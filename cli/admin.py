@@ -20,7 +20,6 @@ Nothing heavy is imported at module level, so `nbl --help` stays instant.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Iterator
@@ -117,8 +116,8 @@ def seconds(value: float, flag: str, high: float, *, zero: bool) -> float:
 
 def cmd_dispatch(args) -> int:
     from service.core.celery_app import make_celery
-    from service.jobs.queue import dispatch_queued
     from service.core.settings import Settings
+    from service.jobs.queue import dispatch_queued
 
     seconds(args.stale_after, "--stale-after", MAX_STALE_AFTER_S, zero=True)
     settings = Settings()
@@ -149,11 +148,10 @@ def read_secret(env_var: str, prompt: str) -> str:
 
 
 def cmd_set_hub_token(args) -> int:
-    from service.keys.auth import set_team_hub_token
+    from nbl.plain_text import secret_token
     from service.core.secrets import encrypt
     from service.core.settings import Settings
-
-    from nbl.plain_text import secret_token
+    from service.keys.auth import set_team_hub_token
 
     settings = Settings()
     # Checked as a job's publish.token is: a non-UTF-8 byte in $NBL_HUB_TOKEN was a surrogate, and a traceback at encrypt
@@ -204,8 +202,8 @@ def cmd_deliver_webhooks(args) -> int:
 def cmd_reconcile(args) -> int:
     import logging
 
-    from service.jobs import reconciler
     from service.core.settings import Settings
+    from service.jobs import reconciler
 
     settings = Settings()
     logging.getLogger("service").setLevel(logging.INFO)  # its log lines are the point of the process

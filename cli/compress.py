@@ -12,10 +12,10 @@ from pathlib import Path
 
 from cli.eval import add_eval_options  # argparse wiring only: torch loads inside commands
 from cli.gates import EXIT_QUALITY, add_gate_option, gates_from_args
-from nbl import recipe as R
-from nbl.outputs.forms import FORMS
 from cli.refine_options import add_refine_options, refine_from_args
 from cli.selection_options import add_selection_options, print_selection, selection_from_args
+from nbl import recipe as R
+from nbl.outputs.forms import FORMS
 from nbl.selection.score_fields import CRITERIA, MEASURED, SCORE_FIELDS
 
 
@@ -105,13 +105,13 @@ def cmd_compress(args) -> int:
     from cli.console_sink import ConsoleSink
     from cli.eval import eval_spec
     from service.core.settings import Settings
-    from worker.eval.report import compress_result, finite, print_table, report
-    from worker.pipeline import run
-    from worker.run_settings import run_options, run_paths
-    from worker.publish.in_place import InPlace
-    from worker.gates import QualityFailure
-    from worker.publish.loadcheck import LoadCheckError
     from worker.engine.loading.hub_access import HubUnreachable
+    from worker.eval.report import compress_result, finite, print_table, report
+    from worker.gates import QualityFailure
+    from worker.pipeline import run
+    from worker.publish.in_place import InPlace
+    from worker.publish.loadcheck import LoadCheckError
+    from worker.run_settings import run_options, run_paths
 
     if args.max_model_bytes is not None and args.max_model_bytes < 1:
         raise ValueError(f"--max-model-bytes must be positive, got {args.max_model_bytes}")

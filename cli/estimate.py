@@ -80,15 +80,15 @@ def _devices(args) -> list[str] | None:
 
 
 def cmd_estimate(args) -> int:
-    from service.core.settings import Settings
+    from nbl.model.checks import config_problems
     from nbl.sizing.classes import gb, place, queue_of
-    from service.estimates.configs import ConfigUnavailable, model_config
     from nbl.sizing.job import as_json
-    from service.estimates.jobs import classes
     from nbl.sizing.model import Options, estimate
     from nbl.sizing.shapes import shape_of
     from nbl.sizing.spread import Memory
-    from nbl.model.checks import config_problems
+    from service.core.settings import Settings
+    from service.estimates.configs import ConfigUnavailable, model_config
+    from service.estimates.jobs import classes
 
     _check(args)
     settings = Settings()  # NBL_HOST_CACHE_BYTES among them: --host-cache-bytes's default, as nbl compress reads it

@@ -12,7 +12,6 @@ import logging
 import sys
 from pathlib import Path
 
-
 log = logging.getLogger(__name__)
 
 

@@ -42,8 +42,8 @@ def _existing_team(session, name: str, hint: str = ""):
 
     from sqlalchemy import select
 
-    from service.keys.auth import get_team
     from service.core.models import Team
+    from service.keys.auth import get_team
 
     team = get_team(session, name) if len(name) <= 64 and name.isprintable() else None
     if team is None:

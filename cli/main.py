@@ -15,8 +15,8 @@ from cli.admin import add_admin_commands, add_reconcile
 from cli.client.commands import add_client_commands
 from cli.compress import add_compress
 from cli.estimate import add_estimate
-from cli.export import add_export
 from cli.eval import add_eval
+from cli.export import add_export
 from cli.keys import add_key_commands
 from cli.outputs import add_output_commands
 from cli.serve import add_serve

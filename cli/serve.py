@@ -16,10 +16,10 @@ def add_serve(sub) -> None:
 def serve(host: str, port: int, log_level: str) -> int:
     import uvicorn
 
-    from service.jobs import reconcile_loop
     from service.api import create_app
     from service.core.migrate import ensure_schema
     from service.core.settings import Settings
+    from service.jobs import reconcile_loop
 
     settings = Settings()
     ensure_schema(settings)

@@ -44,7 +44,6 @@ def add_worker(sub) -> None:
 
 def cmd_worker(args) -> int:
     from service.jobs import reconcile_loop
-
     from worker.engine.devices import visible
     from worker.host.pool import install_solo_limits, pool_options
     from worker.tasks import celery, settings

@@ -11,14 +11,12 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from service.core import class_cache, stage_rate  # noqa: F401  (their tables, each in its own file)
 from service.core.models import Base
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
     fileConfig(config.config_file_name, disable_existing_loggers=False)
-
-from service.core import stage_rate  # noqa: E402, F401  (its table, in its own file)
-from service.core import class_cache  # noqa: E402, F401  (likewise)
 
 target_metadata = Base.metadata
 

@@ -22,9 +22,9 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from nbl.data.task_records import text_lines
 from nbl.outputs.forms import FORM
 from nbl.refine_schema import HEAL_LR, REFIT
-from nbl.data.task_records import text_lines
 
 DATASET = "c4"
 SPLIT = "train"

@@ -16,20 +16,31 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, SecretStr, StrictBool, StrictInt,
-                      Tag, model_serializer, model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SecretStr,
+    StrictBool,
+    StrictInt,
+    Tag,
+    model_serializer,
+    model_validator,
+)
 
 from nbl import recipe as R
 from nbl.data.dataset_names import refuse_local_reader
-from nbl.outputs.forms import FORMS, request_error
+from nbl.data.task_records import parse_lines, text_lines
 from nbl.gates import GatesSpec
-from nbl.outputs.gguf_formats import GGUF_TYPES, OUTPUT_DTYPES, check_formats, gguf_types, refuse_form
 from nbl.names import HUB_PART, REVISION, SIMPLE, hub_id, model_id, revision, simple_name
+from nbl.outputs.forms import FORMS, request_error
+from nbl.outputs.gguf_formats import GGUF_TYPES, OUTPUT_DTYPES, check_formats, gguf_types, refuse_form
 from nbl.plain_text import plain_text, secret_token
 from nbl.refine_schema import REFIT, HealSpec, RefitName, refine_error
-from nbl.selection.score_fields import CRITERIA, MEASURED
 from nbl.selection.schema import BudgetSpec, check_budget, without_none
-from nbl.data.task_records import parse_lines, text_lines
+from nbl.selection.score_fields import CRITERIA, MEASURED
 from nbl.webhook_urls import MAX_URL_LENGTH, check_syntax
 
 # --- grammars ------------------------------------------------------------------------------------

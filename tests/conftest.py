@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from testkit.models import DATA_DIR
 
 pytest_plugins = ["testkit.service_fixtures", "testkit.job_output"]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from . import preflight
 from .engine.loading.hub_access import contacting
-from .fetch import Fetched, fetch
 from .engine.loading.hub_ids import looks_like_hub_id
 from .engine.loading.load import LoadedModel, load_model
+from .fetch import Fetched, fetch
 
 
 def is_hub_model(source: str) -> bool:

@@ -23,22 +23,23 @@ from typing import Protocol
 
 from nbl.outputs.gguf_formats import gguf_types
 from nbl.recipe import Evaluation, Recipe
+from nbl.result import BASE_EVALUATION, EVALUATION_SECONDS, REFINE, refine_flat
 from nbl.selection.score_fields import GREEDY_WIDTH
 
+from . import budget, gates, load_stage, progress, run_warnings
 from .engine import compress
 from .engine.config import from_recipe
 from .engine.devices import visible
 from .engine.loading.hub_ids import refuse_path_shadowing
 from .engine.loading.load import release_weights
-from .eval.compare import evaluate_outputs
-from . import budget, gates, load_stage, progress, run_warnings
 from .errors import RetryPolicy
+from .eval.compare import evaluate_outputs
 from .eval.evaluate import EvalSpec, check_tasks
-from nbl.result import BASE_EVALUATION, EVALUATION_SECONDS, REFINE, refine_flat
 from .publish import loadcheck
-from .publish.gguf_export import export_formats, gguf_python
 from .publish.destination import Destination, Published
+from .publish.gguf_export import export_formats, gguf_python
 from .publish.stage import publish
+
 
 class Cancelled(Exception):
     """Raised by a sink when the job's cancellation was requested."""

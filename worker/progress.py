@@ -23,6 +23,7 @@ from typing import Callable
 
 from nbl.sizing.stage_plan import LAYERS, MIN_MEASURE_S, STAGES, StageCost, plan  # noqa: F401 (re-exported)
 
+
 @dataclass(frozen=True)
 class Figures:
     progress: float  # the whole job's fraction

@@ -21,31 +21,31 @@ import time
 from celery.exceptions import Reject
 from sqlalchemy import select
 
-from service.jobs import states, store
+from nbl.recipe import Publishing, Recipe, from_request
+from nbl.result import BASE_EVALUATION
+from nbl.sizing.reuse import MODEL
 from service.core.celery_app import RUN_JOB, make_celery
 from service.core.db import make_engine, make_sessionmaker
-from service.core.wakeup import attach, publisher_for
 from service.core.dbretry import is_transient, retrying
 from service.core.models import Job, Team
 from service.core.paths import model_source, publish_dir, scratch_dir
 from service.core.secrets import decrypt
-from service.jobs.reconciler import drop_reason
-from nbl.recipe import Publishing, Recipe, from_request
-from nbl.result import BASE_EVALUATION
-from nbl.sizing.reuse import MODEL
 from service.core.settings import Settings
+from service.core.wakeup import attach, publisher_for
 from service.estimates.store import keep_estimate
+from service.jobs import states, store
+from service.jobs.reconciler import drop_reason
 
 from . import rates
-from .host import caches, ownership, retention
 from .errors import classify
-from .redact import Redactor
-from .run_settings import run_options, run_paths
+from .host import caches, ownership, retention
 from .pipeline import Cancelled, run
 from .progress import StageCost, Tracker, plan
 from .publish.destination import Published
 from .publish.hub import HubRepo
 from .publish.local import LocalDir
+from .redact import Redactor
+from .run_settings import run_options, run_paths
 
 log = logging.getLogger(__name__)
 settings = Settings()

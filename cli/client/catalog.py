@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import sys
 
-from nbl_client import ApiError, Client, Unavailable
-
 from cli.client.format import readable
 from cli.client.wait import failed
 from nbl.outputs.quota import readable as size  # bytes in decimal units, as disks are sold: 8.6 GB
+from nbl_client import ApiError, Client, Unavailable
 
 
 def _shape(shape: dict | None) -> str:

@@ -22,16 +22,15 @@ import sys
 import uuid
 from pathlib import Path
 
-from nbl_client import DEFAULT_URL, ApiError, Client, MissingKey, Unavailable
-
 from cli.client import jobs as client_commands
 from cli.client.catalog import add_catalog
 from cli.client.download import add_download
 from cli.client.format import job_lines
+from cli.client.job_request import build_request
 from cli.client.wait import failed, wait_for
 from cli.gates import parse_gate
 from cli.refine_options import add_refine_options
-from cli.client.job_request import build_request
+from nbl_client import DEFAULT_URL, ApiError, Client, MissingKey, Unavailable
 
 DEFAULT_API_URL = DEFAULT_URL
 EXIT_CODES = """exit codes (nbl submit, wait, jobs, cancel, logs):

@@ -11,9 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from nbl_client import ApiError, ChecksumMismatch, Client, NoOutput, Unavailable, UnsafePath
-
 from cli.client.wait import EXIT_API, EXIT_TIMEOUT
+from nbl_client import ApiError, ChecksumMismatch, Client, NoOutput, Unavailable, UnsafePath
 
 EXIT_CHECKSUM = 1
 EXIT_USAGE = 2

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cli.client.request_file import MAX_TASK_FILE_BYTES, load_mapping, read_text
 from cli.gates import add_to_request
 from cli.refine_options import heal_request
-from cli.client.request_file import MAX_TASK_FILE_BYTES, load_mapping, read_text
 
 
 def load_request_file(path: Path) -> dict[str, Any]:

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import sys
 
-from nbl_client import ApiError, Client, Unavailable
-
 from cli.client.format import event_line, job_row
 from cli.client.wait import failed
+from nbl_client import ApiError, Client, Unavailable
 
 
 def parse_pairs(items: list[str], flag: str = "--metadata") -> dict[str, str]:

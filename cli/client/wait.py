@@ -15,11 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from nbl_client import ApiError, Client, Unavailable
-
 from cli.client import junit as junit_report
 from cli.client.format import eta, event_line, job_lines, metrics_table, readable
 from cli.client.result_table import result_lines
+from nbl_client import ApiError, Client, Unavailable
 
 HEARTBEAT_S = 60.0
 EXIT = {"succeeded": 0, "failed": 1, "cancelled": 2}

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nbl.outputs import forms
 from nbl import recipe as R
 from nbl.families import family_error
+from nbl.outputs import forms
 from nbl.sizing.shapes import out_of_bounds
 
 CONFIG = "config.json"

@@ -12,22 +12,22 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
+from service import ui
+from service.api import docs, health
+from service.catalog import endpoints as catalog
 from service.core.celery_app import make_celery
 from service.core.db import make_engine, make_read_engine, make_sessionmaker
 from service.core.metrics import make_registry
 from service.core.settings import Settings
 from service.core.wakeup import Waker, attach, publisher_for
-from service.api import docs, health
+from service.estimates import endpoints as estimates
 from service.http import admission, nul, problems, query
 from service.http.key_teams import KeyTeams
 from service.http.limits import BodySizeLimit
 from service.jobs import endpoints as jobs
 from service.jobs import stream as job_stream
 from service.jobs.read_cache import RenderedJobs
-from service import ui
 from service.outputs import endpoints as outputs
-from service.estimates import endpoints as estimates
-from service.catalog import endpoints as catalog
 
 log = logging.getLogger(__name__)
 

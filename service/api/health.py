@@ -10,8 +10,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
-from service.http.hops import OneHopRoute
 from service.core.errors import NotReady
+from service.http.hops import OneHopRoute
 from service.http.problems import problem
 
 log = logging.getLogger(__name__)

@@ -8,10 +8,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from service.http.deps import PrincipalDep, SessionDep, SettingsDep
-from service.http.hops import OneHopRoute
 from service.catalog import models, usage
 from service.core.errors import Problem
+from service.http.deps import PrincipalDep, SessionDep, SettingsDep
+from service.http.hops import OneHopRoute
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
 router = APIRouter(prefix="/v1", tags=["catalog"], route_class=OneHopRoute, responses={401: PROBLEM, 422: PROBLEM})

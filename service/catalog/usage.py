@@ -14,11 +14,11 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from nbl.outputs.quota import usage as disk_usage
 from nbl.sizing.classes import parse_classes, queue_of
 from service.core.models import Job, utcnow
 from service.core.settings import Settings
 from service.http.pagination import decode_cursor, encode_cursor
-from nbl.outputs.quota import usage as disk_usage
 
 _MONTH = re.compile(r"\d{4}-\d{2}")
 CURSOR = "u1"  # a page of months ends after this month (service/http/pagination.py)

@@ -12,11 +12,10 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
+from nbl.model.checks import CONFIG, read_config
 from nbl.names import LOCAL_PREFIX, model_id
 from service.core.paths import local_model_dir
 from service.core.settings import Settings
-from nbl.model.checks import CONFIG, read_config
-
 
 MAX_CONFIG_BYTES = 1 << 20
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from nbl.recipe import from_request
 from nbl.request import JobCreate
+from service.core.errors import InvalidRequest, Problem
 from service.http.deps import PrincipalDep, SessionDep, SettingsDep
 from service.http.hops import OneHopRoute
-from service.core.errors import InvalidRequest, Problem
 
 from . import local_model
 from .limits import check_limits
 from .placement import placement_for
 from .rates import with_rates
-from nbl.recipe import from_request
 from .schemas import EstimateOut
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}

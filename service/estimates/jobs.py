@@ -4,12 +4,11 @@ and the stored form of an estimate are nbl/sizing/job.py, which the worker's pre
 
 from __future__ import annotations
 
-from service.core.settings import Settings
 from nbl.recipe import Recipe
-
 from nbl.sizing.classes import Placement, WorkerClass, parse_classes, place, queue_of
 from nbl.sizing.job import as_json, job_options
 from nbl.sizing.shapes import shape_of
+from service.core.settings import Settings
 
 
 def classes(settings: Settings) -> list[WorkerClass]:

@@ -4,12 +4,12 @@ give: a heal past what the shipped calibration copy under NBL_DATA_DIR can hold 
 
 from __future__ import annotations
 
-from service.core.settings import Settings
-from nbl.gates import gate_errors
 from nbl.data.heal import FIELD, bound_error
 from nbl.data.shipped import most_tokens
+from nbl.gates import gate_errors
 from nbl.request import JobCreate
 from nbl.selection.schema import budget_errors, selection_errors
+from service.core.settings import Settings
 
 
 def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:

@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import time
 
+from nbl.model.shape import shape_summary
+from nbl.names import LOCAL_PREFIX
+from nbl.recipe import from_request
+from nbl.request import JobCreate
+from nbl.sizing.classes import Placement
+from nbl.sizing.shapes import ShapeError
 from service.core.errors import InvalidRequest, NotReady
 from service.core.settings import Settings
-from nbl.recipe import from_request
-from nbl.names import LOCAL_PREFIX
-from nbl.request import JobCreate
 
-from nbl.sizing.classes import Placement
 from .configs import ConfigUnavailable, model_config
 from .jobs import place_job, placement_json
 from .local_model import config_errors
-from nbl.model.shape import shape_summary
-from nbl.sizing.shapes import ShapeError
 
 HUB_TIMEOUT_S = 5.0  # a client waits on this GET; a slower Hub leaves the job to the worker's check
 HUB_RETRY_AFTER_S = 60.0  # after the Hub could not be reached, jobs skip the fetch this long (an offline API)

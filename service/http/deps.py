@@ -21,12 +21,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from service.http.hops import close_session
-from service.http.nul import NulInRequest
 from service.core.db import run_read
 from service.core.errors import Unauthorized
-from service.keys.auth import Principal, authenticate
 from service.core.settings import Settings
+from service.http.hops import close_session
+from service.http.nul import NulInRequest
+from service.keys.auth import Principal, authenticate
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `nbl admin create-key --team NAME`")
 

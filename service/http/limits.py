@@ -6,7 +6,6 @@ import json
 
 from service.core.errors import PayloadTooLarge, problem_type
 
-
 BODYLESS = ("GET", "HEAD", "OPTIONS", "DELETE")  # methods whose bodies are never read
 
 

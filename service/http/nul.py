@@ -24,6 +24,7 @@ import re
 from fastapi import Request
 
 from service.core.errors import InvalidRequest
+
 from .limits import BODYLESS  # bodies never read, nor size-limited
 
 NUL = "\x00"

@@ -16,9 +16,9 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.http.deps import key_first
 from service.core.dbretry import is_transient
 from service.core.errors import HTTP_SLUGS, DatabaseUnavailable, InvalidRequest, ServiceError, problem_type
+from service.http.deps import key_first
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from nbl.lru import tree_size
+from nbl.outputs.quota import Check, usage
+from nbl.request import JobCreate
 from service.core.errors import InvalidRequest
 from service.core.models import ACTIVE, Job
 from service.core.paths import publish_dir
 from service.core.settings import Settings
-from nbl.request import JobCreate
 from service.keys.auth import Principal
-from nbl.lru import tree_size
-from nbl.outputs.quota import Check, usage
 
 
 def planned_bytes(spec: dict, estimate: dict | None) -> int:

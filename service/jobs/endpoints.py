@@ -7,14 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
+from nbl.request import JobCreate
+from service.core.errors import Problem
 from service.http.deps import CeleryDep, KeyDep, PrincipalDep, SessionDep, SettingsDep
 from service.http.hops import OneHopRoute
 from service.jobs import filters as job_filters
 from service.jobs import read_cache
 from service.jobs import service as jobs
-from service.core.errors import Problem
 from service.jobs.responses import EventList, JobList, JobOut, LayerList
-from nbl.request import JobCreate
 from service.jobs.views import job_view
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}

@@ -13,9 +13,9 @@ from typing import TypeVar
 from fastapi import Request
 from sqlalchemy import ColumnElement
 
+from nbl.request import META_KEY
 from service.core.errors import InvalidRequest
 from service.core.models import Job
-from nbl.request import META_KEY
 
 PREFIX = "metadata."
 MAX_FILTERS = 16  # a job has at most 16 metadata keys (JobCreate.metadata)

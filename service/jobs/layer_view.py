@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.core.models import Job, LayerScore
 from nbl import recipe as R
-from service.jobs.responses import LayerList, LayerMark, LayerModeScores, LayerScoresOut
 from nbl.selection.score_fields import CRITERION_FIELD, HIGHER_FIRST
+from service.core.models import Job, LayerScore
+from service.jobs.responses import LayerList, LayerMark, LayerModeScores, LayerScoresOut
 
 
 def ranks(values: Mapping[int, float | None], criterion: str) -> dict[int, int]:

@@ -8,9 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_serializer
 
 from nbl.result_schema import JobResult
-from nbl.selection.score_fields import SCORE_FIELDS
 from nbl.selection.out import SelectionOut
 from nbl.selection.schema import without_none
+from nbl.selection.score_fields import SCORE_FIELDS
 
 
 class Response(BaseModel):

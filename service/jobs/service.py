@@ -18,6 +18,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from nbl.recipe import from_request
+from nbl.request import JobCreate
 from service.core import secrets
 from service.core.errors import (
     IdempotencyKeyReused,
@@ -27,18 +29,16 @@ from service.core.errors import (
 )
 from service.core.models import EventKind, Job, JobEvent, JobStatus, new_job_id, utcnow
 from service.core.settings import Settings
+from service.estimates import local_model
+from service.estimates.limits import check_limits
 from service.estimates.placement import placement_for, refuse_unplaced
 from service.estimates.rates import with_rates
-from nbl.recipe import from_request
-from service.estimates import local_model
+from service.http.pagination import decode_cursor, encode_cursor
 from service.jobs import states
 from service.jobs.disk_quota import check_disk_quota
-from service.jobs.queue import enqueue_job
 from service.jobs.layer_view import layer_list
+from service.jobs.queue import enqueue_job
 from service.jobs.responses import EventList, EventOut, LayerList
-from service.estimates.limits import check_limits
-from service.http.pagination import decode_cursor, encode_cursor
-from nbl.request import JobCreate
 from service.jobs.submit_warnings import submit_warnings
 from service.jobs.team_caps import check_team_caps, lock_team
 from service.keys.auth import Principal

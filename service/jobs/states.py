@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, case, false, or_, select, update
 from sqlalchemy.orm import Session
 
+from nbl.result import finite as finite_tree
 from service.core.cas import cas
 from service.core.errors import CancelNotPossible, InvalidJobState
 from service.core.models import (
@@ -41,7 +42,6 @@ from service.core.models import (
     UTCDateTime,
     utcnow,
 )
-from nbl.result import finite as finite_tree
 from service.jobs import outbox
 
 EVENT_KINDS = {k.value for k in EventKind}

@@ -28,13 +28,12 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
+from nbl.request import JobCreate
+from nbl.selection.score_fields import SCORE_FIELDS
 from service.core.cas import cas
 from service.core.models import Artifact, EventKind, Job, LayerScore, Metric, Team, utcnow
 from service.core.wakeup import touch
-from nbl.request import JobCreate
 from service.jobs.states import event, finite, owned
-from nbl.selection.score_fields import SCORE_FIELDS
-
 
 # --- reading -------------------------------------------------------------------------------------
 

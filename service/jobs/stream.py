@@ -21,7 +21,6 @@ the start (another team's job is the same 404 as a missing one) and at every rea
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -33,11 +32,11 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 
-from service.http.deps import PrincipalDep, SessionDep
-from service.http.hops import OneHopRoute
 from service.core.errors import InvalidRequest, JobNotFound, Problem
 from service.core.models import JobEvent
 from service.core.wakeup import Waker, nap
+from service.http.deps import PrincipalDep, SessionDep
+from service.http.hops import OneHopRoute
 from service.jobs import service as jobs
 from service.jobs.responses import EventOut
 

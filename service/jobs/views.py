@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from nbl.result import finite, job_result
 from service.core.models import Artifact, EventKind, Job, JobEvent
 from service.jobs.responses import ArtifactOut, JobError, JobOut
-from nbl.result import finite, job_result
 
 
 def files_url(job_id: str, k: int) -> str:

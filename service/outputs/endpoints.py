@@ -16,14 +16,14 @@ from fastapi import APIRouter, Header, Path, Request
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy.orm import Session
 
+from nbl.outputs.manifest import CHUNK
+from service.core.errors import Problem
+from service.core.settings import Settings
 from service.http.deps import PrincipalDep, SessionDep, SettingsDep
 from service.http.hops import OneHopRoute
 from service.http.problems import problem
-from service.core.settings import Settings
-from service.core.errors import Problem
 
 from . import files as output_files
-from nbl.outputs.manifest import CHUNK
 from .ranges import Unsatisfiable, byte_range
 from .schemas import OutputFileList, file_entry
 

@@ -12,10 +12,10 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from service.core.errors import ServiceError, TooManyRequests
 from service.http import problems
 from service.http.nul import NulInRequest
 from service.http.query import UndeclaredQueryParameter
-from service.core.errors import ServiceError, TooManyRequests
 
 from . import actions, csrf, outputs, routes, session
 from .render import page

@@ -25,9 +25,9 @@ from fastapi.sse import EventSourceResponse
 from pydantic import ValidationError
 
 from nbl.request import JobCreate
+from service.core.errors import ServiceError
 from service.http.deps import CeleryDep, SessionDep, SettingsDep
 from service.http.hops import OneHopRoute
-from service.core.errors import ServiceError
 from service.jobs import service as jobs
 from service.jobs import stream
 

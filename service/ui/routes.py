@@ -17,15 +17,18 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from service.http.deps import SessionDep
-from service.http.hops import OneHopRoute
 from service.core.errors import ServiceError, Unauthorized
 from service.core.models import utcnow
+from service.http.deps import SessionDep
+from service.http.hops import OneHopRoute
 from service.jobs import filters as job_filters
 from service.jobs import service as jobs
 from service.jobs.views import job_view, job_views
 from service.keys.auth import Principal, authenticate
-from . import chart, compare, csrf, metrics, session as ui_session, sort as metric_sort, views
+
+from . import chart, compare, csrf, metrics, views
+from . import session as ui_session
+from . import sort as metric_sort
 from .render import page
 
 router = APIRouter(prefix="/ui", include_in_schema=False, route_class=OneHopRoute)

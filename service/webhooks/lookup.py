@@ -10,7 +10,15 @@ import threading
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from nbl.webhook_urls import IPAddress, Network, Resolver, WebhookUrlError, check_syntax, resolve_checked, system_resolver
+from nbl.webhook_urls import (
+    IPAddress,
+    Network,
+    Resolver,
+    WebhookUrlError,
+    check_syntax,
+    resolve_checked,
+    system_resolver,
+)
 
 
 def resolve_within(url: str, allowlist: Iterable[Network], deadline_s: float,

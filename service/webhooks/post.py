@@ -22,8 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from service.webhooks.signing import signed_headers
 from nbl.webhook_urls import IPAddress, Network, Resolver, WebhookUrlError, resolve_checked
+from service.webhooks.signing import signed_headers
 
 USER_AGENT = "nbl-service-webhooks/1"
 T = TypeVar("T")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from nbl_client import Client
 from testkit.service_lib import TINY_CONFIG
 
 from cli.main import main
+from nbl_client import Client
 
 
 @pytest.fixture

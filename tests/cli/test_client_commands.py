@@ -10,11 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from nbl_client import Event, EventList, Job
-from service.jobs import states, store
-from cli.main import main
 from cli.client.format import metric_order, metrics_table, readable
 from cli.client.wait import WaitPrinter
+from cli.main import main
+from nbl_client import Event, EventList, Job
+from service.jobs import states, store
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from testkit.model_configs import LLAMA_70B, TINY, write_config
+
 from cli.main import main
 
 GiB = 2**30

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from testkit.model_configs import LLAMA_70B, TINY, write_config
+
 from cli.compress import add_compress
 from cli.estimate import add_estimate
 from cli.main import main

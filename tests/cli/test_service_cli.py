@@ -12,13 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.jobs import states, store
-from service.api import create_app
 from cli.main import main
+from service.api import create_app
 from service.core.db import make_engine, make_sessionmaker
 from service.core.settings import Settings
-
-
+from service.jobs import states, store
 
 REPO = Path(__file__).resolve().parents[2]
 

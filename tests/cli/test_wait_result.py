@@ -10,8 +10,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from cli.client.junit import junit_xml, unreachable_xml
-from cli.main import main
 from cli.client.result_table import result_lines
+from cli.main import main
 from service.jobs import states, store
 
 BASE = {"perplexity/wikitext2/ppl": 20.0, "perplexity/wikitext2/bits_per_byte": 1.0, "perplexity/wikitext2/tokens": 4096,

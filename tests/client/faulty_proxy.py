@@ -30,7 +30,7 @@ def _read_head(sock: socket.socket) -> bytes:
 
 def _close_upstream(head: bytes) -> bytes:
     """The request head with `Connection: close`, so one request is all a connection carries."""
-    lines = [l for l in head.split(b"\r\n") if not l.lower().startswith(b"connection:")]
+    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")]
     return b"\r\n".join(lines[:1] + [b"Connection: close"] + lines[1:])
 
 

@@ -9,8 +9,8 @@ import pytest
 from testkit.service_lib import body
 
 from nbl_client import ApiError, Client, Event, Job, MissingKey, WaitTimeout
-from service.jobs import states, store
 from service.api import create_app
+from service.jobs import states, store
 
 
 @pytest.fixture

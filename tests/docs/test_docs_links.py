@@ -4,8 +4,8 @@ are not fetched (the tests run offline)."""
 
 from __future__ import annotations
 
-from testkit.models import REPO
 from doclib import anchors, blocks, broken_links, section, shell_blocks, slug
+from testkit.models import REPO
 
 DOCS = ["README.md", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md"))]
 

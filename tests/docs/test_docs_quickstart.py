@@ -30,9 +30,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from testkit.models import DATA_DIR, REPO
 from doclib import shell_blocks
+from testkit.models import DATA_DIR, REPO
 
 pytestmark = pytest.mark.slow  # the real SmolLM2; e2e by file (tests/conftest.py E2E_FILES)
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from faultlib import Cluster, RedisServer
-
 from testkit.models import save_tiny_checkpoint
 
 

@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from testkit.models import DATA_DIR
 
 HERE = Path(__file__).resolve().parent
@@ -258,8 +257,8 @@ class Cluster:
         return self._client
 
     def auth(self, team: str = "faults") -> dict[str, str]:
-        from service.keys.auth import create_key, get_or_create_team
         from service.core.db import make_engine, make_sessionmaker
+        from service.keys.auth import create_key, get_or_create_team
 
         engine = make_engine(self.settings)
         with make_sessionmaker(engine)() as s:

@@ -12,8 +12,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from testkit.fake_converter import fake_converter, in_session, kill_quietly, runs, session, wait_for
 from faultlib import TERMINAL, deadline, job_body
+from testkit.fake_converter import fake_converter, in_session, kill_quietly, runs, session, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hard_timeout")]
 

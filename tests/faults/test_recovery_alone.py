@@ -44,10 +44,11 @@ def test_whole_worker_killed_then_nbl_worker_alone_finishes_the_job(cluster_fact
 
 @deadline(90)
 def test_nbl_serve_alone_requeues_a_job_whose_worker_is_gone(cluster_factory):
-    from service.jobs import states
+    from testkit.service_lib import sqla_broker_messages
+
     from service.core.db import make_engine, make_sessionmaker
     from service.core.models import Job, utcnow
-    from testkit.service_lib import sqla_broker_messages
+    from service.jobs import states
 
     c = cluster_factory(EMBEDDED, EMBEDDED)
     auth = c.auth()

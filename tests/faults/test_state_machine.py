@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 from sqlalchemy import delete, func, select, update
 
-from service.jobs import service as api_jobs
-from service.jobs import states, store
 from service.core.db import make_engine, make_sessionmaker
 from service.core.errors import InvalidJobState
 from service.core.models import TERMINAL, Artifact, Job, JobEvent, Team, new_job_id, utcnow
-from service.jobs.reconciler import reconcile_once
 from service.core.settings import Settings
+from service.jobs import service as api_jobs
+from service.jobs import states, store
+from service.jobs.reconciler import reconcile_once
 
 MAX_ATTEMPTS = 2
 

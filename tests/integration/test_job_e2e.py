@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-
 from testkit.models import DATA_DIR, save_tiny_checkpoint
+
 from service.api import create_app
 from service.core.celery_app import default_queue
 

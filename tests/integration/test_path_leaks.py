@@ -14,8 +14,8 @@ import tempfile
 
 import pytest
 from fastapi.testclient import TestClient
-
 from testkit.models import DATA_DIR, save_tiny_checkpoint
+
 from service.api import create_app
 
 JOB = {"model": {"id": "local:tiny"}, "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},

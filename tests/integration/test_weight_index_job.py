@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import tempfile
 
-from testkit.crafted_snapshot import craft, hub_snapshot, secret_model, sharded_checkpoint
 from fastapi.testclient import TestClient
+from testkit.crafted_snapshot import craft, hub_snapshot, secret_model, sharded_checkpoint
 
 from service.api import create_app
 

@@ -8,12 +8,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-from testkit.models import save_tiny_checkpoint, smollm2_gguf
 from gguf_helpers import REPO, llama_cpp_greedy
+from testkit.models import save_tiny_checkpoint, smollm2_gguf
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from testkit.fake_converter import fake_converter, in_session, llama_dir, runs, session, wait_for
 from gguf_helpers import REPO
+from testkit.fake_converter import fake_converter, in_session, llama_dir, runs, session, wait_for
 
 from cli.main import main
 from worker.publish.gguf_export import SCRIPT as EXPORT_SCRIPT

@@ -22,9 +22,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from testkit.models import DATA_DIR, load_smollm2, save_tiny_checkpoint
 from gguf_helpers import REPO, greedy, llama_cpp_greedy
+from testkit.models import DATA_DIR, load_smollm2, save_tiny_checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -88,15 +87,15 @@ def test_tiny_fold_block_is_token_identical_in_llama_cpp(family, smollm2, gguf_p
 def test_smollm2_form_is_token_identical_in_llama_cpp(form, mode, k, arch, smollm2, gguf_python, tmp_path):
     import torch
 
+    from worker.engine.calibration.data import DatasetSpec
     from worker.engine.calibration.stage import calibration_stage
     from worker.engine.config import CompressConfig
-    from worker.engine.calibration.data import DatasetSpec
     from worker.engine.forms.fold_runs import fit_form_maps
     from worker.engine.forms.form_layers import apply_form
     from worker.engine.forms.saving_forms import write_form
+    from worker.engine.forms.surgery import Plan
     from worker.engine.scoring.stage import layer_reader
     from worker.engine.selection.criteria import choose
-    from worker.engine.forms.surgery import Plan
 
     lm = smollm2
     cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[k], num_samples=8, seq_len=128, mode=mode,

@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from testkit.models import DATA_DIR, save_tiny_checkpoint, smollm2_gguf
 from gguf_helpers import REPO, llama_cpp_greedy
+from testkit.models import DATA_DIR, save_tiny_checkpoint, smollm2_gguf
 
 pytestmark = pytest.mark.slow  # and e2e (tests/conftest.py E2E_FILES)
 

@@ -8,12 +8,13 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, pool
 
-from service.core import migrate
-from service.core import stage_rate  # noqa: F401  (the stage_rates table, in its own file)
-from service.core import class_cache  # noqa: F401  (the class_caches table, likewise)
+from service.core import (
+    class_cache,  # noqa: F401  (the class_caches table, likewise)
+    migrate,
+    stage_rate,  # noqa: F401  (the stage_rates table, in its own file)
+)
 from service.core.models import Base
 from service.core.settings import Settings
-
 
 TABLES = {"teams", "api_keys", "jobs", "job_events", "layer_scores", "metrics", "artifacts"}
 

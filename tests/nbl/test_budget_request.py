@@ -4,8 +4,8 @@ naming the field, with the selection tokens (and blocks) that would be enough; t
 from __future__ import annotations
 
 import pytest
-
 from testkit.models import save_tiny_checkpoint
+
 from nbl.selection.rise_error import tokens_needed
 
 BUDGET = 0.01

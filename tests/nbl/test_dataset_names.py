@@ -8,9 +8,9 @@ import pytest
 from fastapi.testclient import TestClient
 from testkit.service_lib import assert_problem, body, job_count
 
-from service.api import create_app
 from nbl.data.dataset_names import PACKAGED_BUILDERS
 from nbl.request import dataset_name
+from service.api import create_app
 
 
 def test_the_static_list_covers_the_installed_datasets_builders():

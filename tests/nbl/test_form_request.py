@@ -5,8 +5,8 @@ import argparse
 
 import pytest
 from pydantic import ValidationError
-from testkit.service_lib import assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select
+from testkit.service_lib import assert_problem, body, sqla_broker_messages
 
 from nbl.outputs.forms import RUNS_IN
 from nbl.recipe import from_request

@@ -5,12 +5,12 @@ the Recipe the worker runs; the job view shows no gates until the worker stored 
 from __future__ import annotations
 
 import pytest
-from testkit.service_lib import assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select
+from testkit.service_lib import assert_problem, body, sqla_broker_messages
 
-from service.core.models import Job
 from nbl.recipe import Gates, from_request
 from nbl.request import JobCreate
+from service.core.models import Job
 
 GATES = {"max_ppl_increase": {"wikitext2": 0.10}, "max_acc_drop": {"arc_easy": 0.02}}
 EVAL = {"perplexity": ["wikitext2"], "tasks": ["arc_easy"]}
@@ -62,8 +62,8 @@ def test_nbl_submit_gate_flags_go_on_top_of_the_file(tmp_path):
     import json
     from types import SimpleNamespace
 
-    from cli.gates import parse_gate
     from cli.client.job_request import build_request
+    from cli.gates import parse_gate
 
     path = tmp_path / "job.json"
     path.write_text(json.dumps(body(gates={"max_acc_drop": {"arc_easy": 0.05}}, evaluation=EVAL)))

@@ -4,9 +4,9 @@ import dataclasses
 
 from nbl import recipe as R
 from nbl.recipe import from_request
-from service.jobs.responses import LayerModeScores
 from nbl.request import JobCreate
 from nbl.selection.score_fields import CRITERIA, CRITERION_FIELD, MEASURED, SCORE_FIELDS
+from service.jobs.responses import LayerModeScores
 
 
 def test_a_minimal_request_gets_the_recipes_defaults():
@@ -45,11 +45,9 @@ def test_the_openapi_shows_the_recipes_defaults():
 
 
 def test_nbl_compress_flags_build_the_same_recipe_as_a_request():
-    from cli.compress import recipe
-
     import argparse
 
-    from cli.compress import add_compress
+    from cli.compress import add_compress, recipe
 
     parser = argparse.ArgumentParser()
     add_compress(parser.add_subparsers())

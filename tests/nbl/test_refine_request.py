@@ -3,8 +3,8 @@ field, nothing queued), carried to the recipe and the engine's config, dumped as
 
 import pytest
 from pydantic import ValidationError
-from testkit.service_lib import assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select
+from testkit.service_lib import assert_problem, body, sqla_broker_messages
 
 from nbl.recipe import Heal, from_request
 from nbl.request import JobCreate

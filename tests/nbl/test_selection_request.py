@@ -6,15 +6,15 @@ import dataclasses
 
 import pytest
 from pydantic import ValidationError
-from testkit.service_lib import assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select
+from testkit.service_lib import assert_problem, body, sqla_broker_messages
 
-from service.core.models import Job
-from service.core.settings import Settings
 from nbl import recipe as R
-from service.estimates.limits import check_limits
 from nbl.recipe import from_request
 from nbl.request import JobCreate
+from service.core.models import Job
+from service.core.settings import Settings
+from service.estimates.limits import check_limits
 
 
 def job(**parts):

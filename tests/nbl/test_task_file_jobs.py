@@ -9,12 +9,12 @@ import hashlib
 import json
 
 import pytest
-from testkit.service_lib import assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select
+from testkit.service_lib import assert_problem, body, sqla_broker_messages
 
-from service.core.models import Job
 from nbl import recipe as R
 from nbl.request import JobCreate
+from service.core.models import Job
 
 CONTEXTS = [{"contexts": ["Sarah beat Maria, so Sarah", "Sarah beat Maria, so Maria"], "continuation": " won.",
              "label": 0},

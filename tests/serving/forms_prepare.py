@@ -19,8 +19,8 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parents[1]), str(HERE.parent), str(HERE)]  # the checkout first, as prepare.py
 
-from testkit.models import DATA_DIR, save_tiny_checkpoint, smollm2_gguf  # noqa: E402
 from prepare import SMOLLM2_PROMPTS, TINY_PROMPTS, TINY_SHAPE, compress, greedy  # noqa: E402
+from testkit.models import DATA_DIR, save_tiny_checkpoint, smollm2_gguf  # noqa: E402
 
 # name -> (family, mode, k); every one form fold
 FORM_OUTPUTS = {"tiny-llama-fold-block": ("llama", "block", 2), "tiny-mistral-fold-block": ("mistral", "block", 2),

@@ -26,8 +26,9 @@ HERE = Path(__file__).resolve().parent
 # the checkout first: tests/nbl, service, worker and cli (the tests mirroring the code) would shadow the packages
 sys.path[:0] = [str(HERE.parents[1]), str(HERE.parent), str(HERE)]  # the code, tests/testkit, plan.py
 
-from testkit.models import DATA_DIR, save_tiny_checkpoint, smollm2_gguf  # noqa: E402
 from plan import NEW_TOKENS, OUTPUTS  # noqa: E402
+from testkit.models import DATA_DIR, save_tiny_checkpoint, smollm2_gguf  # noqa: E402
+
 from cli import main as cli  # noqa: E402
 
 SMOLLM2_PROMPTS = ["The capital of France is", "def fibonacci(n):", "Neural networks learn by"]

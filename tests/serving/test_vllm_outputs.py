@@ -3,7 +3,6 @@ tokens in fp32, identical tokens, log-probabilities within 1e-3, and a KV cache 
 what the layers that keep attention need (replaced layers build no attention module, so no cache)."""
 
 import pytest
-
 from plan import LOGPROB_TOL, OUTPUTS, kv_cache_tokens
 
 pytestmark = pytest.mark.slow

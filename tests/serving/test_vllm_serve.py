@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from plan import NEW_TOKENS, SERVED
 
 pytestmark = pytest.mark.slow

@@ -21,6 +21,7 @@ import time
 import uuid
 
 import pytest
+
 from testkit.service_lib import PG_ADMIN_URL, REDIS_URL, TABLES
 
 
@@ -176,8 +177,8 @@ def auth(team_key) -> dict[str, str]:
 @pytest.fixture
 def team_key_for():
     """team_key_for(settings, team) -> headers with a fresh key, in that settings' database."""
-    from service.keys.auth import create_key, get_or_create_team
     from service.core.db import make_engine, make_sessionmaker
+    from service.keys.auth import create_key, get_or_create_team
 
     def make(settings, team: str = "alpha") -> dict[str, str]:
         engine = make_engine(settings)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import time
 
-from service.jobs import service as jobs, states, store
 from nbl.request import JobCreate
+from service.jobs import service as jobs
+from service.jobs import states, store
 from service.keys.auth import authenticate
 
 LAYERS = 8
@@ -74,9 +75,8 @@ def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/Sm
                 store.save_artifact(s, job_id, k, "local", uri, lease_token=token)
         if gate is not None:  # +gate relative WikiText-2 perplexity, checked as the worker checks it
             from nbl.recipe import Gates
-            from worker import gates
-
             from service.core.models import Job
+            from worker import gates
 
             stored = s.get(Job, job_id).metrics  # {"base": {...}, "k2": {...}}: what the worker's check reads
             found = gates.checks(Gates(max_ppl_increase={"wikitext2": gate}), stored, [f"k{k}" for k in ks])

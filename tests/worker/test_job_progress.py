@@ -10,8 +10,8 @@ import time
 
 import pytest
 from fastapi.testclient import TestClient
-
 from testkit.models import DATA_DIR, save_tiny_checkpoint
+
 from service.api import create_app
 
 JOB = {
@@ -138,6 +138,7 @@ def test_evaluation_reports_within_each_window_and_climbs_to_one(tmp_path):
     """evaluate_outputs on a tiny Llama (4 layers, 256-token windows): a report before every layer's
     forward, the same fraction until a window ends, then higher; one model's share after another."""
     from testkit.models import tiny_model, tiny_tokenizer
+
     from worker.engine.loading.load import LoadedModel
     from worker.eval.compare import evaluate_outputs
     from worker.eval.evaluate import EvalSpec

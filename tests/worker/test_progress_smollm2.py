@@ -7,8 +7,8 @@ latencies of a real deployment are measured by bench/progress_smollm2.py."""
 from __future__ import annotations
 
 import pytest
-
 from testkit.models import DATA_DIR, load_smollm2
+
 from worker.eval.compare import evaluate_outputs
 from worker.eval.evaluate import EvalSpec
 from worker.pipeline import Cancelled

@@ -101,6 +101,7 @@ def test_a_stage_done_at_once_measures_nothing():
 
 def test_the_layer_count_comes_from_the_config_before_the_weights_load(tmp_path):
     from testkit.models import save_tiny_checkpoint
+
     from worker.pipeline import layer_count
 
     assert layer_count(save_tiny_checkpoint(tmp_path / "m", layers=3)) == 3

@@ -4,8 +4,8 @@ devices fails as `user`, with the numbers; one that fits goes on."""
 from __future__ import annotations
 
 import pytest
-
 from testkit.model_configs import HUGE, TINY, write_config
+
 from nbl.recipe import from_request
 from nbl.request import JobCreate
 from worker import preflight
@@ -46,6 +46,7 @@ def preflight_host() -> int:
 def test_the_pipeline_hands_its_estimate_to_the_sink_before_loading(tmp_path):
     """On the way to the data loader (a `csv` dataset stops it there, after the model's checks)."""
     from testkit.models import save_tiny_checkpoint
+
     from nbl.recipe import Calibration, Compression, Recipe
     from worker.pipeline import Options, Paths, run
     from worker.publish.local import LocalDir

@@ -22,22 +22,28 @@ from typing import Callable
 import torch
 
 from nbl.outputs.forms import family_error, runs_in
-
-from worker.engine.selection.auto_k import MEASURED
-from worker.engine.calibration.stage import CalibrationResult, Report, calibration_stage, layer_source, no_report, spill_dir
+from worker.engine.calibration.stage import (
+    CalibrationResult,
+    Report,
+    calibration_stage,
+    layer_source,
+    no_report,
+    spill_dir,
+)
 from worker.engine.config import CompressConfig
-from worker.engine.forms.layerwise_logits import LayerwiseModel
-from worker.engine.loading.load import LoadedModel, load_model
-from worker.engine.selection.loss_probe import loss_rise
 from worker.engine.forms.fold_runs import fit_form_maps
+from worker.engine.forms.layerwise_logits import LayerwiseModel
 from worker.engine.forms.out_dtype import output_dtype
-from worker.engine.refine.stage import Refiner, healing_stream
 from worker.engine.forms.saving import write_compressed
 from worker.engine.forms.saving_forms import write_form
-from worker.engine.scoring.stage import layer_reader, fit_maps, score_stage
-from worker.engine.selection.criteria import choose
-from worker.engine.selection.stage import selection_stage
 from worker.engine.forms.surgery import Plan
+from worker.engine.loading.load import LoadedModel, load_model
+from worker.engine.refine.stage import Refiner, healing_stream
+from worker.engine.scoring.stage import fit_maps, layer_reader, score_stage
+from worker.engine.selection.auto_k import MEASURED
+from worker.engine.selection.criteria import choose
+from worker.engine.selection.loss_probe import loss_rise
+from worker.engine.selection.stage import selection_stage
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +95,6 @@ def run(cfg: CompressConfig, report: Report = no_report, progress: bool = True, 
 
 def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult, timings: dict,
                         report: Report, progress: bool, on_saved, stream: torch.Tensor | None = None) -> CompressResult:
-    n_layers = cal.stats.num_layers
     t = time.perf_counter()
     report("score", 0.0, "scoring layers")
     scores = cal.scores if cal.scores is not None else score_stage(

@@ -11,15 +11,14 @@ from pathlib import Path
 from nbl import recipe as R
 from nbl.outputs.forms import request_error
 from nbl.refine_schema import REFIT, refine_error
-
 from worker.engine.calibration.data import DatasetSpec
-from worker.engine.scoring.scores import DEFAULT_RIDGE
-from worker.engine.selection.auto_k import MEASURED
-from worker.engine.selection.greedy import DEFAULT_WIDTH
-from worker.engine.selection.criteria import CRITERIA
-from worker.engine.forms.shard_writer import MAX_SHARD_SIZE
 from worker.engine.calibration.products import PRODUCTS
 from worker.engine.calibration.stats import BRANCHES
+from worker.engine.forms.shard_writer import MAX_SHARD_SIZE
+from worker.engine.scoring.scores import DEFAULT_RIDGE
+from worker.engine.selection.auto_k import MEASURED
+from worker.engine.selection.criteria import CRITERIA
+from worker.engine.selection.greedy import DEFAULT_WIDTH
 
 
 @dataclass

@@ -18,11 +18,11 @@ import logging
 import sys
 from pathlib import Path
 
-from ..engine.modeling import modeling_decilm, modeling_nbl
 from ..engine.loading.fingerprint import dir_digest
 from ..engine.loading.load import LoadedModel, ModelError, load_model, resolve_device, resolve_dtype
-from ..engine.placement import max_memory_for, place, spread_kwargs
 from ..engine.loading.weight_files import weight_map
+from ..engine.modeling import modeling_decilm, modeling_nbl
+from ..engine.placement import max_memory_for, place, spread_kwargs
 
 log = logging.getLogger(__name__)
 MODELING_FILE = "modeling_nbl.py"

@@ -23,15 +23,15 @@ from typing import Callable
 import torch
 
 from ..engine.placement import input_device
-from .harness import run_task
-from .steps import Steps, beating, part_weights
 from .benchmarks.lmeval import DataUnavailable
 from .benchmarks.local_data import OPTIONAL, present
-from .perplexity import corpus_text, perplexity
-from .speed import count_parameters, measure_speed
+from .benchmarks.registry import load_task
 from .benchmarks.suite import ABSENT, suite_tasks, summary
 from .benchmarks.task_file import load_task_file
-from .benchmarks.registry import load_task
+from .harness import run_task
+from .perplexity import corpus_text, perplexity
+from .speed import count_parameters, measure_speed
+from .steps import Steps, beating, part_weights
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1  # bump when a change of this package changes the numbers

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .benchmarks.task import LOGLIKELIHOOD, Task
 from .loglikelihood import loglikelihoods
 from .metrics import aggregate, choice_metrics, perplexity_of
-from .benchmarks.task import LOGLIKELIHOOD, Task
 
 
 def run_task(model, tokenizer, task: Task, batch_tokens: int = 2048, progress: bool = False,

@@ -19,12 +19,12 @@ import tempfile
 from pathlib import Path
 
 from .benchmarks import local_data
-from .harness import run_task
 from .benchmarks.lmeval import NUM_FEWSHOT, leaf_config, lmeval_task, offline, task_manager
-from .loglikelihood import loglikelihoods
+from .benchmarks.registry import SHIPPED, local_task
 from .benchmarks.task import Task
 from .benchmarks.task_file import CHOICES, CONTEXTS, METRICS, load_task_file
-from .benchmarks.registry import SHIPPED, local_task
+from .harness import run_task
+from .loglikelihood import loglikelihoods
 
 SPLIT = {"hellaswag": "validation", "boolq": "validation", "piqa": "validation", "winogrande": "validation"}
 

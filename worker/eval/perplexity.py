@@ -21,8 +21,8 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
-from ..engine.scoring.likelihood import nll_sum
 from ..engine.placement import input_device
+from ..engine.scoring.likelihood import nll_sum
 
 CORPORA = {"wikitext2": "wikitext-2/wiki.test.raw", "c4": "c4/c4_validation_2k.jsonl"}
 

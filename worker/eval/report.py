@@ -7,7 +7,8 @@ as for the API's `result`; for throughputs the table also shows the ratio (the s
 
 from __future__ import annotations
 
-from nbl.result import base_evaluation_of, calibration_of, delta as result_delta, finite, metrics_of, output_entry, relative
+from nbl.result import base_evaluation_of, calibration_of, finite, metrics_of, output_entry, relative
+from nbl.result import delta as result_delta
 
 
 def json_view(result: dict) -> dict:

@@ -18,8 +18,8 @@ from pathlib import Path
 from nbl.outputs.gguf_formats import check_type, gguf_arch, gguf_file, gguf_types
 
 from .. import subproc
-from .gguf_config import check_converter_keys
 from ..engine.loading.weight_files import weight_map
+from .gguf_config import check_converter_keys
 
 SCRIPT = Path(__file__).resolve().parents[2] / "integrations" / "gguf" / "export_gguf.py"
 DEFAULT_VENV = Path(__file__).resolve().parents[2] / ".venv-gguf"

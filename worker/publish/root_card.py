@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .card import PAPER, README, TAGS, format_number, base_label, hub_base, usage_section
+from .card import PAPER, README, TAGS, base_label, format_number, hub_base, usage_section
 
 
 @dataclass

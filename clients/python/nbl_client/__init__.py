@@ -3,8 +3,24 @@
 from .client import DEFAULT_URL, Client, MissingKey, NoOutput, WaitTimeout
 from .download import ChecksumMismatch, Fetched, UnsafePath
 from .http import ApiError, Unavailable
-from .models import (TERMINAL, Artifact, Event, EventList, Job, JobError, JobList, Metrics, ModelInfo, ModelList,
-                     OutputFile, OutputFileList, OutputResult, Result, Usage, UsageMonth)
+from .models import (
+                     TERMINAL,
+                     Artifact,
+                     Event,
+                     EventList,
+                     Job,
+                     JobError,
+                     JobList,
+                     Metrics,
+                     ModelInfo,
+                     ModelList,
+                     OutputFile,
+                     OutputFileList,
+                     OutputResult,
+                     Result,
+                     Usage,
+                     UsageMonth,
+)
 
 __all__ = ["DEFAULT_URL", "TERMINAL", "ApiError", "Artifact", "ChecksumMismatch", "Client", "Event", "EventList",
            "Metrics", "ModelInfo", "ModelList", "OutputResult", "Result", "Usage", "UsageMonth",

@@ -4,10 +4,18 @@ figures issue 12 asks of it."""
 from __future__ import annotations
 
 import pytest
-
 from testkit.model_configs import LLAMA_8B, LLAMA_70B, TINY
+
 from nbl.sizing.classes import DEFAULT, parse_classes, place
-from nbl.sizing.model import CUDA_CONTEXT_DEVICE, CUDA_CONTEXT_HOST, Options, default_batch_size, estimate, holdout_count, sums_bytes
+from nbl.sizing.model import (
+    CUDA_CONTEXT_DEVICE,
+    CUDA_CONTEXT_HOST,
+    Options,
+    default_batch_size,
+    estimate,
+    holdout_count,
+    sums_bytes,
+)
 from nbl.sizing.shapes import ShapeError, shape_of
 from nbl.sizing.spread import HEADROOM, Memory, Spread, spread
 
@@ -17,7 +25,8 @@ GiB = 2**30
 def test_sums_and_defaults_are_the_engines():
     import torch
 
-    from worker.engine.calibration import calibrate, stage as calibration_stage
+    from worker.engine.calibration import calibrate
+    from worker.engine.calibration import stage as calibration_stage
     from worker.engine.calibration.stats import LayerAccumulator
 
     for d in (8, 64, 576):

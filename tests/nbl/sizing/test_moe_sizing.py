@@ -17,8 +17,15 @@ from nbl.sizing import model as sizing_model
 from nbl.sizing.bounds import BOUNDS, MAX_DENSE_LAYERS
 from nbl.sizing.classes import DEFAULT, parse_classes, place
 from nbl.sizing.model import Options, estimate
-from nbl.sizing.shapes import (ParamCounts, ShapeError, is_moe_layer, layer_param_counts, out_of_bounds, param_counts,
-                               shape_of)
+from nbl.sizing.shapes import (
+    ParamCounts,
+    ShapeError,
+    is_moe_layer,
+    layer_param_counts,
+    out_of_bounds,
+    param_counts,
+    shape_of,
+)
 from nbl.sizing.spread import Spread
 
 REPO = Path(__file__).resolve().parents[3]

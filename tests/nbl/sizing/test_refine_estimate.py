@@ -4,6 +4,7 @@ ETA), its time in the estimate's range, and healing's whole model in the memory 
 from __future__ import annotations
 
 from testkit.model_configs import LLAMA_8B
+
 from nbl.recipe import Calibration, Compression, Heal, Recipe, Selection
 from nbl.refine_schema import heal_split
 from nbl.sizing.model import Options, estimate

@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from testkit.model_configs import LLAMA_8B, LLAMA_70B, TINY
+
+from nbl.selection.sets import expected_sets
 from nbl.sizing.classes import DEFAULT, parse_classes, place
 from nbl.sizing.model import Options, estimate
 from nbl.sizing.shapes import shape_of
 from nbl.sizing.spread import Memory
-from nbl.selection.sets import expected_sets
 
 REPO = Path(__file__).resolve().parents[3]
 GiB = 2**30

@@ -22,10 +22,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from service.api import create_app
-from service.keys.auth import create_key, get_or_create_team
 from service.core.db import make_engine, make_sessionmaker
 from service.core.migrate import upgrade
-
+from service.keys.auth import create_key, get_or_create_team
 
 
 @schemathesis.check
@@ -48,10 +47,10 @@ EXAMPLES = 40  # per operation and mode
 
 
 def queued_job(s, team_id: int) -> str:
-    from service.keys.auth import Principal
-    from service.jobs.service import create_job
     from nbl.request import JobCreate
     from service.core.settings import Settings
+    from service.jobs.service import create_job
+    from service.keys.auth import Principal
 
     spec = JobCreate.model_validate({"model": {"id": "HuggingFaceTB/SmolLM2-135M-Instruct"},
                                      "compression": {"k": [1, 2]},

@@ -7,12 +7,11 @@ import json
 from datetime import timedelta
 
 import pytest
-from testkit.service_lib import TINY_CONFIG, assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select, update
+from testkit.service_lib import TINY_CONFIG, assert_problem, body, sqla_broker_messages
 
-from service.jobs import states, store
 from service.core.models import ApiKey, Job, utcnow
-
+from service.jobs import states, store
 
 
 def job_count(sessions) -> int:

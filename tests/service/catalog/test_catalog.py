@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
-from testkit.service_lib import TINY_CONFIG, assert_problem, body
 from sqlalchemy import update
+from testkit.service_lib import TINY_CONFIG, assert_problem, body
 
 from service.core.models import Job
 from service.jobs import states

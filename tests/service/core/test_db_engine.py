@@ -36,9 +36,9 @@ def make(settings, **kwargs):
 def test_the_delivery_gate_reads_a_cancelled_job_on_postgres(pg_url, settings_for, team_key_for, monkeypatch):
     """The gate's own read (a NullPool engine, as in the worker) on a job the API cancelled: dropped."""
     from fastapi.testclient import TestClient
+    from testkit.service_lib import body
 
     from service.api import create_app
-    from testkit.service_lib import body
     from worker import delivery_gate
 
     settings = settings_for(pg_url)

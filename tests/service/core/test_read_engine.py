@@ -6,9 +6,9 @@ On both databases a read records the key's use (last_used_at), committed by auto
 from __future__ import annotations
 
 import psycopg
-from testkit.service_lib import body
 from sqlalchemy import select, text, update
 from sqlalchemy.pool import QueuePool
+from testkit.service_lib import body
 
 from service.core.models import ApiKey
 

@@ -8,12 +8,11 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 from testkit.service_lib import body, sqla_broker_messages
 
-from service.core import migrate
-from service.api import create_app
-from service.core.paths import model_source, publish_dir
 from nbl.request import JobCreate
+from service.api import create_app
+from service.core import migrate
+from service.core.paths import model_source, publish_dir
 from service.core.settings import Settings
-
 
 
 def test_defaults_follow_nbl_home(tmp_path, monkeypatch):

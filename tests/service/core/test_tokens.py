@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import select, text
 
 from service.core import secrets
-from service.jobs import states, store
 from service.core.models import Job, Team
 from service.core.settings import Settings
+from service.jobs import states, store
 
 TOKEN = "hf_canary_job_token_7f3a9c"
 HUB = {"repo_id": "alpha/tiny-nbl"}
@@ -57,8 +57,8 @@ def test_a_job_token_is_write_only_and_encrypted(client, auth, sessions, setting
         assert job.hub_token_encrypted and TOKEN not in job.hub_token_encrypted
         assert secrets.decrypt(settings, store.hub_token_ciphertext(s, job_id)) == TOKEN
         # the request hash leaves the token out: the same request without it hashes the same
-        from service.jobs.service import request_hash
         from nbl.request import JobCreate
+        from service.jobs.service import request_hash
 
         assert job.request_hash == request_hash(JobCreate.model_validate(body()))
     # a replay with another token is the same job, untouched (the token is not part of the request's identity)

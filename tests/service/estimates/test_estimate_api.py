@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from sqlalchemy import select
 from testkit.model_configs import HUGE, LLAMA_8B, TINY, write_config
 from testkit.service_lib import assert_problem
-from sqlalchemy import select
 
 from service.core.models import Job
 

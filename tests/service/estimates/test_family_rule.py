@@ -13,8 +13,8 @@ from testkit.service_lib import assert_problem
 from cli.main import main
 from nbl.families import FAMILIES
 from service.estimates import placement
-from worker.engine.modeling import modeling_nbl
 from worker.engine.loading.model_rules import ModelError, check_config
+from worker.engine.modeling import modeling_nbl
 
 # a family this engine does not take (Falcon: parallel attention and MLP, no post-attention norm)
 FALCON = {**TINY, "architectures": ["FalconForCausalLM"], "model_type": "falcon"}

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 from testkit.model_configs import TINY, write_config
+from testkit.models import DATA_DIR
 from testkit.service_lib import assert_problem
 
-from testkit.models import DATA_DIR
 from nbl.data.heal import stream_blocks
 from nbl.data.shipped import most_tokens
 

@@ -9,9 +9,9 @@ import json
 
 import httpx
 import pytest
+from sqlalchemy import select
 from testkit.model_configs import LLAMA_8B, hub_serving, write_config
 from testkit.service_lib import assert_problem
-from sqlalchemy import select
 
 from nbl.selection.rise_error import tokens_needed
 from service.api import create_app

@@ -9,10 +9,9 @@ import json
 import pytest
 from testkit.model_configs import TINY, hub_serving
 from testkit.service_lib import assert_problem
-from sqlalchemy import select
 
-from service.core.settings import HUB, Settings
 from service.core.models import Job
+from service.core.settings import HUB, Settings
 from service.estimates import placement
 from service.estimates.configs import ConfigUnavailable, model_config
 

@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from testkit.model_configs import LLAMA_8B, TINY, write_config
 from fastapi.testclient import TestClient
+from testkit.model_configs import LLAMA_8B, TINY, write_config
 from testkit.service_lib import decode_message
 
 from service.api import create_app

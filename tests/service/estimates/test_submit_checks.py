@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from testkit.service_lib import TINY_CONFIG, assert_problem, body, sqla_broker_messages
 from sqlalchemy import func, select
+from testkit.service_lib import TINY_CONFIG, assert_problem, body, sqla_broker_messages
 
 from service.core.models import Job
 

@@ -9,9 +9,9 @@ import json
 
 import pytest
 import transformers
+from sqlalchemy import func, select
 from testkit.model_configs import hub_serving
 from testkit.service_lib import TINY_CONFIG, assert_problem, sqla_broker_messages
-from sqlalchemy import func, select
 
 from nbl.outputs.forms import family_error
 from service.core.models import Job

@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 from testkit.service_lib import assert_problem, body, job_count
 
-from service.api import create_app
 from nbl.names import hub_id, model_id, revision
 from nbl.request import dataset_name
+from service.api import create_app
 
 # Every one of these must be refused by the grammar, wherever an identifier goes.
 HOSTILE_IDS = [
@@ -146,8 +146,8 @@ def test_team_caps_answer_429_with_retry_after(db_url, settings_for, team_key_fo
         # Another team is not affected.
         assert c.post("/v1/jobs", json=body(), headers=beta).status_code == 201
         # One starts running: a queued slot frees, the active cap (3) still has room for one.
-        from service.jobs import states
         from service.core.db import make_engine, make_sessionmaker
+        from service.jobs import states
 
         engine = make_engine(settings)
         with make_sessionmaker(engine)() as s:

@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from testkit.service_lib import body
 
 from service.api import create_app
-from service.http.deps import get_session
 from service.core.db import make_engine, make_sessionmaker
+from service.http.deps import get_session
 
 PATHS = ["/v1/models", "/v1/usage", "/v1/jobs/{job}/events", "/v1/jobs/{job}/layers", "/ui/jobs", "/ui/jobs/{job}"]
 

@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import anyio.to_thread
 import httpx
 from fastapi.testclient import TestClient
-from testkit.service_lib import assert_problem, body
 from sqlalchemy import event, select
+from testkit.service_lib import assert_problem, body
 from testkit.ui_seed import seed_job
 
 from service.api import create_app

@@ -8,8 +8,8 @@ import threading
 from datetime import timedelta
 
 import pytest
-from testkit.service_lib import assert_problem
 from sqlalchemy import select, update
+from testkit.service_lib import assert_problem
 
 from service.core.errors import CancelNotPossible, InvalidJobState
 from service.core.models import Job, JobEvent, Team, new_job_id, utcnow

@@ -9,13 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
-from testkit.service_lib import assert_problem
 from sqlalchemy import func, select
+from testkit.service_lib import assert_problem
 
+from nbl.request import JobCreate
 from service.core.models import Job
 from service.core.settings import Settings
 from service.estimates.placement import placement_for
-from nbl.request import JobCreate
 
 LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
             "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,

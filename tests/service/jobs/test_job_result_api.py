@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import math
 
-from testkit.service_lib import body
 from sqlalchemy import update
+from testkit.service_lib import body
 
 from service.core.models import Job
 from service.jobs import states, store

@@ -4,8 +4,8 @@ SQLite and Postgres, and the body is the JobOut the view builds, as FastAPI's re
 
 from __future__ import annotations
 
-from testkit.service_lib import assert_problem, body
 from sqlalchemy import null, update
+from testkit.service_lib import assert_problem, body
 
 from service.core.models import Job
 from service.estimates.store import keep_estimate

@@ -9,13 +9,13 @@ import threading
 from collections import Counter
 from datetime import timedelta
 
-from testkit.service_lib import sqla_broker_messages
 from sqlalchemy import select, update
+from testkit.service_lib import sqla_broker_messages
 
-from service.jobs import states
 from service.core.celery_app import make_celery
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job, JobEvent, Team, new_job_id, utcnow
+from service.jobs import states
 from service.jobs.queue import dispatch_one, due_for_dispatch
 from service.jobs.reconciler import locked_pass, pass_lock, reconcile_once
 

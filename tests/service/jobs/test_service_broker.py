@@ -3,26 +3,20 @@ kombu SQLAlchemy transport on SQLite, consumed by a real Celery worker process."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
-
-import redis
 from pathlib import Path
 
+import redis
 from fastapi.testclient import TestClient
-from testkit.service_lib import body, decode_message, sqla_broker_messages
 from sqlalchemy import select
+from testkit.service_lib import body, decode_message
 
 from service.api import create_app
 from service.core.celery_app import default_queue, make_celery
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job
 from service.jobs.queue import dispatch_queued
-
-
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[2]

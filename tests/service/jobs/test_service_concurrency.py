@@ -7,12 +7,11 @@ import threading
 
 import httpx
 import pytest
-from testkit.service_lib import body, sqla_broker_messages
 from sqlalchemy import func, select
+from testkit.service_lib import body, sqla_broker_messages
 
 from service.api import create_app
 from service.core.models import Job
-
 
 
 def _race(base_url: str, headers: dict, n: int = 20, json=None) -> list[httpx.Response]:

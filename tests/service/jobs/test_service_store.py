@@ -9,9 +9,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from service.jobs import states, store
 from service.core.models import Job, JobEvent, Team, utcnow
-
+from service.jobs import states, store
 
 
 @pytest.fixture

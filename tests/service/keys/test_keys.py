@@ -11,8 +11,8 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
-from service.api import create_app
 from cli.main import main
+from service.api import create_app
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import ApiKey, Team, utcnow
 from service.core.settings import Settings

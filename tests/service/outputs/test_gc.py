@@ -10,8 +10,8 @@ import os
 import time
 from pathlib import Path
 
-from nbl import lru
 from cli.main import main
+from nbl import lru
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job, Team, new_job_id
 

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 from testkit.job_output import hub_and_old_rows
+from testkit.service_lib import assert_problem
 
 from service.outputs.ranges import Unsatisfiable, byte_range
-from testkit.service_lib import assert_problem
 
 
 def sha(data: bytes) -> str:

@@ -11,8 +11,8 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from testkit.service_lib import body
 from sqlalchemy import select
+from testkit.service_lib import body
 from testkit.webhook_receiver import Receiver, Trickler
 
 from nbl.request import JobCreate

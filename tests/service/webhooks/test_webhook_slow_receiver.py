@@ -12,14 +12,15 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from testkit.service_lib import body
 from sqlalchemy import select
+from testkit.service_lib import body
 from testkit.webhook_receiver import Receiver, Trickler
 
+from nbl.request import JobCreate
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job, WebhookAttempt, WebhookDelivery, utcnow
-from service.jobs import reconcile_loop, service as jobs, states
-from nbl.request import JobCreate
+from service.jobs import reconcile_loop, states
+from service.jobs import service as jobs
 from service.keys.auth import Principal, get_or_create_team
 from service.webhooks import delivery as webhooks
 from service.webhooks import signing

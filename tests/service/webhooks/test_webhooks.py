@@ -14,20 +14,20 @@ from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from testkit.service_lib import assert_problem, body
 from sqlalchemy import func, select
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from testkit.service_lib import assert_problem, body
 from testkit.webhook_receiver import Receiver
 
-from service.jobs import service as jobs, states
-from service.jobs import outbox
-from service.webhooks import delivery as webhooks
-from service.webhooks import signing
+from nbl.request import JobCreate
 from service.api import create_app
-from service.keys.auth import Principal, create_key, get_or_create_team
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job, JobEvent, WebhookAttempt, WebhookDelivery, WebhookSecret, utcnow
-from nbl.request import JobCreate
+from service.jobs import outbox, states
+from service.jobs import service as jobs
+from service.keys.auth import Principal, create_key, get_or_create_team
+from service.webhooks import delivery as webhooks
+from service.webhooks import signing
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from testkit.models import save_tiny_checkpoint
+
 from cli import main as cli
 from worker.engine.calibration import calibrate as calibrate_mod
 from worker.engine.calibration import stage as calibration_stage

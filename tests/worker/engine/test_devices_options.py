@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from testkit.models import save_tiny_checkpoint
 
 from cli.main import main
-from testkit.models import save_tiny_checkpoint
 from worker.engine.calibration import distributed
 
 

@@ -4,14 +4,14 @@ Attn DROP-k. Slow (about a minute on 2 cores), so marked; CI runs it."""
 import math
 
 import pytest
-
 from testkit.models import DATA_DIR, load_smollm2
+
+from worker.engine.calibration.data import DatasetSpec
 from worker.engine.calibration.stage import calibration_stage
 from worker.engine.config import CompressConfig
-from worker.engine.scoring.stage import fit_maps, score_stage
-from worker.engine.calibration.data import DatasetSpec
-from worker.engine.selection.criteria import choose
 from worker.engine.forms.surgery import Plan, replaced
+from worker.engine.scoring.stage import fit_maps, score_stage
+from worker.engine.selection.criteria import choose
 from worker.eval.perplexity import corpus_text, perplexity
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,8 @@ the fresh-process load check is skipped (tests/worker/publish/test_loadcheck.py 
 from __future__ import annotations
 
 import pytest
-from testkit.models import save_tiny_checkpoint
 from fastapi.testclient import TestClient
+from testkit.models import save_tiny_checkpoint
 
 from service.api import create_app
 
@@ -94,7 +94,7 @@ def test_a_second_job_on_the_same_base_reuses_its_evaluation_across_teams(api):
     assert "fetch" not in est["stages"]  # the class loaded this model: nothing to fetch
     # the second job's evaluation is priced and recorded as its output's alone, at the first job's rate per model
     rows = stage_rows(client)
-    (w1, s1), (w2, s2) = rows[first["id"]]["evaluate"], rows[second["id"]]["evaluate"]
+    (w1, s1), (w2, _) = rows[first["id"]]["evaluate"], rows[second["id"]]["evaluate"]
     assert w2 == pytest.approx(w1 / 2)  # base + one output, then one output
     assert est["stages"]["evaluate"]["seconds"] == round(w2 / (w1 / s1), 1)
     other = run(client, alpha, job(k=1, max_tokens=256))  # another evaluation spec: measured again

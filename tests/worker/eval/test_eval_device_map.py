@@ -6,13 +6,13 @@ import json
 
 import pytest
 import torch
-
 from testkit.models import save_tiny_checkpoint, tiny_tokenizer
+
+from worker.engine.forms.saving import write_compressed
+from worker.engine.forms.surgery import Plan
 from worker.engine.loading.load import load_model, load_weights
 from worker.engine.placement import input_device, plan
-from worker.engine.forms.saving import write_compressed
 from worker.engine.scoring.scores import LinearMap
-from worker.engine.forms.surgery import Plan
 from worker.eval.compressed import load_compressed
 from worker.eval.loglikelihood import loglikelihoods
 from worker.eval.perplexity import perplexity

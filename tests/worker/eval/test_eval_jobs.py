@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from testkit.models import save_tiny_checkpoint
 from eval_helpers import hf_cache_with_winogrande, winogrande_rows
 from fastapi.testclient import TestClient
+from testkit.models import save_tiny_checkpoint
 
-from service.api import create_app
 from nbl.data.task_records import parse_lines
+from service.api import create_app
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 RECORDS = [{"contexts": [f"{a} was faster than {b}, so {x}" for x in (a, b)], "continuation": " won the race.",

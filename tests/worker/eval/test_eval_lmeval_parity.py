@@ -9,8 +9,8 @@ import pytest
 import torch
 from eval_helpers import DATA_DIR, bpe_tokenizer, hf_cache_with_winogrande, winogrande_rows
 
-from worker.eval.lmeval_parity import compare_prompts, compare_scores  # lm_eval is imported lazily
 from worker.eval.benchmarks.registry import load_task
+from worker.eval.lmeval_parity import compare_prompts, compare_scores  # lm_eval is imported lazily
 from worker.eval.token_split import encode_pair
 
 pytest.importorskip("lm_eval")

@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-from testkit.models import tiny_model, tiny_tokenizer
 from eval_helpers import BigramLM, bpe_tokenizer
+from testkit.models import tiny_model, tiny_tokenizer
 
 from worker.eval.loglikelihood import loglikelihoods, score
 from worker.eval.token_split import encode_pair, max_length

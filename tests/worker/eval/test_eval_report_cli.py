@@ -3,17 +3,17 @@
 import argparse
 import json
 import os
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from testkit.models import save_tiny_checkpoint, tiny_model, tiny_tokenizer
 
-from worker.engine.forms import surgery
-from worker.engine.loading.load import load_model
-from worker.engine.forms.saving import save_compressed
-from worker.eval import evaluate as evaluate_mod
 from cli.eval import add_eval
+from worker.engine.forms import surgery
+from worker.engine.forms.saving import save_compressed
+from worker.engine.loading.load import load_model
+from worker.eval import evaluate as evaluate_mod
 from worker.eval.evaluate import EvalSpec, cache_key, evaluate_cached
 from worker.eval.report import delta, rows
 

@@ -2,8 +2,8 @@
 real KV cache. Slow (the GGUF is converted once per session), so marked."""
 
 import pytest
-from testkit.models import load_smollm2
 from eval_helpers import DATA_DIR
+from testkit.models import load_smollm2
 
 from worker.eval.lmeval_parity import compare_scores
 from worker.eval.speed import measure_speed

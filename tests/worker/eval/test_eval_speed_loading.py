@@ -8,8 +8,8 @@ import torch
 from testkit.models import save_tiny_checkpoint, tiny_model, tiny_tokenizer
 
 from worker.engine.forms import surgery
-from worker.engine.loading.load import ModelError, load_model
 from worker.engine.forms.saving import save_compressed
+from worker.engine.loading.load import ModelError, load_model
 from worker.engine.scoring.scores import LinearMap
 from worker.eval.compressed import is_compressed_dir, load_for_eval, recorded_base
 from worker.eval.kv import cache_of

@@ -4,8 +4,8 @@ import argparse
 import json
 
 import pytest
-from testkit.models import save_tiny_checkpoint
 from eval_helpers import hf_cache_with_winogrande, winogrande_rows
+from testkit.models import save_tiny_checkpoint
 
 from cli.eval import add_eval
 from worker.eval.benchmarks.suite import SUITES, summary

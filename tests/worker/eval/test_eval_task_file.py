@@ -4,11 +4,11 @@ import json
 
 import pytest
 import torch
-from testkit.models import tiny_tokenizer
 from eval_helpers import BigramLM
+from testkit.models import tiny_tokenizer
 
-from worker.eval.harness import run_task
 from worker.eval.benchmarks.task_file import load_task_file
+from worker.eval.harness import run_task
 from worker.eval.token_split import encode_pair
 
 

@@ -6,8 +6,8 @@ import pytest
 from eval_helpers import DATA_DIR
 
 from worker.eval.benchmarks import local_data
-from worker.eval.benchmarks.task import LOGLIKELIHOOD, MULTIPLE_CHOICE
 from worker.eval.benchmarks.registry import load_task
+from worker.eval.benchmarks.task import LOGLIKELIHOOD, MULTIPLE_CHOICE
 
 COUNTS = {"arc_easy": 2376, "arc_challenge": 1172, "hellaswag": 10042, "boolq": 3270, "openbookqa": 500,
           "lambada_openai": 5153, "mmlu": 14042}

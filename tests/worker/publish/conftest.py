@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 from publish_helpers import TOKEN
+from testkit.models import save_tiny_checkpoint
 
 from service.api import create_app
 from service.core.paths import scratch_dir
-from testkit.models import save_tiny_checkpoint
 
 
 @pytest.fixture

@@ -25,9 +25,10 @@ def compress_tiny(tmp: Path, text_file: Path, ks=(2,), family: str = "llama"):
     """`nbl compress` (the engine's stages) on a tiny random checkpoint: the outputs as the CLI writes them.
     Returns (CompressResult, the live LoadedModel)."""
     from testkit.models import save_tiny_checkpoint
+
+    from worker.engine.calibration.data import DatasetSpec
     from worker.engine.compress import run
     from worker.engine.config import CompressConfig
-    from worker.engine.calibration.data import DatasetSpec
     from worker.engine.loading.load import load_model
 
     src = save_tiny_checkpoint(tmp / f"tiny-{family}", family=family)
@@ -118,8 +119,8 @@ def run_smollm2_job(request, settings_for, team_key_for, tmp_path: Path, job: di
     """The real SmolLM2 as `local:smollm2` behind Postgres, Redis and a `celery worker`: submit `job`, wait until
     it ends. Returns (settings, the job, its events, the worker's log path)."""
     from fastapi.testclient import TestClient
-
     from testkit.models import smollm2_gguf
+
     from service.api import create_app
     from worker.engine.loading.gguf import convert_gguf
 

@@ -1,7 +1,7 @@
 """The card's "Runs in" table per form: the runtimes nbl/outputs/forms.py names, which of them this service tests, and a
 snippet each; a fold-block output's card asks for no remote code anywhere."""
 
-from worker.publish.card import card_text, CardInfo
+from worker.publish.card import CardInfo, card_text
 
 
 def _report(form=None, mode="block"):

@@ -5,7 +5,6 @@ why: the failed check and the run's warning that 1,024 tokens are fewer than 10Â
 
 from __future__ import annotations
 
-
 import pytest
 from publish_helpers import run_smollm2_job
 

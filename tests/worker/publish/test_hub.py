@@ -10,8 +10,8 @@ import pytest
 from huggingface_hub import ModelCard
 from publish_helpers import TOKEN, compress_tiny, pop_manifest, tree, write_text_file
 
-from worker.publish.card import CardInfo, write_card
 from worker.errors import HubRefused, HubUnavailable
+from worker.publish.card import CardInfo, write_card
 from worker.publish.hub import HubRepo, marker
 from worker.publish.local import LocalDir
 

@@ -13,10 +13,10 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
-from testkit.fakehub import FakeHub
 from publish_helpers import JOB
-
+from testkit.fakehub import FakeHub
 from testkit.models import save_tiny_checkpoint
+
 from service.api import create_app
 from worker.errors import GATED
 

@@ -16,8 +16,8 @@ import time
 
 import pytest
 from fastapi.testclient import TestClient
-from testkit.fakehub import FakeHub
 from publish_helpers import JOB
+from testkit.fakehub import FakeHub
 
 from service.api import create_app
 from worker.errors import GATED

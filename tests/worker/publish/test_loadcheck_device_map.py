@@ -6,13 +6,13 @@ from dataclasses import replace
 
 import pytest
 import torch
-
 from testkit.models import save_tiny_checkpoint, tiny_tokenizer
+
 from worker.engine.calibration.layer_source import CheckpointLayers
 from worker.engine.forms.layerwise_logits import LayerwiseModel
 from worker.engine.forms.saving import write_compressed
-from worker.engine.scoring.scores import LinearMap
 from worker.engine.forms.surgery import Plan
+from worker.engine.scoring.scores import LinearMap
 from worker.publish import loadcheck
 
 

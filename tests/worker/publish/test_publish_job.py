@@ -22,9 +22,9 @@ import pytest
 from fastapi.testclient import TestClient
 from huggingface_hub import ModelCard
 from publish_helpers import JOB, REPO, start_worker, stop
+from testkit.models import save_tiny_checkpoint
 from testkit.webhook_receiver import Receiver
 
-from testkit.models import save_tiny_checkpoint
 from service.api import create_app
 
 JOB_TOKEN = "hf_CANARYjobtoken_9d41e07b"  # valid at the fake Hub
@@ -109,10 +109,10 @@ def receiver():
 
 def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, receiver, tmp_path, caplog):
     from service.core import secrets
+    from service.core.db import make_engine, make_sessionmaker
+    from service.keys.auth import get_or_create_team, set_team_hub_token
     from service.webhooks import delivery as webhooks
     from service.webhooks import signing
-    from service.keys.auth import get_or_create_team, set_team_hub_token
-    from service.core.db import make_engine, make_sessionmaker
 
     settings, auth, redis = deployment
     caplog.set_level(logging.DEBUG)  # the API's own log records, all of them

@@ -44,9 +44,9 @@ def test_smollm2_job_refits_heals_checks_and_publishes(request, settings_for, te
     assert '"refit": "sequential"' in card  # the request, quoted
 
     import torch
+    from testkit.models import DATA_DIR
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from testkit.models import DATA_DIR
     from worker.eval.perplexity import corpus_text, perplexity
 
     model = AutoModelForCausalLM.from_pretrained(published, trust_remote_code=True, dtype=torch.float32).eval()

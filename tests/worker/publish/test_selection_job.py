@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from fastapi.testclient import TestClient
 from huggingface_hub import ModelCard
 from publish_helpers import run_jobs, start_worker, stop

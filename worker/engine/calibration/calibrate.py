@@ -28,11 +28,11 @@ from tqdm.auto import tqdm
 
 from worker.engine.calibration import distributed
 from worker.engine.calibration.activations import HiddenCache
-from worker.engine.devices import share
 from worker.engine.calibration.form_taps import FormTaps
 from worker.engine.calibration.heap import calibration_heap, release_free_memory
 from worker.engine.calibration.layer_source import as_source
 from worker.engine.calibration.stats import BRANCHES, LayerAccumulator, LayerStats
+from worker.engine.devices import share
 from worker.engine.modeling.modeling_nbl import branch_end
 
 
@@ -176,9 +176,8 @@ def calibrate(
                     out = layer(h, **kwargs[b][i])
                     out = out[0] if isinstance(out, tuple) else out  # (B, T, d)
                     stream, lags = h.reshape(-1, d), None
-                    if taps is None:
-                        branch = {"attn": lambda: attn.pop(), "block": lambda: out - h}  # noqa: E731
-                        x, ys = stream, {m: branch[m]().reshape(-1, d) for m in modes}
+                    if taps is None:  # the branch's output (its hook's), or the whole block's
+                        x, ys = stream, {m: (attn.pop() if m == "attn" else out - h).reshape(-1, d) for m in modes}
                     else:
                         x, ys, lags = taps.pairs(i, b, layer, h, out, device)
                     if b == 0:

@@ -30,7 +30,6 @@ import torch
 from nbl import recipe as R
 from nbl.data.dataset_names import refuse_packaged_builder
 from nbl.data.shipped import LOCAL_ALIASES  # name -> split -> file under data_dir (the copies in shared/data)
-
 from worker.engine.loading.hub_ids import refuse_path_shadowing
 
 LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".txt": "text", ".parquet": "parquet"}

@@ -33,8 +33,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessException
 
-from worker.engine.devices import backend_for
 from worker.engine.calibration.layer_source import CheckpointLayers
+from worker.engine.devices import backend_for
 
 TIMEOUT_S = 1800.0  # a collective waits at most this long: a layer's skew between ranks must fit
 

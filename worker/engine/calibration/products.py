@@ -8,7 +8,6 @@ from contextlib import contextmanager
 
 import torch
 
-
 PRODUCTS = ("auto", "float32", "tf32", "float64")
 
 

@@ -14,14 +14,14 @@ import torch
 
 from worker.engine.calibration import stats_cache
 from worker.engine.calibration.calibrate import calibrate, holdout_count
-from worker.engine.config import CompressConfig
 from worker.engine.calibration.data import load_texts, make_blocks
 from worker.engine.calibration.layer_source import CheckpointLayers, ModelLayers
-from worker.engine.loading.load import LoadedModel
-from worker.engine.scoring.stage import layer_scores
 from worker.engine.calibration.products import resolve_products
 from worker.engine.calibration.stats import LayerStats
 from worker.engine.calibration.stats_cache import Shards
+from worker.engine.config import CompressConfig
+from worker.engine.loading.load import LoadedModel
+from worker.engine.scoring.stage import layer_scores
 
 Report = Callable[[str, float, str], None]
 

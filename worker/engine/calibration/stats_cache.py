@@ -31,7 +31,6 @@ import torch
 from safetensors.torch import load, save_file
 
 from nbl import lru
-
 from worker.engine.calibration.stats import LayerStats
 
 FORMAT_VERSION = 3

@@ -16,7 +16,6 @@ without attention has n_heads_in_group null: llama.cpp's `deci` converter reads 
 from __future__ import annotations
 
 from nbl.outputs.forms import FFN_ROUND
-
 from worker.engine.modeling.modeling_decilm import ffn_width
 
 DROPPED_KEYS = ("model_type", "architectures", "auto_map", "layer_types", "sliding_window", "use_sliding_window",

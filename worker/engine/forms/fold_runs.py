@@ -21,7 +21,6 @@ from __future__ import annotations
 import torch
 
 from nbl.outputs.forms import layer_error
-
 from worker.engine.scoring.form_scores import lstsq_no_bias
 from worker.engine.scoring.scores import DEFAULT_RIDGE, LinearMap, Moments, layer_moments
 

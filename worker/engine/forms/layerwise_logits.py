@@ -17,9 +17,9 @@ from worker.engine.calibration.activations import HiddenCache
 from worker.engine.calibration.calibrate import first_pass
 from worker.engine.calibration.layer_source import head_logits
 from worker.engine.forms.form_layers import form_layer
-from worker.engine.selection.loss_probe import layer_output, replaced_layer
-from worker.engine.scoring.scores import LinearMap
 from worker.engine.forms.surgery import Plan
+from worker.engine.scoring.scores import LinearMap
+from worker.engine.selection.loss_probe import layer_output, replaced_layer
 
 
 @dataclass

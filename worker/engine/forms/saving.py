@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-from worker.engine.modeling import modeling_nbl
-from worker.engine.loading.custom_code import CODE_KEYS, DATA_JSON
 from worker.engine.forms.shard_writer import MAX_SHARD_SIZE, map_tensors, skeleton, write_shards
+from worker.engine.loading.custom_code import CODE_KEYS, DATA_JSON
+from worker.engine.modeling import modeling_nbl
 
 SCORES_FILE = "nbl_scores.json"
 

@@ -21,13 +21,12 @@ from pathlib import Path
 import torch
 
 from nbl.outputs.forms import writes_decilm
-
-from worker.engine.modeling import modeling_decilm
+from worker.engine.calibration.layer_source import tensor_files
 from worker.engine.forms.decilm import decilm_config
 from worker.engine.forms.fold_runs import fold_targets, folded
-from worker.engine.calibration.layer_source import tensor_files
 from worker.engine.forms.saving import finish_output, strip_code_refs
 from worker.engine.forms.shard_writer import MAX_SHARD_SIZE, write_shards
+from worker.engine.modeling import modeling_decilm
 
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.")
 

@@ -87,8 +87,12 @@ def unreachable(repo_id: str, revision: str | None, cause: BaseException) -> Hub
 def meaning(exc: BaseException, repo_id: str, revision: str | None) -> Exception | None:
     """HubUnreachable or HubModelError for a failure of the Hub calls for this model; None when `exc` is
     not about the Hub (our own checks' ModelError, a bug)."""
-    from huggingface_hub.errors import (LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     where, ep = f"{repo_id}@{revision or 'main'}", endpoint()
     causes = chain(exc)

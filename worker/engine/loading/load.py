@@ -24,9 +24,9 @@ from worker.engine.loading.fingerprint import dir_digest, file_digest
 from worker.engine.loading.gguf import convert_gguf
 from worker.engine.loading.hub_download import fetch_from_hub
 from worker.engine.loading.model_rules import ModelError, check_model_size, family_of, no_custom_code
-from worker.engine.placement import max_memory_for, place, spread_kwargs
 from worker.engine.loading.tokenizer_paths import path_overrides
 from worker.engine.loading.weight_files import weight_map
+from worker.engine.placement import max_memory_for, place, spread_kwargs
 
 
 @dataclass

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from nbl.families import FAMILIES, family_error
 from nbl.sizing.shapes import out_of_bounds
-
 from worker.engine.loading import custom_code
 
 

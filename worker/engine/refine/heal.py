@@ -41,9 +41,8 @@ import torch
 from torch import nn
 
 from nbl.refine_schema import blocks_per_step
-
-from worker.engine.scoring.scores import LinearMap
 from worker.engine.forms.surgery import Plan, replaced
+from worker.engine.scoring.scores import LinearMap
 
 TOP_K = 64
 

@@ -31,15 +31,15 @@ import torch
 
 from worker.engine.calibration.activations import HiddenCache
 from worker.engine.calibration.calibrate import first_pass
-from worker.engine.forms.form_layers import form_layer
-from worker.engine.scoring.form_scores import lstsq_no_bias
 from worker.engine.calibration.heap import calibration_heap, release_free_memory
 from worker.engine.calibration.layer_source import as_source
-from worker.engine.selection.loss_probe import layer_output, replaced_layer
-from worker.engine.scoring.scores import DEFAULT_RIDGE, LinearMap, layer_moments, lmmse, nmse
 from worker.engine.calibration.stats import LayerAccumulator
+from worker.engine.forms.form_layers import form_layer
 from worker.engine.forms.surgery import Plan
 from worker.engine.modeling.modeling_nbl import branch_end
+from worker.engine.scoring.form_scores import lstsq_no_bias
+from worker.engine.scoring.scores import DEFAULT_RIDGE, LinearMap, layer_moments, lmmse, nmse
+from worker.engine.selection.loss_probe import layer_output, replaced_layer
 
 
 @dataclass

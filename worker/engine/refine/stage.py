@@ -25,19 +25,18 @@ from safetensors.torch import load_file, save_file
 
 from nbl.data.heal import heal_data_error, stream_blocks
 from nbl.refine_schema import REFIT, heal_split
-
-from worker.engine.calibration.stage import CalibrationResult, Report, layer_source, spill_dir
-from worker.engine.config import CompressConfig
 from worker.engine.calibration.data import DataError, load_texts, make_blocks
-from worker.engine.refine.heal import TeacherTargets, heal, teacher_targets
+from worker.engine.calibration.products import resolve_products
+from worker.engine.calibration.stage import CalibrationResult, Report, layer_source, spill_dir
+from worker.engine.calibration.stats_cache import cache_key
+from worker.engine.config import CompressConfig
+from worker.engine.forms.surgery import Plan
 from worker.engine.loading.load import LoadedModel, load_weights
 from worker.engine.placement import max_memory_for
-from worker.engine.calibration.products import resolve_products
+from worker.engine.refine.heal import TeacherTargets, heal, teacher_targets
 from worker.engine.refine.refit import sequential_refit
 from worker.engine.scoring.scores import LinearMap
 from worker.engine.selection.stage import other_text_blocks
-from worker.engine.calibration.stats_cache import cache_key
-from worker.engine.forms.surgery import Plan
 
 
 def healing_stream(cfg: CompressConfig, tokenizer, report: Report, stage: str = "refine") -> torch.Tensor:

@@ -16,10 +16,18 @@ from __future__ import annotations
 import torch
 
 from nbl.outputs.forms import layer_error
-
-from worker.engine.scoring.scores import DEFAULT_RIDGE, BranchScores, LinearMap, Moments, cca_bound, condition_number, layer_moments, \
-    mean_cosine, nmse
 from worker.engine.calibration.stats import LayerStats
+from worker.engine.scoring.scores import (
+    DEFAULT_RIDGE,
+    BranchScores,
+    LinearMap,
+    Moments,
+    cca_bound,
+    condition_number,
+    layer_moments,
+    mean_cosine,
+    nmse,
+)
 
 
 def raw_second(m: Moments) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,10 +7,10 @@ from typing import Callable
 
 from tqdm.auto import tqdm
 
-from worker.engine.scoring.form_scores import score_form_layer
-from worker.engine.scoring.scores import DEFAULT_RIDGE, LinearMap, layer_moments, lmmse, score_layer
 from worker.engine.calibration.stats import LayerStats
 from worker.engine.calibration.stats_cache import Shards
+from worker.engine.scoring.form_scores import score_form_layer
+from worker.engine.scoring.scores import DEFAULT_RIDGE, LinearMap, layer_moments, lmmse, score_layer
 
 
 def layer_scores(i: int, stats: LayerStats, ridge: float = DEFAULT_RIDGE, form: str = "nbl") -> dict:

@@ -18,9 +18,8 @@ from typing import Callable
 from nbl.selection.rise_error import paired
 from nbl.selection.score_fields import MEASURED  # the criteria that need selection data (beside `loss`)
 from nbl.selection.sets import expected_sets  # priced once, for the API's estimate too
-
-from worker.engine.selection.greedy import CHEAP, DEFAULT_WIDTH, Greedy, candidate_order
 from worker.engine.selection.criteria import choose
+from worker.engine.selection.greedy import CHEAP, DEFAULT_WIDTH, Greedy, candidate_order
 
 __all__ = ["MEASURED", "Chooser", "expected_sets"]
 

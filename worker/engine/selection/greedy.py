@@ -21,9 +21,8 @@ import math
 from typing import Callable, Sequence
 
 from nbl.selection.score_fields import GREEDY_WIDTH
-
-from worker.engine.selection.race import Z, race
 from worker.engine.selection.criteria import ranking
+from worker.engine.selection.race import Z, race
 
 CHEAP = ("cca", "cosine", "nmse")  # the criteria read from the cached sums, without a forward pass
 DEFAULT_WIDTH = GREEDY_WIDTH

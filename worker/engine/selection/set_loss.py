@@ -27,9 +27,9 @@ import torch
 from worker.engine.calibration.activations import HiddenCache
 from worker.engine.calibration.calibrate import first_pass
 from worker.engine.calibration.layer_source import as_source, head_logits
+from worker.engine.scoring.scores import LinearMap
 from worker.engine.selection.loss_probe import layer_output, replaced_layer
 from worker.engine.selection.prefix_cache import PrefixCache
-from worker.engine.scoring.scores import LinearMap
 
 
 class SetLoss:
@@ -123,7 +123,7 @@ class SetLoss:
              taps: list[int] | None = None) -> dict[int, torch.Tensor]:
         """Layers lo..hi-1 over the given batches ({batch: states}), those in `replaced` replaced. With `taps`: the
         states entering each tapped layer (and `hi`'s, when tapped) go to the cache under their prefix."""
-        hidden, d, taps = dict(hidden), self.source.config.hidden_size, set(taps or ())
+        hidden, taps = dict(hidden), set(taps or ())
         for i in range(lo, hi + 1):
             if i in taps and i > lo:
                 self.cache.put((tuple(j for j in replaced if j < i), i), [hidden[b].cpu() for b in sorted(hidden)])

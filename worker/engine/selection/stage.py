@@ -10,13 +10,13 @@ on separate selection data, from all the sums, as the outputs' maps are. No cali
 
 from __future__ import annotations
 
-from worker.engine.selection.auto_k import Chooser, expected_sets
+from worker.engine.calibration.data import load_texts, make_blocks
 from worker.engine.calibration.stage import CalibrationResult, Report, layer_source
 from worker.engine.config import CompressConfig
-from worker.engine.calibration.data import load_texts, make_blocks
 from worker.engine.loading.load import LoadedModel, load_weights
 from worker.engine.placement import max_memory_for
 from worker.engine.scoring.stage import fit_maps
+from worker.engine.selection.auto_k import Chooser, expected_sets
 from worker.engine.selection.set_loss import SetLoss
 
 

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
-
 from testkit.models import tiny_model
-from worker.engine.scoring import scores
+
 from worker.engine.calibration.calibrate import calibrate, holdout_count
 from worker.engine.modeling.modeling_nbl import NBLAttention
+from worker.engine.scoring import scores
 
 
 def _stacked_activations(model, blocks):

@@ -4,8 +4,8 @@ import json
 
 import pandas as pd
 import pytest
-
 from testkit.models import DATA_DIR, tiny_tokenizer
+
 from worker.engine.calibration.data import DataError, DatasetSpec, load_texts, make_blocks, resolve
 
 

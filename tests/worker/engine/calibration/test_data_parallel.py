@@ -7,15 +7,15 @@ import time
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
-
-from testkit.models import FAMILY_CONFIGS, family_param, save_tiny_checkpoint, tiny_model
 from one_pass_reference import one_pass_sums
+from safetensors.torch import load_file, save_file
 from test_sequential import assert_same_sums
+from testkit.models import FAMILY_CONFIGS, family_param, save_tiny_checkpoint, tiny_model
+
 from worker.engine.calibration.calibrate import calibrate
-from worker.engine.devices import backend_for, parse_devices, share
 from worker.engine.calibration.distributed import CalibrationProcessError
 from worker.engine.calibration.layer_source import CheckpointLayers, ModelLayers
+from worker.engine.devices import backend_for, parse_devices, share
 from worker.engine.scoring.scores import score_layer
 
 # 9 blocks, 1 held out, 2 per batch: 4 fit batches + 1 held batch = 5, shared 3 + 2

@@ -10,10 +10,10 @@ import json
 import os
 
 import pytest
-
 from testkit.models import save_tiny_checkpoint
-from nbl.data import dataset_names
+
 from cli import main as cli
+from nbl.data import dataset_names
 from worker.engine.calibration.data import DataError, DatasetSpec, load_texts
 
 SECRET = "SECRET-CANARY-7f3a"

@@ -33,9 +33,10 @@ def test_products_auto_is_tf32_on_a_gpu_and_float32_on_the_cpu():
 
 
 def test_tf32_products_switch_torchs_flag_for_the_products_only_and_change_nothing_on_the_cpu():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
     from worker.engine.calibration.calibrate import calibrate
     from worker.engine.calibration.products import tf32_matmuls
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     before = torch.backends.cuda.matmul.allow_tf32
     with tf32_matmuls(True):

@@ -4,9 +4,9 @@ layer at a time), with or without the hidden states spilt to disk."""
 
 import pytest
 import torch
-
-from testkit.models import FAMILY_CONFIGS, family_param, load_smollm2, save_tiny_checkpoint, tiny_model
 from one_pass_reference import one_pass_sums
+from testkit.models import FAMILY_CONFIGS, family_param, load_smollm2, save_tiny_checkpoint, tiny_model
+
 from worker.engine.calibration.calibrate import calibrate, holdout_count
 from worker.engine.calibration.layer_source import CheckpointLayers
 

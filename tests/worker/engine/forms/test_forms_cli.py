@@ -4,8 +4,8 @@ each output's evaluation), the typed result's form and runs_in, and the refusals
 import json
 
 import pytest
-
 from testkit.models import save_tiny_checkpoint
+
 from cli import main as cli
 
 

@@ -3,14 +3,14 @@ run of blocks folds as one map, the fold into down_proj equals the map applied a
 
 import pytest
 import torch
-
 from testkit.models import tiny_model
+
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.forms.fold_runs import fit_form_maps, folded, runs
 from worker.engine.forms.form_layers import apply_form
+from worker.engine.forms.surgery import Plan
 from worker.engine.scoring.stage import score_stage
 from worker.engine.selection.criteria import choose
-from worker.engine.forms.surgery import Plan
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import textwrap
 import pytest
 import torch
 from safetensors import safe_open
-
 from testkit.models import save_tiny_checkpoint, tiny_tokenizer
+
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.forms.fold_runs import fit_form_maps
 from worker.engine.forms.form_layers import apply_form

@@ -10,8 +10,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "bench"))
 
-from forms_table_state import (COMPOSITION_KEYS, ROW_KEYS, load_composition, load_rows,  # noqa: E402
-                               save_composition, save_rows, settings_of, targets, targets_md)
+from forms_table_state import (  # noqa: E402
+    COMPOSITION_KEYS,
+    ROW_KEYS,
+    load_composition,
+    load_rows,
+    save_composition,
+    save_rows,
+    settings_of,
+    targets,
+    targets_md,
+)
 
 ARGS = Namespace(num_samples=32, seq_len=256, max_tokens=4096, window=2048, arc_limit=100, gguf_tokens=4096, ctx=512,
                  work=Path("/tmp/x"), out="forms_table")

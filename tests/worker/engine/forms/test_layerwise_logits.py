@@ -3,11 +3,11 @@ compressed model in memory, read from the checkpoint or from a model already loa
 
 import pytest
 import torch
+from testkit.models import save_tiny_checkpoint
 from transformers import AutoModelForCausalLM
 
-from testkit.models import save_tiny_checkpoint
-from worker.engine.forms import surgery
 from worker.engine.calibration.layer_source import CheckpointLayers, ModelLayers
+from worker.engine.forms import surgery
 from worker.engine.forms.layerwise_logits import LayerwiseModel
 from worker.engine.scoring.scores import LinearMap
 from worker.publish import loadcheck

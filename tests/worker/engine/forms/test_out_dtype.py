@@ -8,11 +8,11 @@ import json
 import pytest
 import torch
 from safetensors import safe_open
-
 from testkit.models import save_tiny_checkpoint
+
 from worker.engine import compress
-from worker.engine.config import CompressConfig
 from worker.engine.calibration.data import DatasetSpec
+from worker.engine.config import CompressConfig
 from worker.engine.forms.out_dtype import output_dtype, stored_dtype
 from worker.publish import loadcheck
 

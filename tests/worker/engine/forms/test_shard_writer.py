@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors import safe_open
+from testkit.models import FAMILY_CONFIGS, family_param, save_tiny_checkpoint, tiny_tokenizer
 from transformers import AutoModelForCausalLM
 
-from testkit.models import FAMILY_CONFIGS, family_param, save_tiny_checkpoint, tiny_tokenizer
 from worker.engine.forms import surgery
 from worker.engine.forms.saving import save_compressed, write_compressed
-from worker.engine.scoring.scores import LinearMap
 from worker.engine.forms.shard_writer import map_tensors, skeleton, write_shards
+from worker.engine.scoring.scores import LinearMap
 
 FAMILIES = sorted(FAMILY_CONFIGS)
 CASES = [family_param(f, mode, method) for f in FAMILIES for mode in ("attn", "block") for method in ("nbl", "drop")]

@@ -5,17 +5,17 @@ import json
 
 import pytest
 import torch
-
 from testkit.models import DATA_DIR, load_smollm2
+
+from worker.engine.calibration.data import DatasetSpec
 from worker.engine.calibration.stage import calibration_stage
 from worker.engine.config import CompressConfig
-from worker.engine.calibration.data import DatasetSpec
 from worker.engine.forms.fold_runs import fit_form_maps
 from worker.engine.forms.form_layers import apply_form
 from worker.engine.forms.saving_forms import write_form
+from worker.engine.forms.surgery import Plan
 from worker.engine.scoring.stage import layer_reader
 from worker.engine.selection.criteria import choose
-from worker.engine.forms.surgery import Plan
 
 pytestmark = pytest.mark.slow
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time"]

@@ -8,12 +8,12 @@ import textwrap
 import pytest
 import torch
 from safetensors import safe_open
-
 from testkit.models import FAMILY_CONFIGS, FAST_FAMILIES, family_param, runs_slow, tiny_model, tiny_tokenizer
-from worker.engine.forms import surgery
+
 from worker.engine.calibration.calibrate import calibrate
-from worker.engine.scoring.stage import fit_maps
+from worker.engine.forms import surgery
 from worker.engine.forms.saving import save_compressed
+from worker.engine.scoring.stage import fit_maps
 
 FAMILIES = sorted(FAMILY_CONFIGS)
 

@@ -8,7 +8,6 @@ marker appears. The Hub is faked at its edge (HfApi.model_info, hf_hub_download,
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,14 +17,13 @@ from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
-import torch
-
 from testkit.models import REPO, save_tiny_checkpoint, tiny_model, tiny_tokenizer
+
 from cli import main as cli
 from worker.engine.forms import surgery
+from worker.engine.forms.saving import save_compressed
 from worker.engine.loading.custom_code import check_local_dir
 from worker.engine.loading.load import ModelError, load_model
-from worker.engine.forms.saving import save_compressed
 from worker.publish.card import usage_section
 
 EVIL_MAP = {"AutoTokenizer": [None, "evil.EvilTokenizer"], "AutoConfig": "evil.EvilConfig"}

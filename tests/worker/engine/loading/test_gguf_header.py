@@ -3,10 +3,10 @@ input), its counts and lengths checked against the file's size before any loop o
 header (SmolLM2's) reads whole."""
 
 import pytest
+from gguf_craft import broken, gguf
+from testkit.models import smollm2_gguf
 
 from cli.main import main
-from testkit.models import smollm2_gguf
-from gguf_craft import broken, gguf
 from worker.engine.loading.gguf_header import GGUFError, check_gguf
 
 BROKEN = broken()

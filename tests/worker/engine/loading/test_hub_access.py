@@ -17,8 +17,8 @@ import time
 import httpx
 import pytest
 from testkit.fakehub import FakeHub
-
 from testkit.models import save_tiny_checkpoint
+
 from worker.engine.loading.hub_access import HubModelError, HubUnreachable, meaning
 from worker.engine.loading.load import ModelError, load_model
 from worker.errors import classify, retrying

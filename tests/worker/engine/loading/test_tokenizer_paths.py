@@ -18,8 +18,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from testkit.models import save_tiny_checkpoint
+
 from worker.engine.loading.load import load_model
 from worker.engine.loading.tokenizer_paths import path_overrides
 from worker.errors import classify

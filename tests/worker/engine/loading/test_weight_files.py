@@ -29,8 +29,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 from testkit.crafted_snapshot import CASES, INDEX, REV, craft, hub_snapshot, secret_model, sharded_checkpoint
-
 from testkit.models import DATA_DIR, REPO, tiny_model
+
 from worker.engine.loading.weight_files import SHOWN, WeightFileError
 from worker.errors import classify
 
@@ -142,8 +142,8 @@ def test_a_real_sharded_hub_snapshot_of_blob_symlinks_loads(tmp_path, hub_cache)
 def readers(folder: Path, tmp: Path) -> dict:
     """Every reader of an index, each called on `folder` as its stage calls it."""
     from worker.engine.calibration.layer_source import CheckpointLayers, tensor_files
-    from worker.engine.loading.load import LoadedModel, load_model, load_weights
     from worker.engine.forms.shard_writer import write_shards
+    from worker.engine.loading.load import LoadedModel, load_model, load_weights
     from worker.eval.compressed import load_compressed
     from worker.fetch import fetch
     from worker.publish import loadcheck

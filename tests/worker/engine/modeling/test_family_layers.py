@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from testkit.models import FAMILY_CONFIGS, tiny_model
+
 from nbl.families import FAMILIES
 from worker.engine.modeling import modeling_nbl
 

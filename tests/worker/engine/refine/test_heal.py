@@ -6,13 +6,13 @@ import copy
 
 import pytest
 import torch
-
 from testkit.models import save_tiny_checkpoint, tiny_model, tiny_tokenizer
+
 from worker.engine.calibration.calibrate import calibrate
-from worker.engine.refine.heal import heal, kl_top_k, teacher_targets
 from worker.engine.forms.saving import write_compressed
-from worker.engine.scoring.stage import fit_maps
 from worker.engine.forms.surgery import Plan, replaced
+from worker.engine.refine.heal import heal, kl_top_k, teacher_targets
+from worker.engine.scoring.stage import fit_maps
 
 
 def _blocks(n, seed):

@@ -7,12 +7,12 @@ import json
 import pytest
 import torch
 from safetensors import safe_open
-
 from testkit.models import DATA_DIR, save_tiny_checkpoint
+
 from nbl.recipe import Heal
 from worker.engine import compress
-from worker.engine.config import CompressConfig
 from worker.engine.calibration.data import DataError, DatasetSpec
+from worker.engine.config import CompressConfig
 from worker.engine.refine.stage import heal_split
 
 

@@ -6,15 +6,15 @@ import copy
 
 import pytest
 import torch
-
 from testkit.models import save_tiny_checkpoint, tiny_model
+
 from worker.engine.calibration.calibrate import calibrate
+from worker.engine.calibration.layer_source import CheckpointLayers
 from worker.engine.forms.fold_runs import fit_form_maps
 from worker.engine.forms.form_layers import apply_form
-from worker.engine.calibration.layer_source import CheckpointLayers
+from worker.engine.forms.surgery import Plan, apply
 from worker.engine.refine.refit import sequential_refit
 from worker.engine.scoring.stage import fit_maps
-from worker.engine.forms.surgery import Plan, apply
 
 HOLDOUT, BS = 1, 3
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from worker.engine.scoring import scores
 from worker.engine.calibration.stats import LayerAccumulator
+from worker.engine.scoring import scores
 
 
 def _accumulate(x, ys, holdout_rows=0, product_dtype=torch.float64, batch=97):

@@ -6,14 +6,14 @@ import itertools
 
 import pytest
 import torch
-
 from testkit.models import FAMILY_CONFIGS, family_param, save_tiny_checkpoint, tiny_model
-from worker.engine.forms import surgery
+
 from worker.engine.calibration.calibrate import calibrate
-from worker.engine.selection.greedy import Greedy, candidate_order
 from worker.engine.calibration.layer_source import CheckpointLayers
+from worker.engine.forms import surgery
 from worker.engine.scoring.likelihood import nll_sum
 from worker.engine.scoring.stage import fit_maps, score_stage
+from worker.engine.selection.greedy import Greedy, candidate_order
 from worker.engine.selection.set_loss import SetLoss
 
 

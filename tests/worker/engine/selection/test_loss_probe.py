@@ -3,13 +3,13 @@ model in memory, run once per layer with that layer alone replaced."""
 
 import pytest
 import torch
-
 from testkit.models import save_tiny_checkpoint, tiny_model
-from worker.engine.forms import surgery
+
 from worker.engine.calibration.calibrate import calibrate
-from worker.engine.scoring.stage import fit_maps
 from worker.engine.calibration.layer_source import CheckpointLayers
+from worker.engine.forms import surgery
 from worker.engine.scoring.likelihood import nll_sum
+from worker.engine.scoring.stage import fit_maps
 from worker.engine.selection.loss_probe import loss_rise
 
 

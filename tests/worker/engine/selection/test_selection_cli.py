@@ -86,8 +86,9 @@ def test_selection_on_the_calibration_dataset_takes_the_blocks_after_the_calibra
     from types import SimpleNamespace
 
     from testkit.models import tiny_tokenizer
-    from worker.engine.config import CompressConfig
+
     from worker.engine.calibration.data import DatasetSpec, load_texts, make_blocks
+    from worker.engine.config import CompressConfig
     from worker.engine.selection.stage import selection_data
 
     tok = tiny_tokenizer()

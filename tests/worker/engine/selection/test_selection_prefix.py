@@ -6,13 +6,13 @@ import math
 
 import pytest
 import torch
-
 from testkit.models import tiny_model
+
 from worker.engine.calibration.calibrate import calibrate
+from worker.engine.scoring.stage import fit_maps
 from worker.engine.selection.greedy import Greedy
 from worker.engine.selection.prefix_cache import PrefixCache
 from worker.engine.selection.race import race, schedule
-from worker.engine.scoring.stage import fit_maps
 from worker.engine.selection.set_loss import SetLoss
 
 
