@@ -55,27 +55,46 @@ def main() -> None:
 
     t0 = time.perf_counter()
     lm = load_model(smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir, home=settings.home)
-    cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[4, 8], num_samples=args.num_samples,
-                         seq_len=args.seq_len, stats_dir=settings.stats_dir, data_dir=settings.data_dir)
+    cfg = CompressConfig(
+        model="smollm2",
+        dataset=DatasetSpec("c4"),
+        ks=[4, 8],
+        num_samples=args.num_samples,
+        seq_len=args.seq_len,
+        stats_dir=settings.stats_dir,
+        data_dir=settings.data_dir,
+    )
     cal = calibration_stage(cfg, lm)
     scores = cal.scores or score_stage(cal.stats)
     torch.set_num_threads(args.threads)
     rows = [("base", "nbl", "-", 0, [])]
     for k in (4, 8):
-        rows += [(f"Attn NBL-{k} (cosine)", "nbl", "cosine", k, choose(scores, "attn", "cosine", k)),
-                 (f"Attn DROP-{k} (cosine)", "drop", "cosine", k, choose(scores, "attn", "cosine", k))]
+        rows += [
+            (f"Attn NBL-{k} (cosine)", "nbl", "cosine", k, choose(scores, "attn", "cosine", k)),
+            (f"Attn DROP-{k} (cosine)", "drop", "cosine", k, choose(scores, "attn", "cosine", k)),
+        ]
     # the measured sets last: selection_table.py may still be running, and writes them when it has them
     rows += [(f"Attn NBL-{k} ({c})", "nbl", c, k, None) for k in (4, 8) for c in ("greedy", "auto")]
-    out = {"model": "SmolLM2-135M-Instruct", "calibration": f"c4 {args.num_samples}x{args.seq_len}",
-           "limit": args.limit, "tasks": tasks, "command": " ".join(["python", *sys.argv]),
-           "machine": f"{os.cpu_count()} CPUs, float32", "calibration_s": round(time.perf_counter() - t0, 1),
-           "threads": args.threads, "rows": []}
+    out = {
+        "model": "SmolLM2-135M-Instruct",
+        "calibration": f"c4 {args.num_samples}x{args.seq_len}",
+        "limit": args.limit,
+        "tasks": tasks,
+        "command": " ".join(["python", *sys.argv]),
+        "machine": f"{os.cpu_count()} CPUs, float32",
+        "calibration_s": round(time.perf_counter() - t0, 1),
+        "threads": args.threads,
+        "rows": [],
+    }
     done: dict[tuple, dict] = {}
     if args.resume and args.out.with_suffix(".json").exists():
         for r in json.loads(args.out.with_suffix(".json").read_text())["rows"]:
             if all(t in r for t in tasks):
-                done[(r["method"], tuple(r["layers"]))] = {**{t: r[t] for t in tasks}, "seconds": r["seconds"],
-                                                           "resumed": True}
+                done[(r["method"], tuple(r["layers"]))] = {
+                    **{t: r[t] for t in tasks},
+                    "seconds": r["seconds"],
+                    "resumed": True,
+                }
     loaded = {t: load_task(t, args.limit, settings.data_dir) for t in tasks}
     for name, method, criterion, k, layers in rows:
         if layers is None:
@@ -93,8 +112,9 @@ def main() -> None:
             with replaced(lm.model, Plan("attn", method, tuple(layers)), maps):
                 done[key] = {task: run_task(lm.model, lm.tokenizer, loaded[task]) for task in tasks}
             done[key]["seconds"] = round(time.perf_counter() - t, 1)
-        out["rows"].append({"name": name, "method": method, "criterion": criterion, "k": k, "layers": layers,
-                            **done[key]})
+        out["rows"].append(
+            {"name": name, "method": method, "criterion": criterion, "k": k, "layers": layers, **done[key]}
+        )
         print(out["rows"][-1], flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".json").write_text(json.dumps(out, indent=1) + "\n")
@@ -116,11 +136,16 @@ def measured(path: Path, poll_s: float = 30.0) -> dict:
 def write_md(out: dict, path: Path) -> None:
     tasks = out["tasks"]
     d = out["selection_data"]
-    md = [f"# Method against criterion: SmolLM2-135M zero-shot accuracy, first {out['limit']} documents per task", "",
-          f"Calibration {out['calibration']}; greedy and auto chosen on {d['path']} {d['split']} "
-          f"({d['num_samples']} blocks, bench/selection_table.py); lm-eval prompts and metrics (acc / acc_norm); "
-          f"`{out['command']}`; {out['machine']}; {out['total_s']:.0f} s in all.", "",
-          "| model | layers | " + " | ".join(tasks) + " | mean acc |", "|---|---|" + "---|" * (len(tasks) + 1)]
+    md = [
+        f"# Method against criterion: SmolLM2-135M zero-shot accuracy, first {out['limit']} documents per task",
+        "",
+        f"Calibration {out['calibration']}; greedy and auto chosen on {d['path']} {d['split']} "
+        f"({d['num_samples']} blocks, bench/selection_table.py); lm-eval prompts and metrics (acc / acc_norm); "
+        f"`{out['command']}`; {out['machine']}; {out['total_s']:.0f} s in all.",
+        "",
+        "| model | layers | " + " | ".join(tasks) + " | mean acc |",
+        "|---|---|" + "---|" * (len(tasks) + 1),
+    ]
     for r in out["rows"]:
         cells = []
         for t in tasks:

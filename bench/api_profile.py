@@ -63,13 +63,17 @@ def main() -> None:
         "job view (2 queries + result)": lambda: job_view(s, job),
         "JobOut validate + dump_json": lambda: JobOut.model_validate(view).model_dump_json(),
         "JobOut jsonable_encoder": lambda: jsonable_encoder(view),
-        "cached read: job_body (auth + version query)": lambda: read_cache.job_body(cache, reads, f"Bearer {key}", job_id),
-        "cached read: list_body (auth + page, 20)": lambda: read_cache.list_body(cache, reads, f"Bearer {key}", limit=20, after=None,
-                                                                    statuses=[]),
+        "cached read: job_body (auth + version query)": lambda: read_cache.job_body(
+            cache, reads, f"Bearer {key}", job_id
+        ),
+        "cached read: list_body (auth + page, 20)": lambda: read_cache.list_body(
+            cache, reads, f"Bearer {key}", limit=20, after=None, statuses=[]
+        ),
         "list query (20)": lambda: jobs.list_jobs(s, who.team_id, limit=20, after=None, statuses=[]),
         "list views (20)": lambda: job_views(s, rows),
-        "JobList validate + dump_json (20)": lambda: JobList(data=views, has_more=False,
-                                                             next_cursor=None).model_dump_json(),
+        "JobList validate + dump_json (20)": lambda: JobList(
+            data=views, has_more=False, next_cursor=None
+        ).model_dump_json(),
     }
     for name, fn in parts.items():
         print(f"{name:40s} {per_call(fn, n):9.0f} us")
@@ -81,10 +85,14 @@ async def http(settings: Settings, key: str, job_id: str, n: int) -> None:
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t",
-                                     headers={"Authorization": f"Bearer {key}"}) as c:
-            for name, path in (("/healthz", "/healthz"), ("GET /v1/jobs/{id}", f"/v1/jobs/{job_id}"),
-                               ("GET /v1/jobs?limit=20", "/v1/jobs?limit=20")):
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://t", headers={"Authorization": f"Bearer {key}"}
+        ) as c:
+            for name, path in (
+                ("/healthz", "/healthz"),
+                ("GET /v1/jobs/{id}", f"/v1/jobs/{job_id}"),
+                ("GET /v1/jobs?limit=20", "/v1/jobs?limit=20"),
+            ):
                 assert (await c.get(path)).status_code == 200
                 best = float("inf")
                 for _ in range(3):  # the least of three: a shared machine only ever adds

@@ -54,8 +54,13 @@ def main(n: int) -> None:
     admin.execute(f'CREATE DATABASE "{name}"')
     url = make_url(PG_ADMIN).set(database=name).render_as_string(hide_password=False)
     home = Path(tempfile.mkdtemp(prefix="nbl-bench-"))
-    env = {"NBL_HOME": str(home), "DATABASE_URL": url, "BROKER_URL": REDIS, "NBL_QUEUE": name,
-           "NBL_RECONCILE_INTERVAL": "3600"}
+    env = {
+        "NBL_HOME": str(home),
+        "DATABASE_URL": url,
+        "BROKER_URL": REDIS,
+        "NBL_QUEUE": name,
+        "NBL_RECONCILE_INTERVAL": "3600",
+    }
     worker = None
     try:
         upgrade(url)
@@ -72,9 +77,14 @@ def main(n: int) -> None:
                 ids.append(job.id)
         engine.dispose()
         log = home / "worker.log"
-        worker = subprocess.Popen([sys.executable, "-m", "cli.main", "worker"], cwd=REPO, start_new_session=True,
-                                  env={**os.environ, **env, "PYTHONPATH": str(REPO)}, stdout=open(log, "w"),
-                                  stderr=subprocess.STDOUT)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "worker"],
+            cwd=REPO,
+            start_new_session=True,
+            env={**os.environ, **env, "PYTHONPATH": str(REPO)},
+            stdout=open(log, "w"),
+            stderr=subprocess.STDOUT,
+        )
         while "ready." not in log.read_text():
             if worker.poll() is not None:
                 sys.exit(f"the worker exited:\n{log.read_text()}")
@@ -90,8 +100,9 @@ def main(n: int) -> None:
                 sys.exit(f"the worker did not drop {n} deliveries:\n{log.read_text()[-3000:]}")
             time.sleep(0.05)
         elapsed = time.monotonic() - t0
-        print(f"{n} dead deliveries dropped in {elapsed:.2f} s: {elapsed / n:.3f} s each; "
-              f"pool children seen: {len(seen)}")
+        print(
+            f"{n} dead deliveries dropped in {elapsed:.2f} s: {elapsed / n:.3f} s each; pool children seen: {len(seen)}"
+        )
     finally:
         if worker is not None:
             os.killpg(worker.pid, 9)

@@ -62,18 +62,43 @@ def main() -> None:
         model_dir = work / "model"
         weights = build_model(model_dir, args.layers, args.hidden, args.intermediate)
         nbl = str(Path(sys.executable).parent / "nbl")
-        cmd = [nbl, "compress", "--model", str(model_dir), "--dataset", "c4", "--num-samples", str(args.num_samples),
-               "--seq-len", str(args.seq_len), "--mode", "attn", "--k", "4", "--no-cache", "--json"]
+        cmd = [
+            nbl,
+            "compress",
+            "--model",
+            str(model_dir),
+            "--dataset",
+            "c4",
+            "--num-samples",
+            str(args.num_samples),
+            "--seq-len",
+            str(args.seq_len),
+            "--mode",
+            "attn",
+            "--k",
+            "4",
+            "--no-cache",
+            "--json",
+        ]
         runs, load_before = {}, os.getloadavg()
         for devices in ("cpu", "cpu,cpu"):
             peak, seconds, out = peak_rss([*cmd, "--devices", devices], {**env, "NBL_HOME": str(work / "home")})
             report = json.loads(out)
-            runs[devices] = {"wall_s": round(seconds, 1), "calibrate_s": round(report["timings"]["calibrate_s"], 1),
-                             "peak_rss_bytes": peak, "scores": report["scores"]}
+            runs[devices] = {
+                "wall_s": round(seconds, 1),
+                "calibrate_s": round(report["timings"]["calibrate_s"], 1),
+                "peak_rss_bytes": peak,
+                "scores": report["scores"],
+            }
         result = {
             "command": " ".join(["nbl", *cmd[1:], "--devices", "cpu|cpu,cpu"]),
-            "model": {"layers": args.layers, "hidden": args.hidden, "intermediate": args.intermediate,
-                      "dtype": "float32", "weights_bytes": weights},
+            "model": {
+                "layers": args.layers,
+                "hidden": args.hidden,
+                "intermediate": args.intermediate,
+                "dtype": "float32",
+                "weights_bytes": weights,
+            },
             "tokens": args.num_samples * args.seq_len,
             "runs": {d: {k: v for k, v in r.items() if k != "scores"} for d, r in runs.items()},
             "scores_max_relative_difference": _max_rel(runs["cpu,cpu"]["scores"], runs["cpu"]["scores"]),

@@ -61,8 +61,11 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=None, help="default: nbl compress's on CPU")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the target is for 1)")
-    ap.add_argument("--target-only", action="store_true", help="time only the target's pair: the decoder's forward "
-                    "pass and calibration from the checkpoint")
+    ap.add_argument(
+        "--target-only",
+        action="store_true",
+        help="time only the target's pair: the decoder's forward pass and calibration from the checkpoint",
+    )
     ap.add_argument("--out", type=Path, default=HERE / "results" / "engine_cpu.json")
     args = ap.parse_args()
     os.environ.setdefault("NBL_DATA_DIR", str(HERE.parent.parent / "shared" / "data"))
@@ -70,36 +73,59 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     args.batch_size = args.batch_size or default_batch_size(args.seq_len, "cpu")
 
-    lm = load_model(args.model or smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir,
-                    home=settings.home)
+    lm = load_model(
+        args.model or smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir, home=settings.home
+    )
     blocks = make_blocks(load_texts(DatasetSpec("c4"), settings.data_dir), lm.tokenizer, args.num_samples, args.seq_len)
     hold = holdout_count(len(blocks))
     plain_forward(lm.model, blocks[: args.batch_size], args.batch_size)  # warm-up
 
-    runs = {"forward_s": [], "forward_decoder_only_s": [], "calibrate_attn_checkpoint_s": [],
-            "calibrate_attn_in_memory_s": [], "calibrate_both_modes_in_memory_s": [], "calibrate_attn_f64_s": []}
+    runs = {
+        "forward_s": [],
+        "forward_decoder_only_s": [],
+        "calibrate_attn_checkpoint_s": [],
+        "calibrate_attn_in_memory_s": [],
+        "calibrate_both_modes_in_memory_s": [],
+        "calibrate_attn_f64_s": [],
+    }
     stats_bytes = None
     lm.model = None  # as a job: the checkpoint read layer by layer
     weights = layer_source(lm)
     weights_from_disk = type(weights).__name__
     for _ in range(args.repeats):
         # sums are handed to on_layer and dropped, as calibration_stage writes each layer's shard and frees it
-        cal = calibrate(weights, blocks, args.batch_size, hold, torch.float32, progress=False, modes=("attn",),
-                        on_layer=lambda i, st: None)
+        cal = calibrate(
+            weights,
+            blocks,
+            args.batch_size,
+            hold,
+            torch.float32,
+            progress=False,
+            modes=("attn",),
+            on_layer=lambda i, st: None,
+        )
         runs["calibrate_attn_checkpoint_s"].append(cal.seconds)
         stats_bytes = cal.stats_bytes
         del cal
-        model = load_model(args.model or smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir,
-                           home=settings.home).model
+        model = load_model(
+            args.model or smollm2_gguf(),
+            dtype="float32",
+            device="cpu",
+            models_dir=settings.models_dir,
+            home=settings.home,
+        ).model
         runs["forward_decoder_only_s"].append(timed(partial(plain_forward, model, blocks, args.batch_size, False)))
         if args.target_only:
             continue
         runs["forward_s"].append(timed(partial(plain_forward, model, blocks, args.batch_size)))
-        for name, modes, dt in (("calibrate_attn_in_memory_s", ("attn",), torch.float32),
-                                ("calibrate_both_modes_in_memory_s", ("attn", "block"), torch.float32),
-                                ("calibrate_attn_f64_s", ("attn",), torch.float64)):
-            cal = calibrate(model, blocks, args.batch_size, hold, dt, progress=False, modes=modes,
-                            on_layer=lambda i, st: None)
+        for name, modes, dt in (
+            ("calibrate_attn_in_memory_s", ("attn",), torch.float32),
+            ("calibrate_both_modes_in_memory_s", ("attn", "block"), torch.float32),
+            ("calibrate_attn_f64_s", ("attn",), torch.float64),
+        ):
+            cal = calibrate(
+                model, blocks, args.batch_size, hold, dt, progress=False, modes=modes, on_layer=lambda i, st: None
+            )
             runs[name].append(cal.seconds)
             del cal
         del model
@@ -120,9 +146,15 @@ def main() -> None:
         "calibrate_tokens_per_s": blocks.numel() / best["calibrate_attn_checkpoint_s"],
         "stats_bytes": stats_bytes,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                    "python": platform.python_version(), "torch": torch.__version__},
-        "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),  # hugetlb=1: the worker image's heap (docs/operations.md, Configuration)
+        "machine": {
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
+        "glibc_tunables": os.environ.get(
+            "GLIBC_TUNABLES"
+        ),  # hugetlb=1: the worker image's heap (docs/operations.md, Configuration)
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

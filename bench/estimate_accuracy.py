@@ -41,9 +41,17 @@ from nbl.sizing.classes import parse_classes, place  # noqa: E402
 from nbl.sizing.model import Options, estimate  # noqa: E402
 from nbl.sizing.shapes import shape_of  # noqa: E402
 
-LLAMA_70B = {"hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 28672, "num_attention_heads": 64,
-             "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
-             "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+LLAMA_70B = {
+    "hidden_size": 8192,
+    "num_hidden_layers": 80,
+    "intermediate_size": 28672,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
 
 
 EVAL_TOKENS = 8192
@@ -59,8 +67,12 @@ def tree_peak(cmd: list[str], env: dict) -> tuple[int, int, float]:
 
     with tempfile.NamedTemporaryFile("r") as rss:
         t = time.perf_counter()
-        proc = subprocess.Popen(["/usr/bin/time", "-o", rss.name, "-f", "%M", *cmd], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            ["/usr/bin/time", "-o", rss.name, "-f", "%M", *cmd],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         root, summed = psutil.Process(proc.pid), 0
         while proc.poll() is None:
             try:
@@ -78,9 +90,24 @@ def tree_peak(cmd: list[str], env: dict) -> tuple[int, int, float]:
 
 def measure(name: str, model_dir: Path, args, out: Path | None, env: dict, evaluate: bool = False) -> dict:
     py = sys.executable
-    cmd = [str(Path(py).parent / "nbl"), "compress", "--model", str(model_dir), "--dataset", "c4",
-           "--num-samples", str(args.num_samples), "--seq-len", str(args.seq_len), "--mode", "attn", "--k", "4",
-           "--no-cache", "--json"] + (["--out", str(out)] if out else [])
+    cmd = [
+        str(Path(py).parent / "nbl"),
+        "compress",
+        "--model",
+        str(model_dir),
+        "--dataset",
+        "c4",
+        "--num-samples",
+        str(args.num_samples),
+        "--seq-len",
+        str(args.seq_len),
+        "--mode",
+        "attn",
+        "--k",
+        "4",
+        "--no-cache",
+        "--json",
+    ] + (["--out", str(out)] if out else [])
     if evaluate:
         cmd += ["--eval", "--perplexity", "wikitext2", "--max-tokens", str(EVAL_TOKENS)]
     if out is not None:
@@ -89,26 +116,55 @@ def measure(name: str, model_dir: Path, args, out: Path | None, env: dict, evalu
     summed, single, seconds = tree_peak(cmd, env)
     peak = max(summed, single)
     config = json.loads((model_dir / "config.json").read_text())
-    opts = Options(num_samples=args.num_samples, seq_len=args.seq_len, ks=(4,), outputs=out is not None,
-                   whole_model=evaluate, perplexity=("wikitext2",) if evaluate else (),
-                   eval_max_tokens=EVAL_TOKENS if evaluate else None)
-    return row(name, " ".join(["nbl", *cmd[1:]]).replace(str(model_dir), "MODEL").replace(str(out), "OUT"),
-               peak, config, opts, {"wall_s": round(seconds, 1), "load_average_before": list(load),
-                                    "tree_sampled_peak_bytes": summed, "largest_process_peak_bytes": single})
+    opts = Options(
+        num_samples=args.num_samples,
+        seq_len=args.seq_len,
+        ks=(4,),
+        outputs=out is not None,
+        whole_model=evaluate,
+        perplexity=("wikitext2",) if evaluate else (),
+        eval_max_tokens=EVAL_TOKENS if evaluate else None,
+    )
+    return row(
+        name,
+        " ".join(["nbl", *cmd[1:]]).replace(str(model_dir), "MODEL").replace(str(out), "OUT"),
+        peak,
+        config,
+        opts,
+        {
+            "wall_s": round(seconds, 1),
+            "load_average_before": list(load),
+            "tree_sampled_peak_bytes": summed,
+            "largest_process_peak_bytes": single,
+        },
+    )
 
 
 def row(name: str, command: str, peak: int, config: dict, opts: Options, extra: dict) -> dict:
     est = estimate(shape_of(config), opts, ["cpu"])
-    return {"model": name, "command": command, "measured_peak_rss_bytes": peak, "estimated_host_bytes": est.host_bytes,
-            "error": round(est.host_bytes / peak - 1, 3), "within_30pct": abs(est.host_bytes / peak - 1) <= 0.3,
-            "phases": est.phases, "estimated_seconds": list(est.seconds), "config": config, "options": asdict(opts), **extra}
+    return {
+        "model": name,
+        "command": command,
+        "measured_peak_rss_bytes": peak,
+        "estimated_host_bytes": est.host_bytes,
+        "error": round(est.host_bytes / peak - 1, 3),
+        "within_30pct": abs(est.host_bytes / peak - 1) <= 0.3,
+        "phases": est.phases,
+        "estimated_seconds": list(est.seconds),
+        "config": config,
+        "options": asdict(opts),
+        **extra,
+    }
 
 
 def again(r: dict) -> dict:
     """A row measured before, estimated with today's formulas (--reuse)."""
     opts = Options(**{k: tuple(v) if isinstance(v, list) else v for k, v in r["options"].items()})
-    extra = {k: v for k, v in r.items() if k in ("wall_s", "load_average_before", "tree_sampled_peak_bytes",
-                                                 "largest_process_peak_bytes")}
+    extra = {
+        k: v
+        for k, v in r.items()
+        if k in ("wall_s", "load_average_before", "tree_sampled_peak_bytes", "largest_process_peak_bytes")
+    }
     return row(r["model"], r["command"], r["measured_peak_rss_bytes"], r["config"], opts, extra)
 
 
@@ -150,43 +206,77 @@ def main() -> None:
 
 
 def report(rows: list[dict], out: Path) -> None:
-    big = estimate(shape_of(LLAMA_70B), Options(num_samples=256, seq_len=2048, ks=(8,), outputs=False,
-                                                whole_model=False), ["cuda:0"])
-    job = place(shape_of(LLAMA_70B), Options(num_samples=256, seq_len=2048, ks=(8,), perplexity=("wikitext2",)), parse_classes(
-        "cpu=0x0/64,gpu-24g=1x24/128,gpu-80g=1x80/256,gpu-8x80g=8x80/1024"), 6 * 3600)
-    result = {"rows": rows, "llama_70b_calibration_one_gpu": {
-        "device_bytes": big.device_bytes, "host_bytes": big.host_bytes, "disk": big.disk, "seconds": big.seconds,
-        "fits_80GB": big.device_bytes <= 80 * 2**30},
-        "llama_70b_job": {"worker_class": job.cls.name if job.cls else None, "device_bytes": job.estimate.device_bytes,
-                          "host_bytes": job.estimate.host_bytes, "phases": job.estimate.phases,
-                          "disk": job.estimate.disk, "seconds": job.estimate.seconds},
-        "cpus": os.cpu_count(), "machine": platform.platform()}
+    big = estimate(
+        shape_of(LLAMA_70B),
+        Options(num_samples=256, seq_len=2048, ks=(8,), outputs=False, whole_model=False),
+        ["cuda:0"],
+    )
+    job = place(
+        shape_of(LLAMA_70B),
+        Options(num_samples=256, seq_len=2048, ks=(8,), perplexity=("wikitext2",)),
+        parse_classes("cpu=0x0/64,gpu-24g=1x24/128,gpu-80g=1x80/256,gpu-8x80g=8x80/1024"),
+        6 * 3600,
+    )
+    result = {
+        "rows": rows,
+        "llama_70b_calibration_one_gpu": {
+            "device_bytes": big.device_bytes,
+            "host_bytes": big.host_bytes,
+            "disk": big.disk,
+            "seconds": big.seconds,
+            "fits_80GB": big.device_bytes <= 80 * 2**30,
+        },
+        "llama_70b_job": {
+            "worker_class": job.cls.name if job.cls else None,
+            "device_bytes": job.estimate.device_bytes,
+            "host_bytes": job.estimate.host_bytes,
+            "phases": job.estimate.phases,
+            "disk": job.estimate.disk,
+            "seconds": job.estimate.seconds,
+        },
+        "cpus": os.cpu_count(),
+        "machine": platform.platform(),
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    lines = ["# Estimate vs measured peak host memory (nbl compress on CPU)", "",
-             "`.venv/bin/python bench/estimate_accuracy.py` (peak: the process tree's summed RSS sampled every 50 ms, "
-             "or /usr/bin/time's largest process if higher; target: within ±30%).", "",
-             "| model | command | measured peak RSS | estimate | error | wall | estimated time |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Estimate vs measured peak host memory (nbl compress on CPU)",
+        "",
+        "`.venv/bin/python bench/estimate_accuracy.py` (peak: the process tree's summed RSS sampled every 50 ms, "
+        "or /usr/bin/time's largest process if higher; target: within ±30%).",
+        "",
+        "| model | command | measured peak RSS | estimate | error | wall | estimated time |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         lo, hi = r["estimated_seconds"]
-        lines.append(f"| {r['model']} | `{r['command']}` | {r['measured_peak_rss_bytes'] / 1e9:.2f} GB | "
-                     f"{r['estimated_host_bytes'] / 1e9:.2f} GB | {r['error']:+.0%} | {r.get('wall_s', 0):.0f} s | "
-                     f"{lo:.0f}-{hi:.0f} s |")
+        lines.append(
+            f"| {r['model']} | `{r['command']}` | {r['measured_peak_rss_bytes'] / 1e9:.2f} GB | "
+            f"{r['estimated_host_bytes'] / 1e9:.2f} GB | {r['error']:+.0%} | {r.get('wall_s', 0):.0f} s | "
+            f"{lo:.0f}-{hi:.0f} s |"
+        )
     b = result["llama_70b_calibration_one_gpu"]
-    lines += ["", "Each row's estimate is `nbl estimate` with the same options on `--devices cpu`; `--reuse` "
-              "re-estimates the stored peaks with today's formulas. The evaluated rows' peak is the evaluation's "
-              "loss over a 2,048-token window: nbl/sizing/model.py's logit_bytes (the logits, their float32 "
-              "copy and the log-softmax) was set from these two rows (one float32 copy alone left them 26-34% "
-              "short), so they check its structure, not independently its constant; the other rows are "
-              "independent of any constant set from them."]
-    lines += ["", f"Llama-3.1-70B-shaped config, 256 x 2048 tokens, calibration on one GPU: {b['device_bytes'] / 1e9:.1f} GB "
-              f"of device memory ({'fits' if b['fits_80GB'] else 'does not fit'} one 80 GB GPU), "
-              f"{b['host_bytes'] / 1e9:.1f} GB of host memory.", "",
-              f"As a job (k=8, WikiText-2 perplexity, default worker classes): worker class "
-              f"**{result['llama_70b_job']['worker_class']}**, peak device {result['llama_70b_job']['device_bytes'] / 1e9:.1f} GB, "
-              f"peak host {result['llama_70b_job']['host_bytes'] / 1e9:.1f} GB, "
-              f"{result['llama_70b_job']['seconds'][0] / 60:.0f}-{result['llama_70b_job']['seconds'][1] / 60:.0f} min.", ""]
+    lines += [
+        "",
+        "Each row's estimate is `nbl estimate` with the same options on `--devices cpu`; `--reuse` "
+        "re-estimates the stored peaks with today's formulas. The evaluated rows' peak is the evaluation's "
+        "loss over a 2,048-token window: nbl/sizing/model.py's logit_bytes (the logits, their float32 "
+        "copy and the log-softmax) was set from these two rows (one float32 copy alone left them 26-34% "
+        "short), so they check its structure, not independently its constant; the other rows are "
+        "independent of any constant set from them.",
+    ]
+    lines += [
+        "",
+        f"Llama-3.1-70B-shaped config, 256 x 2048 tokens, calibration on one GPU: {b['device_bytes'] / 1e9:.1f} GB "
+        f"of device memory ({'fits' if b['fits_80GB'] else 'does not fit'} one 80 GB GPU), "
+        f"{b['host_bytes'] / 1e9:.1f} GB of host memory.",
+        "",
+        f"As a job (k=8, WikiText-2 perplexity, default worker classes): worker class "
+        f"**{result['llama_70b_job']['worker_class']}**, peak device {result['llama_70b_job']['device_bytes'] / 1e9:.1f} GB, "
+        f"peak host {result['llama_70b_job']['host_bytes'] / 1e9:.1f} GB, "
+        f"{result['llama_70b_job']['seconds'][0] / 60:.0f}-{result['llama_70b_job']['seconds'][1] / 60:.0f} min.",
+        "",
+    ]
     out.with_suffix(".md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -46,10 +46,12 @@ def job_body(model: str, args, n: int) -> dict:
     neither the statistics cache nor the base's evaluation cache serves it, so every stage runs, as for a
     new request. The third (--reuse) has a seed of its own and the first job's evaluation: the base's
     evaluation comes from the cache, and its estimate knows it (service/estimates/reuse.py)."""
-    return {"model": {"id": model}, "calibration": {"dataset": "c4", "num_samples": args.num_samples,
-                                                     "seq_len": args.seq_len, "seed": 1 + n},
-            "compression": {"mode": "attn", "k": 4},
-            "evaluation": {"perplexity": ["wikitext2"], "max_tokens": args.eval_tokens + 1024 * (n == 1)}}
+    return {
+        "model": {"id": model},
+        "calibration": {"dataset": "c4", "num_samples": args.num_samples, "seq_len": args.seq_len, "seed": 1 + n},
+        "compression": {"mode": "attn", "k": 4},
+        "evaluation": {"perplexity": ["wikitext2"], "max_tokens": args.eval_tokens + 1024 * (n == 1)},
+    }
 
 
 def run_in_fresh_process(job_id: str) -> None:
@@ -87,44 +89,72 @@ def compare(job: tuple[dict, float], sessions) -> dict:
     done, wall = job
     est = done["estimate"]
     with sessions() as s:
-        measured = {st: sec for st, sec in s.execute(select(StageRate.stage, StageRate.seconds)
-                                                       .where(StageRate.job_id == done["id"]))}
+        measured = {
+            st: sec
+            for st, sec in s.execute(select(StageRate.stage, StageRate.seconds).where(StageRate.job_id == done["id"]))
+        }
     stages = []
     for stage, e in (est.get("stages") or {}).items():
         m = measured.get(stage)
-        stages.append({"stage": stage, "estimate_s": e["seconds"], "measured_s": None if m is None else round(m, 1),
-                       "error": None if not m else round(e["seconds"] / m - 1, 3), "from_rate": e["measured"]})
+        stages.append(
+            {
+                "stage": stage,
+                "estimate_s": e["seconds"],
+                "measured_s": None if m is None else round(m, 1),
+                "error": None if not m else round(e["seconds"] / m - 1, 3),
+                "from_rate": e["measured"],
+            }
+        )
     base = (done.get("result") or {}).get("base_evaluation") or {}
     # The estimate is of the job's run on a worker: claimed (started_at) to ended (finished_at). The process
     # time adds a fresh interpreter's start and imports (torch, transformers: 5-10 s here), which a worker
     # pays once, not per job; it is shown beside.
     ran = (datetime.fromisoformat(done["finished_at"]) - datetime.fromisoformat(done["started_at"])).total_seconds()
-    return {"basis": est.get("basis"), "range_s": est["seconds"], "wall_s": round(wall, 1), "run_s": round(ran, 1),
-            "stages_s": round(sum(x["measured_s"] or 0 for x in stages), 1),
-            "inside": est["seconds"][0] <= ran <= est["seconds"][1], "stages": stages,
-            "within": within(stages),
-            "base_evaluation_cached": {"estimate": est.get("base_evaluation_cached"), "result": base.get("cached"),
-                                       "seconds": base.get("seconds")}}
+    return {
+        "basis": est.get("basis"),
+        "range_s": est["seconds"],
+        "wall_s": round(wall, 1),
+        "run_s": round(ran, 1),
+        "stages_s": round(sum(x["measured_s"] or 0 for x in stages), 1),
+        "inside": est["seconds"][0] <= ran <= est["seconds"][1],
+        "stages": stages,
+        "within": within(stages),
+        "base_evaluation_cached": {
+            "estimate": est.get("base_evaluation_cached"),
+            "result": base.get("cached"),
+            "seconds": base.get("seconds"),
+        },
+    }
 
 
 def within(stages: list[dict]) -> bool:
     """Every stage that ran JUDGED_FROM_S or longer is within TOLERANCE of its estimate."""
-    return all(abs(x["error"]) <= TOLERANCE for x in stages
-               if x["error"] is not None and x["measured_s"] is not None and x["measured_s"] >= JUDGED_FROM_S)
+    return all(
+        abs(x["error"]) <= TOLERANCE
+        for x in stages
+        if x["error"] is not None and x["measured_s"] is not None and x["measured_s"] >= JUDGED_FROM_S
+    )
 
 
 def report(rows: list[dict], args, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     kept = {a: v for a, v in vars(args).items() if a != "report_only"} | {"out": str(args.out)}
-    out.with_suffix(".json").write_text(json.dumps({"args": kept, "rows": rows, "cpus": CPUS, "omp_num_threads": OMP,
-                                                    "load": LOAD}, indent=2))
-    flags = (f"--num-samples {args.num_samples} --seq-len {args.seq_len} --eval-tokens {args.eval_tokens}"
-             f"{' --skip-random' if args.skip_random else ''}{' --reuse' if args.reuse else ''}")
-    lines = ["# Estimated stage times against measured (the estimate from one earlier job's rates)", "",
-             f"`OMP_NUM_THREADS={OMP} taskset -c {CPUS} .venv/bin/python bench/estimate_accuracy.py --stages {flags}` "
-             f"(worker class cpu; each job in a fresh process on CPU {CPUS}, after an os.sync(); load average before: {LOAD}). Target: every stage within +-{TOLERANCE:.0%}, the job's run (started_at to "
-             f"finished_at) inside the estimate's range. Stages that ran under {JUDGED_FROM_S:g} s are shown, not judged (*): the worker "
-             "records no rate for them (nbl/sizing/stage_plan.MIN_MEASURE_S), and the API states them to 0.1 s.", ""]
+    out.with_suffix(".json").write_text(
+        json.dumps({"args": kept, "rows": rows, "cpus": CPUS, "omp_num_threads": OMP, "load": LOAD}, indent=2)
+    )
+    flags = (
+        f"--num-samples {args.num_samples} --seq-len {args.seq_len} --eval-tokens {args.eval_tokens}"
+        f"{' --skip-random' if args.skip_random else ''}{' --reuse' if args.reuse else ''}"
+    )
+    lines = [
+        "# Estimated stage times against measured (the estimate from one earlier job's rates)",
+        "",
+        f"`OMP_NUM_THREADS={OMP} taskset -c {CPUS} .venv/bin/python bench/estimate_accuracy.py --stages {flags}` "
+        f"(worker class cpu; each job in a fresh process on CPU {CPUS}, after an os.sync(); load average before: {LOAD}). Target: every stage within +-{TOLERANCE:.0%}, the job's run (started_at to "
+        f"finished_at) inside the estimate's range. Stages that ran under {JUDGED_FROM_S:g} s are shown, not judged (*): the worker "
+        "records no rate for them (nbl/sizing/stage_plan.MIN_MEASURE_S), and the API states them to 0.1 s.",
+        "",
+    ]
     for r in rows:
         lines += [f"## {r['model']}", "", f"The first job, which measured: {r['first_job_wall_s']} s.", ""]
         lines += table("The second job (another seed and evaluation: every stage runs)", r)
@@ -136,13 +166,18 @@ def report(rows: list[dict], args, out: Path) -> None:
 
 def table(title: str, r: dict) -> list[str]:
     cached = r["base_evaluation_cached"]
-    lines = [f"### {title}", "",
-             f"basis {r['basis']}; range {r['range_s'][0]}-{r['range_s'][1]} s; the job ran {r['run_s']} s "
-             f"({'inside' if r['inside'] else 'OUTSIDE'} the range; its stages {r['stages_s']} s; the process, with "
-             f"the interpreter's start and imports, {r['wall_s']} s); every stage within +-{TOLERANCE:.0%}: "
-             f"{'yes' if r['within'] else 'NO'}; base evaluation cached: estimate {cached['estimate']}, result "
-             f"{cached['result']} ({round(cached['seconds'] or 0, 2)} s)", "",
-             "| stage | estimate | measured | error |", "|---|---:|---:|---:|"]
+    lines = [
+        f"### {title}",
+        "",
+        f"basis {r['basis']}; range {r['range_s'][0]}-{r['range_s'][1]} s; the job ran {r['run_s']} s "
+        f"({'inside' if r['inside'] else 'OUTSIDE'} the range; its stages {r['stages_s']} s; the process, with "
+        f"the interpreter's start and imports, {r['wall_s']} s); every stage within +-{TOLERANCE:.0%}: "
+        f"{'yes' if r['within'] else 'NO'}; base evaluation cached: estimate {cached['estimate']}, result "
+        f"{cached['result']} ({round(cached['seconds'] or 0, 2)} s)",
+        "",
+        "| stage | estimate | measured | error |",
+        "|---|---:|---:|---:|",
+    ]
     for s in r["stages"]:
         m = "under 1 s (not recorded)" if s["measured_s"] is None else f"{s['measured_s']} s"
         err = "-" if s["error"] is None else f"{s['error']:+.0%}"
@@ -165,8 +200,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--skip-random", action="store_true", help="SmolLM2 only")
     ap.add_argument("--reuse", action="store_true", help="a third job that reuses the base's evaluation")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "estimate_accuracy_stages")
-    ap.add_argument("--report-only", action="store_true",
-                    help="judge the stored .json again (its own flags, CPUs and load) and rewrite both files")
+    ap.add_argument(
+        "--report-only",
+        action="store_true",
+        help="judge the stored .json again (its own flags, CPUs and load) and rewrite both files",
+    )
     args = ap.parse_args(argv)
     if args.report_only:
         rewrite(args.out)

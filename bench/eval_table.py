@@ -75,8 +75,12 @@ def main() -> None:
     if not args.reuse:
         shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, NBL_HOME=str(args.work_dir / "home"), OMP_NUM_THREADS=str(args.threads),
-               HF_DATASETS_CACHE=str(args.work_dir / "hf-datasets"))
+    env = dict(
+        os.environ,
+        NBL_HOME=str(args.work_dir / "home"),
+        OMP_NUM_THREADS=str(args.threads),
+        HF_DATASETS_CACHE=str(args.work_dir / "hf-datasets"),
+    )
     env.setdefault("NBL_DATA_DIR", str(ROOT.parent / "shared" / "data"))
     gguf = smollm2_gguf()
 
@@ -92,13 +96,38 @@ def main() -> None:
                 runs.setdefault("layers", {})[name] = scores["replaced_layers"]
             runs[f"compress attn {method}"] = {"wall_s": None, "reused": True}
             continue
-        wall, stdout = timed([str(NBL), "compress", "--model", gguf, "--dataset", "c4",
-                              "--num-samples", str(args.num_samples), "--seq-len", str(args.seq_len),
-                              "--mode", "attn", "--method", method, "--criterion", criterion, "--k", "4,8",
-                              "--out", str(out), "--json"], env)
+        wall, stdout = timed(
+            [
+                str(NBL),
+                "compress",
+                "--model",
+                gguf,
+                "--dataset",
+                "c4",
+                "--num-samples",
+                str(args.num_samples),
+                "--seq-len",
+                str(args.seq_len),
+                "--mode",
+                "attn",
+                "--method",
+                method,
+                "--criterion",
+                criterion,
+                "--k",
+                "4,8",
+                "--out",
+                str(out),
+                "--json",
+            ],
+            env,
+        )
         res = json.loads(stdout)
-        runs[f"compress attn {method}"] = {"wall_s": round(wall, 1), "load1": load1(),
-                                           "calibration_cached": bool(res.get("calibration", {}).get("cached"))}
+        runs[f"compress attn {method}"] = {
+            "wall_s": round(wall, 1),
+            "load1": load1(),
+            "calibration_cached": bool(res.get("calibration", {}).get("cached")),
+        }
         for o in res["outputs"]:
             models[f"Attn {method.upper()}-{o['k']}"] = o["path"]
             runs.setdefault("layers", {})[f"Attn {method.upper()}-{o['k']}"] = o["replaced_layers"]
@@ -108,10 +137,25 @@ def main() -> None:
     # evaluates the base too and caches it; the others read that cache, two at a time.
     def evaluate(name: str) -> tuple[str, dict]:
         before = load1()
-        wall, stdout = timed([str(NBL), "eval", "--model", models[name], "--perplexity", "wikitext2",
-                              *(["--max-tokens", str(args.max_tokens)] if args.max_tokens else []),
-                              "--tasks", ",".join(TASKS), "--limit", str(args.limit), "--threads", str(args.threads),
-                              "--json"], env)
+        wall, stdout = timed(
+            [
+                str(NBL),
+                "eval",
+                "--model",
+                models[name],
+                "--perplexity",
+                "wikitext2",
+                *(["--max-tokens", str(args.max_tokens)] if args.max_tokens else []),
+                "--tasks",
+                ",".join(TASKS),
+                "--limit",
+                str(args.limit),
+                "--threads",
+                str(args.threads),
+                "--json",
+            ],
+            env,
+        )
         rep = json.loads(stdout)
         print(f"{name}: {wall:.0f} s, base cached: {rep['base']['cached']}", flush=True)
         return name, {"report": rep, "wall_s": round(wall, 1), "load1_before": before, "load1_after": load1()}
@@ -124,21 +168,34 @@ def main() -> None:
     results: dict[str, dict] = {"base": {"report": first, "wall_s": None, "load1_before": None}}
     results.update((n, done[n]) for n in outputs)
 
-    meta = {"generated": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
-            "limit": args.limit, "max_tokens": args.max_tokens, "calibration": f"c4 {args.num_samples} x {args.seq_len}", "threads": args.threads,
-            "cpus": os.cpu_count(), "machine": platform.processor() or platform.machine()}
+    meta = {
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+        "limit": args.limit,
+        "max_tokens": args.max_tokens,
+        "calibration": f"c4 {args.num_samples} x {args.seq_len}",
+        "threads": args.threads,
+        "cpus": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "runs": runs, "results": results}, indent=1))
 
-    lines = ["# SmolLM2-135M: base vs Attn NBL / Attn DROP (`nbl eval`)", "",
-             f"Calibration {meta['calibration']} tokens (c4); WikiText-2 raw test, first {args.max_tokens or 'all'} tokens, "
-             "2048-token windows; "
-             f"tasks zero-shot, first {args.limit} documents each, lm-eval prompts and metrics; "
-             f"{args.threads} torch thread(s) per command, {args.jobs} commands at once after the first, on a "
-             f"{meta['cpus']}-CPU machine shared with other work. The first command also evaluated the base "
-             f"(its command wall time includes it). Generated {meta['generated']} by `python bench/{meta['command']}`.", "",
-             "| model | layers replaced | WikiText-2 ppl | tokens | " + " | ".join(f"{t} acc / acc_norm" for t in TASKS)
-             + " | eval s (in-process) | command wall s |", "|---" * (6 + len(TASKS)) + "|"]
+    lines = [
+        "# SmolLM2-135M: base vs Attn NBL / Attn DROP (`nbl eval`)",
+        "",
+        f"Calibration {meta['calibration']} tokens (c4); WikiText-2 raw test, first {args.max_tokens or 'all'} tokens, "
+        "2048-token windows; "
+        f"tasks zero-shot, first {args.limit} documents each, lm-eval prompts and metrics; "
+        f"{args.threads} torch thread(s) per command, {args.jobs} commands at once after the first, on a "
+        f"{meta['cpus']}-CPU machine shared with other work. The first command also evaluated the base "
+        f"(its command wall time includes it). Generated {meta['generated']} by `python bench/{meta['command']}`.",
+        "",
+        "| model | layers replaced | WikiText-2 ppl | tokens | "
+        + " | ".join(f"{t} acc / acc_norm" for t in TASKS)
+        + " | eval s (in-process) | command wall s |",
+        "|---" * (6 + len(TASKS)) + "|",
+    ]
     for name, r in results.items():
         rep = r["report"]
         ppl = rep["perplexity"]["wikitext2"]
@@ -146,10 +203,21 @@ def main() -> None:
         cells = [fmt_task(rep["tasks"][t]) for t in TASKS]
         secs = sum((rep.get("seconds") or {}).values())
         wall = "-" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
-        lines.append(f"| {name} | {layers or '-'} | {ppl['ppl']:.2f} | {ppl['tokens']} | " + " | ".join(cells)
-                     + f" | {secs:.0f} | {wall} |")
-    lines += ["", "Compression runs: " + "; ".join(f"{k}: {v['wall_s']} s (calibration cached: {v.get('calibration_cached')})"
-                                                  for k, v in runs.items() if k != "layers"), ""]
+        lines.append(
+            f"| {name} | {layers or '-'} | {ppl['ppl']:.2f} | {ppl['tokens']} | "
+            + " | ".join(cells)
+            + f" | {secs:.0f} | {wall} |"
+        )
+    lines += [
+        "",
+        "Compression runs: "
+        + "; ".join(
+            f"{k}: {v['wall_s']} s (calibration cached: {v.get('calibration_cached')})"
+            for k, v in runs.items()
+            if k != "layers"
+        ),
+        "",
+    ]
     args.out.with_suffix(".md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -38,8 +38,14 @@ from worker.eval.perplexity import corpus_text, perplexity  # noqa: E402
 KS = {"attn": (4, 8), "block": (2, 4)}
 FORMS = {"attn": ("nbl", "linear", "fold"), "block": ("nbl", "linear", "fold")}
 # the targets: (form, mode, k) -> largest rise over nbl's perplexity at the same k
-TARGETS = {("linear", "attn", 4): 0.01, ("linear", "attn", 8): 0.01, ("fold", "attn", 4): 0.04,
-           ("fold", "attn", 8): 0.07, ("fold", "block", 2): 0.08, ("fold", "block", 4): 0.12}
+TARGETS = {
+    ("linear", "attn", 4): 0.01,
+    ("linear", "attn", 8): 0.01,
+    ("fold", "attn", 4): 0.04,
+    ("fold", "attn", 8): 0.07,
+    ("fold", "block", 2): 0.08,
+    ("fold", "block", 4): 0.12,
+}
 
 
 def main() -> None:
@@ -62,7 +68,9 @@ def main() -> None:
     text = corpus_text("wikitext2", settings.data_dir)
 
     def ppl(model) -> float:
-        return perplexity(model, lm.tokenizer, text, window=args.window, max_tokens=args.max_tokens, progress=False)["ppl"]
+        return perplexity(model, lm.tokenizer, text, window=args.window, max_tokens=args.max_tokens, progress=False)[
+            "ppl"
+        ]
 
     base = ppl(lm.model)
     print("base", base, flush=True)
@@ -72,9 +80,17 @@ def main() -> None:
             continue
         for form in [f for f in FORMS[mode] if f in args.forms.split(",")]:
             t = time.perf_counter()
-            cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=list(ks), num_samples=args.num_samples,
-                                 seq_len=args.seq_len, mode=mode, form=form, stats_dir=settings.stats_dir,
-                                 data_dir=settings.data_dir)
+            cfg = CompressConfig(
+                model="smollm2",
+                dataset=DatasetSpec("c4"),
+                ks=list(ks),
+                num_samples=args.num_samples,
+                seq_len=args.seq_len,
+                mode=mode,
+                form=form,
+                stats_dir=settings.stats_dir,
+                data_dir=settings.data_dir,
+            )
             cal = calibration_stage(cfg, lm, progress=False)
             scores = cal.scores if cal.scores is not None else score_stage(cal.stats, form=form)
             for k in ks:
@@ -100,35 +116,48 @@ def from_log(args) -> None:
 
     lines = args.from_log.read_text().splitlines()
     base = next(float(x.split()[1]) for x in lines if x.startswith("base "))
-    rows = [ast.literal_eval(x[:x.rindex("}") + 1]) for x in lines if x.startswith("{'form'")]
+    rows = [ast.literal_eval(x[: x.rindex("}") + 1]) for x in lines if x.startswith("{'form'")]
     write(args, base, rows, partial=True)
 
 
 def write(args, base: float, rows: list[dict], partial: bool = False) -> None:
     nbl = {(r["mode"], r["k"]): r["ppl"] for r in rows if r["form"] == "nbl"}
-    md = ["# Perplexity per output form (SmolLM2-135M-Instruct)", "",
-          f"Calibration: C4 (c4_demo) {args.num_samples} x {args.seq_len} tokens; WikiText-2 raw test, first "
-          f"{args.max_tokens} tokens, {args.window}-token windows; layers ranked by `{args.criterion}` on each "
-          "form's own sums, float64 least squares, no refit. Base perplexity "
-          f"**{base:.2f}**.", "",
-          "| mode | k | form | layers | ppl | vs nbl | target | holds |", "|---|---:|---|---|---:|---:|---:|---|"]
+    md = [
+        "# Perplexity per output form (SmolLM2-135M-Instruct)",
+        "",
+        f"Calibration: C4 (c4_demo) {args.num_samples} x {args.seq_len} tokens; WikiText-2 raw test, first "
+        f"{args.max_tokens} tokens, {args.window}-token windows; layers ranked by `{args.criterion}` on each "
+        "form's own sums, float64 least squares, no refit. Base perplexity "
+        f"**{base:.2f}**.",
+        "",
+        "| mode | k | form | layers | ppl | vs nbl | target | holds |",
+        "|---|---:|---|---|---:|---:|---:|---|",
+    ]
     for r in rows:
         ref = nbl.get((r["mode"], r["k"]))
         rise = r["ppl"] / ref - 1 if ref else float("nan")
         target = TARGETS.get((r["form"], r["mode"], r["k"]))
         holds = "-" if target is None or not ref else ("yes" if rise <= target else "**no**")
-        md.append(f"| {r['mode']} | {r['k']} | {r['form']} | {r['layers']} | {r['ppl']:.2f} | {rise:+.1%} | "
-                  f"{'-' if target is None else f'≤ +{target:.0%}'} | {holds} |")
+        md.append(
+            f"| {r['mode']} | {r['k']} | {r['form']} | {r['layers']} | {r['ppl']:.2f} | {rise:+.1%} | "
+            f"{'-' if target is None else f'≤ +{target:.0%}'} | {holds} |"
+        )
     if partial:
         done = {(r["form"], r["mode"], r["k"]) for r in rows}
-        missing = [f"{f} {m} k={k}" for m, ks in KS.items() for f in FORMS[m] for k in ks
-                   if (f, m, k) not in done and m in args.modes.split(",") and f in args.forms.split(",")]
+        missing = [
+            f"{f} {m} k={k}"
+            for m, ks in KS.items()
+            for f in FORMS[m]
+            for k in ks
+            if (f, m, k) not in done and m in args.modes.split(",") and f in args.forms.split(",")
+        ]
         md += ["", f"Not measured (the run was stopped before them): {', '.join(missing) or 'none'}."]
     command = "python bench/forms_ppl.py" if partial else "python " + " ".join(sys.argv)  # --from-log: the run's own
     md += ["", "Command:", "", "```", command, "```"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"base": base, "rows": rows, "command": command},
-                                                        indent=2) + "\n")
+    args.out.with_suffix(".json").write_text(
+        json.dumps({"base": base, "rows": rows, "command": command}, indent=2) + "\n"
+    )
     args.out.with_suffix(".md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 

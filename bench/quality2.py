@@ -37,8 +37,13 @@ def measure(model, lm, args, text, arc) -> dict:
     t = time.perf_counter()
     ppl = perplexity(model, lm.tokenizer, text, window=args.window, max_tokens=args.max_tokens, progress=False)["ppl"]
     acc = run_task(model, lm.tokenizer, arc) if args.arc_limit else {}
-    return {"ppl": ppl, "arc_acc": acc.get("acc"), "arc_acc_norm": acc.get("acc_norm"), "arc_n": acc.get("n"),
-            "measure_s": round(time.perf_counter() - t, 1)}
+    return {
+        "ppl": ppl,
+        "arc_acc": acc.get("acc"),
+        "arc_acc_norm": acc.get("acc_norm"),
+        "arc_n": acc.get("n"),
+        "measure_s": round(time.perf_counter() - t, 1),
+    }
 
 
 def run(args, rows: dict, save) -> None:
@@ -68,13 +73,25 @@ def run(args, rows: dict, save) -> None:
     heal = Heal(tokens=args.heal_tokens, steps=args.heal_steps, lr=args.heal_lr)
     for mode in args.modes.split(","):
         variants = args.variants.split(",")
-        todo = [(m, k) for m, k in CONFIGS if m == mode and (not args.ks or k in args.ks)
-                and any(f"{m}-k{k}-{v}" not in rows for v in variants)]
+        todo = [
+            (m, k)
+            for m, k in CONFIGS
+            if m == mode and (not args.ks or k in args.ks) and any(f"{m}-k{k}-{v}" not in rows for v in variants)
+        ]
         if not todo:
             continue
-        cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[k for _, k in todo],
-                             num_samples=args.num_samples, seq_len=args.seq_len, mode=mode, refit="sequential",
-                             heal=heal, stats_dir=args.work / "stats", data_dir=settings.data_dir)
+        cfg = CompressConfig(
+            model="smollm2",
+            dataset=DatasetSpec("c4"),
+            ks=[k for _, k in todo],
+            num_samples=args.num_samples,
+            seq_len=args.seq_len,
+            mode=mode,
+            refit="sequential",
+            heal=heal,
+            stats_dir=args.work / "stats",
+            data_dir=settings.data_dir,
+        )
         t = time.perf_counter()
         cal = calibration_stage(cfg, lm, progress=False)
         calibrate_s = round(time.perf_counter() - t, 1)
@@ -82,8 +99,9 @@ def run(args, rows: dict, save) -> None:
         refiner = Refiner(cfg, lm, cal, lambda *a: None)
         if {"heal", "both"} & set(variants):
             t = time.perf_counter()
-            refiner._targets = teacher_targets(lm.model, refiner.blocks()[cfg.num_samples:][: heal_split(
-                heal.tokens, cfg.seq_len)[0]])  # once per mode, as once per run in a job
+            refiner._targets = teacher_targets(
+                lm.model, refiner.blocks()[cfg.num_samples :][: heal_split(heal.tokens, cfg.seq_len)[0]]
+            )  # once per mode, as once per run in a job
             rows.setdefault("teacher", {})[mode] = round(time.perf_counter() - t, 1)
         for _, k in todo:
             layers = choose(scores, mode, "cca", k)
@@ -106,8 +124,15 @@ def run(args, rows: dict, save) -> None:
                     from worker.engine.refine.refit import sequential_refit
 
                     meta = cal.meta
-                    r = sequential_refit(lm.model, refiner.blocks()[: cfg.num_samples], plan, one_shot,
-                                         batch_size=meta["batch_size"], holdout=meta["holdout_blocks"], target="teacher")
+                    r = sequential_refit(
+                        lm.model,
+                        refiner.blocks()[: cfg.num_samples],
+                        plan,
+                        one_shot,
+                        batch_size=meta["batch_size"],
+                        holdout=meta["holdout_blocks"],
+                        target="teacher",
+                    )
                     maps, row["refit"] = r.maps, r.record()
                 with replaced(lm.model, plan, maps):
                     row.update(measure(lm.model, lm, args, text, arc))
@@ -119,22 +144,26 @@ def run(args, rows: dict, save) -> None:
 
 def write(args, rows: dict) -> None:
     base = rows.get("base")
-    md = ["# Refit and healing of the maps on SmolLM2-135M-Instruct", "",
-          f"Calibration C4 (c4_demo) {args.num_samples} x {args.seq_len} tokens; layers ranked by the CCA bound "
-          "(the default criterion), the same layers for every variant of a row. `none`: the one-shot LMMSE maps; "
-          "`sequential`: refitted in depth order on the compressed model's own activations (compression.refit); "
-          f"`heal`: trained against the base's top-64 logits, {args.heal_tokens} C4 tokens after the calibration's "
-          f"(a tenth held out), {args.heal_steps} steps of one {args.seq_len}-token block, Adam lr {args.heal_lr} "
-          "(compression.heal); `both`: the refitted maps healed; `teacher` (where measured): the refit regressing the "
-          "base's branch on the base's own stream instead (refit.py target='teacher', not offered in requests). "
-          "WikiText-2 raw test, first "
-          f"{args.max_tokens} tokens in {args.window}-token windows (float32). ARC-Easy test, first {args.arc_limit} "
-          "questions, zero-shot (worker/eval). Times: seconds on "
-          f"{platform.machine()}, {os.cpu_count()} cores shared with other work (calibration is shared by a mode's "
-          "rows; heal includes its perplexity before and after).", "",
-          "| mode | k | variant | WikiText-2 ppl | rise over base | ARC-e acc / acc_norm | refit s | heal s | "
-          "heal held-out ppl before → after |",
-          "|---|---:|---|---:|---:|---|---:|---:|---|"]
+    md = [
+        "# Refit and healing of the maps on SmolLM2-135M-Instruct",
+        "",
+        f"Calibration C4 (c4_demo) {args.num_samples} x {args.seq_len} tokens; layers ranked by the CCA bound "
+        "(the default criterion), the same layers for every variant of a row. `none`: the one-shot LMMSE maps; "
+        "`sequential`: refitted in depth order on the compressed model's own activations (compression.refit); "
+        f"`heal`: trained against the base's top-64 logits, {args.heal_tokens} C4 tokens after the calibration's "
+        f"(a tenth held out), {args.heal_steps} steps of one {args.seq_len}-token block, Adam lr {args.heal_lr} "
+        "(compression.heal); `both`: the refitted maps healed; `teacher` (where measured): the refit regressing the "
+        "base's branch on the base's own stream instead (refit.py target='teacher', not offered in requests). "
+        "WikiText-2 raw test, first "
+        f"{args.max_tokens} tokens in {args.window}-token windows (float32). ARC-Easy test, first {args.arc_limit} "
+        "questions, zero-shot (worker/eval). Times: seconds on "
+        f"{platform.machine()}, {os.cpu_count()} cores shared with other work (calibration is shared by a mode's "
+        "rows; heal includes its perplexity before and after).",
+        "",
+        "| mode | k | variant | WikiText-2 ppl | rise over base | ARC-e acc / acc_norm | refit s | heal s | "
+        "heal held-out ppl before → after |",
+        "|---|---:|---|---:|---:|---|---:|---:|---|",
+    ]
     if base:
         md.append(f"| base | 0 | - | {base['ppl']:.2f} | - | {_arc(base)} | - | - | - |")
     missing = []
@@ -149,29 +178,60 @@ def write(args, rows: dict) -> None:
             v = r.get("variant", v)
             rise = f"+{100 * (r['ppl'] / base['ppl'] - 1):.1f}%" if base else "-"
             h = r.get("heal")
-            heal_txt = "-" if not h else (f"{h['perplexity_before']:.2f} → {h['perplexity_after']:.2f}"
-                                          + ("" if h["kept"] else " (not kept)"))
-            md.append(f"| {mode} | {k} | {v} | {r['ppl']:.2f} | {rise} | {_arc(r)} | "
-                      f"{r['refit']['seconds'] if r.get('refit') else '-'} | {h['seconds'] if h else '-'} | {heal_txt} |")
+            heal_txt = (
+                "-"
+                if not h
+                else (
+                    f"{h['perplexity_before']:.2f} → {h['perplexity_after']:.2f}" + ("" if h["kept"] else " (not kept)")
+                )
+            )
+            md.append(
+                f"| {mode} | {k} | {v} | {r['ppl']:.2f} | {rise} | {_arc(r)} | "
+                f"{r['refit']['seconds'] if r.get('refit') else '-'} | {h['seconds'] if h else '-'} | {heal_txt} |"
+            )
     if "teacher" in rows:
-        md += ["", "Teacher logits (once per run, shared by its outputs): " + ", ".join(
-            f"{m} {s} s" for m, s in rows["teacher"].items()) + ". Calibration: " + ", ".join(
-            sorted({f"{r['mode']} {r['calibrate_s']} s" for r in rows.values() if isinstance(r, dict) and "calibrate_s" in r}))
-            + " (0 s: from the statistics cache)."]
+        md += [
+            "",
+            "Teacher logits (once per run, shared by its outputs): "
+            + ", ".join(f"{m} {s} s" for m, s in rows["teacher"].items())
+            + ". Calibration: "
+            + ", ".join(
+                sorted(
+                    {
+                        f"{r['mode']} {r['calibrate_s']} s"
+                        for r in rows.values()
+                        if isinstance(r, dict) and "calibrate_s" in r
+                    }
+                )
+            )
+            + " (0 s: from the statistics cache).",
+        ]
     if missing:
         md += ["", f"Not measured (the run stopped before them): {', '.join(missing)}."]
-    md += ["", f"ARC-e standard error at n={args.arc_limit} is at most ±{(0.25 / max(args.arc_limit, 1)) ** 0.5:.3f}: "
-           "differences under twice that are noise.", "", "Command (a second run with the same --work resumes):", "",
-           "```", f"nice -n 10 .venv/bin/python bench/quality2.py --num-samples {args.num_samples} --seq-len "
-           f"{args.seq_len} --max-tokens {args.max_tokens} --arc-limit {args.arc_limit} --heal-tokens "
-           f"{args.heal_tokens} --heal-steps {args.heal_steps} --heal-lr {args.heal_lr} --work {args.work}", "```"]
+    md += [
+        "",
+        f"ARC-e standard error at n={args.arc_limit} is at most ±{(0.25 / max(args.arc_limit, 1)) ** 0.5:.3f}: "
+        "differences under twice that are noise.",
+        "",
+        "Command (a second run with the same --work resumes):",
+        "",
+        "```",
+        f"nice -n 10 .venv/bin/python bench/quality2.py --num-samples {args.num_samples} --seq-len "
+        f"{args.seq_len} --max-tokens {args.max_tokens} --arc-limit {args.arc_limit} --heal-tokens "
+        f"{args.heal_tokens} --heal-steps {args.heal_steps} --heal-lr {args.heal_lr} --work {args.work}",
+        "```",
+    ]
     if args.merge:
-        md += ["", "This table merges runs made side by side with the flags above plus, each with its own --work "
-               "(the base row copied in, the statistics cache shared): `--modes block`; `--modes attn --ks 8 "
-               "--variants heal --heal-lr 2e-5` (its row renamed `attn-k8-heal-lr2e-5`); `--modes attn --ks 12 8 "
-               "--variants teacher`. Then `--write-only --merge WORK2/rows.json ...`."]
-    (HERE / "results" / "quality2_table.json").write_text(json.dumps(
-        {"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1) + "\n")
+        md += [
+            "",
+            "This table merges runs made side by side with the flags above plus, each with its own --work "
+            "(the base row copied in, the statistics cache shared): `--modes block`; `--modes attn --ks 8 "
+            "--variants heal --heal-lr 2e-5` (its row renamed `attn-k8-heal-lr2e-5`); `--modes attn --ks 12 8 "
+            "--variants teacher`. Then `--write-only --merge WORK2/rows.json ...`.",
+        ]
+    (HERE / "results" / "quality2_table.json").write_text(
+        json.dumps({"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1) + "\n"
+    )
     (HERE / "results" / "quality2_table.md").write_text("\n".join(md) + "\n")
 
 
@@ -190,8 +250,7 @@ def main() -> None:
     ap.add_argument("--heal-steps", type=int, default=128)
     ap.add_argument("--heal-lr", type=float, default=1e-4)
     ap.add_argument("--work", type=Path, default=Path("/tmp/quality2"))
-    ap.add_argument("--modes", default="attn,block", help="the modes to measure (two runs may share the rows: "
-                    "--merge)")
+    ap.add_argument("--modes", default="attn,block", help="the modes to measure (two runs may share the rows: --merge)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"of {VARIANTS + EXTRA}")
     ap.add_argument("--ks", type=int, nargs="*", default=[], help="only these k")
     ap.add_argument("--merge", type=Path, nargs="*", default=[], help="other runs' WORK/rows.json to add to the table")

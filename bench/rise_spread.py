@@ -43,9 +43,18 @@ def main() -> None:
     os.environ.setdefault("NBL_DATA_DIR", str(HERE.parent.parent / "shared" / "data"))
     settings = Settings()
     lm = load_model(smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir, home=settings.home)
-    cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[4], num_samples=args.num_samples,
-                         seq_len=args.seq_len, stats_dir=settings.stats_dir, data_dir=settings.data_dir, batch_size=8,
-                         selection=DatasetSpec("wikitext2", split="validation"), selection_samples=args.selection_samples)
+    cfg = CompressConfig(
+        model="smollm2",
+        dataset=DatasetSpec("c4"),
+        ks=[4],
+        num_samples=args.num_samples,
+        seq_len=args.seq_len,
+        stats_dir=settings.stats_dir,
+        data_dir=settings.data_dir,
+        batch_size=8,
+        selection=DatasetSpec("wikitext2", split="validation"),
+        selection_samples=args.selection_samples,
+    )
     cal = calibration_stage(cfg, lm)
     scores = cal.scores or score_stage(cal.stats)
     blocks, _, split = selection_data(cfg, lm, cal)
@@ -58,8 +67,13 @@ def main() -> None:
         e.update(k=k, layers=layers, ratio=e["sd_per_token"] / math.log1p(e["rise"]) if e["rise"] > 0 else None)
         rows.append(e)
         print(e, flush=True)
-    out = {"command": " ".join(["python", *sys.argv]), "calibration": f"c4 {args.num_samples}x{args.seq_len}",
-           "selection": f"wikitext2 validation {args.selection_samples}x{args.seq_len}", "criterion": "cosine", "rows": rows}
+    out = {
+        "command": " ".join(["python", *sys.argv]),
+        "calibration": f"c4 {args.num_samples}x{args.seq_len}",
+        "selection": f"wikitext2 validation {args.selection_samples}x{args.seq_len}",
+        "criterion": "cosine",
+        "rows": rows,
+    }
     (HERE / "results" / "rise_spread.json").write_text(json.dumps(out, indent=1) + "\n")
 
 

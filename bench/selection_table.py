@@ -56,17 +56,28 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=2048)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "selection_table")
     ap.add_argument("--resume", action="store_true", help="keep the evaluations --out's JSON already holds")
-    ap.add_argument("--seed-from", type=Path, default=HERE / "results" / "ppl_table.json",
-                    help="take the fixed criteria's perplexities from this ppl_table.py run where the layers, calibration "
-                         "and evaluation are the same (marked with their source); a missing file: evaluate them all")
+    ap.add_argument(
+        "--seed-from",
+        type=Path,
+        default=HERE / "results" / "ppl_table.json",
+        help="take the fixed criteria's perplexities from this ppl_table.py run where the layers, calibration "
+        "and evaluation are the same (marked with their source); a missing file: evaluate them all",
+    )
     args = ap.parse_args()
     os.environ.setdefault("NBL_DATA_DIR", str(HERE.parent.parent / "shared" / "data"))
     settings = Settings()
-    out: dict = {"model": "SmolLM2-135M-Instruct", "mode": "attn", "method": "nbl",
-                 "calibration": f"c4 {args.num_samples}x{args.seq_len}",
-                 "eval": f"WikiText-2 raw test, first {args.max_tokens} tokens, window {args.window}",
-                 "command": " ".join(["python", *sys.argv]), "machine": f"{os.cpu_count()} CPUs, float32",
-                 "evals": {}, "selections": {}, "k_auto": []}
+    out: dict = {
+        "model": "SmolLM2-135M-Instruct",
+        "mode": "attn",
+        "method": "nbl",
+        "calibration": f"c4 {args.num_samples}x{args.seq_len}",
+        "eval": f"WikiText-2 raw test, first {args.max_tokens} tokens, window {args.window}",
+        "command": " ".join(["python", *sys.argv]),
+        "machine": f"{os.cpu_count()} CPUs, float32",
+        "evals": {},
+        "selections": {},
+        "k_auto": [],
+    }
 
     def save() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -74,9 +85,16 @@ def main() -> None:
 
     t0 = time.perf_counter()
     lm = load_model(smollm2_gguf(), dtype="float32", device="cpu", models_dir=settings.models_dir, home=settings.home)
-    cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=list(KS), num_samples=args.num_samples,
-                         seq_len=args.seq_len, criterion="auto", stats_dir=settings.stats_dir,
-                         data_dir=settings.data_dir)
+    cfg = CompressConfig(
+        model="smollm2",
+        dataset=DatasetSpec("c4"),
+        ks=list(KS),
+        num_samples=args.num_samples,
+        seq_len=args.seq_len,
+        criterion="auto",
+        stats_dir=settings.stats_dir,
+        data_dir=settings.data_dir,
+    )
     cal = calibration_stage(cfg, lm)
     scores = cal.scores or score_stage(cal.stats)
     out["calibration_s"] = round(time.perf_counter() - t0, 1)
@@ -88,13 +106,23 @@ def main() -> None:
     if args.seed_from and args.seed_from.exists():
         prior = json.loads(args.seed_from.read_text())
         if prior["calibration"].endswith(f"{args.num_samples}x{args.seq_len}") and prior["eval"] == out["eval"]:
-            seeds = {",".join(map(str, r["layers"])): {"layers": r["layers"], "ppl": r["ppl"], "tokens": r["tokens"],
-                                                      "source": str(args.seed_from.name)}
-                     for r in prior["rows"] if (r["mode"], r["method"]) == ("attn", "nbl")}
+            seeds = {
+                ",".join(map(str, r["layers"])): {
+                    "layers": r["layers"],
+                    "ppl": r["ppl"],
+                    "tokens": r["tokens"],
+                    "source": str(args.seed_from.name),
+                }
+                for r in prior["rows"]
+                if (r["mode"], r["method"]) == ("attn", "nbl")
+            }
             seeds[""] = {"layers": [], "ppl": prior["base"]["ppl"]}
             # the sets both runs evaluated: does the seed reproduce?
-            out["seed_check"] = [{"layers": v["layers"], "here": v["ppl"], "seed": seeds[k]["ppl"]}
-                                 for k, v in out["evals"].items() if k in seeds and not v.get("source")]
+            out["seed_check"] = [
+                {"layers": v["layers"], "here": v["ppl"], "seed": seeds[k]["ppl"]}
+                for k, v in out["evals"].items()
+                if k in seeds and not v.get("source")
+            ]
 
     def ppl(layers: tuple[int, ...], seeded: bool = False) -> float:
         """WikiText-2 test perplexity with `layers` replaced, maps from all the sums (as a job's output); `seeded`:
@@ -106,10 +134,15 @@ def main() -> None:
             t = time.perf_counter()
             maps = fit_maps(cal.stats, "attn", layers) if layers else {}
             with replaced(lm.model, Plan("attn", "nbl", tuple(layers)), maps):
-                r = perplexity(lm.model, lm.tokenizer, text, window=args.window, max_tokens=args.max_tokens,
-                               progress=False)
-            out["evals"][key] = {"layers": list(layers), "ppl": r["ppl"], "tokens": r["tokens"],
-                                 "seconds": round(time.perf_counter() - t, 1)}
+                r = perplexity(
+                    lm.model, lm.tokenizer, text, window=args.window, max_tokens=args.max_tokens, progress=False
+                )
+            out["evals"][key] = {
+                "layers": list(layers),
+                "ppl": r["ppl"],
+                "tokens": r["tokens"],
+                "seconds": round(time.perf_counter() - t, 1),
+            }
             print("eval", out["evals"][key], flush=True)
             save()
         return out["evals"][key]["ppl"]
@@ -121,15 +154,26 @@ def main() -> None:
         for k in KS:
             ppl(tuple(fixed[c][k]), seeded=True)
 
-    settings_ = [("wikitext2_validation", replace(cfg, selection=DatasetSpec("wikitext2", split="validation"),
-                                                  selection_samples=args.selection_samples)),
-                 ("c4_heldout", cfg)]
+    settings_ = [
+        (
+            "wikitext2_validation",
+            replace(
+                cfg, selection=DatasetSpec("wikitext2", split="validation"), selection_samples=args.selection_samples
+            ),
+        ),
+        ("c4_heldout", cfg),
+    ]
     for name, scfg in settings_:
         t = time.perf_counter()
         blocks, data, split = selection_data(scfg, lm, cal)
-        set_loss = SetLoss(layer_source(lm), blocks, "attn", "nbl",
-                           lambda i, split=split: fit_maps(cal.stats, "attn", [i], split=split)[i],
-                           batch_size=cal.meta.get("batch_size", 1))
+        set_loss = SetLoss(
+            layer_source(lm),
+            blocks,
+            "attn",
+            "nbl",
+            lambda i, split=split: fit_maps(cal.stats, "attn", [i], split=split)[i],
+            batch_size=cal.meta.get("batch_size", 1),
+        )
         chooser = Chooser(scores, "attn", "auto", set_loss, set_loss.base, scfg.greedy_width)
         chosen = {k: chooser.layers(k) for k in KS}
         rec = chooser.record(data, set_loss.tokens, chosen)
@@ -137,8 +181,14 @@ def main() -> None:
         rec["sets_measured"] = len(set_loss.memo) + 1
         out["selections"][name] = rec
         save()
-        print("selection", name, rec["seconds"], "s", [(c["k"], c["criterion"], c["layers"]) for c in rec["chosen"]],
-              flush=True)
+        print(
+            "selection",
+            name,
+            rec["seconds"],
+            "s",
+            [(c["k"], c["criterion"], c["layers"]) for c in rec["chosen"]],
+            flush=True,
+        )
         for k in KS:
             ppl(tuple(chooser.greedy.layers(k)))
             ppl(tuple(chosen[k][0]))
@@ -149,10 +199,18 @@ def main() -> None:
                 layers, criterion = chooser.layers(k)
                 sel_ppl = chooser.loss(tuple(layers))
                 test = ppl(tuple(layers))
-                out["k_auto"].append({"budget": budget, "k": k, "criterion": criterion, "layers": layers,
-                                      "selection_rise": __import__("math").exp(sel_ppl - set_loss.base) - 1,
-                                      "test_ppl": test, "test_rise": test / base - 1,
-                                      "seconds": round(time.perf_counter() - t, 1)})
+                out["k_auto"].append(
+                    {
+                        "budget": budget,
+                        "k": k,
+                        "criterion": criterion,
+                        "layers": layers,
+                        "selection_rise": __import__("math").exp(sel_ppl - set_loss.base) - 1,
+                        "test_ppl": test,
+                        "test_rise": test / base - 1,
+                        "seconds": round(time.perf_counter() - t, 1),
+                    }
+                )
                 print("k auto", out["k_auto"][-1], flush=True)
                 save()
             out["selections"][name]["tried"] = chooser.record(data, set_loss.tokens, chosen)["tried"]
@@ -173,33 +231,60 @@ def write_md(out: dict, path: Path) -> None:
         return f"{ev[tuple(layers)]:.2f}" if tuple(layers) in ev else "not run"
 
     fixed = {c: {int(k): tuple(v) for k, v in d.items()} for c, d in out["fixed"].items()}
-    md = [f"# Choosing layers: SmolLM2-135M, Attn NBL, WikiText-2 test perplexity (base {base:.2f})", "",
-          f"Calibration {out['calibration']}; {out['eval']}; `{out['command']}`; {out['machine']}; "
-          f"{out.get('total_s', 0):.0f} s in all."
-          + (f" The cca and cosine rows not re-run were taken from {', '.join(seeded)} (same calibration, layers and "
-             "evaluation); re-run here: " + "; ".join(f"{c['layers'] or 'base'} {c['here']:.4f} (seed {c['seed']:.4f})"
-                                                      for c in out.get("seed_check", [])) + "." if seeded else ""), ""]
+    md = [
+        f"# Choosing layers: SmolLM2-135M, Attn NBL, WikiText-2 test perplexity (base {base:.2f})",
+        "",
+        f"Calibration {out['calibration']}; {out['eval']}; `{out['command']}`; {out['machine']}; "
+        f"{out.get('total_s', 0):.0f} s in all."
+        + (
+            f" The cca and cosine rows not re-run were taken from {', '.join(seeded)} (same calibration, layers and "
+            "evaluation); re-run here: "
+            + "; ".join(
+                f"{c['layers'] or 'base'} {c['here']:.4f} (seed {c['seed']:.4f})" for c in out.get("seed_check", [])
+            )
+            + "."
+            if seeded
+            else ""
+        ),
+        "",
+    ]
     for name, rec in out["selections"].items():
         chosen = {c["k"]: (c["criterion"], tuple(c["layers"])) for c in rec["chosen"]}
         greedy = {t["k"]: tuple(t["layers"]) for t in rec["tried"] if t["criterion"] == "greedy"}
         d = rec["data"]
-        what = (f"{d['path']} {d['split']}, {d['num_samples']} blocks" if d["source"] == "selection dataset"
-                else f"the calibration's held-out tenth ({d['num_samples']} C4 blocks, in-distribution)")
-        md += [f"## Selection data: {what}, {rec['tokens']} tokens ({rec['sets_measured']} layer sets measured in "
-               f"{rec['seconds']:.0f} s)", "",
-               "| k | cca | cosine | nmse | greedy | auto (winner) | best fixed |", "|---|---|---|---|---|---|---|"]
+        what = (
+            f"{d['path']} {d['split']}, {d['num_samples']} blocks"
+            if d["source"] == "selection dataset"
+            else f"the calibration's held-out tenth ({d['num_samples']} C4 blocks, in-distribution)"
+        )
+        md += [
+            f"## Selection data: {what}, {rec['tokens']} tokens ({rec['sets_measured']} layer sets measured in "
+            f"{rec['seconds']:.0f} s)",
+            "",
+            "| k | cca | cosine | nmse | greedy | auto (winner) | best fixed |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for k in sorted(chosen):
             row = {c: ev[fixed[c][k]] for c in fixed if fixed[c][k] in ev}
             auto_c, auto_l = chosen[k]
-            md.append(f"| {k} | " + " | ".join(f(fixed[c][k]) for c in fixed)
-                      + f" | {f(greedy[k])} | {f(auto_l)} ({auto_c}) | {min(row.values()):.2f} ({min(row, key=row.get)}) |")
+            md.append(
+                f"| {k} | "
+                + " | ".join(f(fixed[c][k]) for c in fixed)
+                + f" | {f(greedy[k])} | {f(auto_l)} ({auto_c}) | {min(row.values()):.2f} ({min(row, key=row.get)}) |"
+            )
         md.append("")
     if out["k_auto"]:
-        md += ["## k auto (criterion auto, WikiText-2 validation selection)", "",
-               "| budget | k found | criterion | layers | rise on selection data | WikiText-2 test ppl | rise on test |",
-               "|---|---|---|---|---|---|---|"]
-        md += [f"| {r['budget']:.0%} | {r['k']} | {r['criterion']} | {r['layers']} | {r['selection_rise']:+.1%} | "
-               f"{r['test_ppl']:.2f} | {r['test_rise']:+.1%} |" for r in out["k_auto"]]
+        md += [
+            "## k auto (criterion auto, WikiText-2 validation selection)",
+            "",
+            "| budget | k found | criterion | layers | rise on selection data | WikiText-2 test ppl | rise on test |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        md += [
+            f"| {r['budget']:.0%} | {r['k']} | {r['criterion']} | {r['layers']} | {r['selection_rise']:+.1%} | "
+            f"{r['test_ppl']:.2f} | {r['test_rise']:+.1%} |"
+            for r in out["k_auto"]
+        ]
     path.write_text("\n".join(md) + "\n")
     print("\n".join(md))
 

@@ -41,8 +41,13 @@ def one_run(wakeup: str, n: int, home: Path) -> list[float]:
     from service.jobs import store
     from service.keys.auth import create_key, get_or_create_team
 
-    settings = Settings(home=home, database_url=f"sqlite:///{home}/nbl.db", broker_url=f"sqla+sqlite:///{home}/b.db",
-                        stream_poll_s=1.0, wakeup_url=wakeup)
+    settings = Settings(
+        home=home,
+        database_url=f"sqlite:///{home}/nbl.db",
+        broker_url=f"sqla+sqlite:///{home}/b.db",
+        stream_poll_s=1.0,
+        wakeup_url=wakeup,
+    )
     settings.ensure_dirs()
     ensure_schema(settings)
     engine = make_engine(settings)
@@ -70,8 +75,9 @@ def one_run(wakeup: str, n: int, home: Path) -> list[float]:
             time.sleep(0.37)
 
     threading.Thread(target=write, daemon=True).start()
-    with httpx.stream("GET", f"{url}/v1/jobs/{job}/events/stream", headers={"Authorization": f"Bearer {key}"},
-                      timeout=30) as r:
+    with httpx.stream(
+        "GET", f"{url}/v1/jobs/{job}/events/stream", headers={"Authorization": f"Bearer {key}"}, timeout=30
+    ) as r:
         for kind, data, _ in parse(r.iter_lines()):
             if kind != "message":
                 continue
@@ -99,17 +105,29 @@ def main() -> None:
             late = sorted(one_run(wakeup, args.events, home))
         finally:
             shutil.rmtree(home, ignore_errors=True)
-        rows.append({"run": name, "events": len(late), "median_s": round(statistics.median(late), 3),
-                     "max_s": round(late[-1], 3), "min_s": round(late[0], 3)})
+        rows.append(
+            {
+                "run": name,
+                "events": len(late),
+                "median_s": round(statistics.median(late), 3),
+                "max_s": round(late[-1], 3),
+                "min_s": round(late[0], 3),
+            }
+        )
         print(rows[-1])
     out = HERE / "results" / "stream_wakeup"
     out.with_suffix(".json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
     load = " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
-    lines = ["# Event stream latency: Redis wake-up against polling", "",
-             f"`.venv/bin/python bench/stream_wakeup.py --events {args.events}` (SQLite, uvicorn in-process, "
-             f"NBL_STREAM_POLL_S=1, an event committed every 0.37 s; 2 shared cores, load average {load}). Latency: "
-             "the client's receipt of the event minus the end of its commit.", "",
-             "| run | events | median | min | max |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        "# Event stream latency: Redis wake-up against polling",
+        "",
+        f"`.venv/bin/python bench/stream_wakeup.py --events {args.events}` (SQLite, uvicorn in-process, "
+        f"NBL_STREAM_POLL_S=1, an event committed every 0.37 s; 2 shared cores, load average {load}). Latency: "
+        "the client's receipt of the event minus the end of its commit.",
+        "",
+        "| run | events | median | min | max |",
+        "|---|---:|---:|---:|---:|",
+    ]
     lines += [f"| {r['run']} | {r['events']} | {r['median_s']} s | {r['min_s']} s | {r['max_s']} s |" for r in rows]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

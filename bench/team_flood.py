@@ -41,8 +41,16 @@ VENV = REPO / ".venv" / "bin"
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 TIMEOUT_S = 60.0
 BETA_DELAY_S = 1.5
-TINY_CONFIG = {"model_type": "llama", "num_hidden_layers": 4, "max_position_embeddings": 256, "hidden_size": 64,
-               "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
+TINY_CONFIG = {
+    "model_type": "llama",
+    "num_hidden_layers": 4,
+    "max_position_embeddings": 256,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+}
 SUBMIT = {"model": {"id": "local:tiny"}, "compression": {"k": 1}, "calibration": {"num_samples": 16, "seq_len": 128}}
 
 
@@ -54,13 +62,20 @@ def _free_port() -> int:
 
 def _env(home: Path, backend: str, db: str | None, extra: list[str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NBL_") and k not in ("DATABASE_URL", "BROKER_URL")}
-    env |= {"NBL_HOME": str(home), "PYTHONPATH": f"{REPO}:{REPO / 'clients' / 'python'}", "HF_HUB_OFFLINE": "1",
-            "NBL_MAX_ACTIVE_JOBS_PER_TEAM": "1000000", "NBL_MAX_JOBS_PER_TEAM_PER_HOUR": "",
-            "NBL_QUEUE": f"nbl-flood-{uuid.uuid4().hex[:6]}"}
+    env |= {
+        "NBL_HOME": str(home),
+        "PYTHONPATH": f"{REPO}:{REPO / 'clients' / 'python'}",
+        "HF_HUB_OFFLINE": "1",
+        "NBL_MAX_ACTIVE_JOBS_PER_TEAM": "1000000",
+        "NBL_MAX_JOBS_PER_TEAM_PER_HOUR": "",
+        "NBL_QUEUE": f"nbl-flood-{uuid.uuid4().hex[:6]}",
+    }
     env |= dict(item.split("=", 1) for item in extra)  # --server-env NAME=VALUE
     if backend == "postgres":
-        env |= {"DATABASE_URL": f"postgresql+psycopg://postgres@127.0.0.1:5432/{db}",
-                "BROKER_URL": "redis://127.0.0.1:6379/14"}
+        env |= {
+            "DATABASE_URL": f"postgresql+psycopg://postgres@127.0.0.1:5432/{db}",
+            "BROKER_URL": "redis://127.0.0.1:6379/14",
+        }
     return env
 
 
@@ -91,9 +106,14 @@ class Tally:
                 self.ok_s.append(seconds)
 
     def summary(self) -> dict:
-        return {"n": sum(self.statuses.values()), "statuses": dict(sorted(self.statuses.items())),
-                "p50_s": _pct(self.all_s, 0.5), "p99_s": _pct(self.all_s, 0.99),
-                "max_s": max(self.all_s) if self.all_s else None, "ok_p99_s": _pct(self.ok_s, 0.99)}
+        return {
+            "n": sum(self.statuses.values()),
+            "statuses": dict(sorted(self.statuses.items())),
+            "p50_s": _pct(self.all_s, 0.5),
+            "p99_s": _pct(self.all_s, 0.99),
+            "max_s": max(self.all_s) if self.all_s else None,
+            "ok_p99_s": _pct(self.ok_s, 0.99),
+        }
 
 
 async def _send(client, tally: Tally, method: str, url: str, **kw) -> None:
@@ -121,8 +141,11 @@ async def _raw_client(host: str, port: int, request: bytes, stop: float, tally: 
             reader, writer = conn
             writer.write(request)
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TIMEOUT_S)
-            length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:"))
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
             await asyncio.wait_for(reader.readexactly(length), TIMEOUT_S)
             tally.add(head[9:12].decode(), time.monotonic() - t0)
         except asyncio.TimeoutError:
@@ -149,8 +172,10 @@ def _flood(host: str, port: int, key: str, clients: int, seconds: float, out) ->
 async def _beta(base: str, beta: str, job: str, seconds: float, pg_db: str | None) -> dict:
     import httpx
 
-    tallies = {name: Tally() for name in ("beta GET /v1/jobs/{id}", "beta GET /v1/jobs", "beta GET /v1/usage",
-                                          "beta POST /v1/jobs")}
+    tallies = {
+        name: Tally()
+        for name in ("beta GET /v1/jobs/{id}", "beta GET /v1/jobs", "beta GET /v1/usage", "beta POST /v1/jobs")
+    }
     stop = time.monotonic() + seconds
     idle_in_tx = [0]
 
@@ -164,15 +189,19 @@ async def _beta(base: str, beta: str, job: str, seconds: float, pg_db: str | Non
 
         async with await psycopg.AsyncConnection.connect(PG_ADMIN, autocommit=True) as conn:
             while time.monotonic() < stop:
-                cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
-                                         "AND state = 'idle in transaction'", (pg_db,))
+                cur = await conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND state = 'idle in transaction'",
+                    (pg_db,),
+                )
                 idle_in_tx[0] = max(idle_in_tx[0], (await cur.fetchone())[0])
                 await asyncio.sleep(0.5)
 
     async with httpx.AsyncClient(base_url=base) as client:
-        tasks = [loop(client, "beta GET /v1/jobs/{id}", "GET", f"/v1/jobs/{job}"),
-                 loop(client, "beta GET /v1/jobs", "GET", "/v1/jobs?limit=20"),
-                 loop(client, "beta GET /v1/usage", "GET", "/v1/usage")]
+        tasks = [
+            loop(client, "beta GET /v1/jobs/{id}", "GET", f"/v1/jobs/{job}"),
+            loop(client, "beta GET /v1/jobs", "GET", "/v1/jobs?limit=20"),
+            loop(client, "beta GET /v1/usage", "GET", "/v1/usage"),
+        ]
         tasks += [loop(client, "beta POST /v1/jobs", "POST", "/v1/jobs", json=SUBMIT) for _ in range(2)]
         if pg_db:
             tasks.append(watch_pg())
@@ -215,8 +244,13 @@ def run_backend(backend: str, flood: int, seconds: float, extra_env: list[str]) 
         port = _free_port()
         base = f"http://127.0.0.1:{port}"
         log = open(home / "api.log", "w")
-        server = subprocess.Popen([str(VENV / "nbl"), "serve", "--port", str(port), "--log-level", "warning"],
-                                  env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [str(VENV / "nbl"), "serve", "--port", str(port), "--log-level", "warning"],
+            env=env,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -248,20 +282,30 @@ def _fmt(s: float | None) -> str:
 
 
 def markdown(report: dict) -> str:
-    lines = [f"# One team's flood of reads against another team ({report['label']})", "",
-             f"command: `{report['command']}` ({report['when']}, commit {report['commit']}, {os.cpu_count()} CPUs)",
-             "", f"alpha: {report['flood']} connections sending GET /v1/models back to back for {report['seconds']} s "
-             f"(Retry-After ignored; a process of its own); beta from {BETA_DELAY_S} s: one client per read, two "
-             f"submitting (POST /v1/jobs), 0.05 s between requests; client timeout {TIMEOUT_S:.0f} s. "
-             "p50/p99/max over every answer (timeouts excluded, counted as `timeout`).", ""]
+    lines = [
+        f"# One team's flood of reads against another team ({report['label']})",
+        "",
+        f"command: `{report['command']}` ({report['when']}, commit {report['commit']}, {os.cpu_count()} CPUs)",
+        "",
+        f"alpha: {report['flood']} connections sending GET /v1/models back to back for {report['seconds']} s "
+        f"(Retry-After ignored; a process of its own); beta from {BETA_DELAY_S} s: one client per read, two "
+        f"submitting (POST /v1/jobs), 0.05 s between requests; client timeout {TIMEOUT_S:.0f} s. "
+        "p50/p99/max over every answer (timeouts excluded, counted as `timeout`).",
+        "",
+    ]
     for run in report["runs"]:
-        lines += [f"## {run['backend']} (load average before: {', '.join(map(str, run['load_before']))})", "",
-                  "| requests | n | statuses | p50 s | p99 s | max s |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"## {run['backend']} (load average before: {', '.join(map(str, run['load_before']))})",
+            "",
+            "| requests | n | statuses | p50 s | p99 s | max s |",
+            "|---|---|---|---|---|---|",
+        ]
         for name, r in run["results"].items():
             if isinstance(r, dict):
                 statuses = ", ".join(f"{k}: {v}" for k, v in r["statuses"].items())
-                lines.append(f"| {name} | {r['n']} | {statuses} | {_fmt(r['p50_s'])} | {_fmt(r['p99_s'])} | "
-                             f"{_fmt(r['max_s'])} |")
+                lines.append(
+                    f"| {name} | {r['n']} | {statuses} | {_fmt(r['p50_s'])} | {_fmt(r['p99_s'])} | {_fmt(r['max_s'])} |"
+                )
         if "max idle in transaction" in run["results"]:
             lines += ["", f"Most connections idle in transaction at once: {run['results']['max idle in transaction']}"]
         lines.append("")
@@ -274,15 +318,28 @@ def main() -> None:
     ap.add_argument("--flood", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--label", default="")
-    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
-                    help="more environment for `nbl serve` (NBL_MAX_READS_PER_TEAM=8, ...)")
+    ap.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="more environment for `nbl serve` (NBL_MAX_READS_PER_TEAM=8, ...)",
+    )
     ap.add_argument("--out", default=str(HERE / "results" / "team_flood"))
     args = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True).stdout.strip() or "?"
-    report = {"label": args.label or commit, "command": " ".join(["bench/team_flood.py", *sys.argv[1:]]),
-              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit, "flood": args.flood,
-              "seconds": args.seconds, "runs": []}
+    commit = (
+        subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        or "?"
+    )
+    report = {
+        "label": args.label or commit,
+        "command": " ".join(["bench/team_flood.py", *sys.argv[1:]]),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": commit,
+        "flood": args.flood,
+        "seconds": args.seconds,
+        "runs": [],
+    }
     for backend in args.backend or ["postgres", "sqlite"]:
         report["runs"].append(run_backend(backend, args.flood, args.seconds, args.server_env))
         print(json.dumps(report["runs"][-1], indent=1), flush=True)

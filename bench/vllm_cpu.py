@@ -45,8 +45,15 @@ def measure(path: str, args) -> dict:
     from vllm import LLM
 
     t0 = time.perf_counter()
-    llm = LLM(model=path, dtype="float32", max_model_len=args.prompt_len + args.new_tokens + 16, seed=0,
-              enforce_eager=args.eager, distributed_executor_backend="uni", generation_config="vllm")
+    llm = LLM(
+        model=path,
+        dtype="float32",
+        max_model_len=args.prompt_len + args.new_tokens + 16,
+        seed=0,
+        enforce_eager=args.eager,
+        distributed_executor_backend="uni",
+        generation_config="vllm",
+    )
     start_s = time.perf_counter() - t0
     try:
         rng = random.Random(0)
@@ -71,13 +78,18 @@ def measure(path: str, args) -> dict:
 def table(results: dict, args) -> str:
     base = results["base"]
     cols = [f"prefill_b{b}" for b in BATCHES] + [f"decode_b{b}" for b in BATCHES]
-    head = ("| model | layers replaced | " + " | ".join(c.replace("_b", " tok/s, batch ") for c in cols)
-            + f" | KV cache tokens ({args.kv_gib} GiB) | vs base |")
+    head = (
+        "| model | layers replaced | "
+        + " | ".join(c.replace("_b", " tok/s, batch ") for c in cols)
+        + f" | KV cache tokens ({args.kv_gib} GiB) | vs base |"
+    )
     rows = [head, "|" + "---|" * (len(cols) + 4)]
     for name, r in results.items():
         figs = " | ".join(f"{r[c]:.1f}" for c in cols)
-        rows.append(f"| {name} | {r.get('layers', '-')} | {figs} | {r['kv_cache_tokens']:,} | "
-                    f"{r['kv_cache_tokens'] / base['kv_cache_tokens']:.3f}x |")
+        rows.append(
+            f"| {name} | {r.get('layers', '-')} | {figs} | {r['kv_cache_tokens']:,} | "
+            f"{r['kv_cache_tokens'] / base['kv_cache_tokens']:.3f}x |"
+        )
     return "\n".join(rows)
 
 
@@ -106,22 +118,32 @@ def main() -> None:
         print(name, json.dumps(results[name]), flush=True)
 
     load = os.getloadavg()
-    meta = {"vllm": vllm.__version__, "cpus": os.cpu_count(), "machine": platform.machine(),
-            "loadavg_at_end": [round(x, 2) for x in load], "prompt_len": args.prompt_len,
-            "new_tokens": args.new_tokens, "repeats": args.repeats, "eager": args.eager, "kv_gib": args.kv_gib,
-            "omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
-            "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    meta = {
+        "vllm": vllm.__version__,
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "loadavg_at_end": [round(x, 2) for x in load],
+        "prompt_len": args.prompt_len,
+        "new_tokens": args.new_tokens,
+        "repeats": args.repeats,
+        "eager": args.eager,
+        "kv_gib": args.kv_gib,
+        "omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    md = (f"# vLLM on CPU: SmolLM2-135M base vs Attn NBL / Attn DROP (fp32)\n\n"
-          f"vLLM {meta['vllm']} (vllm-cpu) with the nbl-vllm plugin, {meta['cpus']} CPUs ({meta['machine']}), "
-          f"{'eager' if args.eager else 'compiled'}, one engine at a time; vLLM binds its OpenMP threads "
-          f"(VLLM_CPU_OMP_THREADS_BIND={meta['omp_threads_bind']}: 1 thread on this 2-core machine). Prefill: prompts of {args.prompt_len} random tokens, 1 new "
-          f"token. Decode: {args.new_tokens} new tokens after 16-token prompts, the 1-token run subtracted. "
-          f"Medians of {args.repeats} after a warm-up. KV cache: VLLM_CPU_KVCACHE_SPACE={args.kv_gib} GiB. "
-          f"Load average at the end {meta['loadavg_at_end']} (the machine was shared with other work: "
-          f"absolute figures are pessimistic, compare rows). Generated {meta['generated']} by "
-          f"`bench/vllm_cpu.py`.\n\n{table(results, args)}\n\n"
-          "GPU: not measured (no GPU with a vLLM build was available in this session).\n")
+    md = (
+        f"# vLLM on CPU: SmolLM2-135M base vs Attn NBL / Attn DROP (fp32)\n\n"
+        f"vLLM {meta['vllm']} (vllm-cpu) with the nbl-vllm plugin, {meta['cpus']} CPUs ({meta['machine']}), "
+        f"{'eager' if args.eager else 'compiled'}, one engine at a time; vLLM binds its OpenMP threads "
+        f"(VLLM_CPU_OMP_THREADS_BIND={meta['omp_threads_bind']}: 1 thread on this 2-core machine). Prefill: prompts of {args.prompt_len} random tokens, 1 new "
+        f"token. Decode: {args.new_tokens} new tokens after 16-token prompts, the 1-token run subtracted. "
+        f"Medians of {args.repeats} after a warm-up. KV cache: VLLM_CPU_KVCACHE_SPACE={args.kv_gib} GiB. "
+        f"Load average at the end {meta['loadavg_at_end']} (the machine was shared with other work: "
+        f"absolute figures are pessimistic, compare rows). Generated {meta['generated']} by "
+        f"`bench/vllm_cpu.py`.\n\n{table(results, args)}\n\n"
+        "GPU: not measured (no GPU with a vLLM build was available in this session).\n"
+    )
     args.out.with_suffix(".md").write_text(md)
     print(md)
 

@@ -31,8 +31,12 @@ def row(name: str, ref: dict, got: dict) -> dict:
     diffs = [abs(a - b) for la, lb in zip(got["logprobs"], ref["logprobs"]) for a, b in zip(la, lb)]
     nbl = ref["nbl"]
     return {
-        "output": name, "mode": nbl.get("mode"), "method": nbl.get("method"), "layers": nbl.get("layers", []),
-        "tokens_equal": sum(a == b for a, b in pairs), "tokens": len(pairs),
+        "output": name,
+        "mode": nbl.get("mode"),
+        "method": nbl.get("method"),
+        "layers": nbl.get("layers", []),
+        "tokens_equal": sum(a == b for a, b in pairs),
+        "tokens": len(pairs),
         "max_abs_logprob_diff": max(diffs),
         "kv_cache_tokens": got["kv_cache_tokens"],
         "kv_expected": kv_cache_tokens(ref["attention_layers"], ref["kv_bytes_per_token_layer"], got["block_size"]),
@@ -64,7 +68,8 @@ def main() -> int:
         lines.append(
             f"| {r['output']} | {r['mode'] or '-'} / {r['method'] or '-'} | {r['layers'] or '-'} | "
             f"{r['tokens_equal']}/{r['tokens']} | {r['max_abs_logprob_diff']:.1e} | "
-            f"{r['kv_cache_tokens']:,} ({r['kv_expected']:,}) | {r['attention_layers']} |")
+            f"{r['kv_cache_tokens']:,} ({r['kv_expected']:,}) | {r['attention_layers']} |"
+        )
     (out / "vllm_parity.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -148,12 +148,31 @@ def _cold_env(scratch: Path, **extra) -> dict:
 def run_ours(a, model: str, scratch: Path, i: int) -> dict:
     nbl = a.nbl
     out = scratch / "out"
-    cmd = [nbl, "compress", "--model", model, "--dataset", str(a.data), "--num-samples", str(a.num_samples),
-           "--seq-len", str(a.seq_len), "--mode", a.mode, "--criterion", "cca", "--k", str(a.k),
-           "--out", str(out), "--json", "--no-cache",
-           # the reference saves without reloading; our default also reloads the output in a fresh process and
-           # compares its logits (the load check, ~8 s here: a second interpreter importing torch), not timed here
-           "--no-load-check"]
+    cmd = [
+        nbl,
+        "compress",
+        "--model",
+        model,
+        "--dataset",
+        str(a.data),
+        "--num-samples",
+        str(a.num_samples),
+        "--seq-len",
+        str(a.seq_len),
+        "--mode",
+        a.mode,
+        "--criterion",
+        "cca",
+        "--k",
+        str(a.k),
+        "--out",
+        str(out),
+        "--json",
+        "--no-cache",
+        # the reference saves without reloading; our default also reloads the output in a fresh process and
+        # compares its logits (the load check, ~8 s here: a second interpreter importing torch), not timed here
+        "--no-load-check",
+    ]
     log = scratch / "ours.log"
     env = _cold_env(scratch)
     # --json prints the result on stdout; keep it apart from the progress bars on stderr.
@@ -205,27 +224,65 @@ def run_reference(a, model: str, scratch: Path, i: int, n_layers: int) -> dict:
     data_dir = scratch / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "dataset_info.json").write_text(
-        json.dumps({"c4_demo": {"file_name": "c4_demo.json", "columns": {"prompt": "text"}}}))
+        json.dumps({"c4_demo": {"file_name": "c4_demo.json", "columns": {"prompt": "text"}}})
+    )
     link = data_dir / "c4_demo.json"
     if not link.exists():
         link.symlink_to(Path(a.data).resolve())
     out_dir = scratch / "ref_out"
     save = out_dir / "checkpoint"
-    common = ["--stage", "prune", "--model_name_or_path", model, "--dataset", "c4_demo",
-              "--dataset_dir", str(data_dir), "--split", "train", "--layer_drop_norm", "True",
-              "--target_layer", "attn", "--prune_data_type", "pt", "--cutoff_len", str(a.seq_len),
-              "--output_dir", str(out_dir), "--logging_steps", "10",
-              "--n_calibration_samples", str(a.num_samples), "--prune_method", "layer_drop",
-              "--drop_n", str(a.k), "--similarity_cache_file", str(out_dir / "similarity_cache.pt"),
-              "--prune_model_save_path", str(save)]
+    common = [
+        "--stage",
+        "prune",
+        "--model_name_or_path",
+        model,
+        "--dataset",
+        "c4_demo",
+        "--dataset_dir",
+        str(data_dir),
+        "--split",
+        "train",
+        "--layer_drop_norm",
+        "True",
+        "--target_layer",
+        "attn",
+        "--prune_data_type",
+        "pt",
+        "--cutoff_len",
+        str(a.seq_len),
+        "--output_dir",
+        str(out_dir),
+        "--logging_steps",
+        "10",
+        "--n_calibration_samples",
+        str(a.num_samples),
+        "--prune_method",
+        "layer_drop",
+        "--drop_n",
+        str(a.k),
+        "--similarity_cache_file",
+        str(out_dir / "similarity_cache.pt"),
+        "--prune_model_save_path",
+        str(save),
+    ]
     if a.ref_dtype == "bf16":
         common.append("--bf16")
     stage1 = [str(py), "src/compress.py", *common, "--only_update_config", "True", "--layer_drop_method", "discrete"]
-    stage2 = [str(py), "src/compress.py", *common, "--only_update_config", "False", "--layer_drop_method", "post_dropping"]
+    stage2 = [
+        str(py),
+        "src/compress.py",
+        *common,
+        "--only_update_config",
+        "False",
+        "--layer_drop_method",
+        "post_dropping",
+    ]
     # calculate_cca.py is started as plain `python`: the reference venv must come first on PATH.
     env = _cold_env(scratch, PATH=f"{py.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     r1 = measure(stage1, cwd=code, env=env, log=scratch / "ref_stage1.log", timeout=a.timeout)
-    r2 = measure(stage2, cwd=code, env=env, log=scratch / "ref_stage2.log", timeout=a.timeout) if r1["rc"] == 0 else None
+    r2 = (
+        measure(stage2, cwd=code, env=env, log=scratch / "ref_stage2.log", timeout=a.timeout) if r1["rc"] == 0 else None
+    )
     stages = [s for s in (r1, r2) if s]
     r = {
         "rc": r1["rc"] if r1["rc"] != 0 else (r2 or {}).get("rc"),
@@ -371,8 +428,10 @@ def markdown(res: dict) -> str:
     def row(name, s):
         if not s or not s.get("runs_ok"):
             return f"| {name} | failed/skipped | | | | | |"
-        return (f"| {name} | {s['wall_s_median']} | {s['wall_s_min']} | {s['cpu_s_median']} | {s['peak_rss_mb_max']} | "
-                f"{s['cpu_util_median']} | {s['chosen_layers']} |")
+        return (
+            f"| {name} | {s['wall_s_median']} | {s['wall_s_min']} | {s['cpu_s_median']} | {s['peak_rss_mb_max']} | "
+            f"{s['cpu_util_median']} | {s['chosen_layers']} |"
+        )
 
     lines.append(row("ours (`nbl compress --no-cache --no-load-check`)", o))
     if res["reference"].get("skipped"):
@@ -381,22 +440,28 @@ def markdown(res: dict) -> str:
         lines.append(row(f"reference ({res['reference'].get('ref_dtype')}, 2 stages)", rf))
     lines.append("")
     if rf and rf.get("runs_ok") and o.get("runs_ok"):
-        lines.append(f"Speed-up (median wall): **{res['speedup_median']}x**; "
-                     f"target ours <= {TARGET_OURS_S:g} s: **{'met' if res['target_met'] else 'NOT met'}** "
-                     f"(ours median {o['wall_s_median']} s).")
+        lines.append(
+            f"Speed-up (median wall): **{res['speedup_median']}x**; "
+            f"target ours <= {TARGET_OURS_S:g} s: **{'met' if res['target_met'] else 'NOT met'}** "
+            f"(ours median {o['wall_s_median']} s)."
+        )
     elif o.get("runs_ok"):
         lines.append(f"Target ours <= {TARGET_OURS_S:g} s: **{'met' if res['target_met'] else 'NOT met'}**.")
     lines.append("")
     lines.append("Phases (last run):")
     last_o = next((r for r in reversed(res["ours"]["runs"]) if r.get("rc") == 0), None)
     if last_o:
-        lines.append(f"- ours: {last_o.get('phases_s')} (the CLI's own timers; the rest is Python start-up and imports)")
+        lines.append(
+            f"- ours: {last_o.get('phases_s')} (the CLI's own timers; the rest is Python start-up and imports)"
+        )
     last_r = next((r for r in reversed(res["reference"].get("runs", [])) if r.get("rc") == 0), None)
     if last_r:
         st = last_r["stages"]
-        lines.append(f"- reference: stage 1 (forward, pickles, {p['n_layers']} CCA processes, selection) "
-                     f"{st['score_select']['wall_s']} s, of which in-process CCA maths {last_r['cca_in_process_s']} s; "
-                     f"stage 2 (post_dropping, save) {st['save']['wall_s']} s")
+        lines.append(
+            f"- reference: stage 1 (forward, pickles, {p['n_layers']} CCA processes, selection) "
+            f"{st['score_select']['wall_s']} s, of which in-process CCA maths {last_r['cca_in_process_s']} s; "
+            f"stage 2 (post_dropping, save) {st['save']['wall_s']} s"
+        )
     c = res.get("comparison")
     if c:
         lines += [
@@ -411,8 +476,11 @@ def markdown(res: dict) -> str:
     loads = [r.get("load1_before") for side in ("ours", "reference") for r in res[side].get("runs", [])]
     loads = [x for x in loads if x is not None]
     if loads:
-        lines += ["", f"1-minute load average before runs: {min(loads)}..{max(loads)} on {res['machine']['cpus']} CPUs "
-                  "(other jobs on a shared machine inflate both tools' times; CPU util < cpus means waiting)."]
+        lines += [
+            "",
+            f"1-minute load average before runs: {min(loads)}..{max(loads)} on {res['machine']['cpus']} CPUs "
+            "(other jobs on a shared machine inflate both tools' times; CPU util < cpus means waiting).",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -422,20 +490,26 @@ def ensure_model(a) -> str:
         return a.model
     # The brief's one-off conversion of the bundled GGUF to a safetensors directory (untimed).
     env = dict(os.environ, NBL_HOME=a.convert_home)
-    code = ("from service.core.settings import Settings; from worker.engine.loading.load import load_model; s = Settings(); "
-            f"print(load_model({str(ROOT / GGUF_REL)!r}, models_dir=s.models_dir, home=s.home).path)")
+    code = (
+        "from service.core.settings import Settings; from worker.engine.loading.load import load_model; s = Settings(); "
+        f"print(load_model({str(ROOT / GGUF_REL)!r}, models_dir=s.models_dir, home=s.home).path)"
+    )
     print(f"converting the GGUF once (NBL_HOME={a.convert_home}) ...", file=sys.stderr)
-    out = subprocess.run([str(ROOT / ".venv/bin/python"), "-c", code], cwd=ROOT, env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [str(ROOT / ".venv/bin/python"), "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    ).stdout
     return out.strip().splitlines()[-1]
 
 
 def git_state(path: Path) -> dict:
     def g(*args):
         try:
-            return subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=30).stdout.strip()
+            return subprocess.run(
+                ["git", "-C", str(path), *args], capture_output=True, text=True, timeout=30
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return None
+
     return {"commit": g("rev-parse", "HEAD"), "dirty_files": len((g("status", "--porcelain") or "").splitlines())}
 
 
@@ -451,8 +525,12 @@ def cpu_model() -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--ref-dir", type=Path, default=os.environ.get("NBL_REF_DIR"),
-                    help="directory made by bench/reference/setup.sh (default $NBL_REF_DIR; none: skip the reference)")
+    ap.add_argument(
+        "--ref-dir",
+        type=Path,
+        default=os.environ.get("NBL_REF_DIR"),
+        help="directory made by bench/reference/setup.sh (default $NBL_REF_DIR; none: skip the reference)",
+    )
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--model", help="safetensors model directory (default: convert the bundled SmolLM2 GGUF once)")
     ap.add_argument("--convert-home", default="/tmp/nblhome-bench", help="NBL_HOME for that one-off conversion")
@@ -461,8 +539,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--mode", default="attn", choices=["attn"], help="the reference's public code has Attn NBL only")
-    ap.add_argument("--ref-dtype", default="fp32", choices=["fp32", "bf16"],
-                    help="fp32 matches our CPU default; bf16 is what the authors' script passes")
+    ap.add_argument(
+        "--ref-dtype",
+        default="fp32",
+        choices=["fp32", "bf16"],
+        help="fp32 matches our CPU default; bf16 is what the authors' script passes",
+    )
     ap.add_argument("--nbl", default=str(ROOT / ".venv" / "bin" / "nbl"))
     ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "nbl-vs-ref")
     ap.add_argument("--results", type=Path, default=RESULTS)
@@ -487,7 +569,9 @@ def main(argv=None) -> int:
     if a.ref_dir is None:
         ref_skip = "no --ref-dir given (make one with: bash bench/reference/setup.sh DIR)"
     elif ref_layout(Path(a.ref_dir)) is None:
-        ref_skip = f"{a.ref_dir} has no NBL/src/compress.py and venv/bin/python (run bench/reference/setup.sh {a.ref_dir})"
+        ref_skip = (
+            f"{a.ref_dir} has no NBL/src/compress.py and venv/bin/python (run bench/reference/setup.sh {a.ref_dir})"
+        )
     if ref_skip:
         print(f"reference: SKIPPED: {ref_skip}", file=sys.stderr)
     else:
@@ -502,29 +586,57 @@ def main(argv=None) -> int:
             scratch.mkdir(parents=True)
             r = run_ours(a, model, scratch, i)
             ours_runs.append(r)
-            print(f"ours  #{i}: rc={r['rc']} wall={r['wall_s']}s rss={r['peak_rss_mb']}MB "
-                  f"load={r['load1_before']} layers={r.get('chosen_layers')}", file=sys.stderr)
+            print(
+                f"ours  #{i}: rc={r['rc']} wall={r['wall_s']}s rss={r['peak_rss_mb']}MB "
+                f"load={r['load1_before']} layers={r.get('chosen_layers')}",
+                file=sys.stderr,
+            )
         if not ref_skip:
             scratch = a.work_dir / f"{stamp}-ref-{i}"
             scratch.mkdir(parents=True)
             r = run_reference(a, model, scratch, i, n_layers)
             ref_runs.append(r)
-            print(f"ref   #{i}: rc={r['rc']} wall={r['wall_s']}s rss={r['peak_rss_mb']}MB "
-                  f"load={r['load1_before']} layers={r.get('chosen_layers')}", file=sys.stderr)
+            print(
+                f"ref   #{i}: rc={r['rc']} wall={r['wall_s']}s rss={r['peak_rss_mb']}MB "
+                f"load={r['load1_before']} layers={r.get('chosen_layers')}",
+                file=sys.stderr,
+            )
 
     data_sha = hashlib.sha256(Path(a.data).read_bytes()).hexdigest()
     res = {
         "generated": _dt.datetime.now().isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
-                    "python": platform.python_version()},
-        "params": {"model": model, "model_name": f"SmolLM2-135M (Llama, {n_layers} layers)", "n_layers": n_layers,
-                   "data": str(a.data), "data_sha256": data_sha, "num_samples": a.num_samples,
-                   "seq_len": a.seq_len, "mode": a.mode, "k": a.k, "repeats": a.repeats},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "cpu_model": cpu_model(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "params": {
+            "model": model,
+            "model_name": f"SmolLM2-135M (Llama, {n_layers} layers)",
+            "n_layers": n_layers,
+            "data": str(a.data),
+            "data_sha256": data_sha,
+            "num_samples": a.num_samples,
+            "seq_len": a.seq_len,
+            "mode": a.mode,
+            "k": a.k,
+            "repeats": a.repeats,
+        },
         "ours": {"git": git_state(ROOT), "runs": ours_runs, "summary": summarise(ours_runs)},
-        "reference": ({"skipped": ref_skip} if ref_skip else
-                      {"dir": str(a.ref_dir), "commit": (a.ref_dir / "REF_COMMIT").read_text().strip()
-                       if (a.ref_dir / "REF_COMMIT").is_file() else None,
-                       "ref_dtype": a.ref_dtype, "runs": ref_runs, "summary": summarise(ref_runs)}),
+        "reference": (
+            {"skipped": ref_skip}
+            if ref_skip
+            else {
+                "dir": str(a.ref_dir),
+                "commit": (a.ref_dir / "REF_COMMIT").read_text().strip()
+                if (a.ref_dir / "REF_COMMIT").is_file()
+                else None,
+                "ref_dtype": a.ref_dtype,
+                "runs": ref_runs,
+                "summary": summarise(ref_runs),
+            }
+        ),
         "target_ours_wall_s": TARGET_OURS_S,
     }
     o, rs = res["ours"]["summary"], res["reference"].get("summary") or {}
@@ -542,8 +654,11 @@ def main(argv=None) -> int:
     print(md)
     failed = [r for r in ours_runs + ref_runs if r.get("rc") != 0]
     for r in failed:
-        print(f"FAILED run (rc={r['rc']}), log {r.get('log') or r['stages']['score_select']['log']}:\n"
-              f"{r.get('error_tail', '')}", file=sys.stderr)
+        print(
+            f"FAILED run (rc={r['rc']}), log {r.get('log') or r['stages']['score_select']['log']}:\n"
+            f"{r.get('error_tail', '')}",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 

@@ -44,8 +44,14 @@ def main() -> None:
         base = next((home / "models").iterdir())
         d, layers = 576, list(range(10, 18))
         g = torch.Generator().manual_seed(0)
-        maps = {i: LinearMap(torch.randn(d, d, generator=g, dtype=torch.float64) / d,
-                             torch.randn(d, generator=g, dtype=torch.float64), 0.0) for i in layers}
+        maps = {
+            i: LinearMap(
+                torch.randn(d, d, generator=g, dtype=torch.float64) / d,
+                torch.randn(d, generator=g, dtype=torch.float64),
+                0.0,
+            )
+            for i in layers
+        }
         plan = {"mode": "attn", "method": "nbl", "layers": layers}
         tokenizer = AutoTokenizer.from_pretrained(base)
         rows = {}
@@ -56,18 +62,29 @@ def main() -> None:
                 shutil.rmtree(out, ignore_errors=True)
                 os.sync()
                 t, c = time.perf_counter(), time.process_time()
-                write_compressed(base, plan, maps, dtype, tokenizer, out, "llama",
-                                 {"layers": [], "replaced_layers": layers})
+                write_compressed(
+                    base, plan, maps, dtype, tokenizer, out, "llama", {"layers": [], "replaced_layers": layers}
+                )
                 walls.append(round(time.perf_counter() - t, 3))
                 cpus.append(round(time.process_time() - c, 3))
-            rows[str(dtype).split(".")[1]] = {"wall_s": walls, "cpu_s": cpus,
-                                              "bytes": sum(f.stat().st_size for f in out.glob("*.safetensors"))}
+            rows[str(dtype).split(".")[1]] = {
+                "wall_s": walls,
+                "cpu_s": cpus,
+                "bytes": sum(f.stat().st_size for f in out.glob("*.safetensors")),
+            }
             print(f"{dtype}: wall {walls} s, cpu {cpus} s")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    report = {"command": "bench/write_output.py --repeats %d" % args.repeats, "commit": commit.strip(),
-              "dirty": bool(subprocess.run(["git", "status", "--porcelain", "--", "worker"], cwd=ROOT,
-                                           capture_output=True, text=True).stdout),
-              "load_average_before": load, "writes": rows}
+    report = {
+        "command": "bench/write_output.py --repeats %d" % args.repeats,
+        "commit": commit.strip(),
+        "dirty": bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--", "worker"], cwd=ROOT, capture_output=True, text=True
+            ).stdout
+        ),
+        "load_average_before": load,
+        "writes": rows,
+    }
     args.out.write_text(json.dumps(report, indent=2) + "\n")
 
 

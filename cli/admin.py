@@ -55,14 +55,23 @@ def add_admin_commands(asub) -> None:
     """The `nbl admin` commands of this module (cli/keys.py and cli/outputs.py add theirs)."""
     p = asub.add_parser("migrate", help="upgrade the database schema to the latest revision")
     p.set_defaults(func=cmd_migrate)
-    p = asub.add_parser("dispatch", help="re-send queued jobs that never reached the broker, and jobs whose worker died")
-    p.add_argument("--stale-after", type=float, default=3600,
-                   help="also re-send jobs queued and dispatched more than this many seconds ago")
+    p = asub.add_parser(
+        "dispatch", help="re-send queued jobs that never reached the broker, and jobs whose worker died"
+    )
+    p.add_argument(
+        "--stale-after",
+        type=float,
+        default=3600,
+        help="also re-send jobs queued and dispatched more than this many seconds ago",
+    )
     p.set_defaults(func=cmd_dispatch)
-    p = asub.add_parser("set-hub-token", help="store a team's Hugging Face Hub write token, encrypted",
-                        description="Reads the token from $NBL_HUB_TOKEN, else from stdin (never from the command "
-                        "line, which other users can see); stores it encrypted. Jobs of the team publish with it "
-                        "unless they bring their own publish.token.")
+    p = asub.add_parser(
+        "set-hub-token",
+        help="store a team's Hugging Face Hub write token, encrypted",
+        description="Reads the token from $NBL_HUB_TOKEN, else from stdin (never from the command "
+        "line, which other users can see); stores it encrypted. Jobs of the team publish with it "
+        "unless they bring their own publish.token.",
+    )
     p.add_argument("--team", required=True, help="team name")
     p.add_argument("--clear", action="store_true", help="remove the team's token instead")
     p.set_defaults(func=cmd_set_hub_token)
@@ -76,15 +85,15 @@ def add_admin_commands(asub) -> None:
 
 
 def add_reconcile(sub) -> None:
-    p = sub.add_parser("reconcile", help="run the reconciler: requeue jobs whose worker died, fail poison jobs, "
-                       "re-send jobs the broker lost",
-                       description="A pass every --interval seconds (default $NBL_RECONCILE_INTERVAL or 30); "
-                       "see service/jobs/reconciler.py.")
+    p = sub.add_parser(
+        "reconcile",
+        help="run the reconciler: requeue jobs whose worker died, fail poison jobs, re-send jobs the broker lost",
+        description="A pass every --interval seconds (default $NBL_RECONCILE_INTERVAL or 30); "
+        "see service/jobs/reconciler.py.",
+    )
     p.add_argument("--once", action="store_true", help="one pass, then exit (1 if it failed)")
     p.add_argument("--interval", type=float, default=None, help="seconds between passes")
     p.set_defaults(func=cmd_reconcile)
-
-
 
 
 # --- the commands -----------------------------------------------------------------------------------
@@ -109,8 +118,9 @@ MAX_INTERVAL_S = 86400.0  # a wait longer than the platform's timeout (inf) was 
 def seconds(value: float, flag: str, high: float, *, zero: bool) -> float:
     """A number of seconds up to `high`, from 0 (or above it, unless `zero`); NaN fails either comparison."""
     if not ((value >= 0 if zero else value > 0) and value <= high):
-        raise ValueError(f"{flag} must be {'from 0 to' if zero else 'above 0 and at most'} {high:,.0f} seconds, "
-                         f"got {value:g}")
+        raise ValueError(
+            f"{flag} must be {'from 0 to' if zero else 'above 0 and at most'} {high:,.0f} seconds, got {value:g}"
+        )
     return value
 
 
@@ -208,7 +218,9 @@ def cmd_reconcile(args) -> int:
     settings = Settings()
     logging.getLogger("service").setLevel(logging.INFO)  # its log lines are the point of the process
     interval = args.interval if args.interval is not None else settings.reconcile_interval_s
-    seconds(interval, "--interval" if args.interval is not None else "NBL_RECONCILE_INTERVAL", MAX_INTERVAL_S, zero=False)
+    seconds(
+        interval, "--interval" if args.interval is not None else "NBL_RECONCILE_INTERVAL", MAX_INTERVAL_S, zero=False
+    )
     try:
         return reconciler.run(settings, interval_s=interval, once=args.once)
     except KeyboardInterrupt:

@@ -48,51 +48,99 @@ def compress_arguments(p, *, k_required: bool = True) -> None:
     compress command line, pasted, is estimated as it stands."""
     p.add_argument("--model", required=True, help="Hub repo id, local checkpoint directory, or .gguf file")
     p.add_argument("--revision", help="Hub revision (branch, tag or commit)")
-    p.add_argument("--dataset", default=R.DATASET, help="datasets path, local .json/.jsonl/.txt/.parquet, or c4 / wikitext2")
+    p.add_argument(
+        "--dataset", default=R.DATASET, help="datasets path, local .json/.jsonl/.txt/.parquet, or c4 / wikitext2"
+    )
     p.add_argument("--dataset-config", help="datasets config name")
     p.add_argument("--split", default=R.SPLIT)
     p.add_argument("--text-field", default=R.TEXT_FIELD)
-    p.add_argument("--num-samples", type=int, default=R.NUM_SAMPLES, help=f"calibration blocks (default {R.NUM_SAMPLES})")
+    p.add_argument(
+        "--num-samples", type=int, default=R.NUM_SAMPLES, help=f"calibration blocks (default {R.NUM_SAMPLES})"
+    )
     p.add_argument("--seq-len", type=int, default=R.SEQ_LEN, help=f"tokens per block (default {R.SEQ_LEN})")
     p.add_argument("--seed", type=int, default=R.SEED)
     p.add_argument("--shuffle", action="store_true", help="take documents in a seeded random order")
     p.add_argument("--mode", choices=R.MODES, default=R.MODE)
     p.add_argument("--method", choices=R.METHODS, default=R.METHOD)
-    p.add_argument("--criterion", choices=CRITERIA + MEASURED, default=R.CRITERION,
-                   help="greedy and auto measure layer sets on the selection data (see --selection-dataset)")
-    p.add_argument("--form", choices=FORMS, default=R.FORM,
-                   help="how outputs are written, so where they run (docs/engine.md#forms): nbl (our modeling file), "
-                   "linear (DeciLM replace_with_linear), fold (the map folded into the previous MLP: block mode "
-                   "writes the base's own class)")
-    p.add_argument("--k", type=_ks, required=k_required, help="layers to replace: K or K1,K2,... (one output each), or "
-                   "auto with --max-ppl-increase")
+    p.add_argument(
+        "--criterion",
+        choices=CRITERIA + MEASURED,
+        default=R.CRITERION,
+        help="greedy and auto measure layer sets on the selection data (see --selection-dataset)",
+    )
+    p.add_argument(
+        "--form",
+        choices=FORMS,
+        default=R.FORM,
+        help="how outputs are written, so where they run (docs/engine.md#forms): nbl (our modeling file), "
+        "linear (DeciLM replace_with_linear), fold (the map folded into the previous MLP: block mode "
+        "writes the base's own class)",
+    )
+    p.add_argument(
+        "--k",
+        type=_ks,
+        required=k_required,
+        help="layers to replace: K or K1,K2,... (one output each), or auto with --max-ppl-increase",
+    )
     p.add_argument("--out", type=Path, help="output directory (DIR/k{K} for several k)")
     p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
     p.add_argument("--device", default="auto", help="the one device to run on (as --devices with one device)")
-    p.add_argument("--devices", metavar="LIST", help="calibrate data-parallel, one process per device: "
-                   "cuda:0,cuda:1, or cpu,cpu (default: every visible GPU, else cpu)")
-    p.add_argument("--batch-size", type=int, help="blocks per forward pass (default: 2,048 tokens on CPU, 16,384 on a GPU)")
-    p.add_argument("--stats-precision", choices=["auto", "float32", "tf32", "float64"], default="auto",
-                   help="precision of per-batch products (sums are always float64); auto: tf32 on a GPU (its "
-                   "scores within 2.2e-5 of float64 products', bench/results/product_precision.md), else float32")
-    p.add_argument("--no-cache", action="store_true",
-                   help="neither read nor write the statistics cache (nor, with --eval, the base's evaluation cache)")
-    p.add_argument("--max-model-bytes", type=int, metavar="N",
-                   help="refuse input weights larger than N bytes, before any download (default: NBL_MAX_MODEL_BYTES)")
-    p.add_argument("--host-cache-bytes", type=int, metavar="N",
-                   help="keep at most N bytes of hidden states between layers in memory, the rest on disk under "
-                   "NBL_HOME/spill (default: NBL_HOST_CACHE_BYTES, else no limit)")
-    p.add_argument("--no-load-check", action="store_true",
-                   help="do not reload each output in a fresh process to check that it loads, generates and "
-                   "reproduces the model in memory (a job always checks; this saves a process start and a "
-                   "model load per output)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout: calibration, scores, "
-                   "outputs and `result` (the API's job result: base, each output, delta, relative); a number "
-                   "that is not finite (the cond of a singular C_xx) is null")
+    p.add_argument(
+        "--devices",
+        metavar="LIST",
+        help="calibrate data-parallel, one process per device: "
+        "cuda:0,cuda:1, or cpu,cpu (default: every visible GPU, else cpu)",
+    )
+    p.add_argument(
+        "--batch-size", type=int, help="blocks per forward pass (default: 2,048 tokens on CPU, 16,384 on a GPU)"
+    )
+    p.add_argument(
+        "--stats-precision",
+        choices=["auto", "float32", "tf32", "float64"],
+        default="auto",
+        help="precision of per-batch products (sums are always float64); auto: tf32 on a GPU (its "
+        "scores within 2.2e-5 of float64 products', bench/results/product_precision.md), else float32",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the statistics cache (nor, with --eval, the base's evaluation cache)",
+    )
+    p.add_argument(
+        "--max-model-bytes",
+        type=int,
+        metavar="N",
+        help="refuse input weights larger than N bytes, before any download (default: NBL_MAX_MODEL_BYTES)",
+    )
+    p.add_argument(
+        "--host-cache-bytes",
+        type=int,
+        metavar="N",
+        help="keep at most N bytes of hidden states between layers in memory, the rest on disk under "
+        "NBL_HOME/spill (default: NBL_HOST_CACHE_BYTES, else no limit)",
+    )
+    p.add_argument(
+        "--no-load-check",
+        action="store_true",
+        help="do not reload each output in a fresh process to check that it loads, generates and "
+        "reproduces the model in memory (a job always checks; this saves a process start and a "
+        "model load per output)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as JSON on stdout: calibration, scores, "
+        "outputs and `result` (the API's job result: base, each output, delta, relative); a number "
+        "that is not finite (the cond of a singular C_xx) is null",
+    )
     ev = p.add_argument_group("evaluation (--eval: the options of `nbl eval`)")
-    ev.add_argument("--eval", action="store_true", help="after compressing, evaluate the base and every output "
-                    "reloaded from disk (wikitext2 perplexity unless asked otherwise), print base vs each k and "
-                    "rewrite each output's card with the results")
+    ev.add_argument(
+        "--eval",
+        action="store_true",
+        help="after compressing, evaluate the base and every output "
+        "reloaded from disk (wikitext2 perplexity unless asked otherwise), print base vs each k and "
+        "rewrite each output's card with the results",
+    )
     add_eval_options(ev)
     add_gate_option(p, ev)
     add_selection_options(p)
@@ -122,16 +170,34 @@ def cmd_compress(args) -> int:
     if args.host_cache_bytes is not None and args.host_cache_bytes < 0:
         raise ValueError(f"the host cache budget must be a number of bytes, got {args.host_cache_bytes}")
     espec = eval_spec(args) if args.eval else None  # checked before the long part
-    settings = Settings()  # the reader of NBL_* (service/core/settings.py): directories, the defaults of the limits below
+    settings = (
+        Settings()
+    )  # the reader of NBL_* (service/core/settings.py): directories, the defaults of the limits below
     paths = run_paths(settings, args.out, stats_cache=not args.no_cache, eval_cache=not args.no_cache)
     progress = sys.stderr.isatty() or not args.json
-    limits = {k: v for k, v in dict(max_model_bytes=args.max_model_bytes, host_cache_bytes=args.host_cache_bytes,
-                                    greedy_width=args.greedy_width or None).items() if v is not None}  # else NBL_*
+    limits = {
+        k: v
+        for k, v in dict(
+            max_model_bytes=args.max_model_bytes,
+            host_cache_bytes=args.host_cache_bytes,
+            greedy_width=args.greedy_width or None,
+        ).items()
+        if v is not None
+    }  # else NBL_*
     options = run_options(  # the hub retries (NBL_HUB_ATTEMPTS) and load-check timeout as a worker's
-        settings, devices=args.devices, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+        settings,
+        devices=args.devices,
+        device=args.device,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
         product_dtype=args.stats_precision,
         fit_check=False,  # the user chose this machine; the engine's own limits still hold
-        load_check=not args.no_load_check, local_paths=True, private_hub=True, progress=progress, **limits)
+        load_check=not args.no_load_check,
+        local_paths=True,
+        private_hub=True,
+        progress=progress,
+        **limits,
+    )
     sink = ConsoleSink(verbose=progress)
     try:
         result = run(recipe(args, espec), sink, paths, InPlace(args.out) if args.out is not None else None, options)
@@ -166,19 +232,44 @@ def recipe(args, espec=None) -> R.Recipe:
     measures (cli/eval.py's EvalSpec of the evaluation flags)."""
     evaluation = R.Evaluation()
     if espec is not None:
-        evaluation = R.Evaluation(perplexity=espec.perplexity, tasks=espec.tasks, limit=espec.limit,
-                                  max_tokens=espec.max_tokens, speed=espec.speed, task_files=espec.task_files,
-                                  suite=espec.suite, repeats=espec.repeats, batch_tokens=espec.batch_tokens)
+        evaluation = R.Evaluation(
+            perplexity=espec.perplexity,
+            tasks=espec.tasks,
+            limit=espec.limit,
+            max_tokens=espec.max_tokens,
+            speed=espec.speed,
+            task_files=espec.task_files,
+            suite=espec.suite,
+            repeats=espec.repeats,
+            batch_tokens=espec.batch_tokens,
+        )
     refit, heal = refine_from_args(args, args.form, args.method)
     return R.Recipe(
-        model=args.model, revision=args.revision,
-        calibration=R.Calibration(dataset=args.dataset, config=args.dataset_config, split=args.split,
-                                  text_field=args.text_field, num_samples=args.num_samples, seq_len=args.seq_len,
-                                  seed=args.seed, shuffle=args.shuffle),
-        compression=R.Compression(ks=tuple(args.k), mode=args.mode, method=args.method, criterion=args.criterion,
-                                  form=args.form, max_ppl_increase=args.max_ppl_increase,
-                                  enforce_budget=getattr(args, "enforce_budget", True), refit=refit, heal=heal),
-        evaluation=evaluation, selection=selection_from_args(args),
+        model=args.model,
+        revision=args.revision,
+        calibration=R.Calibration(
+            dataset=args.dataset,
+            config=args.dataset_config,
+            split=args.split,
+            text_field=args.text_field,
+            num_samples=args.num_samples,
+            seq_len=args.seq_len,
+            seed=args.seed,
+            shuffle=args.shuffle,
+        ),
+        compression=R.Compression(
+            ks=tuple(args.k),
+            mode=args.mode,
+            method=args.method,
+            criterion=args.criterion,
+            form=args.form,
+            max_ppl_increase=args.max_ppl_increase,
+            enforce_budget=getattr(args, "enforce_budget", True),
+            refit=refit,
+            heal=heal,
+        ),
+        evaluation=evaluation,
+        selection=selection_from_args(args),
         gates=gates_from_args(args, espec),
     )
 
@@ -200,11 +291,15 @@ def _json_view(r: dict) -> dict:
 def print_compress_table(r: dict, mode: str) -> None:
     cal = r["calibration"]
     src = "cache" if cal["cached"] else f"{cal['seconds']:.1f} s"
-    print(f"\ncalibration: {cal['num_samples']} x {cal['seq_len']} = {cal['tokens']} tokens ({src}); "
-          f"sums {cal['stats_bytes'] / 2**20:.0f} MiB, peak RSS {cal['peak_rss_bytes'] / 2**20:.0f} MiB")
+    print(
+        f"\ncalibration: {cal['num_samples']} x {cal['seq_len']} = {cal['tokens']} tokens ({src}); "
+        f"sums {cal['stats_bytes'] / 2**20:.0f} MiB, peak RSS {cal['peak_rss_bytes'] / 2**20:.0f} MiB"
+    )
     chosen = {i for o in r["outputs"] for i in o["replaced_layers"]}
     has_loss = any("loss_rise" in s[mode] for s in r["scores"])
-    head = f"{'layer':>5} {'cca_bound':>10} {'nmse':>8} {'cosine':>8} {'held_nmse':>9}" + (" loss_rise" if has_loss else "")
+    head = f"{'layer':>5} {'cca_bound':>10} {'nmse':>8} {'cosine':>8} {'held_nmse':>9}" + (
+        " loss_rise" if has_loss else ""
+    )
     print(f"\n{mode} scores (* = replaced in some output)\n{head}")
     for s in r["scores"]:
         m = s[mode]
@@ -220,14 +315,23 @@ def print_compress_table(r: dict, mode: str) -> None:
     if r.get("selection"):
         print_selection(r["selection"])
     for o in r["outputs"]:
-        print(f"k={o['k']:<3} {o['mode']}/{o['method']}/{o['criterion']} form {o.get('form', R.FORM)}: layers "
-              f"{o['replaced_layers']} -> {o['path']}  (runs in: {', '.join(o.get('runs_in') or [])})")
+        print(
+            f"k={o['k']:<3} {o['mode']}/{o['method']}/{o['criterion']} form {o.get('form', R.FORM)}: layers "
+            f"{o['replaced_layers']} -> {o['path']}  (runs in: {', '.join(o.get('runs_in') or [])})"
+        )
         if o.get("refit"):
-            print(f"      refit (sequential): {o['refit']['seconds']:.1f} s{' (cached)' if o['refit'].get('cached') else ''}")
+            print(
+                f"      refit (sequential): {o['refit']['seconds']:.1f} s{' (cached)' if o['refit'].get('cached') else ''}"
+            )
         if o.get("heal"):
             h = o["heal"]
-            print(f"      heal: {h['tokens']:,} tokens, {h['steps']} steps, {h['seconds']:.1f} s; held-out ppl "
-                  f"{h['perplexity_before']:.3f} -> {h['perplexity_after']:.3f}"
-                  + (f"; guard (selection data) ppl {h['guard_perplexity_before']:.3f} -> {h['guard_perplexity_after']:.3f}"
-                     if h.get("guard_perplexity_before") is not None else "")
-                  + ("" if h["kept"] else " (not kept)"))
+            print(
+                f"      heal: {h['tokens']:,} tokens, {h['steps']} steps, {h['seconds']:.1f} s; held-out ppl "
+                f"{h['perplexity_before']:.3f} -> {h['perplexity_after']:.3f}"
+                + (
+                    f"; guard (selection data) ppl {h['guard_perplexity_before']:.3f} -> {h['guard_perplexity_after']:.3f}"
+                    if h.get("guard_perplexity_before") is not None
+                    else ""
+                )
+                + ("" if h["kept"] else " (not kept)")
+            )

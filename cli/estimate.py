@@ -25,7 +25,15 @@ OWN_HELP = {  # the shared flags whose compress help does not say what they do h
     "--out": "outputs are saved (the directory is not written; a job always saves)",
     "--json": "print the estimate as JSON",
 }
-DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # worker/engine/loading/load.resolve_dtype's
+DTYPES = (
+    "auto",
+    "float32",
+    "fp32",
+    "bfloat16",
+    "bf16",
+    "float16",
+    "fp16",
+)  # worker/engine/loading/load.resolve_dtype's
 
 
 def _gib(text: str) -> int:
@@ -39,30 +47,46 @@ def _gib(text: str) -> int:
 
 
 def add_estimate(sub) -> None:
-    p = sub.add_parser("estimate", help="memory, disk and time a compression needs, from config.json alone",
-                       description="Estimate `nbl compress` with the same options (and the worker class a job "
-                       "with them goes to) from the model's config.json, before anything is downloaded. Every "
-                       "flag of nbl compress is accepted; those that do not change the figures are ignored.")
+    p = sub.add_parser(
+        "estimate",
+        help="memory, disk and time a compression needs, from config.json alone",
+        description="Estimate `nbl compress` with the same options (and the worker class a job "
+        "with them goes to) from the model's config.json, before anything is downloaded. Every "
+        "flag of nbl compress is accepted; those that do not change the figures are ignored.",
+    )
     compress_arguments(p, k_required=False)
     p.epilog, p.formatter_class = None, argparse.HelpFormatter  # compress's exit codes are not estimate's
     for action in p._actions:
         if action.option_strings and action.option_strings[0] in OWN_HELP:
             action.help = OWN_HELP[action.option_strings[0]]
-    p.add_argument("--device-memory", type=_gib, metavar="GIB", help="each GPU's memory, with --devices: a model "
-                   "larger than one is spread over the GPUs, the host and disk as the worker does (default: "
-                   "assumed to fit one)")
+    p.add_argument(
+        "--device-memory",
+        type=_gib,
+        metavar="GIB",
+        help="each GPU's memory, with --devices: a model "
+        "larger than one is spread over the GPUs, the host and disk as the worker does (default: "
+        "assumed to fit one)",
+    )
     p.add_argument("--host-memory", type=_gib, metavar="GIB", help="the host's memory, with --device-memory")
-    p.add_argument("--job", action="store_true", help="estimate a job (outputs saved, the whole model loaded, "
-                   "wikitext2 perplexity unless the evaluation flags ask otherwise) rather than nbl compress")
+    p.add_argument(
+        "--job",
+        action="store_true",
+        help="estimate a job (outputs saved, the whole model loaded, "
+        "wikitext2 perplexity unless the evaluation flags ask otherwise) rather than nbl compress",
+    )
     p.set_defaults(func=cmd_estimate, k=DEFAULT_K)
 
 
 def _check(args) -> None:
     """The values compress refuses when it runs (engine config, recipe): refused here before any arithmetic."""
-    for flag, value, least in (("--num-samples", args.num_samples, 1), ("--seq-len", args.seq_len, 2),
-                               ("--batch-size", args.batch_size, 1), ("--greedy-width", args.greedy_width, 1),
-                               ("--selection-samples", args.selection_samples, 1),
-                               ("--host-cache-bytes", args.host_cache_bytes, 0)):
+    for flag, value, least in (
+        ("--num-samples", args.num_samples, 1),
+        ("--seq-len", args.seq_len, 2),
+        ("--batch-size", args.batch_size, 1),
+        ("--greedy-width", args.greedy_width, 1),
+        ("--selection-samples", args.selection_samples, 1),
+        ("--host-cache-bytes", args.host_cache_bytes, 0),
+    ):
         if value is not None and value < least:
             raise ValueError(f"{flag} must be at least {least}, got {value}")
     if any(k < 1 for k in args.k):
@@ -109,18 +133,38 @@ def cmd_estimate(args) -> int:
     tasks = [*args.tasks, *args.task_file]
     refit, heal = refine_from_args(args, args.form, args.method)
     opts = Options(
-        refit=refit, heal=heal, num_samples=args.num_samples, seq_len=args.seq_len, batch_size=args.batch_size, mode=args.mode,
-        method=args.method, criterion=args.criterion, form=args.form, ks=(1,) if k_auto else tuple(args.k), dtype=args.dtype,
-        k_auto=k_auto, load_check=not args.no_load_check, greedy_width=args.greedy_width or settings.greedy_width,
+        refit=refit,
+        heal=heal,
+        num_samples=args.num_samples,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        mode=args.mode,
+        method=args.method,
+        criterion=args.criterion,
+        form=args.form,
+        ks=(1,) if k_auto else tuple(args.k),
+        dtype=args.dtype,
+        k_auto=k_auto,
+        load_check=not args.no_load_check,
+        greedy_width=args.greedy_width or settings.greedy_width,
         selection_samples=args.selection_samples if args.selection_dataset else None,  # else the held-out tenth
-        stats_precision=args.stats_precision, host_cache_bytes=host_cache_bytes,
-        outputs=args.out is not None or args.job, whole_model=evaluate,
-        perplexity=tuple(perplexity) if evaluate else (), eval_max_tokens=args.max_tokens,
-        tasks=tuple(tasks) if evaluate else (), eval_limit=args.limit)
+        stats_precision=args.stats_precision,
+        host_cache_bytes=host_cache_bytes,
+        outputs=args.out is not None or args.job,
+        whole_model=evaluate,
+        perplexity=tuple(perplexity) if evaluate else (),
+        eval_max_tokens=args.max_tokens,
+        tasks=tuple(tasks) if evaluate else (),
+        eval_limit=args.limit,
+    )
     try:  # the config's numbers are bounded (shapes.BOUNDS); the flags are not: --num-samples 10**400 is a number
         placement = place(shape, opts, classes(settings), settings.task_time_limit_s)
         devices = _devices(args)
-        est = estimate(shape, opts, devices, Memory(args.device_memory, args.host_memory)) if devices else placement.estimate
+        est = (
+            estimate(shape, opts, devices, Memory(args.device_memory, args.host_memory))
+            if devices
+            else placement.estimate
+        )
     except OverflowError:
         raise ValueError("these options are too large to estimate (a figure overflows a float)") from None
     worker_class = queue_of(settings.queue_name, placement.cls) if placement.cls else None
@@ -128,10 +172,15 @@ def cmd_estimate(args) -> int:
     if args.json:
         print(json.dumps(view, indent=2))
         return 0
-    print(f"{args.model}: {shape.layers} layers, d={shape.hidden}, {shape.params / 1e9:,.2f}B parameters; "
-          f"{opts.num_samples} x {opts.seq_len} tokens, batch {est.batch_size}, {est.dtype}")
+    print(
+        f"{args.model}: {shape.layers} layers, d={shape.hidden}, {shape.params / 1e9:,.2f}B parameters; "
+        f"{opts.num_samples} x {opts.seq_len} tokens, batch {est.batch_size}, {est.dtype}"
+    )
     print(f"devices {','.join(est.devices)}")
-    print(f"  peak device memory  {gb(est.device_bytes)} per device" + ("" if est.device_bytes else " (CPU: all on the host)"))
+    print(
+        f"  peak device memory  {gb(est.device_bytes)} per device"
+        + ("" if est.device_bytes else " (CPU: all on the host)")
+    )
     print(f"  peak host memory    {gb(est.host_bytes)}")
     for name, phase in est.phases.items():
         print(f"    {name:<10} device {gb(phase['device'])}, host {gb(phase['host'])}")

@@ -41,42 +41,78 @@ def add_eval(sub) -> None:
         "JSONL task, and inference speed; with a base model, "
         "one side-by-side report with deltas.",
     )
-    p.add_argument("--model", required=True, help="Hub repo id, checkpoint directory, .gguf file, or `nbl compress` output")
+    p.add_argument(
+        "--model", required=True, help="Hub repo id, checkpoint directory, .gguf file, or `nbl compress` output"
+    )
     p.add_argument("--revision", help="Hub revision of --model")
-    p.add_argument("--base", help="base model to compare with (default: the one a compressed output records, "
-                   "if it is a local path); `none` for no comparison")
+    p.add_argument(
+        "--base",
+        help="base model to compare with (default: the one a compressed output records, "
+        "if it is a local path); `none` for no comparison",
+    )
     p.add_argument("--base-revision", help="Hub revision of --base")
     p.add_argument("--base-params", type=_positive, help="non-embedding parameters of the base, for sparsity")
     add_eval_options(p)
     p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
     p.add_argument("--device", default="auto")
-    p.add_argument("--devices", metavar="LIST", help="a model larger than the first of these is spread over them "
-                   "with device_map=auto, the rest offloaded (e.g. cuda:0,cuda:1; default: every visible GPU)")
-    p.add_argument("--threads", type=_positive, help="CPU threads for torch (default: torch's choice; on a busy "
-                   "machine 1 can be much faster than several)")
+    p.add_argument(
+        "--devices",
+        metavar="LIST",
+        help="a model larger than the first of these is spread over them "
+        "with device_map=auto, the rest offloaded (e.g. cuda:0,cuda:1; default: every visible GPU)",
+    )
+    p.add_argument(
+        "--threads",
+        type=_positive,
+        help="CPU threads for torch (default: torch's choice; on a busy machine 1 can be much faster than several)",
+    )
     p.add_argument("--no-cache", action="store_true", help="re-evaluate the base even if its result is cached")
     p.add_argument("--out", type=Path, help="also write the full JSON report to this file")
-    p.add_argument("--card", action="store_true", help="rewrite the model card (README.md) of an `nbl compress` "
-                   "output given as --model with these results (model-index and the before/after table)")
+    p.add_argument(
+        "--card",
+        action="store_true",
+        help="rewrite the model card (README.md) of an `nbl compress` "
+        "output given as --model with these results (model-index and the before/after table)",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     p.set_defaults(func=cmd_eval)
 
 
 def add_eval_options(p) -> None:
     """What to measure: shared by `nbl eval` and `nbl compress --eval`."""
-    p.add_argument("--perplexity", type=_names, default=None, metavar="CORPORA",
-                   help="comma-separated: wikitext2, c4, or text files (default wikitext2 when nothing else is asked)")
+    p.add_argument(
+        "--perplexity",
+        type=_names,
+        default=None,
+        metavar="CORPORA",
+        help="comma-separated: wikitext2, c4, or text files (default wikitext2 when nothing else is asked)",
+    )
     p.add_argument("--max-tokens", type=_positive, help="score only the first N tokens of each perplexity corpus")
-    p.add_argument("--tasks", type=_names, default=[], metavar="TASKS",
-                   help="comma-separated: arc_easy, arc_challenge, hellaswag, boolq, openbookqa, lambada_openai, mmlu, "
-                   "or any lm-eval task whose data is in the local Hugging Face cache (e.g. winogrande)")
-    p.add_argument("--task-file", nargs="+", action="extend", default=[], metavar="FILE",
-                   help='JSONL of {"context", "choices", "label"} or of {"contexts", "continuation", "label"} '
-                   "(one form per file); reported under the file stem")
+    p.add_argument(
+        "--tasks",
+        type=_names,
+        default=[],
+        metavar="TASKS",
+        help="comma-separated: arc_easy, arc_challenge, hellaswag, boolq, openbookqa, lambada_openai, mmlu, "
+        "or any lm-eval task whose data is in the local Hugging Face cache (e.g. winogrande)",
+    )
+    p.add_argument(
+        "--task-file",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FILE",
+        help='JSONL of {"context", "choices", "label"} or of {"contexts", "continuation", "label"} '
+        "(one form per file); reported under the file stem",
+    )
     # A name, checked when the command runs (worker/eval/benchmarks/suite.py): building the parser imports no
     # worker code, so `nbl serve` starts the API without the worker package.
-    p.add_argument("--suite", metavar="NAME", help="the tasks a paper averages (paper: the NBL paper's eight), "
-                   "those whose data is here; reports their average and names the tasks skipped")
+    p.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="the tasks a paper averages (paper: the NBL paper's eight), "
+        "those whose data is here; reports their average and names the tasks skipped",
+    )
     p.add_argument("--limit", type=_positive, help="first N documents of each task (per subject for mmlu)")
     p.add_argument("--speed", action="store_true", help="prefill/decode tokens/s, KV-cache bytes, sparsity")
     p.add_argument("--repeats", type=_positive, default=3, help="timed repeats per speed figure (median; default 3)")
@@ -89,8 +125,14 @@ def eval_spec(args):
     from worker.eval.evaluate import EvalSpec
 
     spec = EvalSpec(
-        perplexity=tuple(args.perplexity or ()), tasks=tuple(args.tasks), task_files=tuple(args.task_file),
-        limit=args.limit, max_tokens=args.max_tokens, suite=args.suite, speed=args.speed, repeats=args.repeats,
+        perplexity=tuple(args.perplexity or ()),
+        tasks=tuple(args.tasks),
+        task_files=tuple(args.task_file),
+        limit=args.limit,
+        max_tokens=args.max_tokens,
+        suite=args.suite,
+        speed=args.speed,
+        repeats=args.repeats,
         batch_tokens=args.batch_tokens,
     )
     if spec.empty():
@@ -128,8 +170,12 @@ def cmd_eval(args) -> int:
 
     spec = eval_spec(args)
     settings = Settings()  # NBL_DATA_DIR, NBL_MODELS_DIR, NBL_HOME, NBL_MAX_MODEL_BYTES
-    where = dict(max_bytes=settings.max_model_bytes, models_dir=settings.models_dir, home=settings.home,
-                 devices=visible(args.devices, args.device))  # over which a model larger than one is spread
+    where = dict(
+        max_bytes=settings.max_model_bytes,
+        models_dir=settings.models_dir,
+        home=settings.home,
+        devices=visible(args.devices, args.device),
+    )  # over which a model larger than one is spread
     if args.card and not is_compressed_dir(args.model):
         raise ValueError("--card rewrites the card of an `nbl compress` output: give its directory as --model")
     progress = sys.stderr.isatty()
@@ -143,9 +189,12 @@ def cmd_eval(args) -> int:
     if base_source is not None:
         base = load_for_eval(base_source, args.base_revision, args.dtype, args.device, **where)
         if recorded_fingerprint and base.fingerprint != recorded_fingerprint:
-            log.warning("base %s is not the checkpoint this model was compressed from (fingerprint differs)", base_source)
-        base_result = evaluate_cached(base, spec, use_cache=not args.no_cache, progress=progress,
-                                      data_dir=settings.data_dir, home=settings.home)
+            log.warning(
+                "base %s is not the checkpoint this model was compressed from (fingerprint differs)", base_source
+            )
+        base_result = evaluate_cached(
+            base, spec, use_cache=not args.no_cache, progress=progress, data_dir=settings.data_dir, home=settings.home
+        )
         base_params = base_params or base_result["params"]["non_embedding_params"]
         del base
     lm = load_for_eval(args.model, args.revision, args.dtype, args.device, **where)
@@ -163,8 +212,9 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def write_eval_card(path: Path, result: dict, base_result: dict | None, limit: int | None = None,
-                    max_tokens: int | None = None) -> None:
+def write_eval_card(
+    path: Path, result: dict, base_result: dict | None, limit: int | None = None, max_tokens: int | None = None
+) -> None:
     """The output's card, rewritten with this evaluation (the same card a job publishes); an evaluation cut
     short by limit or max_tokens says how much it scored (worker/eval/truncation.py)."""
     from worker.engine.forms.saving import SCORES_FILE

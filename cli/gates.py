@@ -28,7 +28,9 @@ EXIT_CODES = """exit codes:
   2  a usage error: a bad flag, model, data set or gate (one line on stderr)
   5  --gate: no output passed the quality gates (the checks are on stderr; no card was written)"""
 METRICS = {"ppl": ("max_ppl_increase", "+"), "acc": ("max_acc_drop", "-")}
-_SPEC = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*):(?P<metric>[a-z]+):(?P<sign>[+-]?)(?P<num>[0-9]*\.?[0-9]+)(?P<pct>%?)")
+_SPEC = re.compile(
+    r"(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*):(?P<metric>[a-z]+):(?P<sign>[+-]?)(?P<num>[0-9]*\.?[0-9]+)(?P<pct>%?)"
+)
 
 
 def parse_gate(text: str) -> tuple[str, str, float]:
@@ -36,11 +38,13 @@ def parse_gate(text: str) -> tuple[str, str, float]:
     ("max_acc_drop", "arc_easy", 0.02). A percentage is of the base for ppl, points of accuracy for acc."""
     m = _SPEC.fullmatch(text.strip())
     if m is None:
-        raise argparse.ArgumentTypeError(f"--gate takes NAME:ppl:+RISE or NAME:acc:-DROP (e.g. wikitext2:ppl:+10%, "
-                                         f"arc_easy:acc:-0.02), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"--gate takes NAME:ppl:+RISE or NAME:acc:-DROP (e.g. wikitext2:ppl:+10%, arc_easy:acc:-0.02), got {text!r}"
+        )
     if m["metric"] not in METRICS:
-        raise argparse.ArgumentTypeError(f"--gate {text}: the metric is ppl (perplexity) or acc (accuracy), "
-                                         f"not {m['metric']!r}")
+        raise argparse.ArgumentTypeError(
+            f"--gate {text}: the metric is ppl (perplexity) or acc (accuracy), not {m['metric']!r}"
+        )
     kind, sign = METRICS[m["metric"]]
     if m["sign"] and m["sign"] != sign:
         what = "a rise (+)" if sign == "+" else "a drop (-)"
@@ -48,12 +52,16 @@ def parse_gate(text: str) -> tuple[str, str, float]:
     number = float(m["num"])
     if kind == "max_ppl_increase" and not m["pct"]:
         pct = f"{number * 100 if number < 1 else number:g}"  # 0.1 meant +10 %; 10 meant +10 % too, surely
-        raise argparse.ArgumentTypeError(f"--gate {text}: a perplexity gate is a relative rise and must say %, "
-                                         f"e.g. {m['name']}:ppl:+{pct}% (perplexity at most {pct} % above the base's)")
+        raise argparse.ArgumentTypeError(
+            f"--gate {text}: a perplexity gate is a relative rise and must say %, "
+            f"e.g. {m['name']}:ppl:+{pct}% (perplexity at most {pct} % above the base's)"
+        )
     if kind == "max_acc_drop" and not m["pct"] and number >= 1:
-        raise argparse.ArgumentTypeError(f"--gate {text}: an accuracy drop without % is a fraction below 1 "
-                                         f"(0.02: 2 points); for {m['num']} point{'' if number == 1 else 's'} write "
-                                         f"{m['name']}:acc:-{m['num']}%")
+        raise argparse.ArgumentTypeError(
+            f"--gate {text}: an accuracy drop without % is a fraction below 1 "
+            f"(0.02: 2 points); for {m['num']} point{'' if number == 1 else 's'} write "
+            f"{m['name']}:acc:-{m['num']}%"
+        )
     value = number / (100 if m["pct"] else 1)
     if kind == "max_acc_drop" and value > 1:
         raise argparse.ArgumentTypeError(f"--gate {text}: an accuracy drop is at most 100%")
@@ -64,10 +72,16 @@ def add_gate_option(parser, group) -> None:
     """--gate in `group`; the exit codes in the parser's --help."""
     parser.epilog = EXIT_CODES
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    group.add_argument("--gate", action="append", type=parse_gate, default=[], metavar="NAME:ppl:+X|NAME:acc:-X",
-                       help="with --eval, a quality gate (repeatable): wikitext2:ppl:+10%% (perplexity at most 10%% "
-                       "above the base's), arc_easy:acc:-0.02 (accuracy at most 0.02 below); an output that fails "
-                       f"one is not published, and none passing exits {EXIT_QUALITY}")
+    group.add_argument(
+        "--gate",
+        action="append",
+        type=parse_gate,
+        default=[],
+        metavar="NAME:ppl:+X|NAME:acc:-X",
+        help="with --eval, a quality gate (repeatable): wikitext2:ppl:+10%% (perplexity at most 10%% "
+        "above the base's), arc_easy:acc:-0.02 (accuracy at most 0.02 below); an output that fails "
+        f"one is not published, and none passing exits {EXIT_QUALITY}",
+    )
 
 
 def add_to_request(body: dict, gates: list[tuple[str, str, float]]) -> None:
@@ -96,8 +110,9 @@ def gates_from_args(args, espec) -> R.Gates | None:
         tasks += [*espec.suite_only()]
     errors = unmeasured(found, espec.perplexity, tasks, prefix=())
     if errors:
-        raise ValueError(errors[0]["msg"].replace("evaluation.perplexity", "--perplexity")
-                         .replace("evaluation.tasks", "--tasks"))
+        raise ValueError(
+            errors[0]["msg"].replace("evaluation.perplexity", "--perplexity").replace("evaluation.tasks", "--tasks")
+        )
     return R.Gates(max_ppl_increase=found["max_ppl_increase"], max_acc_drop=found["max_acc_drop"])
 
 

@@ -25,8 +25,11 @@ def add_key_commands(asub) -> None:
     p.set_defaults(func=cmd_create_key)
     p = asub.add_parser("list-keys", help="list API keys: id, prefix, team, times (never the key itself)")
     p.add_argument("--team", help="only this team's keys")
-    p.add_argument("--json", action="store_true",
-                   help='a JSON list of {"id", "prefix", "team", "created_at", "last_used_at", "revoked_at"}')
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='a JSON list of {"id", "prefix", "team", "created_at", "last_used_at", "revoked_at"}',
+    )
     p.set_defaults(func=cmd_list_keys)
     p = asub.add_parser("revoke-key", help="revoke an API key: it answers 401 from then on")
     p.add_argument("key_id", type=int, metavar="KEY_ID", help="the key's id (`nbl admin list-keys`)")
@@ -76,8 +79,10 @@ def cmd_rotate_key(args) -> int:
         older = [k for k, _ in list_keys(session, team) if k.id != row.id and k.revoked_at is None]
         print(f"team: {team.name}: key {row.id} ({row.prefix}...) created; it is shown once, store it now.")
         if older:
-            print("these keys keep working until revoked (`nbl admin revoke-key KEY_ID`): "
-                  + ", ".join(f"{k.id} ({k.prefix}...)" for k in older))
+            print(
+                "these keys keep working until revoked (`nbl admin revoke-key KEY_ID`): "
+                + ", ".join(f"{k.id} ({k.prefix}...)" for k in older)
+            )
     print(key)
     return 0
 
@@ -99,16 +104,39 @@ def cmd_list_keys(args) -> int:
 
     with db_session(migrated_settings()) as session:
         team = _existing_team(session, args.team) if args.team is not None else None
-        rows = [{"id": k.id, "prefix": k.prefix, "team": name, "name": k.name, "created_at": k.created_at,
-                 "last_used_at": k.last_used_at, "revoked_at": k.revoked_at} for k, name in list_keys(session, team)]
+        rows = [
+            {
+                "id": k.id,
+                "prefix": k.prefix,
+                "team": name,
+                "name": k.name,
+                "created_at": k.created_at,
+                "last_used_at": k.last_used_at,
+                "revoked_at": k.revoked_at,
+            }
+            for k, name in list_keys(session, team)
+        ]
     if args.json:
         fields = ("id", "prefix", "team", "created_at", "last_used_at", "revoked_at")
-        print(json.dumps([{f: r[f].isoformat() if isinstance(r[f], datetime) else r[f] for f in fields}
-                          for r in rows], indent=2))
+        print(
+            json.dumps(
+                [{f: r[f].isoformat() if isinstance(r[f], datetime) else r[f] for f in fields} for r in rows], indent=2
+            )
+        )
         return 0
     header = ("id", "prefix", "team", "name", "created", "last used", "revoked")
-    table = [header] + [(str(r["id"]), r["prefix"], r["team"], r["name"] or "-", _time(r["created_at"]),
-                         _time(r["last_used_at"]), _time(r["revoked_at"])) for r in rows]
+    table = [header] + [
+        (
+            str(r["id"]),
+            r["prefix"],
+            r["team"],
+            r["name"] or "-",
+            _time(r["created_at"]),
+            _time(r["last_used_at"]),
+            _time(r["revoked_at"]),
+        )
+        for r in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     add_serve(sub)
     add_client_commands(sub)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         code = args.func(args)
         sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below

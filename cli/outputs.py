@@ -9,20 +9,27 @@ from cli.admin import db_session
 
 
 def add_output_commands(asub) -> None:
-    p = asub.add_parser("gc", help="report and free disk space: scratch and staging directories of ended jobs, "
-                        "the statistics cache over its cap",
-                        description="Frees NBL_HOME/jobs/<id> and NBL_PUBLISH_DIR/.nbl-staging/<id> of jobs that "
-                        "ended (or that the database does not know), statistics cache entries least recently used "
-                        "first down to NBL_STATS_CACHE_MAX_BYTES, and cache writes left unfinished over a day ago. "
-                        "Never touches published outputs nor a queued or running job's directories.")
+    p = asub.add_parser(
+        "gc",
+        help="report and free disk space: scratch and staging directories of ended jobs, "
+        "the statistics cache over its cap",
+        description="Frees NBL_HOME/jobs/<id> and NBL_PUBLISH_DIR/.nbl-staging/<id> of jobs that "
+        "ended (or that the database does not know), statistics cache entries least recently used "
+        "first down to NBL_STATS_CACHE_MAX_BYTES, and cache writes left unfinished over a day ago. "
+        "Never touches published outputs nor a queued or running job's directories.",
+    )
     p.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
-    p.add_argument("--json", action="store_true", help='print {"dry_run", "items": [{kind, path, bytes, reason}], '
-                   '"bytes"}')
+    p.add_argument(
+        "--json", action="store_true", help='print {"dry_run", "items": [{kind, path, bytes, reason}], "bytes"}'
+    )
     p.set_defaults(func=cmd_gc)
-    p = asub.add_parser("migrate-outputs", help="move local outputs of the old flat layout NBL_PUBLISH_DIR/<name> to "
-                        "NBL_PUBLISH_DIR/<team>/<name> and record them as local:<team>/<name>",
-                        description="Run once after upgrading, workers stopped; safe to run again. The database "
-                        "says whose each output is (its last writer); folders no job recorded are listed, not moved.")
+    p = asub.add_parser(
+        "migrate-outputs",
+        help="move local outputs of the old flat layout NBL_PUBLISH_DIR/<name> to "
+        "NBL_PUBLISH_DIR/<team>/<name> and record them as local:<team>/<name>",
+        description="Run once after upgrading, workers stopped; safe to run again. The database "
+        "says whose each output is (its last writer); folders no job recorded are listed, not moved.",
+    )
     p.add_argument("--dry-run", action="store_true", help="report only; move and rewrite nothing")
     p.add_argument("--json", action="store_true", help='print {"dry_run", "moves": [...], "left": [...]}')
     p.set_defaults(func=cmd_migrate_outputs)

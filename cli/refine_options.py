@@ -13,13 +13,27 @@ from nbl.refine_schema import HEAL_LR, REFITS, HealSpec, refine_error
 def add_refine_options(p, defaults: bool = True) -> None:
     """`defaults` False (submit): unset flags stay None, so a request file's values are not overridden."""
     g = p.add_argument_group("refinement of the maps (compression.refit, compression.heal)")
-    g.add_argument("--refit", choices=REFITS, default=R.Compression.__dataclass_fields__["refit"].default if defaults
-                   else None, help="sequential: refit the replaced layers in depth order on the compressed model's own "
-                   "activations (one more pass over the calibration data); default none")
-    g.add_argument("--heal-tokens", type=int, metavar="N", help="heal: train the maps against the base's next-token "
-                   "distribution on N calibration-dataset tokens after the calibration's (a tenth held out)")
+    g.add_argument(
+        "--refit",
+        choices=REFITS,
+        default=R.Compression.__dataclass_fields__["refit"].default if defaults else None,
+        help="sequential: refit the replaced layers in depth order on the compressed model's own "
+        "activations (one more pass over the calibration data); default none",
+    )
+    g.add_argument(
+        "--heal-tokens",
+        type=int,
+        metavar="N",
+        help="heal: train the maps against the base's next-token "
+        "distribution on N calibration-dataset tokens after the calibration's (a tenth held out)",
+    )
     g.add_argument("--heal-steps", type=int, metavar="N", help="heal: optimiser steps of one block (default one pass)")
-    g.add_argument("--heal-lr", type=float, metavar="X", help=f"heal: Adam's peak learning rate, falling to 0 on a cosine (default {HEAL_LR:g})")
+    g.add_argument(
+        "--heal-lr",
+        type=float,
+        metavar="X",
+        help=f"heal: Adam's peak learning rate, falling to 0 on a cosine (default {HEAL_LR:g})",
+    )
     g.add_argument("--heal-seconds", type=float, metavar="S", help="heal: stop each output's training after S seconds")
 
 

@@ -34,11 +34,18 @@ def cmd_import_gguf(args) -> int:
 
 
 def add_worker(sub) -> None:
-    p = sub.add_parser("worker", help="run a Celery worker for compression jobs (one job at a time); it also "
-                       "runs the reconcile loop (requeues jobs whose worker died)")
+    p = sub.add_parser(
+        "worker",
+        help="run a Celery worker for compression jobs (one job at a time); it also "
+        "runs the reconcile loop (requeues jobs whose worker died)",
+    )
     p.add_argument("--loglevel", default="INFO")
-    p.add_argument("--devices", metavar="LIST", help="torch devices jobs calibrate on, one process each, e.g. "
-                   "cuda:0,cuda:1 or cpu,cpu (default: NBL_DEVICES, else every visible GPU, else cpu)")
+    p.add_argument(
+        "--devices",
+        metavar="LIST",
+        help="torch devices jobs calibrate on, one process each, e.g. "
+        "cuda:0,cuda:1 or cpu,cpu (default: NBL_DEVICES, else every visible GPU, else cpu)",
+    )
     p.set_defaults(func=cmd_worker)
 
 
@@ -52,8 +59,11 @@ def cmd_worker(args) -> int:
         settings.devices = args.devices  # the jobs this worker runs (forked or inline) read it here
     visible(settings.devices)  # a device this machine lacks: refused now (exit 2), not at the first job
     if sys.platform == "linux" and "glibc.malloc.hugetlb" not in os.environ.get("GLIBC_TUNABLES", ""):
-        print("nbl worker: GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (set in the worker image) makes CPU calibration "
-              "faster; it must be set before the process starts (docs/operations.md, Configuration)", file=sys.stderr)
+        print(
+            "nbl worker: GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (set in the worker image) makes CPU calibration "
+            "faster; it must be set before the process starts (docs/operations.md, Configuration)",
+            file=sys.stderr,
+        )
 
     # solo on SQLite (it must never fork while holding SQLite state), else prefork: worker/host/pool.py
     pool = pool_options(settings)

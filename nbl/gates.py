@@ -31,25 +31,43 @@ class GatesSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     max_ppl_increase: dict[GateName, PplRise] = Field(
-        default_factory=dict, max_length=8, examples=[{"wikitext2": 0.10}],
-        description="per perplexity corpus: the largest relative rise over the base (0.10: +10%)")
+        default_factory=dict,
+        max_length=8,
+        examples=[{"wikitext2": 0.10}],
+        description="per perplexity corpus: the largest relative rise over the base (0.10: +10%)",
+    )
     max_acc_drop: dict[GateName, AccDrop] = Field(
-        default_factory=dict, max_length=16, examples=[{"arc_easy": 0.02}],
-        description="per task: the largest absolute drop of accuracy (acc) below the base (0.02: 2 points)")
+        default_factory=dict,
+        max_length=16,
+        examples=[{"arc_easy": 0.02}],
+        description="per task: the largest absolute drop of accuracy (acc) below the base (0.02: 2 points)",
+    )
 
 
-def unmeasured(gates: Mapping[str, Mapping[str, float]], perplexity: Iterable[str], tasks: Iterable[str],
-               prefix: tuple = ("body", "gates")) -> list[dict]:
+def unmeasured(
+    gates: Mapping[str, Mapping[str, float]],
+    perplexity: Iterable[str],
+    tasks: Iterable[str],
+    prefix: tuple = ("body", "gates"),
+) -> list[dict]:
     """A validation error for each gate whose metric the evaluation does not measure (empty: all are)."""
-    measured = {"max_ppl_increase": (set(perplexity), "evaluation.perplexity", "corpus"),
-                "max_acc_drop": (set(tasks), "evaluation.tasks", "task")}
+    measured = {
+        "max_ppl_increase": (set(perplexity), "evaluation.perplexity", "corpus"),
+        "max_acc_drop": (set(tasks), "evaluation.tasks", "task"),
+    }
     errors = []
     for kind, (names, where, what) in measured.items():
-        for name in (gates.get(kind) or {}):
+        for name in gates.get(kind) or {}:
             if name not in names:
-                errors.append({"loc": [*prefix, kind, name], "type": "gate_not_measured", "input": name,
-                               "msg": f"gates.{kind}.{name}: the {what} {name!r} is not measured; add it to "
-                                      f"{where} (measured: {', '.join(sorted(names)) or 'none'})"})
+                errors.append(
+                    {
+                        "loc": [*prefix, kind, name],
+                        "type": "gate_not_measured",
+                        "input": name,
+                        "msg": f"gates.{kind}.{name}: the {what} {name!r} is not measured; add it to "
+                        f"{where} (measured: {', '.join(sorted(names)) or 'none'})",
+                    }
+                )
     return errors
 
 

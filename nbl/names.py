@@ -18,12 +18,17 @@ def hub_id(value: str, *, need_owner: bool = False) -> str:
     or trailing separator, no `--` or `..`, no `.git` suffix, at most 96 characters a part."""
     parts = value.split("/")
     if len(parts) > 2 or (need_owner and len(parts) != 2):
-        raise ValueError("expected a Hub repo id `owner/name`" if need_owner else
-                         "expected a Hub repo id `owner/name` (or `local:NAME` for a model under NBL_MODELS_DIR)")
+        raise ValueError(
+            "expected a Hub repo id `owner/name`"
+            if need_owner
+            else "expected a Hub repo id `owner/name` (or `local:NAME` for a model under NBL_MODELS_DIR)"
+        )
     for part in parts:
         if not HUB_PART.fullmatch(part) or "--" in part or ".." in part or part.endswith(".git"):
-            raise ValueError(f"{value!r} is not a valid Hub repo id: parts use A-Z a-z 0-9 . _ -, "
-                             "start and end with a letter or digit, no '--' or '..'")
+            raise ValueError(
+                f"{value!r} is not a valid Hub repo id: parts use A-Z a-z 0-9 . _ -, "
+                "start and end with a letter or digit, no '--' or '..'"
+            )
     return value
 
 
@@ -35,7 +40,7 @@ def simple_name(value: str) -> str:
 
 def model_id(value: str) -> str:
     if value.startswith(LOCAL_PREFIX):
-        simple_name(value[len(LOCAL_PREFIX):])
+        simple_name(value[len(LOCAL_PREFIX) :])
         return value
     return hub_id(value)
 
@@ -44,7 +49,12 @@ def revision(value: str) -> str:
     """A git ref name or commit (git check-ref-format): no `..`, `//`, component starting with `.`
     or ending in `.lock`, no trailing `/` or `.`; the character set leaves out `@{ ~^:?*[\\` and spaces."""
     parts = value.split("/")
-    if (not REVISION.fullmatch(value) or ".." in value or "//" in value or value.endswith(("/", "."))
-            or any(p.startswith(".") or p.endswith(".lock") for p in parts)):
+    if (
+        not REVISION.fullmatch(value)
+        or ".." in value
+        or "//" in value
+        or value.endswith(("/", "."))
+        or any(p.startswith(".") or p.endswith(".lock") for p in parts)
+    ):
         raise ValueError(f"{value!r} is not a valid revision (a branch, tag or commit)")
     return value

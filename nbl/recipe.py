@@ -163,16 +163,26 @@ def from_request(spec) -> Recipe:
         model=spec.model.id,
         revision=spec.model.revision,
         calibration=Calibration(**cal.model_dump()),
-        compression=Compression(ks=tuple(comp.ks), mode=comp.mode, method=comp.method, criterion=comp.criterion,
-                                form=comp.form or FORM,
-                                max_ppl_increase=comp.budget.max_ppl_increase if comp.budget is not None else None,
-                                enforce_budget=comp.budget is None or comp.budget.enforce is not False,
-                                refit=comp.refit or REFIT,
-                                heal=None if comp.heal is None else Heal(**comp.heal.model_dump())),
+        compression=Compression(
+            ks=tuple(comp.ks),
+            mode=comp.mode,
+            method=comp.method,
+            criterion=comp.criterion,
+            form=comp.form or FORM,
+            max_ppl_increase=comp.budget.max_ppl_increase if comp.budget is not None else None,
+            enforce_budget=comp.budget is None or comp.budget.enforce is not False,
+            refit=comp.refit or REFIT,
+            heal=None if comp.heal is None else Heal(**comp.heal.model_dump()),
+        ),
         selection=None if spec.selection is None else Selection(**spec.selection.model_dump()),
-        evaluation=Evaluation(perplexity=tuple(ev.perplexity), tasks=tuple(ev.tasks), limit=ev.limit,
-                              max_tokens=ev.max_tokens, speed=ev.speed,
-                              task_texts=tuple((f.name, f.jsonl) for f in ev.task_files)),
+        evaluation=Evaluation(
+            perplexity=tuple(ev.perplexity),
+            tasks=tuple(ev.tasks),
+            limit=ev.limit,
+            max_tokens=ev.max_tokens,
+            speed=ev.speed,
+            task_texts=tuple((f.name, f.jsonl) for f in ev.task_files),
+        ),
         publishing=publishing,
         gates=None if spec.gates is None else Gates(**spec.gates.model_dump()),
         request=quoted(spec.model_dump(mode="json")),
@@ -189,6 +199,12 @@ def quoted(request: dict) -> dict:
     files = (request.get("evaluation") or {}).get("task_files")
     if not files:
         return request
-    digests = [{"name": f["name"], "lines": sum(1 for x in text_lines(f["jsonl"]) if x.strip()),
-                "sha256": hashlib.sha256(f["jsonl"].encode()).hexdigest()} for f in files]
+    digests = [
+        {
+            "name": f["name"],
+            "lines": sum(1 for x in text_lines(f["jsonl"]) if x.strip()),
+            "sha256": hashlib.sha256(f["jsonl"].encode()).hexdigest(),
+        }
+        for f in files
+    ]
     return {**request, "evaluation": {**request["evaluation"], "task_files": digests}}

@@ -30,17 +30,31 @@ MAX_HEAL_TOKENS = 1 << 24  # 16.7 M: more is a fine-tuning job, not a heal
 
 class HealSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    tokens: Annotated[StrictInt, Field(ge=1, le=MAX_HEAL_TOKENS, description=(
-        "training tokens (at least two blocks are taken), from the calibration dataset after the calibration's own blocks (cut into blocks of "
-        "calibration.seq_len; a tenth of them, at least one block, is held out to measure the perplexity before and "
-        "after)"))]
-    steps: Annotated[StrictInt, Field(ge=1, le=1 << 20)] | None = Field(default=None, description=(
-        "optimiser steps (default: one per training block); each averages ceil(training blocks / steps) blocks, so "
-        "the steps cover the training blocks once (more steps than blocks: one block a step, round-robin)"))
-    lr: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(default=HEAL_LR, description=(
-        "Adam's peak learning rate; it falls to 0 on a cosine over the steps"))
+    tokens: Annotated[
+        StrictInt,
+        Field(
+            ge=1,
+            le=MAX_HEAL_TOKENS,
+            description=(
+                "training tokens (at least two blocks are taken), from the calibration dataset after the calibration's own blocks (cut into blocks of "
+                "calibration.seq_len; a tenth of them, at least one block, is held out to measure the perplexity before and "
+                "after)"
+            ),
+        ),
+    ]
+    steps: Annotated[StrictInt, Field(ge=1, le=1 << 20)] | None = Field(
+        default=None,
+        description=(
+            "optimiser steps (default: one per training block); each averages ceil(training blocks / steps) blocks, so "
+            "the steps cover the training blocks once (more steps than blocks: one block a step, round-robin)"
+        ),
+    )
+    lr: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
+        default=HEAL_LR, description=("Adam's peak learning rate; it falls to 0 on a cosine over the steps")
+    )
     max_seconds: Annotated[float, Field(gt=0, le=7 * 86400, allow_inf_nan=False)] | None = Field(
-        default=None, description="stop training after this long (per output), whatever the steps left")
+        default=None, description="stop training after this long (per output), whatever the steps left"
+    )
 
 
 def refine_error(form: str, method: str, refit: str, healing: bool) -> str | None:
@@ -54,11 +68,15 @@ def refine_error(form: str, method: str, refit: str, healing: bool) -> str | Non
     if method != "nbl":
         return f"{what} refines fitted maps: method {method!r} has none (give method 'nbl', or drop {what})"
     if form == "fold":
-        return (f"{what} is not offered for form 'fold': its map is folded into the previous MLP's down_proj, so "
-                f"refining it would change that MLP too; use form 'nbl' or 'linear'")
+        return (
+            f"{what} is not offered for form 'fold': its map is folded into the previous MLP's down_proj, so "
+            f"refining it would change that MLP too; use form 'nbl' or 'linear'"
+        )
     if healing and form != "nbl":
-        return (f"heal trains nbl's maps (W h + b); form {form!r} writes bias-free maps on a norm's output: "
-                f"use form 'nbl', or refit 'sequential' alone")
+        return (
+            f"heal trains nbl's maps (W h + b); form {form!r} writes bias-free maps on a norm's output: "
+            f"use form 'nbl', or refit 'sequential' alone"
+        )
     return None
 
 

@@ -53,8 +53,17 @@ META_KEY = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 DATASET_ALIASES = ("c4", "wikitext2")
 PERPLEXITY_CORPORA = ("wikitext2", "c4")
 # The shipped tasks, and the paper's two that run when lm-eval's data is in the worker's Hugging Face cache
-EVAL_TASKS = ("arc_easy", "arc_challenge", "hellaswag", "boolq", "openbookqa", "lambada_openai", "mmlu",
-              "piqa", "winogrande")
+EVAL_TASKS = (
+    "arc_easy",
+    "arc_challenge",
+    "hellaswag",
+    "boolq",
+    "openbookqa",
+    "lambada_openai",
+    "mmlu",
+    "piqa",
+    "winogrande",
+)
 K_HARD_MAX = 4096  # no model has more layers; Settings.max_k is the deployment's own cap
 
 
@@ -102,14 +111,22 @@ def _doc_pattern(rx: str) -> dict:
     return {"pattern": f"^(?:{rx})$"}
 
 
-ModelId = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra=_doc_pattern(
-    f"local:{_P_SIMPLE}|{_P_HUB}")), AfterValidator(model_id)]
-Revision = Annotated[str, Field(min_length=1, max_length=255, json_schema_extra=_doc_pattern(REVISION.pattern)),
-                     AfterValidator(revision)]
-HubRepoId = Annotated[str, Field(min_length=3, max_length=200, json_schema_extra=_doc_pattern(
-    f"{HUB_PART.pattern}/{HUB_PART.pattern}")), AfterValidator(lambda v: hub_id(v, need_owner=True))]
-SimpleName = Annotated[str, Field(min_length=1, max_length=128, json_schema_extra=_doc_pattern(_P_SIMPLE)),
-                       AfterValidator(simple_name)]
+ModelId = Annotated[
+    str,
+    Field(min_length=1, max_length=200, json_schema_extra=_doc_pattern(f"local:{_P_SIMPLE}|{_P_HUB}")),
+    AfterValidator(model_id),
+]
+Revision = Annotated[
+    str, Field(min_length=1, max_length=255, json_schema_extra=_doc_pattern(REVISION.pattern)), AfterValidator(revision)
+]
+HubRepoId = Annotated[
+    str,
+    Field(min_length=3, max_length=200, json_schema_extra=_doc_pattern(f"{HUB_PART.pattern}/{HUB_PART.pattern}")),
+    AfterValidator(lambda v: hub_id(v, need_owner=True)),
+]
+SimpleName = Annotated[
+    str, Field(min_length=1, max_length=128, json_schema_extra=_doc_pattern(_P_SIMPLE)), AfterValidator(simple_name)
+]
 KValue = Annotated[StrictInt, Field(ge=1, le=K_HARD_MAX)]
 WebhookUrl = Annotated[str, Field(min_length=1, max_length=MAX_URL_LENGTH), AfterValidator(check_syntax)]
 
@@ -122,17 +139,25 @@ class Request(BaseModel):
 
 
 class ModelSpec(Request):
-    id: ModelId = Field(description="Hub repo id `owner/name`, or `local:NAME` for a model under NBL_MODELS_DIR",
-                        examples=["HuggingFaceTB/SmolLM2-135M-Instruct"])
+    id: ModelId = Field(
+        description="Hub repo id `owner/name`, or `local:NAME` for a model under NBL_MODELS_DIR",
+        examples=["HuggingFaceTB/SmolLM2-135M-Instruct"],
+    )
     revision: Revision | None = Field(default=None, description="Hub branch, tag or commit (default: main)")
 
 
-DatasetName = Annotated[str, Field(max_length=200, json_schema_extra=_doc_pattern(_P_HUB)), AfterValidator(dataset_name)]
-DatasetConfig = Annotated[str, Field(json_schema_extra=_doc_pattern(_CONFIG.pattern)),
-                          AfterValidator(_pattern(_CONFIG, "dataset config"))]
-Split = Annotated[str, Field(max_length=64, json_schema_extra=_doc_pattern(_SPLIT.pattern)),
-                  AfterValidator(_pattern(_SPLIT, "split"))]
-TextField = Annotated[str, Field(json_schema_extra=_doc_pattern(_FIELD.pattern)), AfterValidator(_pattern(_FIELD, "text field"))]
+DatasetName = Annotated[
+    str, Field(max_length=200, json_schema_extra=_doc_pattern(_P_HUB)), AfterValidator(dataset_name)
+]
+DatasetConfig = Annotated[
+    str, Field(json_schema_extra=_doc_pattern(_CONFIG.pattern)), AfterValidator(_pattern(_CONFIG, "dataset config"))
+]
+Split = Annotated[
+    str, Field(max_length=64, json_schema_extra=_doc_pattern(_SPLIT.pattern)), AfterValidator(_pattern(_SPLIT, "split"))
+]
+TextField = Annotated[
+    str, Field(json_schema_extra=_doc_pattern(_FIELD.pattern)), AfterValidator(_pattern(_FIELD, "text field"))
+]
 
 
 class CalibrationSpec(Request):
@@ -141,13 +166,16 @@ class CalibrationSpec(Request):
     split: Split = R.SPLIT
     text_field: TextField = R.TEXT_FIELD
     num_samples: StrictInt = Field(default=R.NUM_SAMPLES, ge=1, description="calibration blocks")
-    seq_len: StrictInt = Field(default=R.SEQ_LEN, ge=2, description="tokens per block (2 at least: a next token to predict)")
+    seq_len: StrictInt = Field(
+        default=R.SEQ_LEN, ge=2, description="tokens per block (2 at least: a next token to predict)"
+    )
     seed: StrictInt = Field(default=R.SEED, ge=0, le=2**32 - 1)
     shuffle: StrictBool = False
 
 
 class SelectionSpec(Request):
     """What measured criteria (greedy, auto) and k auto score layer sets on, and heal's guard; never the evaluation."""
+
     dataset: DatasetName = Field(description="`c4`, `wikitext2`, or a Hub dataset id: a sample of your target domain")
     config: DatasetConfig | None = None
     split: Split = "validation"
@@ -159,22 +187,37 @@ class CompressionSpec(Request):
     mode: Literal[R.MODES] = R.MODE  # type: ignore[valid-type]
     method: Literal[R.METHODS] = R.METHOD  # type: ignore[valid-type]
     criterion: Literal[CRITERIA + MEASURED] = R.CRITERION  # type: ignore[valid-type]
-    k: Annotated[KValue | Annotated[list[KValue], Field(min_length=1, max_length=16)],
-                 AfterValidator(_k_values)] | Literal["auto"] = Field(
+    k: (
+        Annotated[KValue | Annotated[list[KValue], Field(min_length=1, max_length=16)], AfterValidator(_k_values)]
+        | Literal["auto"]
+    ) = Field(
         description="layers to replace; a list gives one output per k from one calibration; auto: the largest "
-        "within budget.max_ppl_increase", examples=[4, [4, 8], "auto"])
+        "within budget.max_ppl_increase",
+        examples=[4, [4, 8], "auto"],
+    )
     budget: BudgetSpec | None = Field(default=None, description="with k auto: the selection perplexity's largest rise")
     form: Literal[FORMS] | None = Field(  # type: ignore[valid-type]
-        default=None, description="how outputs are written, so where they run: nbl (default; our modeling file), "
+        default=None,
+        description="how outputs are written, so where they run: nbl (default; our modeling file), "
         "linear (DeciLM replace_with_linear), fold (the map folded into the previous MLP's down_proj; block mode "
-        "writes the base's own class with fewer layers)", examples=["fold"])
-    refit: RefitName | None = Field(default=None, description=(
-        "none (default): each map fitted once on the base model's activations; sequential: the replaced layers "
-        "refitted in depth order on the compressed model's own activations (one more pass over the calibration data)"),
-        examples=["sequential"])
-    heal: HealSpec | None = Field(default=None, description=(
-        "train only the maps against the base model's next-token distribution (KL on its top logits), on "
-        "calibration text the fit never saw; absent: no healing"))
+        "writes the base's own class with fewer layers)",
+        examples=["fold"],
+    )
+    refit: RefitName | None = Field(
+        default=None,
+        description=(
+            "none (default): each map fitted once on the base model's activations; sequential: the replaced layers "
+            "refitted in depth order on the compressed model's own activations (one more pass over the calibration data)"
+        ),
+        examples=["sequential"],
+    )
+    heal: HealSpec | None = Field(
+        default=None,
+        description=(
+            "train only the maps against the base model's next-token distribution (KL on its top logits), on "
+            "calibration text the fit never saw; absent: no healing"
+        ),
+    )
     _k_auto = model_validator(mode="after")(check_budget)
     # a request without them dumps as before
     _dump = model_serializer(mode="wrap")(without_none("budget", "form", "refit", "heal"))
@@ -206,12 +249,15 @@ class TaskFile(Request):
     name: SimpleName = Field(description="the task's name in the results (`nbl eval --task-file`: the file's stem)")
     jsonl: Annotated[str, Field(min_length=1), AfterValidator(_task_jsonl)] = Field(
         description='the file\'s text: JSON lines, all {"context", "choices", "label"} or all '
-        '{"contexts", "continuation", "label"}', examples=['{"contexts": ["A", "B"], "continuation": " c", "label": 0}\n'])
+        '{"contexts", "continuation", "label"}',
+        examples=['{"contexts": ["A", "B"], "continuation": " c", "label": 0}\n'],
+    )
 
 
 class EvaluationSpec(Request):
     perplexity: Annotated[list[Literal[PERPLEXITY_CORPORA]], AfterValidator(_distinct)] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(R.PERPLEXITY))
+        default_factory=lambda: list(R.PERPLEXITY)
+    )
     tasks: Annotated[list[Literal[EVAL_TASKS]], AfterValidator(_distinct)] = Field(default_factory=list)  # type: ignore[valid-type]
     task_files: list[TaskFile] = Field(default_factory=list, max_length=16, description="your own tasks")
     limit: StrictInt | None = Field(default=None, ge=1, description="first N documents of each task")
@@ -228,18 +274,25 @@ class EvaluationSpec(Request):
 
 
 class PublishSpec(Request):
-    card_metadata: StrictBool | None = Field(default=None, description="quote the request's `metadata` on the model "
-                                             "card (default: left off; the card is public on the Hub). The "
-                                             "webhook_url is never on the card")
-    formats: Annotated[list[str], Field(min_length=1, max_length=1 + len(GGUF_TYPES)),
-                       AfterValidator(check_formats)] | None = Field(
-        default=None, description='what each output is published as: "safetensors" (always) and llama.cpp GGUF '
+    card_metadata: StrictBool | None = Field(
+        default=None,
+        description="quote the request's `metadata` on the model "
+        "card (default: left off; the card is public on the Hub). The "
+        "webhook_url is never on the card",
+    )
+    formats: (
+        Annotated[list[str], Field(min_length=1, max_length=1 + len(GGUF_TYPES)), AfterValidator(check_formats)] | None
+    ) = Field(
+        default=None,
+        description='what each output is published as: "safetensors" (always) and llama.cpp GGUF '
         f'files "gguf:TYPE", TYPE one of {", ".join(GGUF_TYPES)} (default: ["safetensors"]). GGUF needs an '
         "output llama.cpp has an architecture for: compression.form linear or fold, not nbl",
-        examples=[["safetensors", "gguf:q4_k_m"]])
+        examples=[["safetensors", "gguf:q4_k_m"]],
+    )
     dtype: Literal[OUTPUT_DTYPES] | None = Field(  # type: ignore[valid-type]
-        default=None, description="the saved weights' dtype (default auto: the base's stored dtype, bfloat16 for a "
-        "GGUF input)")
+        default=None,
+        description="the saved weights' dtype (default auto: the base's stored dtype, bfloat16 for a GGUF input)",
+    )
     # stored and hashed as before these existed when not given
     _dump = model_serializer(mode="wrap")(without_none("card_metadata", "formats", "dtype"))
 
@@ -257,9 +310,13 @@ class HubPublish(PublishSpec):
     # Write-only: excluded from every dump, so it is never in jobs.spec, the idempotency hash or a
     # response; the API stores it encrypted (jobs.hub_token_encrypted) and the job's end deletes it.
     token: Annotated[SecretStr, AfterValidator(_secret_token)] | None = Field(
-        default=None, exclude=True, min_length=1, max_length=1024,
+        default=None,
+        exclude=True,
+        min_length=1,
+        max_length=1024,
         description="a Hub write token for this job only, visible ASCII (stored encrypted, deleted when the job ends, "
-        "never returned); default: the team's token")
+        "never returned); default: the team's token",
+    )
 
 
 class LocalPublish(PublishSpec):
@@ -275,16 +332,23 @@ def _publish_kind(value: Any) -> str | None:
 
 Publish = Annotated[
     Annotated[HubPublish, Tag("hub")] | Annotated[LocalPublish, Tag("local")],
-    Discriminator(_publish_kind, custom_error_type="publish_target",
-                  custom_error_message="publish needs either `repo_id` (the Hub) or `local_dir`"),
+    Discriminator(
+        _publish_kind,
+        custom_error_type="publish_target",
+        custom_error_message="publish needs either `repo_id` (the Hub) or `local_dir`",
+    ),
 ]
 
-MetaKey = Annotated[str, Field(json_schema_extra=_doc_pattern(META_KEY.pattern)),
-                    AfterValidator(_pattern(META_KEY, "metadata key"))]
+MetaKey = Annotated[
+    str, Field(json_schema_extra=_doc_pattern(META_KEY.pattern)), AfterValidator(_pattern(META_KEY, "metadata key"))
+]
 
 
-MetaValue = Annotated[str, Field(max_length=512, json_schema_extra=_doc_pattern(r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*")),
-                      AfterValidator(plain_text)]
+MetaValue = Annotated[
+    str,
+    Field(max_length=512, json_schema_extra=_doc_pattern(r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*")),
+    AfterValidator(plain_text),
+]
 
 
 class JobCreate(Request):
@@ -292,16 +356,24 @@ class JobCreate(Request):
     calibration: CalibrationSpec = Field(default_factory=CalibrationSpec)
     compression: CompressionSpec
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
-    selection: SelectionSpec | None = Field(default=None, description="the data greedy, auto and k auto measure on "
-                                            "(default: the calibration's held-out tenth); see SelectionSpec")
-    gates: GatesSpec | None = Field(default=None, description="quality gates on the evaluation: an output that "
-                                    "fails one is not published; none passing fails the job (error.type quality)")
+    selection: SelectionSpec | None = Field(
+        default=None,
+        description="the data greedy, auto and k auto measure on "
+        "(default: the calibration's held-out tenth); see SelectionSpec",
+    )
+    gates: GatesSpec | None = Field(
+        default=None,
+        description="quality gates on the evaluation: an output that "
+        "fails one is not published; none passing fails the job (error.type quality)",
+    )
     publish: Publish | None = None
     metadata: dict[MetaKey, MetaValue] = Field(default_factory=dict, max_length=16)
     webhook_url: WebhookUrl | None = Field(
-        default=None, description="POSTed job.running, job.succeeded, job.failed and job.cancelled events, signed "
+        default=None,
+        description="POSTed job.running, job.succeeded, job.failed and job.cancelled events, signed "
         "per Standard Webhooks with your team's secret; http(s) to a public address",
-        examples=["https://ci.example.com/hooks/nbl"])
+        examples=["https://ci.example.com/hooks/nbl"],
+    )
     _dump = model_serializer(mode="wrap")(without_none("selection"))
 
     @model_validator(mode="after")

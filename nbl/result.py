@@ -29,16 +29,40 @@ from nbl.outputs.forms import FORM, runs_in
 PERPLEXITY_KEYS = ("ppl", "bits_per_byte", "tokens")
 TASK_KEYS = ("acc", "acc_norm", "n", "ppl")
 PARAM_KEYS = ("params", "non_embedding_params")
-SPEED_KEYS = ("prefill_tokens_per_s", "decode_tokens_per_s", "decode_context", "new_tokens",
-              "kv_cache_bytes_per_token", "kv_cache_layers", "params", "non_embedding_params",
-              "base_non_embedding_params", "sparsity", "repeats", "threads", "device", "dtype")
+SPEED_KEYS = (
+    "prefill_tokens_per_s",
+    "decode_tokens_per_s",
+    "decode_context",
+    "new_tokens",
+    "kv_cache_bytes_per_token",
+    "kv_cache_layers",
+    "params",
+    "non_embedding_params",
+    "base_non_embedding_params",
+    "sparsity",
+    "repeats",
+    "threads",
+    "device",
+    "dtype",
+)
 CALIBRATION_KEYS = ("tokens", "seconds", "cached")
 BASE_EVALUATION = "base_evaluation"  # the stored variant of the base's evaluation facts {"cached", "seconds"}
 EVALUATION_SECONDS = "evaluation_seconds"  # the stored variant {"k4": seconds of its reload and evaluation}
 REFINE = "refine"  # the stored variant {"k4/refit/seconds": ..., "k4/heal/perplexity_after": ...}
-REFINE_KEYS = {"refit": ("seconds", "cached"),
-               "heal": ("tokens", "steps", "lr", "seconds", "perplexity_before", "perplexity_after",
-                        "guard_perplexity_before", "guard_perplexity_after", "kept")}
+REFINE_KEYS = {
+    "refit": ("seconds", "cached"),
+    "heal": (
+        "tokens",
+        "steps",
+        "lr",
+        "seconds",
+        "perplexity_before",
+        "perplexity_after",
+        "guard_perplexity_before",
+        "guard_perplexity_after",
+        "kept",
+    ),
+}
 
 
 def finite(node: Any) -> Any:
@@ -68,12 +92,16 @@ def _dict(x: Any) -> dict:
 def metrics_of(result: Mapping[str, Any]) -> dict:
     """The nested metrics of one evaluation result (worker/eval/evaluate.py's dict)."""
     speed = result.get("speed")
-    return finite({
-        "perplexity": {name: {m: r.get(m) for m in PERPLEXITY_KEYS} for name, r in (result.get("perplexity") or {}).items()},
-        "tasks": {name: {m: r.get(m) for m in TASK_KEYS} for name, r in (result.get("tasks") or {}).items()},
-        "speed": {m: speed.get(m) for m in SPEED_KEYS} if speed else None,
-        "params": {m: result["params"].get(m) for m in PARAM_KEYS} if result.get("params") else None,
-    })
+    return finite(
+        {
+            "perplexity": {
+                name: {m: r.get(m) for m in PERPLEXITY_KEYS} for name, r in (result.get("perplexity") or {}).items()
+            },
+            "tasks": {name: {m: r.get(m) for m in TASK_KEYS} for name, r in (result.get("tasks") or {}).items()},
+            "speed": {m: speed.get(m) for m in SPEED_KEYS} if speed else None,
+            "params": {m: result["params"].get(m) for m in PARAM_KEYS} if result.get("params") else None,
+        }
+    )
 
 
 def nest(flat: Mapping[str, Any] | None) -> dict | None:
@@ -94,12 +122,17 @@ def nest(flat: Mapping[str, Any] | None) -> dict | None:
                 node[leaf] = value
 
     def family(name: str, keys: tuple[str, ...]) -> dict:
-        return {n: {m: _number(r.get(m)) for m in keys} for n, r in _dict(tree.get(name)).items()
-                if isinstance(r, dict)}
+        return {
+            n: {m: _number(r.get(m)) for m in keys} for n, r in _dict(tree.get(name)).items() if isinstance(r, dict)
+        }
 
     speed, params = _dict(tree.get("speed")), _dict(tree.get("params"))
-    out = {"perplexity": family("perplexity", PERPLEXITY_KEYS), "tasks": family("tasks", TASK_KEYS), "speed": None,
-           "params": {m: _number(params.get(m)) for m in PARAM_KEYS} if params else None}
+    out = {
+        "perplexity": family("perplexity", PERPLEXITY_KEYS),
+        "tasks": family("tasks", TASK_KEYS),
+        "speed": None,
+        "params": {m: _number(params.get(m)) for m in PARAM_KEYS} if params else None,
+    }
     if speed:
         out["speed"] = {m: _number(speed.get(m)) for m in SPEED_KEYS}
         prefill = _dict(speed.get("prefill_tokens_per_s"))
@@ -152,23 +185,50 @@ def refine_of(flat: Mapping[str, Any] | None, k: int) -> dict:
 
 
 def _facts(rec: Mapping[str, Any]) -> dict:
-    return {key: (None if v is None else bool(v)) if key in ("cached", "kept") else
-            finite(v) if key in ("lr", "seconds") or "perplexity" in key else _number(v) for key, v in rec.items()}
+    return {
+        key: (None if v is None else bool(v))
+        if key in ("cached", "kept")
+        else finite(v)
+        if key in ("lr", "seconds") or "perplexity" in key
+        else _number(v)
+        for key, v in rec.items()
+    }
 
 
-def output_entry(k: int, mode: str | None, method: str | None, criterion: str | None, layers: list[int] | None,
-                 metrics: Mapping | None, base: Mapping | None, form: str | None = None,
-                 seconds: float | None = None, refine: Mapping | None = None, family: str | None = None) -> dict:
+def output_entry(
+    k: int,
+    mode: str | None,
+    method: str | None,
+    criterion: str | None,
+    layers: list[int] | None,
+    metrics: Mapping | None,
+    base: Mapping | None,
+    form: str | None = None,
+    seconds: float | None = None,
+    refine: Mapping | None = None,
+    family: str | None = None,
+) -> dict:
     """One output's entry; `form` None is nbl (a request without one), runs_in from nbl/outputs/forms.py's table;
     `seconds` its reload and evaluation; `refine` {"refit", "heal"} (refine_of) or the engine's records."""
     form = form or FORM
     refine = refine or {}
-    return {"k": k, "mode": mode, "method": method, "criterion": criterion, "form": form,
-            "runs_in": runs_in(form, mode, method, family), "layers": layers,
-            "metrics": metrics, "delta": delta(metrics, base), "relative": relative(metrics, base),
-            "seconds": finite(seconds),
-            **{part: None if not refine.get(part) else _facts({key: refine[part].get(key) for key in keys})
-               for part, keys in REFINE_KEYS.items()}}
+    return {
+        "k": k,
+        "mode": mode,
+        "method": method,
+        "criterion": criterion,
+        "form": form,
+        "runs_in": runs_in(form, mode, method, family),
+        "layers": layers,
+        "metrics": metrics,
+        "delta": delta(metrics, base),
+        "relative": relative(metrics, base),
+        "seconds": finite(seconds),
+        **{
+            part: None if not refine.get(part) else _facts({key: refine[part].get(key) for key in keys})
+            for part, keys in REFINE_KEYS.items()
+        },
+    }
 
 
 def calibration_of(facts: Mapping[str, Any] | None) -> dict | None:
@@ -177,8 +237,11 @@ def calibration_of(facts: Mapping[str, Any] | None) -> dict | None:
     if not facts:
         return None
     cached = facts.get("cached")
-    return {"tokens": _number(facts.get("tokens")), "seconds": finite(facts.get("seconds")),
-            "cached": None if cached is None else bool(cached)}
+    return {
+        "tokens": _number(facts.get("tokens")),
+        "seconds": finite(facts.get("seconds")),
+        "cached": None if cached is None else bool(cached),
+    }
 
 
 def base_evaluation_of(facts: Mapping[str, Any] | None) -> dict | None:
@@ -189,8 +252,9 @@ def base_evaluation_of(facts: Mapping[str, Any] | None) -> dict | None:
     return {"cached": None if cached is None else bool(cached), "seconds": finite(facts.get("seconds"))}
 
 
-def job_result(spec: Mapping[str, Any], selected: Iterable[Mapping] | None,
-               metrics: Mapping[str, Mapping[str, Any]] | None) -> dict:
+def job_result(
+    spec: Mapping[str, Any], selected: Iterable[Mapping] | None, metrics: Mapping[str, Mapping[str, Any]] | None
+) -> dict:
     """The API's result from a job's stored rows: its request (the ks, mode, method, criterion), the
     selected layers [{"k", "mode", "layers"}] and the flat metrics by variant ("calibration", "base",
     "k4", ...). Anything not stored yet (a queued job, an older row) is null."""
@@ -216,11 +280,20 @@ def job_result(spec: Mapping[str, Any], selected: Iterable[Mapping] | None,
         "calibration": calibration_of(metrics.get("calibration")),
         "base": base,
         "base_evaluation": base_evaluation_of(metrics.get(BASE_EVALUATION)),
-        "outputs": [output_entry(k, (chosen.get(k) or {}).get("mode", comp.get("mode")), comp.get("method"),
-                                 (chosen.get(k) or {}).get("criterion") or comp.get("criterion"),
-                                 (chosen.get(k) or {}).get("layers"),
-                                 nested(f"k{k}"), base, comp.get("form"),
-                                 _dict(metrics.get(EVALUATION_SECONDS)).get(f"k{k}"),
-                                 refine_of(metrics.get(REFINE), k), (chosen.get(k) or {}).get("family"))
-                    for k in ks],
+        "outputs": [
+            output_entry(
+                k,
+                (chosen.get(k) or {}).get("mode", comp.get("mode")),
+                comp.get("method"),
+                (chosen.get(k) or {}).get("criterion") or comp.get("criterion"),
+                (chosen.get(k) or {}).get("layers"),
+                nested(f"k{k}"),
+                base,
+                comp.get("form"),
+                _dict(metrics.get(EVALUATION_SECONDS)).get(f"k{k}"),
+                refine_of(metrics.get(REFINE), k),
+                (chosen.get(k) or {}).get("family"),
+            )
+            for k in ks
+        ],
     }

@@ -34,16 +34,28 @@ def _nets(*cidrs: str) -> tuple[Network, ...]:
 
 # IPv4 blocks that are never a webhook receiver, whatever Python says of them.
 _V4_NOT_PUBLIC = _nets(
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
     "192.0.0.0/24",  # IETF protocol assignments: the dummy address 192.0.0.8, anycast .9 and .10, ...
-    "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
-    "224.0.0.0/4", "240.0.0.0/4",  # multicast; reserved, with the broadcast address
+    "192.0.2.0/24",
+    "192.88.99.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "198.51.100.0/24",
+    "203.0.113.0/24",
+    "224.0.0.0/4",
+    "240.0.0.0/4",  # multicast; reserved, with the broadcast address
 )
 # Global unicast: ULA fc00::/7, link-local fe80::/10, site-local fec0::/10, multicast ff00::/8, ::/96, ... lie outside.
 _V6_GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
 _V6_NOT_PUBLIC = _nets(
     "2001::/23",  # IETF protocol assignments: Teredo 2001::/32, benchmarking, ORCHID, ...
-    "2001:db8::/32", "3fff::/20",  # documentation
+    "2001:db8::/32",
+    "3fff::/20",  # documentation
 )
 # IPv6 forms whose packets go to the IPv4 address in their last 32 bits: mapped, and the NAT64
 # well-known prefix. Compatible (::/96), translated (::ffff:0:0:0/96) and local-use NAT64
@@ -64,9 +76,11 @@ def check_syntax(url: str) -> str:
     """The URL's shape alone (no DNS): scheme, host, no credentials, no fragment, ASCII, bounded."""
     if len(url) > MAX_URL_LENGTH:
         raise WebhookUrlError(f"webhook_url is longer than {MAX_URL_LENGTH} characters")
-    if not url.isascii() or any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7f for c in url):
-        raise WebhookUrlError("webhook_url must be ASCII without spaces or control characters "
-                              "(write international host names in punycode)")
+    if not url.isascii() or any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise WebhookUrlError(
+            "webhook_url must be ASCII without spaces or control characters "
+            "(write international host names in punycode)"
+        )
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -77,8 +91,9 @@ def check_syntax(url: str) -> str:
     if not parts.hostname:
         raise WebhookUrlError("webhook_url has no host")
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        raise WebhookUrlError("webhook_url must not carry credentials (user:password@); "
-                              "verify the webhook signature instead")
+        raise WebhookUrlError(
+            "webhook_url must not carry credentials (user:password@); verify the webhook signature instead"
+        )
     if parts.fragment or url.endswith("#"):
         raise WebhookUrlError("webhook_url must not have a #fragment")
     if port == 0:
@@ -113,8 +128,11 @@ def system_resolver(host: str, port: int) -> list[str]:
     return sorted({info[4][0] for info in infos})
 
 
-def resolve_checked(url: str, allowlist: Iterable[Network] = (), resolve: Resolver = system_resolver,
-                    ) -> list[IPAddress]:
+def resolve_checked(
+    url: str,
+    allowlist: Iterable[Network] = (),
+    resolve: Resolver = system_resolver,
+) -> list[IPAddress]:
     """The addresses `url` may be sent to: all of them public or allowlisted, or WebhookUrlError.
 
     Every address must pass, not just one: the client might connect to any of them."""
@@ -131,6 +149,8 @@ def resolve_checked(url: str, allowlist: Iterable[Network] = (), resolve: Resolv
     allowlist = tuple(allowlist)
     refused = [a for a in addresses if not allowed(a, allowlist)]
     if refused:
-        raise WebhookUrlError(f"webhook_url host {host!r} resolves to a private or reserved address ({refused[0]}); "
-                              "webhooks go to public addresses only unless NBL_WEBHOOK_ALLOWLIST names it")
+        raise WebhookUrlError(
+            f"webhook_url host {host!r} resolves to a private or reserved address ({refused[0]}); "
+            "webhooks go to public addresses only unless NBL_WEBHOOK_ALLOWLIST names it"
+        )
     return addresses

@@ -41,12 +41,21 @@ def smollm2_home(tmp_path_factory) -> Path:
 # Files whose tests run the system end to end: a real worker, server or fresh Python processes per test (paths
 # under tests/). They run in `make test` (and CI) like the rest; `make test-fast` leaves them out with `not e2e`.
 E2E_FILES = {
-    "integration/test_job_e2e.py", "integration/test_path_leaks.py", "worker/publish/test_publish_job.py",
-    "worker/publish/test_gates_job.py", "worker/publish/test_selection_job.py", "worker/publish/test_loadcheck.py",
-    "worker/publish/test_loadcheck_device_map.py", "worker/publish/test_hub_failures_job.py",
-    "worker/engine/calibration/test_data_parallel.py", "worker/engine/test_devices_options.py",
-    "worker/test_job_progress.py", "service/estimates/test_routing_redis.py",
-    "worker/eval/test_eval_device_map.py", "docs/test_docs_quickstart.py", "llama_cpp/test_gguf_job_e2e.py",
+    "integration/test_job_e2e.py",
+    "integration/test_path_leaks.py",
+    "worker/publish/test_publish_job.py",
+    "worker/publish/test_gates_job.py",
+    "worker/publish/test_selection_job.py",
+    "worker/publish/test_loadcheck.py",
+    "worker/publish/test_loadcheck_device_map.py",
+    "worker/publish/test_hub_failures_job.py",
+    "worker/engine/calibration/test_data_parallel.py",
+    "worker/engine/test_devices_options.py",
+    "worker/test_job_progress.py",
+    "service/estimates/test_routing_redis.py",
+    "worker/eval/test_eval_device_map.py",
+    "docs/test_docs_quickstart.py",
+    "llama_cpp/test_gguf_job_e2e.py",
 }
 
 
@@ -59,4 +68,3 @@ def pytest_collection_modifyitems(config, items):
         rel = Path(str(item.fspath)).relative_to(here).as_posix() if str(item.fspath).startswith(str(here)) else ""
         if rel in E2E_FILES or rel.startswith("faults/"):
             item.add_marker(pytest.mark.e2e)
-

@@ -39,8 +39,9 @@ SIZED = ("nbl", "service", "worker", "cli", "clients", "integrations")
 # What nbl may import from outside itself: the standard library and these.
 NBL_THIRD_PARTY = {"pydantic"}
 # The service's domains: every subpackage but core (read from the tree, so a new domain is covered).
-DOMAINS = sorted(f"service.{p.name}" for p in (ROOT / "service").iterdir()
-                 if (p / "__init__.py").is_file() and p.name != "core")
+DOMAINS = sorted(
+    f"service.{p.name}" for p in (ROOT / "service").iterdir() if (p / "__init__.py").is_file() and p.name != "core"
+)
 
 # The domains under jobs: a submit checks and places the body with estimates, a job's events go out by webhooks.
 JOBS_STANDS_ON = ("service.estimates", "service.webhooks")
@@ -49,13 +50,19 @@ SERVICE_PARTS = sorted(f"service.{p.name}" for p in (ROOT / "service").iterdir()
 # What the HTTP plumbing stands on: the settings, DB and errors, and the keys a request is authenticated by.
 HTTP_STANDS_ON = ("service.core", "service.keys", "service.http")
 # The worker's parts other than the thin task (worker/tasks.py), which alone reads and writes the job's row.
-WORKER_PARTS = sorted(f"worker.{p.stem}" for p in (ROOT / "worker").iterdir()
-                      if (p.suffix == ".py" and p.stem not in ("__init__", "tasks")) or (p / "__init__.py").is_file())
+WORKER_PARTS = sorted(
+    f"worker.{p.stem}"
+    for p in (ROOT / "worker").iterdir()
+    if (p.suffix == ".py" and p.stem not in ("__init__", "tasks")) or (p / "__init__.py").is_file()
+)
 
 # (importer prefix, imported prefix) pairs that must never appear: a lower layer importing a higher.
 FORBIDDEN = [
-    ("nbl", "service"), ("nbl", "worker"), ("nbl", "cli"),
-    ("service", "worker"), ("service", "cli"),
+    ("nbl", "service"),
+    ("nbl", "worker"),
+    ("nbl", "cli"),
+    ("service", "worker"),
+    ("service", "cli"),
     *[("service.core", domain) for domain in DOMAINS],
     *[(below, "service.jobs") for below in JOBS_STANDS_ON],
     # the composition root is above every other part of the service; the HTTP plumbing below the domains
@@ -105,10 +112,11 @@ def imports(name: str, path: Path, known: set[str], search: tuple[str, ...] = ("
             base = node.module or ""
             if node.level:
                 anchor = name.split(".") if is_package else name.split(".")[:-1]
-                anchor = anchor[:len(anchor) - node.level + 1]
+                anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{a.name}" if any(f"{p}{base}.{a.name}" in known for p in search) else base
-                       for a in node.names]
+            targets = [
+                f"{base}.{a.name}" if any(f"{p}{base}.{a.name}" in known for p in search) else base for a in node.names
+            ]
         else:
             continue
         for target in targets:
@@ -136,9 +144,19 @@ def graph() -> dict[str, set[str]]:
 # from the directory on sys.path (clients/python for nbl_client); scripts (bench/, tests/, integrations/)
 # import their neighbours by bare name: bench's put their own directory on sys.path, pytest puts a test's
 # directory and tests/ (the conftest's) there.
-TREE = {"nbl": "", "service": "", "worker": "", "cli": "", "migrations": "", "clients/python": "clients/python",
-        "integrations/vllm/nbl_vllm": "integrations/vllm", "bench": None, "tests": None, "integrations/gguf": None,
-        "integrations/vllm/deps.py": None}
+TREE = {
+    "nbl": "",
+    "service": "",
+    "worker": "",
+    "cli": "",
+    "migrations": "",
+    "clients/python": "clients/python",
+    "integrations/vllm/nbl_vllm": "integrations/vllm",
+    "bench": None,
+    "tests": None,
+    "integrations/gguf": None,
+    "integrations/vllm/deps.py": None,
+}
 SCRIPT_ROOTS = ("tests",)  # a script directory whose own root is on sys.path for every file below it
 
 
@@ -221,8 +239,13 @@ def under(module: str, prefix: str) -> bool:
 
 
 def violations(g: dict[str, set[str]]) -> set[tuple[str, str]]:
-    return {(a, b) for a, targets in g.items() for b in targets
-            for low, high in FORBIDDEN if under(a, low) and under(b, high)}
+    return {
+        (a, b)
+        for a, targets in g.items()
+        for b in targets
+        for low, high in FORBIDDEN
+        if under(a, low) and under(b, high)
+    }
 
 
 def test_no_import_circles():
@@ -258,9 +281,14 @@ def private_imports(name: str, path: Path, known: set[str]) -> list[str]:
                 if f"{node.module}.{a.name}" in known:
                     aliases[a.asname or a.name] = f"{node.module}.{a.name}"
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                and aliases[node.value.id].split(".")[0] in PACKAGES
-                and node.attr.startswith("_") and not node.attr.startswith("__")):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and aliases[node.value.id].split(".")[0] in PACKAGES
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
             found.append(f"{name}: {node.value.id}.{node.attr}")
     return found
 
@@ -282,40 +310,76 @@ def test_the_checks_can_fail(tmp_path):
     assert "tests.testkit.service_lib" in t["tests.service.api.test_service_api"]  # a test's bare import of tests/
     assert "nbl_client" in t["cli.client.commands"] and "nbl.sizing.model" in t["bench.estimate_accuracy"]
     assert "service.http" in {unit(m) for m in g["service.jobs.endpoints"]}
-    assert package_graph({"worker.errors": {"worker.publish.hub"}, "worker.publish.stage": {"worker.errors"},
-                          "worker.publish.hub": {"worker.publish.destination"}}) == {
-        "worker.errors": {"worker.publish"}, "worker.publish": {"worker.errors"}}
+    assert package_graph(
+        {
+            "worker.errors": {"worker.publish.hub"},
+            "worker.publish.stage": {"worker.errors"},
+            "worker.publish.hub": {"worker.publish.destination"},
+        }
+    ) == {"worker.errors": {"worker.publish"}, "worker.publish": {"worker.errors"}}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert violations({"service.jobs.store": {"worker.tasks"}, "worker.engine.scoring.scores": {"worker.pipeline"},
-                       "worker.eval.x": {"worker.engine.y"}, "cli.main": {"worker.tasks"}}) == {
-        ("service.jobs.store", "worker.tasks"), ("worker.engine.scoring.scores", "worker.pipeline")}
+    assert violations(
+        {
+            "service.jobs.store": {"worker.tasks"},
+            "worker.engine.scoring.scores": {"worker.pipeline"},
+            "worker.eval.x": {"worker.engine.y"},
+            "cli.main": {"worker.tasks"},
+        }
+    ) == {("service.jobs.store", "worker.tasks"), ("worker.engine.scoring.scores", "worker.pipeline")}
     assert {"service.jobs", "service.estimates", "service.webhooks"} <= set(DOMAINS)
-    assert violations({"nbl.recipe": {"service.core.settings"}, "worker.engine.calibration.data": {"service.jobs.schemas"},
-                       "service.core.paths": {"service.jobs.schemas"}, "service.core.db": {"service.core.settings"},
-                       "service.jobs.schemas": {"nbl.recipe"}, "worker.tasks": {"service.jobs.states"}}) == {
-        ("nbl.recipe", "service.core.settings"), ("worker.engine.calibration.data", "service.jobs.schemas"),
-        ("service.core.paths", "service.jobs.schemas")}
-    assert violations({"service.estimates.endpoints": {"service.jobs.service"}, "service.webhooks.post": {"service.jobs"},
-                       "service.jobs.service": {"service.estimates.placement", "service.webhooks.signing"}}) == {
-        ("service.estimates.endpoints", "service.jobs.service"), ("service.webhooks.post", "service.jobs")}
-    assert violations({"service.jobs.endpoints": {"service.api.deps", "service.http.deps"},
-                       "service.http.admission": {"service.ui.session", "service.keys.auth", "service.core.errors"},
-                       "service.api.app": {"service.jobs.endpoints", "service.http.query"},
-                       "service.jobs.disk_quota": {"service.outputs.quota"}, "service.outputs.files": {"service.jobs"},
-                       "worker.errors": {"worker.publish.hub"}, "worker.publish.stage": {"worker.errors"},
-                       "worker.preflight": {"service.estimates.jobs"}, "worker.publish.local": {"service.core.paths"},
-                       "worker.tasks": {"service.jobs.states"}}) == {
-        ("service.jobs.endpoints", "service.api.deps"), ("service.http.admission", "service.ui.session"),
-        ("service.jobs.disk_quota", "service.outputs.quota"), ("worker.errors", "worker.publish.hub"),
-        ("worker.preflight", "service.estimates.jobs")}
+    assert violations(
+        {
+            "nbl.recipe": {"service.core.settings"},
+            "worker.engine.calibration.data": {"service.jobs.schemas"},
+            "service.core.paths": {"service.jobs.schemas"},
+            "service.core.db": {"service.core.settings"},
+            "service.jobs.schemas": {"nbl.recipe"},
+            "worker.tasks": {"service.jobs.states"},
+        }
+    ) == {
+        ("nbl.recipe", "service.core.settings"),
+        ("worker.engine.calibration.data", "service.jobs.schemas"),
+        ("service.core.paths", "service.jobs.schemas"),
+    }
+    assert violations(
+        {
+            "service.estimates.endpoints": {"service.jobs.service"},
+            "service.webhooks.post": {"service.jobs"},
+            "service.jobs.service": {"service.estimates.placement", "service.webhooks.signing"},
+        }
+    ) == {("service.estimates.endpoints", "service.jobs.service"), ("service.webhooks.post", "service.jobs")}
+    assert violations(
+        {
+            "service.jobs.endpoints": {"service.api.deps", "service.http.deps"},
+            "service.http.admission": {"service.ui.session", "service.keys.auth", "service.core.errors"},
+            "service.api.app": {"service.jobs.endpoints", "service.http.query"},
+            "service.jobs.disk_quota": {"service.outputs.quota"},
+            "service.outputs.files": {"service.jobs"},
+            "worker.errors": {"worker.publish.hub"},
+            "worker.publish.stage": {"worker.errors"},
+            "worker.preflight": {"service.estimates.jobs"},
+            "worker.publish.local": {"service.core.paths"},
+            "worker.tasks": {"service.jobs.states"},
+        }
+    ) == {
+        ("service.jobs.endpoints", "service.api.deps"),
+        ("service.http.admission", "service.ui.session"),
+        ("service.jobs.disk_quota", "service.outputs.quota"),
+        ("worker.errors", "worker.publish.hub"),
+        ("worker.preflight", "service.estimates.jobs"),
+    }
     nbl_bad = tmp_path / "nbl_bad.py"
-    nbl_bad.write_text("import os\nimport torch.nn\nfrom sqlalchemy import select\nfrom pydantic import BaseModel\n"
-                       "from . import recipe\n")
+    nbl_bad.write_text(
+        "import os\nimport torch.nn\nfrom sqlalchemy import select\nfrom pydantic import BaseModel\n"
+        "from . import recipe\n"
+    )
     assert outside_imports(nbl_bad) == {"torch", "sqlalchemy"}
     bad = tmp_path / "bad.py"
     bad.write_text("from service.jobs.schemas import _x\nfrom service.jobs import store\nstore._y\n")
     assert private_imports("bad", bad, {"service.jobs.store"}) == [
-        "bad: from service.jobs.schemas import _x", "bad: store._y"]
+        "bad: from service.jobs.schemas import _x",
+        "bad: store._y",
+    ]
 
 
 def outside_imports(path: Path) -> set[str]:
@@ -338,8 +402,9 @@ def test_nbl_stands_on_the_standard_library_and_pydantic_only():
 
 
 def test_no_source_file_over_300_lines():
-    files = subprocess.run(["git", "ls-files", "--", *SIZED], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "--", *SIZED], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     long = {}
     for f in files:
         path = ROOT / f
@@ -379,7 +444,9 @@ def test_the_cli_entry_point_imports_no_worker_code():
     import subprocess
     import sys
 
-    code = ("import sys, cli.main; bad = sorted(m for m in sys.modules if m.split('.')[0] in ('worker', 'torch', "
-            "'transformers')); print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, cli.main; bad = sorted(m for m in sys.modules if m.split('.')[0] in ('worker', 'torch', "
+        "'transformers')); print(bad); sys.exit(1 if bad else 0)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr

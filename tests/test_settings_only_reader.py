@@ -18,10 +18,10 @@ PACKAGES = ("worker", "service", "cli")
 ALLOWED = {
     "worker/engine/calibration/distributed.py": "sets GLOO_SOCKET_IFNAME for torch.distributed's processes on one host",
     "worker/subproc.py": "hands the worker's environment, secrets removed, to the subprocesses a job starts "
-                         "(llama.cpp's converter, the load check's child)",
+    "(llama.cpp's converter, the load check's child)",
     "worker/eval/benchmarks/lmeval.py": "forces HF_HUB_OFFLINE / HF_DATASETS_OFFLINE while lm-eval loads tasks",
     "cli/admin.py": "`nbl admin set-hub-token` reads the token, a one-off secret input, from the environment "
-                    "or stdin (read_secret), never a setting",
+    "or stdin (read_secret), never a setting",
 }
 
 
@@ -29,22 +29,37 @@ def environ_uses(source: str) -> list[tuple[int, bool]]:
     """(line, names an NBL_ variable) for every statement that touches os.environ or os.getenv."""
     tree = ast.parse(source)
     aliases = {"environ", "environb", "getenv", "getenvb"}
-    local = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "os"
-             for a in n.names if a.name in aliases}
+    local = {
+        a.asname or a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.module == "os"
+        for a in n.names
+        if a.name in aliases
+    }
 
     def touches(node: ast.AST) -> bool:
-        return any((isinstance(n, ast.Attribute) and n.attr in aliases and isinstance(n.value, ast.Name)
-                    and n.value.id == "os") or (isinstance(n, ast.Name) and n.id in local)
-                   for n in ast.walk(node))
+        return any(
+            (
+                isinstance(n, ast.Attribute)
+                and n.attr in aliases
+                and isinstance(n.value, ast.Name)
+                and n.value.id == "os"
+            )
+            or (isinstance(n, ast.Name) and n.id in local)
+            for n in ast.walk(node)
+        )
 
     uses = []
     for stmt in ast.walk(tree):
-        if not isinstance(stmt, ast.stmt) or isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For,
-                                                                ast.While, ast.With, ast.Try)):
+        if not isinstance(stmt, ast.stmt) or isinstance(
+            stmt, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With, ast.Try)
+        ):
             continue  # compound statements: their inner statements are visited one by one
         if touches(stmt):
-            nbl = any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("NBL_")
-                      for n in ast.walk(stmt))
+            nbl = any(
+                isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("NBL_")
+                for n in ast.walk(stmt)
+            )
             uses.append((stmt.lineno, nbl))
     return sorted(uses)
 
@@ -58,10 +73,12 @@ def sources():
 
 
 def test_the_scan_sees_every_spelling():
-    src = ('import os\nfrom os import environ as env, getenv\n'
-           'a = os.environ.get("NBL_A")\nb = os.getenv("NBL_B")\nc = env["NBL_C"]\nd = getenv("NBL_D")\n'
-           'if True:\n    e = {k: os.environ[k] for k in ("NBL_E",)}\nf = os.environ.get(name)\n'
-           'def g():\n    return os.environ.copy()\nh = "NBL_H"\n')
+    src = (
+        "import os\nfrom os import environ as env, getenv\n"
+        'a = os.environ.get("NBL_A")\nb = os.getenv("NBL_B")\nc = env["NBL_C"]\nd = getenv("NBL_D")\n'
+        'if True:\n    e = {k: os.environ[k] for k in ("NBL_E",)}\nf = os.environ.get(name)\n'
+        'def g():\n    return os.environ.copy()\nh = "NBL_H"\n'
+    )
     assert environ_uses(src) == [(3, True), (4, True), (5, True), (6, True), (8, True), (9, False), (11, False)]
 
 

@@ -31,9 +31,18 @@ def evaluation_checks(recipe: Recipe, metrics: Metrics, ks: list[int]) -> list[d
     if budget is None:
         return []
     base = metrics.get("base") or {}
-    return [check_one(f"k{k}", PPL_METRIC.format(corpus), "budget", budget, base.get(PPL_METRIC.format(corpus)),
-                      (metrics.get(f"k{k}") or {}).get(PPL_METRIC.format(corpus)))
-            for k in ks for corpus in recipe.evaluation.perplexity]
+    return [
+        check_one(
+            f"k{k}",
+            PPL_METRIC.format(corpus),
+            "budget",
+            budget,
+            base.get(PPL_METRIC.format(corpus)),
+            (metrics.get(f"k{k}") or {}).get(PPL_METRIC.format(corpus)),
+        )
+        for k in ks
+        for corpus in recipe.evaluation.perplexity
+    ]
 
 
 def on_evaluation(recipe: Recipe, metrics: Metrics, ks: list[int], warn) -> list[dict]:
@@ -44,12 +53,17 @@ def on_evaluation(recipe: Recipe, metrics: Metrics, ks: list[int], warn) -> list
         return [], []
     warnings = []
     if not recipe.evaluation.perplexity:
-        warnings.append(f"k auto's budget (+{budget:.4g}) is not checked on the evaluation: it measures no "
-                        "perplexity; add a corpus to evaluation.perplexity (e.g. wikitext2)")
+        warnings.append(
+            f"k auto's budget (+{budget:.4g}) is not checked on the evaluation: it measures no "
+            "perplexity; add a corpus to evaluation.perplexity (e.g. wikitext2)"
+        )
     found = evaluation_checks(recipe, metrics, ks)
     if not recipe.compression.enforce_budget:
-        warnings += [f"k auto's budget is broken on the evaluation (budget.enforce is false, so it is published): "
-                     f"{describe(c)}" for c in found if not c["passed"]]
+        warnings += [
+            f"k auto's budget is broken on the evaluation (budget.enforce is false, so it is published): {describe(c)}"
+            for c in found
+            if not c["passed"]
+        ]
         found = []
     for w in warnings:
         warn(w)
@@ -64,8 +78,10 @@ def selection_warning(recipe: Recipe, selection: dict | None, seq_len: int) -> s
     for c in selection.get("chosen") or []:
         if unresolved(c.get("rise_se"), budget):
             need = tokens_needed(budget, c.get("sd_per_token"))
-            return (f"k auto's selection rise +{100 * c['rise']:.1f}% ± {100 * c['rise_se']:.1f}% (standard error over "
-                    f"{c['blocks']} blocks) is not resolved within the budget +{100 * budget:.4g}%: the error is above "
-                    f"1/{RESOLVE} of it; about {need:,} selection tokens would resolve it "
-                    f"(selection.num_samples >= {-(-need // max(seq_len - 1, 1))} at seq_len {seq_len})")
+            return (
+                f"k auto's selection rise +{100 * c['rise']:.1f}% ± {100 * c['rise_se']:.1f}% (standard error over "
+                f"{c['blocks']} blocks) is not resolved within the budget +{100 * budget:.4g}%: the error is above "
+                f"1/{RESOLVE} of it; about {need:,} selection tokens would resolve it "
+                f"(selection.num_samples >= {-(-need // max(seq_len - 1, 1))} at seq_len {seq_len})"
+            )
     return None

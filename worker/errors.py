@@ -40,8 +40,18 @@ from .engine.loading.http_causes import GATED, GATED_ERRORS, NOT_FOUND, TRANSPOR
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-PROGRAMMING_ERRORS = (KeyError, TypeError, AttributeError, NameError, IndexError, AssertionError,
-                      ZeroDivisionError, NotImplementedError, RecursionError, UnboundLocalError)
+PROGRAMMING_ERRORS = (
+    KeyError,
+    TypeError,
+    AttributeError,
+    NameError,
+    IndexError,
+    AssertionError,
+    ZeroDivisionError,
+    NotImplementedError,
+    RecursionError,
+    UnboundLocalError,
+)
 
 
 class HubRefused(ValueError):
@@ -113,8 +123,15 @@ def classify(exc: BaseException) -> Failure:
     return Failure("system", message, traceback=True)
 
 
-def retrying(fn: Callable[[], T], what: str, *, attempts: int = 3, backoff_s: float = 5.0,
-             sleep: Callable[[float], None] = time.sleep, on_retry: Callable[[str], None] | None = None) -> T:
+def retrying(
+    fn: Callable[[], T],
+    what: str,
+    *,
+    attempts: int = 3,
+    backoff_s: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[str], None] | None = None,
+) -> T:
     """fn(), tried up to `attempts` times while it fails retryably (Hub 5xx, timeouts, lost connections),
     waiting backoff_s, 2 backoff_s, ... between tries; the last failure is raised as it came. `on_retry`
     hears why, before each wait (the job's event log: a wait is never silent)."""
@@ -126,11 +143,14 @@ def retrying(fn: Callable[[], T], what: str, *, attempts: int = 3, backoff_s: fl
             if attempt == attempts or not failure.retry:
                 raise
             wait = backoff_s * 2 ** (attempt - 1)
-            log.warning("%s failed (%s, attempt %d of %d); retrying in %.3g s", what, type(e).__name__, attempt,
-                        attempts, wait)
+            log.warning(
+                "%s failed (%s, attempt %d of %d); retrying in %.3g s", what, type(e).__name__, attempt, attempts, wait
+            )
             if on_retry is not None:
-                on_retry(f"{what} failed: {failure.message}; trying again in {wait:.3g} s "
-                         f"(attempt {attempt + 1} of {attempts})")
+                on_retry(
+                    f"{what} failed: {failure.message}; trying again in {wait:.3g} s "
+                    f"(attempt {attempt + 1} of {attempts})"
+                )
             sleep(wait)
     raise AssertionError("unreachable")
 

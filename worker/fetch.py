@@ -26,8 +26,9 @@ def is_warm(source: str, revision: str | None, hub: bool, home: Path | None) -> 
     return in_cache(source, revision) if hub else memoised(Path(source).expanduser(), home)
 
 
-def fetch(source: str, revision: str | None, hub: bool, home: Path | None, max_bytes: int | None,
-          private_ok: bool = True) -> Fetched:
+def fetch(
+    source: str, revision: str | None, hub: bool, home: Path | None, max_bytes: int | None, private_ok: bool = True
+) -> Fetched:
     """Download (hub) or hash (a local directory or file) the weights unless they are warm. A Hub model is
     checked as the loader checks it (fetch_from_hub); a local one too large is left to the loader's refusal."""
     if not hub and home is None:  # no digest memo: the loader hashes it on every load, so no load is warmer

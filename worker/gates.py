@@ -36,8 +36,7 @@ def _finite(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
-def check_one(output: str, metric: str, gate: str, allowed: float, base: float | None,
-              value: float | None) -> dict:
+def check_one(output: str, metric: str, gate: str, allowed: float, base: float | None, value: float | None) -> dict:
     """One check: {"output", "metric", "gate", "allowed", "base", "value", "limit", "passed"}; `limit`
     is the bound on the value itself (the most perplexity, the least accuracy)."""
     limit, ppl = None, gate in PPL_GATES
@@ -45,8 +44,16 @@ def check_one(output: str, metric: str, gate: str, allowed: float, base: float |
         limit = base * (1 + allowed) if ppl else base - allowed
     passed = _finite(value) and limit is not None and (value <= limit if ppl else value >= limit)
     shown = lambda x: float(x) if _finite(x) else None  # noqa: E731 - JSON (and JSONB) has no NaN
-    return {"output": output, "metric": metric, "gate": gate, "allowed": allowed, "base": shown(base),
-            "value": shown(value), "limit": shown(limit), "passed": bool(passed)}
+    return {
+        "output": output,
+        "metric": metric,
+        "gate": gate,
+        "allowed": allowed,
+        "base": shown(base),
+        "value": shown(value),
+        "limit": shown(limit),
+        "passed": bool(passed),
+    }
 
 
 def checks(gates: Gates, metrics: Metrics, outputs: list[str]) -> list[dict]:
@@ -54,8 +61,11 @@ def checks(gates: Gates, metrics: Metrics, outputs: list[str]) -> list[dict]:
     base = metrics.get("base") or {}
     rules = [("max_ppl_increase", PPL_METRIC.format(name), allowed) for name, allowed in gates.max_ppl_increase.items()]
     rules += [("max_acc_drop", ACC_METRIC.format(name), allowed) for name, allowed in gates.max_acc_drop.items()]
-    return [check_one(out, metric, gate, allowed, base.get(metric), (metrics.get(out) or {}).get(metric))
-            for out in outputs for gate, metric, allowed in rules]
+    return [
+        check_one(out, metric, gate, allowed, base.get(metric), (metrics.get(out) or {}).get(metric))
+        for out in outputs
+        for gate, metric, allowed in rules
+    ]
 
 
 def passing(all_checks: list[dict], outputs: list[str]) -> list[str]:
@@ -71,6 +81,7 @@ def summary(all_checks: list[dict]) -> dict:
 
 def describe(c: dict) -> str:
     """One check in words: `k4 perplexity/wikitext2/ppl 25.1 > 22.8 (base 20.7, at most +10%)`."""
+
     def num(x) -> str:
         return "missing" if x is None else f"{x:.4g}"
 
@@ -96,6 +107,8 @@ def apply(gates: Gates | None, outputs: dict, metrics: Metrics, sink, extra: lis
         raise QualityFailure(found)
     for k, name in names.items():
         if name not in kept:
-            sink.warning(f"k={k} is not published: it failed its quality gates: "
-                         + "; ".join(describe(c) for c in found if c["output"] == name and not c["passed"]))
+            sink.warning(
+                f"k={k} is not published: it failed its quality gates: "
+                + "; ".join(describe(c) for c in found if c["output"] == name and not c["passed"])
+            )
     return {k: path for k, path in outputs.items() if names[k] in kept}

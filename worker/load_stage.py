@@ -34,18 +34,47 @@ def load(recipe, cfg, options, sink) -> tuple[LoadedModel, float, Fetched]:
     hub = is_hub_model(cfg.model)
     sink.progress("load", 0.0, f"loading {name}" + (f": {contacting(cfg.model, cfg.revision)}" if hub else ""))
     figures: dict = {}  # the job's estimate on this worker's devices, checked before anything is downloaded
-    fit = (lambda config: figures.update(preflight.fits(name, config, recipe, options.devices,  # noqa: E731
-                                                        options.host_cache_bytes))) if options.fit_check else None
-    options.retry.run(lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len, fit, cfg.form,
-                                              cfg.mode), "reading the model's config", on_retry=sink.warning)
+    fit = (
+        (
+            lambda config: figures.update(
+                preflight.fits(
+                    name,
+                    config,
+                    recipe,
+                    options.devices,  # noqa: E731
+                    options.host_cache_bytes,
+                )
+            )
+        )
+        if options.fit_check
+        else None
+    )
+    options.retry.run(
+        lambda: preflight.check(name, cfg.model, cfg.revision, cfg.ks, cfg.seq_len, fit, cfg.form, cfg.mode),
+        "reading the model's config",
+        on_retry=sink.warning,
+    )
     if figures:
         sink.estimate(figures)  # kept on the job when the API could not size it (a Hub model, offline)
     start = time.perf_counter()
-    fetched = options.retry.run(lambda: fetch(cfg.model, cfg.revision, hub, cfg.home, cfg.max_model_bytes,
-                                              options.private_hub),
-                                "fetching the model's weights", on_retry=sink.warning)
-    lm = options.retry.run(lambda: load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes,
-                                              weights=False, models_dir=cfg.models_dir, home=cfg.home,
-                                              private_ok=options.private_hub),
-                           "loading the model", on_retry=sink.warning)
+    fetched = options.retry.run(
+        lambda: fetch(cfg.model, cfg.revision, hub, cfg.home, cfg.max_model_bytes, options.private_hub),
+        "fetching the model's weights",
+        on_retry=sink.warning,
+    )
+    lm = options.retry.run(
+        lambda: load_model(
+            cfg.model,
+            cfg.revision,
+            cfg.dtype,
+            cfg.device,
+            max_bytes=cfg.max_model_bytes,
+            weights=False,
+            models_dir=cfg.models_dir,
+            home=cfg.home,
+            private_ok=options.private_hub,
+        ),
+        "loading the model",
+        on_retry=sink.warning,
+    )
     return lm, time.perf_counter() - start, fetched

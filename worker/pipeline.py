@@ -53,11 +53,13 @@ class Sink(Protocol):
     def metrics(self, variant: str, values: dict[str, float]) -> None: ...
     def warning(self, message: str) -> None: ...
     def layer_scores(self, scores: list[dict]) -> None: ...
-    def selection(self, mode: str, selected: dict[int, list[int]], measured: dict | None = None,
-                  family: str | None = None) -> None: ...
+    def selection(
+        self, mode: str, selected: dict[int, list[int]], measured: dict | None = None, family: str | None = None
+    ) -> None: ...
     def output(self, k: int, layers: list[int], published: Published) -> None: ...
     def estimate(self, figures: dict) -> None: ...
     def gates(self, result: dict) -> None: ...
+
     # optional: replan(costs) receives each stage's expected cost once the model is loaded (progress.plan),
     # and again when the base's evaluation came from the cache (the outputs' evaluation alone);
     # loaded(fetched) learns whether the load found the weights read before, else how long fetching them took
@@ -68,10 +70,14 @@ class Sink(Protocol):
 
 @dataclass
 class Paths:
-    work_dir: Path | None  # where outputs are written before publishing (None: score only, `nbl compress` without --out)
+    work_dir: (
+        Path | None
+    )  # where outputs are written before publishing (None: score only, `nbl compress` without --out)
     publish_dir: Path | None = None  # local publishing destination (jobs)
     stats_dir: Path | None = None  # the statistics cache (None: none, a run's sums go to the temp dir)
-    stats_cache: bool = True  # False (NBL_STATS_CACHE_MAX_BYTES=0, --no-cache): a run's sums under stats_dir, then removed
+    stats_cache: bool = (
+        True  # False (NBL_STATS_CACHE_MAX_BYTES=0, --no-cache): a run's sums under stats_dir, then removed
+    )
     eval_cache: bool = True  # the base's evaluation is cached per model and spec (False: --no-cache)
     # The rest of the worker's Settings the engine and evaluation need, passed down (they read none).
     spill_dir: Path | None = None  # hidden states past host_cache_bytes
@@ -129,8 +135,14 @@ def resolve_model(model_id: str) -> str:
     return model_id
 
 
-def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | None, options: Options = Options(),
-        source: str | None = None) -> PipelineResult:
+def run(
+    recipe: Recipe,
+    sink: Sink,
+    paths: Paths,
+    destination: Destination | None,
+    options: Options = Options(),
+    source: str | None = None,
+) -> PipelineResult:
     """Load, calibrate, score and compress into `paths.work_dir` (engine stages report through `sink.progress`),
     check that each output reloads alone, evaluate the base and every output as saved, then publish each to
     `destination` (a job's directory or Hub repo, built by the task; `nbl compress`'s --out in place) with its
@@ -141,12 +153,24 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     failure is transient (worker/errors.py); they are idempotent (cached downloads, atomic outputs, adopted commits)."""
     retry = options.retry
     model = source or recipe.model
-    cfg = from_recipe(recipe, model if options.local_paths else resolve_model(model), out=paths.work_dir,
-                      dtype=options.dtype, batch_size=options.batch_size, product_dtype=options.product_dtype,
-                      stats_dir=paths.stats_dir, use_cache=paths.stats_cache, spill_dir=paths.spill_dir,
-                      data_dir=paths.data_dir, models_dir=paths.models_dir, home=paths.home, greedy_width=options.greedy_width,
-                      max_model_bytes=options.max_model_bytes, host_cache_bytes=options.host_cache_bytes,
-                      out_dtype=recipe.publishing.dtype if recipe.publishing is not None else None)
+    cfg = from_recipe(
+        recipe,
+        model if options.local_paths else resolve_model(model),
+        out=paths.work_dir,
+        dtype=options.dtype,
+        batch_size=options.batch_size,
+        product_dtype=options.product_dtype,
+        stats_dir=paths.stats_dir,
+        use_cache=paths.stats_cache,
+        spill_dir=paths.spill_dir,
+        data_dir=paths.data_dir,
+        models_dir=paths.models_dir,
+        home=paths.home,
+        greedy_width=options.greedy_width,
+        max_model_bytes=options.max_model_bytes,
+        host_cache_bytes=options.host_cache_bytes,
+        out_dtype=recipe.publishing.dtype if recipe.publishing is not None else None,
+    )
     cfg.devices = visible(options.devices, options.device)
     cfg.device = cfg.devices[0]  # the model is loaded there; the other processes read its checkpoint
     cfg.check()
@@ -169,24 +193,46 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
 
     replan()
     refs: dict[int, loadcheck.Reference] = {}  # k -> logits of the compressed model in memory
-    compressed = retry.run(lambda: compress.run(
-        cfg, report=sink.progress, progress=options.progress, lm=lm,
-        on_saved=(lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model))) if options.load_check
-        else None), "calibrating")
+    compressed = retry.run(
+        lambda: compress.run(
+            cfg,
+            report=sink.progress,
+            progress=options.progress,
+            lm=lm,
+            on_saved=(lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model)))
+            if options.load_check
+            else None,
+        ),
+        "calibrating",
+    )
     compressed.timings["load_s"] += load_s  # the engine timed only its checks of the model handed to it
-    result = PipelineResult(calibration=compressed.calibration, compressed=compressed,
-                            selected={o["k"]: o["replaced_layers"] for o in compressed.outputs})
+    result = PipelineResult(
+        calibration=compressed.calibration,
+        compressed=compressed,
+        selected={o["k"]: o["replaced_layers"] for o in compressed.outputs},
+    )
     sink.layer_scores(compressed.scores)
-    sink.selection(recipe.compression.mode, result.selected, compressed.selection,  # measured: auto_k.Chooser.record
-                   family=lm.family)
+    sink.selection(
+        recipe.compression.mode,
+        result.selected,
+        compressed.selection,  # measured: auto_k.Chooser.record
+        family=lm.family,
+    )
     cal = compressed.calibration
-    sink.metrics("calibration", {"tokens": cal.get("tokens"), "seconds": cal.get("seconds"),
-                                 "cached": float(bool(cal.get("cached")))})
+    sink.metrics(
+        "calibration",
+        {"tokens": cal.get("tokens"), "seconds": cal.get("seconds"), "cached": float(bool(cal.get("cached")))},
+    )
     if refined := refine_flat(compressed.outputs):  # compression.refit / heal: each output's (result.outputs[])
         sink.metrics(REFINE, refined)
     caveats = run_warnings.after_compression(  # over-fitted maps, too few tokens: warned now, on the cards later
-        compressed.scores, recipe.compression.mode, result.selected, cal.get("tokens"),
-        run_warnings.hidden_size(lm), sink.warning)
+        compressed.scores,
+        recipe.compression.mode,
+        result.selected,
+        cal.get("tokens"),
+        run_warnings.hidden_size(lm),
+        sink.warning,
+    )
     if (msg := budget.selection_warning(recipe, compressed.selection, recipe.calibration.seq_len)) is not None:
         caveats.common.append(msg)  # the selection data cannot tell the budget apart: on the cards too
         sink.warning(msg)
@@ -200,8 +246,16 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
     metrics: dict[str, dict[str, float]] = {}
     if not recipe.evaluation.empty():  # a base not in memory (released above) is loaded over cfg.devices: compare.py
         with tempfile.TemporaryDirectory(prefix="nbl-tasks-") as tmp:  # a job's task files, as files
-            metrics, result.evaluation = evaluate(lm, outputs, eval_spec(recipe.evaluation, Path(tmp)), sink, paths,
-                                                  options.progress, cfg.devices, on_base=replan)
+            metrics, result.evaluation = evaluate(
+                lm,
+                outputs,
+                eval_spec(recipe.evaluation, Path(tmp)),
+                sink,
+                paths,
+                options.progress,
+                cfg.devices,
+                on_base=replan,
+            )
     run_warnings.after_evaluation(caveats, metrics, recipe.evaluation.limit, recipe.evaluation.max_tokens, sink.warning)
     lm = None  # the base model goes before publishing (a closure above shares the name)
 
@@ -212,8 +266,17 @@ def run(recipe: Recipe, sink: Sink, paths: Paths, destination: Destination | Non
         for k, path in outputs.items():
             sink.progress("publish", 0.0, f"k={k}: GGUF {', '.join(gguf_types(recipe.publishing.formats))}")
             export_formats(path, recipe.publishing.formats, paths.gguf_python, should_stop=stop_check(sink))
-    result.outputs = publish(outputs, result.selected, destination, metrics, recipe.request, sink, retry,
-                             several=len(result.selected) > 1, caveats=caveats)
+    result.outputs = publish(
+        outputs,
+        result.selected,
+        destination,
+        metrics,
+        recipe.request,
+        sink,
+        retry,
+        several=len(result.selected) > 1,
+        caveats=caveats,
+    )
     return result
 
 
@@ -229,10 +292,15 @@ def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float, de
     sink.progress("check", 0.0, "reloading each output in a fresh process")
     done = {}
     for j, (k, path) in enumerate(outputs.items(), start=1):
-        done[k] = res = loadcheck.check(path, refs[k], timeout_s=timeout_s, devices=devices,
-                                        should_stop=stop_check(sink))
-        sink.progress("check", j / len(outputs), f"k={k}: {res['class']} reloads and generates; max |logit "
-                      f"difference| {res['max_abs_diff']:.2g} (tolerance {res['tolerance']:.2g})")
+        done[k] = res = loadcheck.check(
+            path, refs[k], timeout_s=timeout_s, devices=devices, should_stop=stop_check(sink)
+        )
+        sink.progress(
+            "check",
+            j / len(outputs),
+            f"k={k}: {res['class']} reloads and generates; max |logit "
+            f"difference| {res['max_abs_diff']:.2g} (tolerance {res['tolerance']:.2g})",
+        )
     return done
 
 
@@ -249,13 +317,28 @@ def eval_spec(ev: Evaluation, task_dir: Path | None = None) -> EvalSpec:
         for name, text in ev.task_texts:
             (task_dir / f"{name}.jsonl").write_text(text, encoding="utf-8")
             files.append(str(task_dir / f"{name}.jsonl"))
-    return EvalSpec(perplexity=ev.perplexity, tasks=ev.tasks, task_files=tuple(files), limit=ev.limit,
-                    max_tokens=ev.max_tokens, suite=ev.suite, speed=ev.speed, **extra)
+    return EvalSpec(
+        perplexity=ev.perplexity,
+        tasks=ev.tasks,
+        task_files=tuple(files),
+        limit=ev.limit,
+        max_tokens=ev.max_tokens,
+        suite=ev.suite,
+        speed=ev.speed,
+        **extra,
+    )
 
 
-def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: Paths, progress: bool = False,
-             devices: list[str] | None = None, on_base=lambda cached: None
-             ) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
+def evaluate(
+    lm,
+    outputs: dict[int, Path],
+    espec: EvalSpec,
+    sink: Sink,
+    paths: Paths,
+    progress: bool = False,
+    devices: list[str] | None = None,
+    on_base=lambda cached: None,
+) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
     """Base (cached per model and spec unless paths.eval_cache is off) and each output reloaded from disk
     (worker/eval/compare.py), over `devices` when larger than the first, each stored as soon as measured.
     `on_base(cached)`: the base's evaluation is done, from the cache or not (the stage's cost is replanned).
@@ -270,14 +353,26 @@ def evaluate(lm, outputs: dict[int, Path], espec: EvalSpec, sink: Sink, paths: P
         sink.metrics(variant, metrics[variant])
         if variant == "base":  # whether it came from the cache, and the time it took: result.base_evaluation
             on_base(bool(result.get("cached")))
-            sink.metrics(BASE_EVALUATION, {"cached": float(bool(result.get("cached"))),
-                                           "seconds": float(result.get("seconds") or 0.0)})
+            sink.metrics(
+                BASE_EVALUATION,
+                {"cached": float(bool(result.get("cached"))), "seconds": float(result.get("seconds") or 0.0)},
+            )
         elif result.get("seconds") is not None:  # each output's reload and evaluation: result.outputs[].seconds
             seconds[variant] = float(result["seconds"])
             sink.metrics(EVALUATION_SECONDS, dict(seconds))
 
-    evaluate_outputs(lm, outputs, espec, use_cache=paths.eval_cache, progress=progress, report=sink.progress,
-                     on_result=record, data_dir=paths.data_dir, home=paths.home, devices=devices)
+    evaluate_outputs(
+        lm,
+        outputs,
+        espec,
+        use_cache=paths.eval_cache,
+        progress=progress,
+        report=sink.progress,
+        on_result=record,
+        data_dir=paths.data_dir,
+        home=paths.home,
+        devices=devices,
+    )
     return metrics, nested
 
 

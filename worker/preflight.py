@@ -39,8 +39,16 @@ def hub_config(repo_id: str, revision: str | None) -> dict:
     return config
 
 
-def check(name: str, source: str, revision: str | None, ks: list[int], seq_len: int,
-          fit: Callable[[dict], None] | None = None, form: str = R.FORM, mode: str = R.MODE) -> None:
+def check(
+    name: str,
+    source: str,
+    revision: str | None,
+    ks: list[int],
+    seq_len: int,
+    fit: Callable[[dict], None] | None = None,
+    form: str = R.FORM,
+    mode: str = R.MODE,
+) -> None:
     """`name` is the job's model (a Hub id or local:NAME), `source` what the loader reads (a Hub id or the
     local directory). Raises ModelError naming the fields that cannot work. `fit(config)` then checks that
     the job fits this worker (`fits`)."""
@@ -73,8 +81,12 @@ def fits(name: str, config: dict, recipe, devices_setting: str | None, host_cach
 
     devices, me = own(devices_setting)
     try:
-        est = estimate(shape_of(config), job_options(recipe, host_cache_bytes), devices,
-                       Memory(me.device_bytes or None, me.host_bytes))  # a model larger than a device is spread
+        est = estimate(
+            shape_of(config),
+            job_options(recipe, host_cache_bytes),
+            devices,
+            Memory(me.device_bytes or None, me.host_bytes),
+        )  # a model larger than a device is spread
     except ShapeError as e:
         raise ModelError(f"{name}: {e}") from None
     over = []

@@ -43,8 +43,12 @@ class Figures:
 class Tracker:
     """Turns (stage, fraction) reports into the job's Figures; one per attempt of a job."""
 
-    def __init__(self, costs: dict[str, StageCost], clock: Callable[[], float] = time.monotonic,
-                 prior: dict[str, float] | None = None):
+    def __init__(
+        self,
+        costs: dict[str, StageCost],
+        clock: Callable[[], float] = time.monotonic,
+        prior: dict[str, float] | None = None,
+    ):
         """`prior`: each stage's seconds as the job's estimate priced them from its worker class's measured
         rates (service/estimates/rates.py): the ETA from the first second, before this job measured anything."""
         self.costs, self.clock, self.prior = dict(costs), clock, dict(prior or {})
@@ -72,8 +76,9 @@ class Tracker:
         cost = self.costs.get(stage)
         measured = elapsed >= MIN_MEASURE_S and self.fraction > 0 and cost is not None and cost.weight > 0
         rate = self.fraction * cost.units / elapsed if measured else None
-        return Figures(self.best, self.fraction, self._eta(stage, elapsed, measured), rate,
-                       cost.unit if measured else None)
+        return Figures(
+            self.best, self.fraction, self._eta(stage, elapsed, measured), rate, cost.unit if measured else None
+        )
 
     def _finish(self, now: float) -> None:
         """The stage that ends adds to the measured rate when it ran long enough to be measured."""
@@ -111,9 +116,12 @@ class Tracker:
             here = (cost.weight if cost else 0.0) * (1 - self.fraction) / per_s
         else:
             return None
-        later = [s for s in (STAGES[STAGES.index(stage) + 1:] if stage in STAGES else ()) if s in self.costs]
+        later = [s for s in (STAGES[STAGES.index(stage) + 1 :] if stage in STAGES else ()) if s in self.costs]
         if per_s is None and any(s not in self.prior for s in later if self.costs[s].weight > 0):
             return None  # a stage ahead with neither the class's time nor a rate of this job's
-        rest = sum(self.prior[s] if s in self.prior else self.costs[s].weight / per_s
-                   for s in later if s in self.prior or self.costs[s].weight > 0)
+        rest = sum(
+            self.prior[s] if s in self.prior else self.costs[s].weight / per_s
+            for s in later
+            if s in self.prior or self.costs[s].weight > 0
+        )
         return round(here + rest, 1)

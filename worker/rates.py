@@ -17,7 +17,9 @@ from service.core.stage_rate import StageRate
 from .fetch import Fetched
 
 
-def record(session: Session, job_id: str, measured: dict[str, tuple[float, float]], fetched: Fetched | None = None) -> int:
+def record(
+    session: Session, job_id: str, measured: dict[str, tuple[float, float]], fetched: Fetched | None = None
+) -> int:
     """Rows written (0 when the job's estimate names no class or shape). Commits. `fetched`: a load that
     fetched the weights (worker/fetch.py) is recorded as its load without the fetch, and a `fetch` row of
     the estimate's checkpoint bytes (disk.download) and the fetch's seconds: the estimate prices a fetch
@@ -33,8 +35,11 @@ def record(session: Session, job_id: str, measured: dict[str, tuple[float, float
         w, s = measured["load"]
         measured["load"] = (w, max(s - fetched.seconds, 0.01))
         measured[FETCH] = (float((estimate.get("disk") or {}).get("download") or 0), fetched.seconds)
-    rows = [StageRate(job_id=job_id, worker_class=queue, shape=key, stage=stage, weight=w, seconds=s, created_at=now)
-            for stage, (w, s) in measured.items() if w > 0 and s > 0]
+    rows = [
+        StageRate(job_id=job_id, worker_class=queue, shape=key, stage=stage, weight=w, seconds=s, created_at=now)
+        for stage, (w, s) in measured.items()
+        if w > 0 and s > 0
+    ]
     session.add_all(rows)
     session.commit()
     return len(rows)
@@ -46,8 +51,11 @@ def prior(session: Session, job_id: str) -> dict[str, float]:
     estimate = session.scalar(select(Job.estimate).where(Job.id == job_id)) or {}
     session.rollback()
     stages = estimate.get("stages") if isinstance(estimate, dict) else None
-    out = {s: float(t["seconds"]) for s, t in (stages or {}).items()
-           if isinstance(t, dict) and isinstance(t.get("seconds"), (int, float))}
+    out = {
+        s: float(t["seconds"])
+        for s, t in (stages or {}).items()
+        if isinstance(t, dict) and isinstance(t.get("seconds"), (int, float))
+    }
     if FETCH in out:  # the fetch runs inside the load stage
         out["load"] = out.get("load", 0.0) + out.pop(FETCH)
     return out

@@ -38,8 +38,9 @@ class Redactor:
     def __init__(self, models_dir=None, roots: dict[str, object] | None = None):
         rules: list[tuple[int, re.Pattern, str]] = []
         for root in _variants(models_dir) if models_dir else ():
-            rules.append((len(root) + 1, re.compile(re.escape(root) + r"/([A-Za-z0-9][A-Za-z0-9._-]*)" + _END),
-                          r"local:\1"))
+            rules.append(
+                (len(root) + 1, re.compile(re.escape(root) + r"/([A-Za-z0-9][A-Za-z0-9._-]*)" + _END), r"local:\1")
+            )
             rules.append((len(root), re.compile(re.escape(root) + _END), "$NBL_MODELS_DIR"))
         for name, path in (roots or {}).items():
             for root in _variants(path) if path else ():
@@ -50,15 +51,24 @@ class Redactor:
     def for_settings(cls, settings) -> "Redactor":
         from huggingface_hub import constants
 
-        return cls(settings.models_dir, {
-            "$NBL_PUBLISH_DIR": settings.publish_dir, "$NBL_STATS_DIR": settings.stats_dir,
-            "$NBL_HOME": settings.home, "$NBL_DATA_DIR": settings.data_dir,
-            "$HF_HUB_CACHE": constants.HF_HUB_CACHE, "$WORKDIR": os.getcwd(),
-            "$TMPDIR": tempfile.gettempdir(), "~": Path.home(),
-            # tracebacks a subprocess printed (the load check, the GGUF converter) name their frames' files
-            "$NBL_SOURCE": SOURCE, "$PYTHON_PREFIX": sys.prefix, "$PYTHON_BASE": sys.base_prefix,
-            "$GGUF_PREFIX": Path(settings.gguf_python).parent.parent if settings.gguf_python else None,
-        })
+        return cls(
+            settings.models_dir,
+            {
+                "$NBL_PUBLISH_DIR": settings.publish_dir,
+                "$NBL_STATS_DIR": settings.stats_dir,
+                "$NBL_HOME": settings.home,
+                "$NBL_DATA_DIR": settings.data_dir,
+                "$HF_HUB_CACHE": constants.HF_HUB_CACHE,
+                "$WORKDIR": os.getcwd(),
+                "$TMPDIR": tempfile.gettempdir(),
+                "~": Path.home(),
+                # tracebacks a subprocess printed (the load check, the GGUF converter) name their frames' files
+                "$NBL_SOURCE": SOURCE,
+                "$PYTHON_PREFIX": sys.prefix,
+                "$PYTHON_BASE": sys.base_prefix,
+                "$GGUF_PREFIX": Path(settings.gguf_python).parent.parent if settings.gguf_python else None,
+            },
+        )
 
     def __call__(self, text: str | None) -> str | None:
         if not text:

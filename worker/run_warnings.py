@@ -39,9 +39,11 @@ def overfit(scores: list[dict], mode: str, selected: dict[int, list[int]]) -> di
     for k, layers in selected.items():
         bad = [(i, held[i]) for i in layers if held.get(i) is not None and held[i] > 1]
         if bad:
-            out[k] = (f"k={k}: held-out NMSE above 1 on replaced layer{'s' if len(bad) > 1 else ''} "
-                      + ", ".join(f"{i} ({v:.3g})" for i, v in bad)
-                      + ": the linear map over-fits its calibration blocks; calibrate on more tokens")
+            out[k] = (
+                f"k={k}: held-out NMSE above 1 on replaced layer{'s' if len(bad) > 1 else ''} "
+                + ", ".join(f"{i} ({v:.3g})" for i, v in bad)
+                + ": the linear map over-fits its calibration blocks; calibrate on more tokens"
+            )
     return out
 
 
@@ -49,9 +51,11 @@ def few_tokens(tokens: int | None, hidden_size: int | None) -> str | None:
     """A warning when the calibration had fewer than 10·d tokens."""
     if not tokens or not hidden_size or tokens >= TOKENS_PER_DIM * hidden_size:
         return None
-    return (f"calibration on {tokens:,} tokens, fewer than {TOKENS_PER_DIM}·d = {TOKENS_PER_DIM * hidden_size:,} "
-            f"(hidden size d = {hidden_size:,}): the maps have d + 1 coefficients per output; calibrate on more "
-            "tokens (num_samples × seq_len)")
+    return (
+        f"calibration on {tokens:,} tokens, fewer than {TOKENS_PER_DIM}·d = {TOKENS_PER_DIM * hidden_size:,} "
+        f"(hidden size d = {hidden_size:,}): the maps have d + 1 coefficients per output; calibrate on more "
+        "tokens (num_samples × seq_len)"
+    )
 
 
 def truncated(cut: dict[str, dict]) -> str | None:
@@ -73,8 +77,14 @@ def hidden_size(lm) -> int | None:
     return cfg.get("hidden_size") or (cfg.get("text_config") or {}).get("hidden_size")
 
 
-def after_compression(scores: list[dict], mode: str, selected: dict[int, list[int]], tokens: int | None,
-                      hidden_size: int | None, warn=None) -> RunWarnings:
+def after_compression(
+    scores: list[dict],
+    mode: str,
+    selected: dict[int, list[int]],
+    tokens: int | None,
+    hidden_size: int | None,
+    warn=None,
+) -> RunWarnings:
     """The calibration's warnings, each also sent to `warn` (a sink's warning) when given."""
     w = RunWarnings(by_k={k: [msg] for k, msg in overfit(scores, mode, selected).items()})
     if (msg := few_tokens(tokens, hidden_size)) is not None:
@@ -84,8 +94,9 @@ def after_compression(scores: list[dict], mode: str, selected: dict[int, list[in
     return w
 
 
-def after_evaluation(w: RunWarnings, metrics: dict[str, dict], limit: int | None, max_tokens: int | None,
-                     warn=None) -> list[str]:
+def after_evaluation(
+    w: RunWarnings, metrics: dict[str, dict], limit: int | None, max_tokens: int | None, warn=None
+) -> list[str]:
     """Adds the evaluation's warning to `w` (and sends it to `warn`); returns the new warnings."""
     w.scored = scored(metrics, limit, max_tokens)
     msg = truncated(w.scored)

@@ -76,13 +76,21 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # pgid == the guard's pid (a new session)
 
 
-def run(cmd: list[str], timeout_s: float, should_stop: Callable[[], object] | None = None, poll_s: float = 1.0,
-        **popen_kw) -> subprocess.CompletedProcess:
+def run(
+    cmd: list[str], timeout_s: float, should_stop: Callable[[], object] | None = None, poll_s: float = 1.0, **popen_kw
+) -> subprocess.CompletedProcess:
     """`cmd` to its end, or killed with its group; subprocess.TimeoutExpired past `timeout_s`, Stopped when
     `should_stop` answers true. `popen_kw`: cwd, env."""
     guarded = [sys.executable, "-I", "-S", "-c", GUARD, str(os.getpid()), *map(str, cmd)]
-    proc = subprocess.Popen(guarded, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, **popen_kw)
+    proc = subprocess.Popen(
+        guarded,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **popen_kw,
+    )
     deadline = time.monotonic() + timeout_s
     try:
         while True:

@@ -65,6 +65,7 @@ def db(fn, *args, **kwargs):
     """fn(session, *args, **kwargs) in a fresh session, retried through a database outage of up to
     settings.db_retry_s. The store's writes are safe to repeat (progress, scores, metrics, artifacts,
     finish are fenced or idempotent)."""
+
     def once():
         with sessions()() as s:
             return fn(s, *args, **kwargs)
@@ -77,8 +78,14 @@ class DbSink:
     (worker/progress.py); raises Cancelled when a cancel was requested. The stages report at least
     every few seconds of work, so a cancel is seen within about a second of the next report."""
 
-    def __init__(self, job_id: str, token: str, costs: dict[str, StageCost] | None = None,
-                 prior: dict[str, float] | None = None, keys: dict[str, str] | None = None):
+    def __init__(
+        self,
+        job_id: str,
+        token: str,
+        costs: dict[str, StageCost] | None = None,
+        prior: dict[str, float] | None = None,
+        keys: dict[str, str] | None = None,
+    ):
         """`keys`: what the job fills for its class (worker/host/caches.py), noted as it does."""
         self.job_id, self.token, self.keys = job_id, token, dict(keys or {})
         self.fetched = None  # the load's fetch of the weights (worker/fetch.py)
@@ -101,8 +108,17 @@ class DbSink:
         if stage == self._stage and fraction < 1.0 and now - self._last < 1.0:
             return  # at most one write a second, but every stage start and end
         self._last, self._stage = now, stage
-        if not db(store.set_progress, self.job_id, stage, fig.progress, fig.eta_seconds, message=self.redact(message),
-                  stage_progress=fig.stage_progress, data=fig.data(), lease_token=self.token):
+        if not db(
+            store.set_progress,
+            self.job_id,
+            stage,
+            fig.progress,
+            fig.eta_seconds,
+            message=self.redact(message),
+            stage_progress=fig.stage_progress,
+            data=fig.data(),
+            lease_token=self.token,
+        ):
             raise Cancelled("lease lost: another worker owns this job now")
         if db(states.cancel_requested, self.job_id):
             raise Cancelled("cancelled by request")
@@ -131,20 +147,37 @@ class DbSink:
     def layer_scores(self, scores: list[dict]) -> None:
         db(store.save_layer_scores, self.job_id, scores, lease_token=self.token)
 
-    def selection(self, mode: str, selected: dict[int, list[int]], measured: dict | None = None,
-                  family: str | None = None) -> None:
+    def selection(
+        self, mode: str, selected: dict[int, list[int]], measured: dict | None = None, family: str | None = None
+    ) -> None:
         won = {c["k"]: c["criterion"] for c in (measured or {}).get("chosen", [])}  # the criterion that chose each k
         # the base's family: where each output runs depends on it (nbl/forms.runs_in)
-        rows = [{"k": k, "mode": mode, "layers": v, **({"criterion": won[k]} if k in won else {}),
-                 **({"family": family} if family else {})} for k, v in selected.items()]
+        rows = [
+            {
+                "k": k,
+                "mode": mode,
+                "layers": v,
+                **({"criterion": won[k]} if k in won else {}),
+                **({"family": family} if family else {}),
+            }
+            for k, v in selected.items()
+        ]
         db(store.set_selected_layers, self.job_id, rows, lease_token=self.token)
         if measured is not None:
             db(store.save_selection, self.job_id, measured, lease_token=self.token)
 
     def output(self, k: int, layers: list[int], published: Published) -> None:
         # Retried through a database blip: losing this write after a push would repeat the push.
-        db(store.save_artifact, self.job_id, k, published.kind, published.uri, published.revision,
-           published.commit_sha, lease_token=self.token)
+        db(
+            store.save_artifact,
+            self.job_id,
+            k,
+            published.kind,
+            published.uri,
+            published.revision,
+            published.commit_sha,
+            lease_token=self.token,
+        )
 
     def estimate(self, figures: dict) -> None:
         db(keep_estimate, self.job_id, figures)
@@ -180,17 +213,27 @@ def destination(recipe: Recipe, job_id: str):
         with sessions()() as s:
             ciphertext = store.hub_token_ciphertext(s, job_id)
         if ciphertext is None:
-            raise ValueError(f"publishing to {pub.repo_id} needs a Hub write token: give publish.token, or set the "
-                             "team's with `nbl admin set-hub-token --team NAME`")
-        return HubRepo(pub.repo_id, decrypt(settings, ciphertext), job_id, private=pub.private,
-                       revision=pub.revision, create_pr=pub.create_pr, endpoint=settings.hf_endpoint,
-                       title=f"NBL {recipe.compression.mode} compression of {recipe.model}")
+            raise ValueError(
+                f"publishing to {pub.repo_id} needs a Hub write token: give publish.token, or set the "
+                "team's with `nbl admin set-hub-token --team NAME`"
+            )
+        return HubRepo(
+            pub.repo_id,
+            decrypt(settings, ciphertext),
+            job_id,
+            private=pub.private,
+            revision=pub.revision,
+            create_pr=pub.create_pr,
+            endpoint=settings.hf_endpoint,
+            title=f"NBL {recipe.compression.mode} compression of {recipe.model}",
+        )
     name = pub.local_dir or job_id
     with sessions()() as s:
         team = s.scalar(select(Team.name).join(Job, Job.team_id == Team.id).where(Job.id == job_id))
     publish_dir(settings, team, name)  # re-checks both names' grammar: the spec is input, even from the DB
-    return LocalDir(settings.publish_dir, team, name, job_id, overwrite=pub.overwrite,
-                    quota=settings.team_disk_quota_bytes)
+    return LocalDir(
+        settings.publish_dir, team, name, job_id, overwrite=pub.overwrite, quota=settings.team_disk_quota_bytes
+    )
 
 
 def claim(job_id: str) -> str | None:
@@ -227,15 +270,24 @@ def run_job(job_id: str) -> str:
         recipe = from_request(db(store.job_spec, job_id))  # stored JSON -> JobCreate -> Recipe, once
         paths = run_paths(settings, scratch_dir(settings, job_id), publish_dir=settings.publish_dir)
         sink = DbSink(job_id, token, plan(recipe), db(rates.prior, job_id), caches.keys(recipe))
-        run(recipe, sink, paths, destination(recipe, job_id), run_options(settings),
-            source=model_source(settings, recipe.model))  # local:NAME -> its directory
-        db(rates.record, job_id, sink.tracker.close(), sink.fetched)  # the class's measured stages, for the next estimate
+        run(
+            recipe,
+            sink,
+            paths,
+            destination(recipe, job_id),
+            run_options(settings),
+            source=model_source(settings, recipe.model),
+        )  # local:NAME -> its directory
+        db(
+            rates.record, job_id, sink.tracker.close(), sink.fetched
+        )  # the class's measured stages, for the next estimate
     except Cancelled as e:
         status, err_msg = "cancelled", str(e)
     except Exception as e:  # every failure ends the job: none stays in `running`
         if is_transient(e):  # no verdict on the job: the reconciler queues it again once the lease expires
-            log.warning("job %s: database unavailable for over %g s; abandoning this attempt", job_id,
-                        settings.db_retry_s)
+            log.warning(
+                "job %s: database unavailable for over %g s; abandoning this attempt", job_id, settings.db_retry_s
+            )
             return "abandoned"
         failure = classify(e)  # worker/errors.py: the one table of causes
         status, err_type, err_msg = "failed", failure.type, failure.message

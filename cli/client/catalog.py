@@ -16,8 +16,10 @@ def _shape(shape: dict | None) -> str:
     if not shape:
         return "shape unknown"
     params = shape.get("params")
-    return (f"{shape.get('layers')} layers x {shape.get('hidden_size')}, {shape.get('heads')}/{shape.get('kv_heads')} "
-            f"heads" + (f", {params / 1e6:,.0f}M params" if isinstance(params, int) else ""))
+    return (
+        f"{shape.get('layers')} layers x {shape.get('hidden_size')}, {shape.get('heads')}/{shape.get('kv_heads')} "
+        f"heads" + (f", {params / 1e6:,.0f}M params" if isinstance(params, int) else "")
+    )
 
 
 def models(client: Client, args) -> int:
@@ -45,8 +47,10 @@ def usage(client: Client, args) -> int:
         print(json.dumps(report.model_dump(mode="json"), indent=2))
         return 0
     quota = report.disk.get("quota_bytes")
-    print(f"team {report.team}: outputs {size(report.disk.get('outputs_bytes') or 0)} on disk"
-          + (f" of {size(quota)}" if quota else ""))
+    print(
+        f"team {report.team}: outputs {size(report.disk.get('outputs_bytes') or 0)} on disk"
+        + (f" of {size(quota)}" if quota else "")
+    )
     for m in report:
         hours = ", ".join(f"{cls} {readable(h)} h" for cls, h in m.worker_hours.items()) or "no worker time"
         jobs = ", ".join(f"{n} {s}" for s, n in m.jobs.items() if s != "total")
@@ -58,16 +62,24 @@ def usage(client: Client, args) -> int:
 
 def add_catalog(sub, parser, client_args, run) -> None:
     """Registered by cli/client/commands.py with its helpers (parser with the epilog, common flags, client setup)."""
-    p = parser(sub, "models", "list the models the team can run",
-               "The server's local: models (with their shapes and sizes), then the Hub ids the team's recent jobs "
-               "named (with the shape read at submit), one page.")
+    p = parser(
+        sub,
+        "models",
+        "list the models the team can run",
+        "The server's local: models (with their shapes and sizes), then the Hub ids the team's recent jobs "
+        "named (with the shape read at submit), one page.",
+    )
     p.add_argument("--limit", type=int, default=50, help="at most this many (1 to 100, default 50)")
     p.add_argument("--after", help="the cursor printed after a full page")
     client_args(p, timeout=True)
     p.set_defaults(func=run(models))
-    p = parser(sub, "usage", "the team's usage by month",
-               "Jobs by status, worker-hours by worker class and GPU-hours per month (UTC), newest first, and the "
-               "team's outputs on disk now.")
+    p = parser(
+        sub,
+        "usage",
+        "the team's usage by month",
+        "Jobs by status, worker-hours by worker class and GPU-hours per month (UTC), newest first, and the "
+        "team's outputs on disk now.",
+    )
     p.add_argument("--limit", type=int, default=12, help="at most this many months (1 to 120, default 12)")
     p.add_argument("--after", help="the cursor printed after a full page")
     client_args(p, timeout=True)

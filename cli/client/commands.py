@@ -50,14 +50,23 @@ EXIT_CODES = """exit codes (nbl submit, wait, jobs, cancel, logs):
 
 
 def _parser(sub, name: str, help: str, description: str):
-    return sub.add_parser(name, help=help, description=description, epilog=EXIT_CODES,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    return sub.add_parser(
+        name,
+        help=help,
+        description=description,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def add_client_commands(sub) -> None:
-    p = _parser(sub, "submit", "submit a compression job to the API",
-                "Submit a job: a YAML/JSON file with the request body (`-`: read it from stdin), and/or flags "
-                "(flags override the file). Prints the job; with --wait, waits for it as `nbl wait` does.")
+    p = _parser(
+        sub,
+        "submit",
+        "submit a compression job to the API",
+        "Submit a job: a YAML/JSON file with the request body (`-`: read it from stdin), and/or flags "
+        "(flags override the file). Prints the job; with --wait, waits for it as `nbl wait` does.",
+    )
     p.add_argument("file", nargs="?", type=Path, help="YAML or JSON job request, or - for stdin")
     p.add_argument("--model", help="Hub repo id or local:NAME")
     p.add_argument("--revision")
@@ -82,14 +91,26 @@ def add_client_commands(sub) -> None:
     p.add_argument("--max-tokens", type=int, help="perplexity: score only the first N tokens of each corpus")
     p.add_argument("--tasks", help="comma-separated lm-eval tasks")
     p.add_argument("--limit", type=int, help="first N documents of each task")
-    p.add_argument("--task-file", nargs="+", action="extend", default=[], metavar="FILE",
-                   help="your own task, a JSONL file as `nbl eval --task-file` takes it, sent in the request and "
-                   "reported under the file's stem")
+    p.add_argument(
+        "--task-file",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FILE",
+        help="your own task, a JSONL file as `nbl eval --task-file` takes it, sent in the request and "
+        "reported under the file's stem",
+    )
     p.add_argument("--speed", action="store_true", default=None)
     add_refine_options(p, defaults=False)
-    p.add_argument("--gate", action="append", type=parse_gate, default=[], metavar="NAME:ppl:+X|NAME:acc:-X",
-                   help="a quality gate (repeatable), as `nbl compress --gate`: wikitext2:ppl:+10%%, arc_easy:acc:-0.02; "
-                   "an output that fails one is not published, none passing fails the job (exit 5 with --wait)")
+    p.add_argument(
+        "--gate",
+        action="append",
+        type=parse_gate,
+        default=[],
+        metavar="NAME:ppl:+X|NAME:acc:-X",
+        help="a quality gate (repeatable), as `nbl compress --gate`: wikitext2:ppl:+10%%, arc_easy:acc:-0.02; "
+        "an output that fails one is not published, none passing fails the job (exit 5 with --wait)",
+    )
     p.add_argument("--publish-repo", help="publish to this Hub repo (owner/name)")
     p.add_argument("--public", action="store_true", default=None, help="publish publicly (default private)")
     p.add_argument("--publish-revision")
@@ -98,44 +119,70 @@ def add_client_commands(sub) -> None:
     p.add_argument("--webhook-url", help="POST the job's events here (signed with the team's secret)")
     p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", help="repeatable")
     p.add_argument("--idempotency-key", help="default: a fresh one, reused across this command's retries")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="seconds to keep retrying while the API is busy (429/503...), default 120; with --wait, "
-                   "also for the job to end (default: no limit); 0: no limit")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds to keep retrying while the API is busy (429/503...), default 120; with --wait, "
+        "also for the job to end (default: no limit); 0: no limit",
+    )
     p.add_argument("--wait", action="store_true", help="then wait for the job to end; exit by its state")
     _wait_args(p)
     _client_args(p)
     p.set_defaults(func=cmd_submit)
 
-    p = _parser(sub, "wait", "wait for a job to end; exit 0 succeeded, 1 failed, 2 cancelled, 3 timeout, "
-                "5 failed its quality gates",
-                "Poll the job until it ends: a line on stderr when something changes (and a heartbeat every "
-                "60 s); then on stdout the job and its result as a table: the base, and for each output its "
-                "value, delta and relative change (--json: the job as the API returns it). --junit FILE also "
-                "writes a JUnit XML report for CI: one test case per gate check, else one per output.")
+    p = _parser(
+        sub,
+        "wait",
+        "wait for a job to end; exit 0 succeeded, 1 failed, 2 cancelled, 3 timeout, 5 failed its quality gates",
+        "Poll the job until it ends: a line on stderr when something changes (and a heartbeat every "
+        "60 s); then on stdout the job and its result as a table: the base, and for each output its "
+        "value, delta and relative change (--json: the job as the API returns it). --junit FILE also "
+        "writes a JUnit XML report for CI: one test case per gate check, else one per output.",
+    )
     p.add_argument("job", help="job id")
-    p.add_argument("--timeout", type=float, default=0,
-                   help="seconds for the job to end, retries while the API is busy included (0: no limit)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=0,
+        help="seconds for the job to end, retries while the API is busy included (0: no limit)",
+    )
     _wait_args(p)
     _client_args(p)
     p.set_defaults(func=cmd_wait)
 
     p = _parser(sub, "jobs", "list the team's jobs, newest first", "List jobs, newest first (one page).")
     p.add_argument("--status", action="append", default=[], help="queued, running, ... (repeatable or a,b)")
-    p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE",
-                   help="only jobs whose metadata has KEY=VALUE (repeatable: all must match)")
+    p.add_argument(
+        "--metadata",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only jobs whose metadata has KEY=VALUE (repeatable: all must match)",
+    )
     p.add_argument("--limit", type=int, default=20, help="at most this many (1 to 100, default 20)")
     p.add_argument("--after", help="the cursor printed after a full page")
     _client_args(p, timeout=True)
     p.set_defaults(func=_run(client_commands.jobs))
 
-    p = _parser(sub, "cancel", "cancel a queued or running job", "Cancel a job; prints its new status. A job "
-                "that began publishing can no longer be cancelled (409, exit 4): it ends succeeded or failed.")
+    p = _parser(
+        sub,
+        "cancel",
+        "cancel a queued or running job",
+        "Cancel a job; prints its new status. A job "
+        "that began publishing can no longer be cancelled (409, exit 4): it ends succeeded or failed.",
+    )
     p.add_argument("job", help="job id")
     _client_args(p, timeout=True)
     p.set_defaults(func=_run(client_commands.cancel))
 
-    p = _parser(sub, "logs", "print a job's events", "Print the job's events, oldest first (--json: one "
-                "JSON object a line); --follow prints new ones until the job ends.")
+    p = _parser(
+        sub,
+        "logs",
+        "print a job's events",
+        "Print the job's events, oldest first (--json: one "
+        "JSON object a line); --follow prints new ones until the job ends.",
+    )
     p.add_argument("job", help="job id")
     p.add_argument("--follow", "-f", action="store_true")
     p.add_argument("--interval", type=float, default=1.0, help="first polling interval of --follow; backs off to 5 s")
@@ -148,19 +195,32 @@ def add_client_commands(sub) -> None:
 def _wait_args(p) -> None:
     p.add_argument("--interval", type=float, default=1.0, help="first polling interval; it backs off to 15 s")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr (retries and errors are still said)")
-    p.add_argument("--junit", type=Path, metavar="FILE", help="write a JUnit XML report of the job to FILE (one "
-                   "test case per gate check, else per output; written on every exit code, an error case on 3 and 4)")
+    p.add_argument(
+        "--junit",
+        type=Path,
+        metavar="FILE",
+        help="write a JUnit XML report of the job to FILE (one "
+        "test case per gate check, else per output; written on every exit code, an error case on 3 and 4)",
+    )
 
 
 def _client_args(p, timeout: bool = False) -> None:
     p.add_argument("--api-url", default=None, help=f"default $NBL_API_URL or {DEFAULT_API_URL}")
     p.add_argument("--api-key", default=None, help="default $NBL_API_KEY")
-    p.add_argument("--connect-timeout", type=float, default=60.0,
-                   help="give up (exit 3) when the API is unreachable this many seconds in a row (default 60)")
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=60.0,
+        help="give up (exit 3) when the API is unreachable this many seconds in a row (default 60)",
+    )
     p.add_argument("--json", action="store_true", help="print the API's answer as JSON")
     if timeout:
-        p.add_argument("--timeout", type=float, default=120.0,
-                       help="seconds to keep retrying while the API is busy (0: no limit; default 120)")
+        p.add_argument(
+            "--timeout",
+            type=float,
+            default=120.0,
+            help="seconds to keep retrying while the API is busy (0: no limit; default 120)",
+        )
 
 
 def _client(args) -> Client:
@@ -176,6 +236,7 @@ def _run(command):
             return failed(e)
         with client:
             return command(client, args)
+
     return run
 
 
@@ -194,18 +255,35 @@ def _submit(client: Client, args, body: dict) -> int:
     for warning in job.warnings:  # expensive defaults, said before the job runs (also with --quiet)
         print(f"warning: {warning}", file=sys.stderr)
     if not args.wait:
-        print(json.dumps(job.model_dump(mode="json"), indent=2) if args.json else "\n".join(job_lines(
-            job.model_dump(mode="json"))))
+        print(
+            json.dumps(job.model_dump(mode="json"), indent=2)
+            if args.json
+            else "\n".join(job_lines(job.model_dump(mode="json")))
+        )
         return 0
     if not args.json:
         print(f"submitted {job.id}", file=sys.stderr)
-    return wait_for(client, job.id, timeout=args.timeout or 0, interval=args.interval, quiet=args.quiet,
-                    as_json=args.json, junit=args.junit)
+    return wait_for(
+        client,
+        job.id,
+        timeout=args.timeout or 0,
+        interval=args.interval,
+        quiet=args.quiet,
+        as_json=args.json,
+        junit=args.junit,
+    )
 
 
 def _wait(client: Client, args) -> int:
-    return wait_for(client, args.job, timeout=args.timeout, interval=args.interval, quiet=args.quiet,
-                    as_json=args.json, junit=args.junit)
+    return wait_for(
+        client,
+        args.job,
+        timeout=args.timeout,
+        interval=args.interval,
+        quiet=args.quiet,
+        as_json=args.json,
+        junit=args.junit,
+    )
 
 
 cmd_wait = _run(_wait)

@@ -35,10 +35,14 @@ EXIT_CODES = f"""exit codes (nbl download):
 
 def add_download(sub, parser, client_args, run) -> None:
     """Registered by cli/client/commands.py with its helpers (parser with the epilog, common flags, client setup)."""
-    p = parser(sub, "download", "download a job's local output and check its sha256s",
-               "Fetch every file of the job's local output k into DIR (created): each file is checked against "
-               "the sha256 the API lists and renamed into place whole. Run it again after an interruption: "
-               "partial files are resumed, checked files skipped. A Hub output is not served: its URL is printed.")
+    p = parser(
+        sub,
+        "download",
+        "download a job's local output and check its sha256s",
+        "Fetch every file of the job's local output k into DIR (created): each file is checked against "
+        "the sha256 the API lists and renamed into place whole. Run it again after an interruption: "
+        "partial files are resumed, checked files skipped. A Hub output is not served: its URL is printed.",
+    )
     p.epilog = EXIT_CODES
     p.add_argument("job", help="job id")
     p.add_argument("dir", type=Path, help="target folder")
@@ -62,8 +66,9 @@ def download(client: Client, args) -> int:
     except (UnsafePath, ValueError) as e:
         return _fail(EXIT_USAGE, e)
     except OSError as e:  # DIR itself: not writable, full, ...
-        return _fail(EXIT_USAGE, f"cannot write into {args.dir}: {e.strerror or e}"
-                                 + (f" ({e.filename})" if e.filename else ""))
+        return _fail(
+            EXIT_USAGE, f"cannot write into {args.dir}: {e.strerror or e}" + (f" ({e.filename})" if e.filename else "")
+        )
     except Unavailable as e:
         return _fail(EXIT_TIMEOUT, e)
     except ApiError as e:
@@ -72,8 +77,12 @@ def download(client: Client, args) -> int:
         return _fail(EXIT_API, e)
     total = sum(f.size for f in done)
     if args.json:
-        print(json.dumps({"job_id": args.job, "k": k, "dir": str(args.dir), "bytes": total,
-                          "files": [vars(f) for f in done]}, indent=2))
+        print(
+            json.dumps(
+                {"job_id": args.job, "k": k, "dir": str(args.dir), "bytes": total, "files": [vars(f) for f in done]},
+                indent=2,
+            )
+        )
     else:
         print(f"k={k}: {len(done)} files, {total:,} bytes in {args.dir}, sha256 checked")
     return 0

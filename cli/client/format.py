@@ -65,27 +65,37 @@ def eta(seconds: float | None) -> str:
 def job_lines(job: dict) -> list[str]:
     spec = job.get("spec") or {}
     comp = spec.get("compression") or {}
-    lines = [f"{job['id']}  {job['status']}" + (f"  ({job['stage']} {job.get('progress') or 0:.0%})"
-                                                  if job.get("stage") else "")]
-    lines.append(f"  model {(spec.get('model') or {}).get('id')}  {comp.get('mode')}/{comp.get('method')}/"
-                 f"{comp.get('criterion')} k={comp.get('k')}")
+    lines = [
+        f"{job['id']}  {job['status']}"
+        + (f"  ({job['stage']} {job.get('progress') or 0:.0%})" if job.get("stage") else "")
+    ]
+    lines.append(
+        f"  model {(spec.get('model') or {}).get('id')}  {comp.get('mode')}/{comp.get('method')}/"
+        f"{comp.get('criterion')} k={comp.get('k')}"
+    )
     if job.get("metadata"):
         lines.append("  metadata " + " ".join(f"{k}={v}" for k, v in sorted(job["metadata"].items())))
     for sel in job.get("selected_layers") or []:
-        lines.append(f"  k={sel.get('k')}: layers {sel.get('layers')}" + (f" (chosen by {sel['criterion']})"
-                                                                         if sel.get("criterion") else ""))
+        lines.append(
+            f"  k={sel.get('k')}: layers {sel.get('layers')}"
+            + (f" (chosen by {sel['criterion']})" if sel.get("criterion") else "")
+        )
     measured = job.get("selection") or {}
     for t in measured.get("tried") or []:  # the held-out table of a measured selection (greedy, auto, k auto)
         ppl = t.get("heldout_ppl")
-        lines.append(f"  selection k={t['k']} {t['criterion']}: ppl {'n/a' if ppl is None else f'{ppl:.3f}'} "
-                     f"layers {t['layers']}")
+        lines.append(
+            f"  selection k={t['k']} {t['criterion']}: ppl {'n/a' if ppl is None else f'{ppl:.3f}'} "
+            f"layers {t['layers']}"
+        )
     for a in job.get("artifacts") or []:
         sha = f" @ {a['commit_sha'][:12]}" if a.get("commit_sha") else ""
         lines.append(f"  {a['kind']} k={a['k']}: {a['uri']}{sha}")
     gates = job.get("gates") or {}
     for c in gates.get("checks") or []:
-        lines.append(f"  gate {c['output']} {c['metric']}: {readable(c.get('value'))} vs limit "
-                     f"{readable(c.get('limit'))} (base {readable(c.get('base'))}) {'pass' if c['passed'] else 'FAIL'}")
+        lines.append(
+            f"  gate {c['output']} {c['metric']}: {readable(c.get('value'))} vs limit "
+            f"{readable(c.get('limit'))} (base {readable(c.get('base'))}) {'pass' if c['passed'] else 'FAIL'}"
+        )
     if job.get("error"):
         lines.append(f"  error ({job['error']['type']}): {job['error']['message']}")
     return lines
@@ -97,8 +107,10 @@ def job_row(job: dict) -> str:
     where = f"{job.get('stage') or '':<9} {job.get('progress') or 0:>4.0%}" if job["status"] == "running" else " " * 14
     meta = " ".join(f"{k}={v}" for k, v in sorted((job.get("metadata") or {}).items()))
     model, k = (spec.get("model") or {}).get("id", ""), (spec.get("compression") or {}).get("k")
-    return (f"{job['id']}  {job['status']:<10} {where}  {model!s:<40} k={k!s:<8} "
-            f"{str(job.get('created_at') or '')[:19]}  {meta}").rstrip()
+    return (
+        f"{job['id']}  {job['status']:<10} {where}  {model!s:<40} k={k!s:<8} "
+        f"{str(job.get('created_at') or '')[:19]}  {meta}"
+    ).rstrip()
 
 
 def event_line(ev: dict) -> str:

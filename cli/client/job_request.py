@@ -46,8 +46,14 @@ def build_request(args) -> dict[str, Any]:
     put("compression", "criterion", args.criterion)
     put("compression", "form", getattr(args, "form", None))
     if getattr(args, "max_ppl_increase", None) is not None:
-        put("compression", "budget", {"max_ppl_increase": args.max_ppl_increase,
-                                      **({} if getattr(args, "enforce_budget", True) else {"enforce": False})})
+        put(
+            "compression",
+            "budget",
+            {
+                "max_ppl_increase": args.max_ppl_increase,
+                **({} if getattr(args, "enforce_budget", True) else {"enforce": False}),
+            },
+        )
     put("compression", "refit", getattr(args, "refit", None))
     if hasattr(args, "heal_tokens"):
         put("compression", "heal", heal_request(args))

@@ -27,18 +27,25 @@ def parse_pairs(items: list[str], flag: str = "--metadata") -> dict[str, str]:
 
 def _guard(fn):
     """The exit code of an API failure, said in one line."""
+
     def run(client: Client, args) -> int:
         try:
             return fn(client, args)
         except (Unavailable, ApiError) as e:
             return failed(e)
+
     return run
 
 
 @_guard
 def jobs(client: Client, args) -> int:
-    page = client.jobs(status=args.status or None, metadata=parse_pairs(args.metadata), limit=args.limit,
-                       after=args.after, timeout=args.timeout or None)
+    page = client.jobs(
+        status=args.status or None,
+        metadata=parse_pairs(args.metadata),
+        limit=args.limit,
+        after=args.after,
+        timeout=args.timeout or None,
+    )
     if args.json:
         print(json.dumps(page.model_dump(mode="json"), indent=2))
         return 0
@@ -62,15 +69,19 @@ def logs(client: Client, args) -> int:
     stream; polling every --interval, backing off to 5 s, where the server has none)."""
     if args.follow:
         for ev in client.follow(args.job, interval=args.interval):
-            print(json.dumps(ev.model_dump(mode="json")) if args.json else event_line(ev.model_dump(mode="json")),
-                  flush=True)
+            print(
+                json.dumps(ev.model_dump(mode="json")) if args.json else event_line(ev.model_dump(mode="json")),
+                flush=True,
+            )
         return 0
     after = None
     while True:
         page = client.events(args.job, after=after, limit=1000, timeout=args.timeout or None)
         for ev in page.data:
-            print(json.dumps(ev.model_dump(mode="json")) if args.json else event_line(ev.model_dump(mode="json")),
-                  flush=True)
+            print(
+                json.dumps(ev.model_dump(mode="json")) if args.json else event_line(ev.model_dump(mode="json")),
+                flush=True,
+            )
         after = page.last_id if page.last_id is not None else after
         if not page.has_more:
             return 0

@@ -24,8 +24,13 @@ from cli.client.format import readable
 from cli.client.result_table import percent, rows, signed
 
 
-def _case(suite: ET.Element, classname: str, name: str, seconds: float | None = None,
-          props: Mapping[str, object] | None = None) -> ET.Element:
+def _case(
+    suite: ET.Element,
+    classname: str,
+    name: str,
+    seconds: float | None = None,
+    props: Mapping[str, object] | None = None,
+) -> ET.Element:
     case = ET.SubElement(suite, "testcase", classname=classname, name=name)
     if seconds is not None:
         case.set("time", f"{seconds:.3f}")
@@ -51,7 +56,9 @@ def _why(job: Mapping) -> tuple[str, str]:
     error = job.get("error") or {}
     if job.get("status") == "failed":
         return str(error.get("type") or "failed"), f"job failed ({error.get('type')}): {error.get('message')}"
-    where = f" during {job['stage']} at {job.get('progress', 0) * 100:.0f}%" if job.get("stage") else " before it started"
+    where = (
+        f" during {job['stage']} at {job.get('progress', 0) * 100:.0f}%" if job.get("stage") else " before it started"
+    )
     by = " by request" if job.get("cancel_requested") else ""
     return "cancelled", f"job cancelled{by}{where}; no output was published"
 
@@ -61,8 +68,10 @@ def _output_case(suite: ET.Element, classname: str, output: Mapping, base: Mappi
     lines = [f"layers {output.get('layers')} ({output.get('mode')}/{output.get('method')}/{output.get('criterion')})"]
     for label, get in rows({"base": base, "outputs": [output]}):
         props[label], props[f"{label} base"] = get(output.get("metrics")), get(base)
-        lines.append(f"{label}: {readable(get(output.get('metrics')))} (base {readable(get(base))}, "
-                     f"{signed(get(output.get('delta')))}, {percent(get(output.get('relative')))})")
+        lines.append(
+            f"{label}: {readable(get(output.get('metrics')))} (base {readable(get(base))}, "
+            f"{signed(get(output.get('delta')))}, {percent(get(output.get('relative')))})"
+        )
     case = _case(suite, classname, f"k{output.get('k')}", output.get("seconds"), props)
     if job.get("status") not in ("succeeded", "failed", "cancelled"):
         ET.SubElement(case, "error", message=f"job still {job.get('status')}", type="not-finished")
@@ -72,14 +81,25 @@ def _output_case(suite: ET.Element, classname: str, output: Mapping, base: Mappi
 def _gate_case(suite: ET.Element, classname: str, check: Mapping, outputs: Mapping[str, Mapping]) -> None:
     out = check.get("output")
     name = f"k{out}" if isinstance(out, int) else str(out)
-    text = (f"{check.get('metric')} = {readable(check.get('value'))} (base {readable(check.get('base'))}, limit "
-            f"{readable(check.get('limit'))}: {check.get('gate')} {readable(check.get('allowed'))})")
-    case = _case(suite, classname, f"{name} {check.get('metric')}", (outputs.get(name) or {}).get("seconds"),
-                 {k: check.get(k) for k in ("metric", "value", "base", "limit", "gate", "allowed")})
+    text = (
+        f"{check.get('metric')} = {readable(check.get('value'))} (base {readable(check.get('base'))}, limit "
+        f"{readable(check.get('limit'))}: {check.get('gate')} {readable(check.get('allowed'))})"
+    )
+    case = _case(
+        suite,
+        classname,
+        f"{name} {check.get('metric')}",
+        (outputs.get(name) or {}).get("seconds"),
+        {k: check.get(k) for k in ("metric", "value", "base", "limit", "gate", "allowed")},
+    )
     if not check.get("passed"):
-        ET.SubElement(case, "failure", type="gate",
-                      message=f"{check.get('metric')} = {readable(check.get('value'))} beyond its limit "
-                      f"{readable(check.get('limit'))} (base {readable(check.get('base'))})")
+        ET.SubElement(
+            case,
+            "failure",
+            type="gate",
+            message=f"{check.get('metric')} = {readable(check.get('value'))} beyond its limit "
+            f"{readable(check.get('limit'))} (base {readable(check.get('base'))})",
+        )
     ET.SubElement(case, "system-out").text = text
 
 
@@ -93,8 +113,11 @@ def junit_xml(job: Mapping) -> str:
     if _seconds(job) is not None:
         suite.set("time", f"{_seconds(job):.3f}")
     props = ET.SubElement(suite, "properties")
-    for key, value in (("job_id", jid), ("status", job.get("status")),
-                       ("model", ((job.get("spec") or {}).get("model") or {}).get("id"))):
+    for key, value in (
+        ("job_id", jid),
+        ("status", job.get("status")),
+        ("model", ((job.get("spec") or {}).get("model") or {}).get("id")),
+    ):
         ET.SubElement(props, "property", name=key, value=str(value))
     checks = ((result.get("gates") or job.get("gates") or {}).get("checks")) or []
     outputs = result.get("outputs") or []

@@ -71,7 +71,8 @@ def _what(value: Any) -> str:
         return f"a YAML {kind} ({value}) is not a JSON value; quote it to send it as text"
     names = {bytes: "a YAML binary value (!!binary)", set: "a YAML set (!!set)", float: str(value)}
     return f"{names.get(type(value), 'a YAML ' + type(value).__name__)} is not a JSON value" + (
-        "; write a list" if isinstance(value, set) else "")
+        "; write a list" if isinstance(value, set) else ""
+    )
 
 
 def _refuse_non_json(path: Path, doc: dict) -> None:
@@ -129,8 +130,9 @@ def _load_yaml(path: Path, text: str) -> Any:
         raise ValueError(f"{path}: {e.args[0]}{_where(e.mark)}") from None
     except yaml.YAMLError as e:
         problem = getattr(e, "problem", None) or str(e)
-        raise ValueError(f"{path}: not valid YAML or JSON: {' '.join(problem.split())}"
-                         f"{_where(getattr(e, 'problem_mark', None))}") from None
+        raise ValueError(
+            f"{path}: not valid YAML or JSON: {' '.join(problem.split())}{_where(getattr(e, 'problem_mark', None))}"
+        ) from None
     except ValueError as e:  # a value the safe constructor cannot build (an int of 5,000 digits)
         raise ValueError(f"{path}: not valid YAML or JSON: {' '.join(str(e).split())}") from None
 
@@ -144,8 +146,9 @@ def _check_events(yaml, events) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                raise _Refused(f"nested deeper than {MAX_DEPTH} levels; a job request is a few levels deep",
-                               event.start_mark)
+                raise _Refused(
+                    f"nested deeper than {MAX_DEPTH} levels; a job request is a few levels deep", event.start_mark
+                )
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
 

@@ -21,6 +21,7 @@ def _get(*path: str) -> Getter:
         for part in path:
             node = node.get(part) if isinstance(node, Mapping) else None
         return node
+
     return get
 
 
@@ -47,8 +48,12 @@ def _candidates(sides: list[Mapping]) -> Iterator[tuple[str, Getter]]:
     lengths = dict.fromkeys(t for s in sides for t in ((s.get("speed") or {}).get("prefill_tokens_per_s") or {}))
     for t in sorted(lengths, key=lambda t: (not t.isdigit(), int(t) if t.isdigit() else 0, t)):
         yield f"prefill tok/s @{t}", _get("speed", "prefill_tokens_per_s", t)
-    for key, label in (("decode_tokens_per_s", "decode tok/s"), ("kv_cache_bytes_per_token", "KV cache bytes/token"),
-                       ("kv_cache_layers", "KV cache layers"), ("sparsity", "sparsity")):
+    for key, label in (
+        ("decode_tokens_per_s", "decode tok/s"),
+        ("kv_cache_bytes_per_token", "KV cache bytes/token"),
+        ("kv_cache_layers", "KV cache layers"),
+        ("sparsity", "sparsity"),
+    ):
         yield label, _get("speed", key)
     for key, label in (("non_embedding_params", "non-embedding params"), ("params", "params")):
         yield label, _get("params", key)

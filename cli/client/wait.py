@@ -36,8 +36,9 @@ def failed(error: Exception) -> int:
 class WaitPrinter:
     """Client.wait's on_poll: prints what changed since the last poll, else a heartbeat."""
 
-    def __init__(self, out: TextIO | None = None, clock: Callable[[], float] = time.monotonic,
-                 heartbeat_s: float = HEARTBEAT_S):
+    def __init__(
+        self, out: TextIO | None = None, clock: Callable[[], float] = time.monotonic, heartbeat_s: float = HEARTBEAT_S
+    ):
         self.out, self.clock, self.heartbeat_s = out, clock, heartbeat_s
         self.state: tuple | None = None
         self.last_line = clock()
@@ -54,9 +55,11 @@ class WaitPrinter:
                 self._say(event_line(ev.model_dump(mode="json")))
         stage_progress = getattr(job, "stage_progress", None)  # None from a server before migration 0008
         state = (job.status, job.stage, round(job.progress * 1000), round((stage_progress or 0) * 100))
-        line = (f"{job.status:<10} {job.stage or '':<10} {job.progress:6.1%}"
-                + (f"  (stage {stage_progress:4.0%})" if job.stage and stage_progress is not None else "")
-                + eta(job.eta_seconds))
+        line = (
+            f"{job.status:<10} {job.stage or '':<10} {job.progress:6.1%}"
+            + (f"  (stage {stage_progress:4.0%})" if job.stage and stage_progress is not None else "")
+            + eta(job.eta_seconds)
+        )
         if state != self.state:  # the ETA alone moves at every poll: it rides on the lines that change
             self.state, self.changed_at = state, now
             self._say(line)
@@ -86,13 +89,20 @@ def print_result(job, as_json: bool) -> None:
             print(line)
 
 
-def wait_for(client: Client, job_id: str, *, timeout: float, interval: float, quiet: bool, as_json: bool,
-             junit: Path | None = None) -> int:
+def wait_for(
+    client: Client,
+    job_id: str,
+    *,
+    timeout: float,
+    interval: float,
+    quiet: bool,
+    as_json: bool,
+    junit: Path | None = None,
+) -> int:
     """Waits and prints; the exit code by the job's end (0/1/2, 5 quality), 3 on a timeout, 4 if refused. `junit`:
     also write the JUnit XML report there (cli/client/junit.py), whatever the exit code."""
     try:
-        job = client.wait(job_id, timeout=timeout or None, interval=interval,
-                          on_poll=None if quiet else WaitPrinter())
+        job = client.wait(job_id, timeout=timeout or None, interval=interval, on_poll=None if quiet else WaitPrinter())
     except (Unavailable, ApiError) as e:  # WaitTimeout is an Unavailable
         if junit is not None:
             junit_report.write(junit, junit_report.unreachable_xml(job_id, str(e)))

@@ -60,8 +60,15 @@ def convert(model_dir: Path, out: Path, outtype: str) -> None:
 
     DeciModel.set_vocab = set_vocab
     # absolute, and the directory after `--`: a folder named `--vocab-only` is never read as an option
-    sys.argv = ["convert_hf_to_gguf.py", "--outfile", str(out.absolute()), "--outtype", outtype, "--",
-                str(model_dir.absolute())]
+    sys.argv = [
+        "convert_hf_to_gguf.py",
+        "--outfile",
+        str(out.absolute()),
+        "--outtype",
+        outtype,
+        "--",
+        str(model_dir.absolute()),
+    ]
     convert_hf_to_gguf.main()
 
 

@@ -22,8 +22,16 @@ from llama_cpp import Llama
 
 
 def load(path: str, n_ctx: int) -> Llama:
-    return Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx, logits_all=True, verbose=False,
-                 n_threads=os.cpu_count() or 1, seed=0)
+    return Llama(
+        model_path=path,
+        n_ctx=n_ctx,
+        n_batch=n_ctx,
+        n_ubatch=n_ctx,
+        logits_all=True,
+        verbose=False,
+        n_threads=os.cpu_count() or 1,
+        seed=0,
+    )
 
 
 def generate(path: str, request: dict) -> dict:
@@ -46,14 +54,14 @@ def perplexity(path: str, ids: list[int], ctx: int) -> dict:
     llm = load(path, ctx)
     nll, scored, windows = 0.0, 0, 0
     for start in range(0, len(ids) - ctx + 1, ctx):
-        window = ids[start:start + ctx]
+        window = ids[start : start + ctx]
         llm.reset()
         llm.eval(window)
         first = ctx // 2
-        logits = llm.scores[first:ctx - 1].astype(np.float64)  # row i predicts token first + i + 1
+        logits = llm.scores[first : ctx - 1].astype(np.float64)  # row i predicts token first + i + 1
         top = logits.max(axis=1)
         lse = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
-        nll += float((lse - logits[np.arange(len(logits)), window[first + 1:ctx]]).sum())
+        nll += float((lse - logits[np.arange(len(logits)), window[first + 1 : ctx]]).sum())
         scored += len(logits)
         windows += 1
     return {"ppl": math.exp(nll / scored), "tokens_scored": scored, "windows": windows}

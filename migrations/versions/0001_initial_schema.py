@@ -77,10 +77,13 @@ def upgrade() -> None:
         ts("lease_expires_at"),
         ts("heartbeat_at"),
         sa.Column("cancel_requested", sa.Boolean(), nullable=False),
-        sa.CheckConstraint("error_type IS NULL OR error_type IN ('user', 'system', 'timeout')",
-                           name=op.f("ck_jobs_error_type")),
-        sa.CheckConstraint("status IN ('queued', 'running', 'cancelling', 'succeeded', 'failed', 'cancelled')",
-                           name=op.f("ck_jobs_status")),
+        sa.CheckConstraint(
+            "error_type IS NULL OR error_type IN ('user', 'system', 'timeout')", name=op.f("ck_jobs_error_type")
+        ),
+        sa.CheckConstraint(
+            "status IN ('queued', 'running', 'cancelling', 'succeeded', 'failed', 'cancelled')",
+            name=op.f("ck_jobs_status"),
+        ),
         sa.CheckConstraint("progress >= 0 AND progress <= 1", name=op.f("ck_jobs_progress")),
         sa.ForeignKeyConstraint(["team_id"], ["teams.id"], name=op.f("fk_jobs_team_id_teams"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_jobs")),
@@ -114,7 +117,9 @@ def upgrade() -> None:
         sa.Column("message", sa.Text(), nullable=True),
         sa.Column("progress", sa.Float(), nullable=True),
         sa.Column("data", JSON, nullable=True),
-        sa.CheckConstraint("kind IN ('stage', 'progress', 'warning', 'status', 'log')", name=op.f("ck_job_events_kind")),
+        sa.CheckConstraint(
+            "kind IN ('stage', 'progress', 'warning', 'status', 'log')", name=op.f("ck_job_events_kind")
+        ),
         sa.ForeignKeyConstraint(["job_id"], ["jobs.id"], name=op.f("fk_job_events_job_id_jobs"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_job_events")),
     )
@@ -125,7 +130,10 @@ def upgrade() -> None:
         sa.Column("job_id", sa.String(36), nullable=False),
         sa.Column("layer", sa.Integer(), nullable=False),
         sa.Column("mode", sa.String(8), nullable=False),
-        *(sa.Column(c, sa.Float(), nullable=True) for c in ("cca_bound", "nmse", "cosine", "cond", "heldout_nmse", "loss_rise")),
+        *(
+            sa.Column(c, sa.Float(), nullable=True)
+            for c in ("cca_bound", "nmse", "cosine", "cond", "heldout_nmse", "loss_rise")
+        ),
         sa.CheckConstraint("mode IN ('attn', 'block')", name=op.f("ck_layer_scores_mode")),
         sa.ForeignKeyConstraint(["job_id"], ["jobs.id"], name=op.f("fk_layer_scores_job_id_jobs"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("job_id", "layer", "mode", name=op.f("pk_layer_scores")),

@@ -31,8 +31,9 @@ def upgrade() -> None:
         sa.Column("team_id", sa.Integer(), nullable=False),
         sa.Column("secret", sa.Text(), nullable=False),
         ts("created_at", nullable=False),
-        sa.ForeignKeyConstraint(["team_id"], ["teams.id"], name=op.f("fk_webhook_secrets_team_id_teams"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["team_id"], ["teams.id"], name=op.f("fk_webhook_secrets_team_id_teams"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("team_id", name=op.f("pk_webhook_secrets")),
     )
     op.create_table(
@@ -49,8 +50,9 @@ def upgrade() -> None:
         ts("created_at", nullable=False),
         ts("finished_at"),
         sa.CheckConstraint("status IN ('pending', 'delivered', 'failed')", name=op.f("ck_webhook_deliveries_status")),
-        sa.ForeignKeyConstraint(["job_id"], ["jobs.id"], name=op.f("fk_webhook_deliveries_job_id_jobs"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_webhook_deliveries_job_id_jobs"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_deliveries")),
     )
     op.create_index(op.f("ix_webhook_deliveries_job_id"), "webhook_deliveries", ["job_id"])
@@ -64,8 +66,12 @@ def upgrade() -> None:
         sa.Column("duration_ms", sa.Float(), nullable=True),
         sa.Column("status_code", sa.Integer(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(["delivery_id"], ["webhook_deliveries.id"],
-                                name=op.f("fk_webhook_attempts_delivery_id_webhook_deliveries"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["delivery_id"],
+            ["webhook_deliveries.id"],
+            name=op.f("fk_webhook_attempts_delivery_id_webhook_deliveries"),
+            ondelete="CASCADE",
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_attempts")),
     )
     op.create_index(op.f("ix_webhook_attempts_delivery_id"), "webhook_attempts", ["delivery_id"])

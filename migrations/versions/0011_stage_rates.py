@@ -25,8 +25,12 @@ def upgrade() -> None:
     op.create_table(
         "stage_rates",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("job_id", sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE",
-                                                          name="fk_stage_rates_job_id_jobs"), nullable=False),
+        sa.Column(
+            "job_id",
+            sa.String(36),
+            sa.ForeignKey("jobs.id", ondelete="CASCADE", name="fk_stage_rates_job_id_jobs"),
+            nullable=False,
+        ),
         sa.Column("worker_class", sa.String(128), nullable=False),
         sa.Column("shape", sa.String(128), nullable=False),
         sa.Column("stage", sa.String(32), nullable=False),

@@ -32,8 +32,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_class_caches"),
     )
-    op.create_index("ix_class_caches_worker_class_kind_key", "class_caches", ["worker_class", "kind", "key"],
-                    unique=True)
+    op.create_index(
+        "ix_class_caches_worker_class_kind_key", "class_caches", ["worker_class", "kind", "key"], unique=True
+    )
 
 
 def downgrade() -> None:

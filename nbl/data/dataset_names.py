@@ -13,13 +13,47 @@ them to it changes nothing here.
 
 from __future__ import annotations
 
-LOCAL_DATA_SUFFIXES = (".json", ".jsonl", ".txt", ".parquet")  # worker.engine.calibration.data.LOCAL_SUFFIXES: read as files
-PACKAGED_BUILDERS = frozenset({
-    "arrow", "audiofolder", "conll", "csv", "eval", "fasta", "fastq", "genbank", "harbor", "hdf5", "iceberg",
-    "imagefolder", "json", "lance", "meshfolder", "mmcif", "niftifolder", "pandas", "parquet", "pdb",
-    "pdffolder", "text", "tsfile", "videofolder", "vortex", "webdataset", "xml",
-    "cache", "generator", "spark", "sql",
-})
+LOCAL_DATA_SUFFIXES = (
+    ".json",
+    ".jsonl",
+    ".txt",
+    ".parquet",
+)  # worker.engine.calibration.data.LOCAL_SUFFIXES: read as files
+PACKAGED_BUILDERS = frozenset(
+    {
+        "arrow",
+        "audiofolder",
+        "conll",
+        "csv",
+        "eval",
+        "fasta",
+        "fastq",
+        "genbank",
+        "harbor",
+        "hdf5",
+        "iceberg",
+        "imagefolder",
+        "json",
+        "lance",
+        "meshfolder",
+        "mmcif",
+        "niftifolder",
+        "pandas",
+        "parquet",
+        "pdb",
+        "pdffolder",
+        "text",
+        "tsfile",
+        "videofolder",
+        "vortex",
+        "webdataset",
+        "xml",
+        "cache",
+        "generator",
+        "spark",
+        "sql",
+    }
+)
 
 
 def is_packaged_builder(name: str) -> bool:
@@ -36,6 +70,8 @@ def refuse_local_reader(name: str) -> str:
 
 def refuse_packaged_builder(name: str, error: type[ValueError] = ValueError) -> str:
     if is_packaged_builder(name):
-        raise error(f"dataset {name!r} is a built-in loader of the `datasets` library that reads local files, "
-                    "not a dataset: give a Hub dataset id (owner/name), c4 or wikitext2")
+        raise error(
+            f"dataset {name!r} is a built-in loader of the `datasets` library that reads local files, "
+            "not a dataset: give a Hub dataset id (owner/name), c4 or wikitext2"
+        )
     return name

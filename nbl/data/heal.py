@@ -20,14 +20,17 @@ def stream_blocks(num_samples: int, seq_len: int, heal_tokens: int) -> int:
 def heal_data_error(num_samples: int, seq_len: int, heal_tokens: int, have: str) -> str:
     """The refusal's words; `have`: what the data was found to give."""
     heal = stream_blocks(num_samples, seq_len, heal_tokens) - num_samples
-    return (f"{'.'.join(FIELD)}: the healing text is taken after the calibration's {num_samples:,} blocks, so the "
-            f"calibration data must give {num_samples:,} + {heal:,} blocks of {seq_len:,} tokens; {have}: ask fewer "
-            "tokens (or fewer calibration samples)")
+    return (
+        f"{'.'.join(FIELD)}: the healing text is taken after the calibration's {num_samples:,} blocks, so the "
+        f"calibration data must give {num_samples:,} + {heal:,} blocks of {seq_len:,} tokens; {have}: ask fewer "
+        "tokens (or fewer calibration samples)"
+    )
 
 
 def bound_error(num_samples: int, seq_len: int, heal_tokens: int, most_tokens: int | None) -> str | None:
     """Why the data cannot hold the heal, when it gives at most `most_tokens` (None: not known, no refusal)."""
     if most_tokens is None or most_tokens // seq_len >= stream_blocks(num_samples, seq_len, heal_tokens):
         return None
-    return heal_data_error(num_samples, seq_len, heal_tokens,
-                           f"it gives at most {most_tokens:,} tokens, {most_tokens // seq_len:,} blocks")
+    return heal_data_error(
+        num_samples, seq_len, heal_tokens, f"it gives at most {most_tokens:,} tokens, {most_tokens // seq_len:,} blocks"
+    )

@@ -50,8 +50,11 @@ def _bound(path: str, size: int, mtime_ns: int, text_field: str) -> int | None:
     try:
         text = Path(path).read_text(encoding="utf-8")
         if path.endswith((".json", ".jsonl")):
-            rows = json.loads(text) if path.endswith(".json") else [json.loads(line) for line in text.splitlines()
-                                                                      if line.strip()]
+            rows = (
+                json.loads(text)
+                if path.endswith(".json")
+                else [json.loads(line) for line in text.splitlines() if line.strip()]
+            )
             texts = [r.get(text_field) for r in rows if isinstance(r, dict)]
         else:  # `datasets`' text builder: a row a line
             texts = text.splitlines()

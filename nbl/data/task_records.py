@@ -85,8 +85,9 @@ def text_lines(text: str) -> Iterable[str]:
     return io.StringIO(text, newline=None)
 
 
-def parse_lines(lines: Iterable[str], where: Callable[[int], str],
-                limit: int | None = None) -> tuple[str | None, list[dict]]:
+def parse_lines(
+    lines: Iterable[str], where: Callable[[int], str], limit: int | None = None
+) -> tuple[str | None, list[dict]]:
     """(form, records) of a task file's lines, every record checked, at most `limit`; (None, []) when
     there is none. `where(n)` names line n in an error (`path:3` for a file, `line 3` for a job's).
     Raises ValueError on the first bad line and on a line of the other form."""
@@ -102,8 +103,10 @@ def parse_lines(lines: Iterable[str], where: Callable[[int], str],
             raise ValueError(f"{where(n)}: not a record: JSON nested too deep") from None
         this = record_form(record, where(n))
         if form is not None and this != form:
-            raise ValueError(f"{where(n)}: a {this!r} record in a file of {form!r} records; "
-                             "one file holds one form (split it in two)")
+            raise ValueError(
+                f"{where(n)}: a {this!r} record in a file of {form!r} records; "
+                "one file holds one form (split it in two)"
+            )
         form = this
         (check_contexts if form == CONTEXTS else check_choices)(record, where(n))
         check_text(record, where(n))

@@ -36,8 +36,9 @@ def context_length(config: dict) -> int | None:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
-def config_problems(config: dict, ks: list[int], seq_len: int, form: str = R.FORM,
-                    mode: str = R.MODE) -> list[tuple[tuple[str, ...], str]]:
+def config_problems(
+    config: dict, ks: list[int], seq_len: int, form: str = R.FORM, mode: str = R.MODE
+) -> list[tuple[tuple[str, ...], str]]:
     """(field, message) for each way this request cannot work on a model with this config."""
     family = family_error(config)
     bounds = [str(e) for e in out_of_bounds(config)]
@@ -51,8 +52,12 @@ def config_problems(config: dict, ks: list[int], seq_len: int, form: str = R.FOR
             problems.append((("compression", "k"), f"k={k} must be below the model's number of layers ({layers})"))
     ctx = context_length(config)
     if ctx is not None and seq_len > ctx:
-        problems.append((("calibration", "seq_len"),
-                         f"seq_len={seq_len} is over the model's context length ({ctx}, max_position_embeddings)"))
+        problems.append(
+            (
+                ("calibration", "seq_len"),
+                f"seq_len={seq_len} is over the model's context length ({ctx}, max_position_embeddings)",
+            )
+        )
     return problems
 
 

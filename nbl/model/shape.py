@@ -14,8 +14,16 @@ def shape_summary(config: dict) -> dict | None:
     except (ShapeError, TypeError, ValueError):
         return None
     arch = config.get("architectures")
-    return {"architecture": arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else None,
-            "model_type": config.get("model_type") if isinstance(config.get("model_type"), str) else None,
-            "layers": s.layers, "hidden_size": s.hidden, "intermediate_size": s.intermediate, "heads": s.heads,
-            "kv_heads": s.kv_heads, "head_dim": s.head_dim, "vocab_size": s.vocab, "context": s.context,
-            "params": s.params}
+    return {
+        "architecture": arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else None,
+        "model_type": config.get("model_type") if isinstance(config.get("model_type"), str) else None,
+        "layers": s.layers,
+        "hidden_size": s.hidden,
+        "intermediate_size": s.intermediate,
+        "heads": s.heads,
+        "kv_heads": s.kv_heads,
+        "head_dim": s.head_dim,
+        "vocab_size": s.vocab,
+        "context": s.context,
+        "params": s.params,
+    }

@@ -90,8 +90,10 @@ def family_error(form: str, mode: str, family: str, config: dict) -> str | None:
     if form == "fold" and mode == "block":
         if family not in FOLD_BLOCK_FAMILIES:
             why = FAMILIES[family].fold if family in FAMILIES else "is not written for this family"
-            return (f"form 'fold' in mode 'block' {why} ({family!r}); it writes "
-                    f"{', '.join(FOLD_BLOCK_FAMILIES)} models: use form 'nbl'")
+            return (
+                f"form 'fold' in mode 'block' {why} ({family!r}); it writes "
+                f"{', '.join(FOLD_BLOCK_FAMILIES)} models: use form 'nbl'"
+            )
         return None
     if not writes_decilm(form, mode):
         return None

@@ -24,8 +24,10 @@ GGUF_ARCHS = {
     "Qwen3ForCausalLM": "qwen3",
     "DeciLMForCausalLM": "deci",
 }
-EXPORTING_FORMS = "a `fold` output or an output with no replaced layers (the base family's own class), or a " \
-                  "`linear`/`fold` DeciLM output (architectures DeciLMForCausalLM, block_configs)"
+EXPORTING_FORMS = (
+    "a `fold` output or an output with no replaced layers (the base family's own class), or a "
+    "`linear`/`fold` DeciLM output (architectures DeciLMForCausalLM, block_configs)"
+)
 
 
 def gguf_file(kind: str) -> str:
@@ -45,14 +47,18 @@ def check_formats(formats: list[str]) -> list[str]:
     if len(set(formats)) != len(formats):
         raise ValueError("formats must be distinct")
     if SAFETENSORS not in formats:
-        raise ValueError('formats must include "safetensors": the checkpoint is always written, checked and '
-                         "evaluated; GGUF files are made from it")
+        raise ValueError(
+            'formats must include "safetensors": the checkpoint is always written, checked and '
+            "evaluated; GGUF files are made from it"
+        )
     for f in formats:
         if f == SAFETENSORS:
             continue
         kind, sep, rest = f.partition(":")
         if kind != "gguf" or not sep:
-            raise ValueError(f'unknown format {f!r}: "safetensors" or "gguf:TYPE" (TYPE one of {", ".join(GGUF_TYPES)})')
+            raise ValueError(
+                f'unknown format {f!r}: "safetensors" or "gguf:TYPE" (TYPE one of {", ".join(GGUF_TYPES)})'
+            )
         check_type(rest)
     return formats
 
@@ -65,28 +71,39 @@ def gguf_arch(config: dict, where: str = "the checkpoint") -> str:
     """The GGUF architecture llama.cpp's converter writes for a checkpoint's config.json; ValueError (one
     line) for one that has none."""
     if "nbl" in config or str(config.get("model_type", "")).startswith("nbl_"):
-        raise ValueError(f"{where} is an nbl-form output (modeling_nbl.py, h + W h + b), which has no GGUF "
-                         f"architecture; what exports: {EXPORTING_FORMS}")
+        raise ValueError(
+            f"{where} is an nbl-form output (modeling_nbl.py, h + W h + b), which has no GGUF "
+            f"architecture; what exports: {EXPORTING_FORMS}"
+        )
     archs = config.get("architectures") or []
     arch = GGUF_ARCHS.get(archs[0]) if len(archs) == 1 else None
     if arch is None:
-        raise ValueError(f"{where} is a {archs or 'model without architectures'}: GGUF export takes "
-                         f"{', '.join(GGUF_ARCHS)}")
+        raise ValueError(
+            f"{where} is a {archs or 'model without architectures'}: GGUF export takes {', '.join(GGUF_ARCHS)}"
+        )
     if arch == "deci" and not isinstance(config.get("block_configs"), list):
         raise ValueError(f"{where} is a DeciLM without block_configs: GGUF export takes the Nemotron-NAS schema")
-    if arch == "deci" and any(isinstance(b, dict) and isinstance(b.get("ffn"), dict) and b["ffn"].get("replace_with_linear")
-                              for b in config["block_configs"]):
-        raise ValueError(f"{where} has an ffn replace_with_linear layer (the linear form in block mode), which "
-                         "llama.cpp's deci cannot run (attention no_op / replace_with_linear and ffn no_op it can): "
-                         "GGUF export takes block-mode outputs of the fold form")
+    if arch == "deci" and any(
+        isinstance(b, dict) and isinstance(b.get("ffn"), dict) and b["ffn"].get("replace_with_linear")
+        for b in config["block_configs"]
+    ):
+        raise ValueError(
+            f"{where} has an ffn replace_with_linear layer (the linear form in block mode), which "
+            "llama.cpp's deci cannot run (attention no_op / replace_with_linear and ffn no_op it can): "
+            "GGUF export takes block-mode outputs of the fold form"
+        )
     return arch
 
 
 def refuse_form(form: str, mode: str) -> None:
     """A request's compression.form/mode that no GGUF can hold (what gguf_arch would refuse of its output)."""
     if form == "nbl":
-        raise ValueError("publish.formats gguf:* needs compression.form linear or fold: an nbl-form output "
-                         "(h + W h + b) has no GGUF architecture")
+        raise ValueError(
+            "publish.formats gguf:* needs compression.form linear or fold: an nbl-form output "
+            "(h + W h + b) has no GGUF architecture"
+        )
     if form == "linear" and mode == "block":
-        raise ValueError("publish.formats gguf:* with compression.form linear needs mode attn: llama.cpp's deci "
-                         "has no linear FFN (block mode); use form fold for blocks")
+        raise ValueError(
+            "publish.formats gguf:* with compression.form linear needs mode attn: llama.cpp's deci "
+            "has no linear FFN (block mode); use form fold for blocks"
+        )

@@ -76,8 +76,9 @@ def write(dir_fd: int, files: list[dict]) -> None:
     """Atomically: a reader sees the old manifest or the new one, never half of one."""
     tmp = f"{MANIFEST_FILE}.{os.getpid()}.tmp"
     # O_NONBLOCK: a FIFO planted under the temporary name fails at once (ENXIO) instead of waiting.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644,
-                 dir_fd=dir_fd)
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=dir_fd
+    )
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise NotRegular(f"{tmp!r} is not a regular file")

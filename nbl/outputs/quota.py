@@ -58,9 +58,11 @@ class Check:
         return self.quota is not None and self.after > self.quota
 
     def message(self, what: str) -> str:
-        parts = [f"{what} {self.adding} bytes ({readable(self.adding)}) of outputs would take team {self.team!r} "
-                 f"over its disk quota of {self.quota} bytes ({readable(self.quota or 0)}, {SETTING}): its outputs "
-                 f"use {self.used} bytes ({readable(self.used)}) now"]
+        parts = [
+            f"{what} {self.adding} bytes ({readable(self.adding)}) of outputs would take team {self.team!r} "
+            f"over its disk quota of {self.quota} bytes ({readable(self.quota or 0)}, {SETTING}): its outputs "
+            f"use {self.used} bytes ({readable(self.used)}) now"
+        ]
         if self.reserved:
             parts.append(f"its active jobs plan {self.reserved} bytes more")
         if self.replacing:
@@ -68,5 +70,10 @@ class Check:
         return "; ".join(parts) + ". Delete outputs, publish to the Hub, or ask for a larger quota"
 
     def figures(self) -> dict[str, int | None]:
-        return {"quota_bytes": self.quota, "used_bytes": self.used, "planned_bytes": self.adding,
-                "reserved_bytes": self.reserved, "replaced_bytes": self.replacing}
+        return {
+            "quota_bytes": self.quota,
+            "used_bytes": self.used,
+            "planned_bytes": self.adding,
+            "reserved_bytes": self.reserved,
+            "replaced_bytes": self.replacing,
+        }

@@ -25,7 +25,9 @@ class ChosenSet(_Out):
     layers: list[int]
     # nbl/selection/rise_error.py: from the paired per-block losses (absent from jobs run before they were kept)
     rise: float | None = Field(default=None, description="relative perplexity rise over the base on the selection data")
-    rise_se: float | None = Field(default=None, description="its standard error (paired over blocks); null on one block")
+    rise_se: float | None = Field(
+        default=None, description="its standard error (paired over blocks); null on one block"
+    )
     sd_per_token: float | None = Field(default=None, description="the spread of the paired loss differences per token")
     blocks: int | None = Field(default=None, description="selection blocks the error is measured over")
 
@@ -38,8 +40,10 @@ class GreedyStep(_Out):
 class SelectionOut(_Out):
     criterion: str = Field(description="the criterion that won (one output), or the one asked for")
     k: int | list[int]
-    data: dict[str, Any] = Field(description="the selection data: the request's dataset, or the calibration's "
-                                 "held-out tenth (`in_distribution`: true)")
+    data: dict[str, Any] = Field(
+        description="the selection data: the request's dataset, or the calibration's "
+        "held-out tenth (`in_distribution`: true)"
+    )
     tokens: int = Field(description="tokens scored per layer set")
     base_ppl: float | None = Field(description="the unmodified model's perplexity on the selection data")
     chosen: list[ChosenSet]

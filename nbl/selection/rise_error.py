@@ -41,8 +41,12 @@ def paired(base: Sequence[float], cand: Sequence[float], tokens_per_block: int) 
     if n < 2 or not math.isfinite(mean):
         return {"rise": _num(rise), "rise_se": None, "sd_per_token": None, "blocks": n}
     sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
-    return {"rise": _num(rise), "rise_se": _num(math.exp(mean) * sd / math.sqrt(n)),
-            "sd_per_token": _num(sd * math.sqrt(tokens_per_block)), "blocks": n}
+    return {
+        "rise": _num(rise),
+        "rise_se": _num(math.exp(mean) * sd / math.sqrt(n)),
+        "sd_per_token": _num(sd * math.sqrt(tokens_per_block)),
+        "blocks": n,
+    }
 
 
 def _num(x: float) -> float | None:

@@ -20,26 +20,41 @@ from nbl.selection.rise_error import tokens_needed
 
 # What each evaluation corpus reads (worker/eval/perplexity.py CORPORA), under the names a dataset may take:
 # the offline alias and the Hub ids of the same data.
-EVALUATION_DATA = {"wikitext2": ("test", ("wikitext2", "wikitext", "salesforce/wikitext")),
-                   "c4": ("validation", ("c4", "allenai/c4"))}
+EVALUATION_DATA = {
+    "wikitext2": ("test", ("wikitext2", "wikitext", "salesforce/wikitext")),
+    "c4": ("validation", ("c4", "allenai/c4")),
+}
 
 
 def without_none(*keys: str):
     """A wrap serializer leaving out `keys` when None: a request that does not use them dumps, is stored and is
     quoted on the card exactly as before they existed."""
+
     def dump(self, handler):
         out = handler(self)
         return {k: v for k, v in out.items() if not (k in keys and v is None)} if isinstance(out, dict) else out
+
     return dump
 
 
 class BudgetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    max_ppl_increase: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False, description=(
-        "k auto: the largest k whose selection perplexity rises by at most this (0.10 = +10%)"))]
-    enforce: bool | None = Field(default=None, description=(
-        "the budget is checked on the evaluation's perplexity too: broken, the job fails with error.type quality "
-        "(default); false: a warning, and the output is published"))
+    max_ppl_increase: Annotated[
+        float,
+        Field(
+            gt=0,
+            le=100,
+            allow_inf_nan=False,
+            description=("k auto: the largest k whose selection perplexity rises by at most this (0.10 = +10%)"),
+        ),
+    ]
+    enforce: bool | None = Field(
+        default=None,
+        description=(
+            "the budget is checked on the evaluation's perplexity too: broken, the job fails with error.type quality "
+            "(default); false: a warning, and the output is published"
+        ),
+    )
     _dump = model_serializer(mode="wrap")(without_none("enforce"))  # a budget without it dumps as before
 
 
@@ -63,11 +78,18 @@ def selection_errors(spec) -> list[dict]:
     sel = spec.selection
     if sel is None:
         return []
-    return [{"loc": ["body", "selection", "split"], "type": "selection_is_evaluation", "input": sel.split,
-             "msg": f"selection data {sel.dataset!r} split {sel.split!r} is what the {corpus} perplexity evaluates: "
-                    f"layers chosen on it would be scored on it; choose another split (e.g. validation for "
-                    f"wikitext2, train for c4)"}
-            for corpus in spec.evaluation.perplexity if corpus in EVALUATION_DATA and _same_data(sel.dataset, sel.split, corpus)]
+    return [
+        {
+            "loc": ["body", "selection", "split"],
+            "type": "selection_is_evaluation",
+            "input": sel.split,
+            "msg": f"selection data {sel.dataset!r} split {sel.split!r} is what the {corpus} perplexity evaluates: "
+            f"layers chosen on it would be scored on it; choose another split (e.g. validation for "
+            f"wikitext2, train for c4)",
+        }
+        for corpus in spec.evaluation.perplexity
+        if corpus in EVALUATION_DATA and _same_data(sel.dataset, sel.split, corpus)
+    ]
 
 
 def selection_tokens(spec) -> tuple[int, int]:
@@ -92,10 +114,18 @@ def budget_errors(spec) -> list[dict]:
         return []
     seq_len = spec.calibration.seq_len
     samples = -(-need // max(seq_len - 1, 1))
-    where = ("selection.num_samples >=" if spec.selection is not None
-             else "a selection dataset (selection.dataset) with num_samples >=")
-    return [{"loc": ["body", "selection", "num_samples"] if spec.selection is not None else ["body", "selection"],
-             "type": "selection_too_small", "input": blocks,
-             "msg": f"k auto with a budget of +{100 * budget:.4g}% needs about {need:,} selection tokens to resolve it "
-                    f"(the rise's standard error at most a third of the budget, by the prior of docs/quality.md); "
-                    f"{blocks} blocks of {seq_len} give {tokens:,}: give {where} {samples}"}]
+    where = (
+        "selection.num_samples >="
+        if spec.selection is not None
+        else "a selection dataset (selection.dataset) with num_samples >="
+    )
+    return [
+        {
+            "loc": ["body", "selection", "num_samples"] if spec.selection is not None else ["body", "selection"],
+            "type": "selection_too_small",
+            "input": blocks,
+            "msg": f"k auto with a budget of +{100 * budget:.4g}% needs about {need:,} selection tokens to resolve it "
+            f"(the rise's standard error at most a third of the budget, by the prior of docs/quality.md); "
+            f"{blocks} blocks of {seq_len} give {tokens:,}: give {where} {samples}",
+        }
+    ]

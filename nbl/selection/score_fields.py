@@ -11,8 +11,14 @@ from __future__ import annotations
 SCORE_FIELDS = ("cca_bound", "nmse", "cosine", "cond", "heldout_nmse", "loss_rise")
 
 # How the card and the plot name them.
-SCORE_LABELS = {"cca_bound": "CCA bound", "nmse": "NMSE", "cosine": "cosine", "cond": "cond(C_xx)",
-                "heldout_nmse": "held-out NMSE", "loss_rise": "loss rise"}
+SCORE_LABELS = {
+    "cca_bound": "CCA bound",
+    "nmse": "NMSE",
+    "cosine": "cosine",
+    "cond": "cond(C_xx)",
+    "heldout_nmse": "held-out NMSE",
+    "loss_rise": "loss rise",
+}
 
 CRITERIA = ("cca", "nmse", "cosine", "loss")
 # criterion -> the score field it ranks by (lower = more linear = replaced first; cosine: higher).

@@ -28,8 +28,14 @@ BOUNDS = {
     "shared_expert_intermediate_size": 2**20,
     "decoder_sparse_step": 4096,  # a layer count
 }
-MOE_KEYS = ("num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
-            "shared_expert_intermediate_size", "decoder_sparse_step")
+MOE_KEYS = (
+    "num_experts",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "decoder_sparse_step",
+)
 MAX_DENSE_LAYERS = BOUNDS["num_hidden_layers"]  # entries of mlp_only_layers (layer indices: as many as layers)
 
 
@@ -60,12 +66,16 @@ def read_layers(cfg: dict, key: str, where: str = "") -> tuple[int, ...]:
         return ()
     if not isinstance(value, list) or len(value) > MAX_DENSE_LAYERS:
         got = f"{len(value):,} entries" if isinstance(value, list) else shown(value)
-        raise ShapeError(f"config.json: {where}{key} must be a list of at most {MAX_DENSE_LAYERS:,} layer "
-                         f"indices, got {got}", key)
+        raise ShapeError(
+            f"config.json: {where}{key} must be a list of at most {MAX_DENSE_LAYERS:,} layer indices, got {got}", key
+        )
     for i in value:
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < BOUNDS["num_hidden_layers"]:
-            raise ShapeError(f"config.json: {where}{key} must hold layer indices from 0 to "
-                             f"{BOUNDS['num_hidden_layers'] - 1:,}, got {shown(i)}", key)
+            raise ShapeError(
+                f"config.json: {where}{key} must hold layer indices from 0 to "
+                f"{BOUNDS['num_hidden_layers'] - 1:,}, got {shown(i)}",
+                key,
+            )
     return tuple(value)
 
 

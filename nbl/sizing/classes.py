@@ -41,7 +41,9 @@ class WorkerClass:
     def holds(self, est: Estimate) -> bool:
         """Its devices and host hold the peaks, and no weight would be offloaded to disk: the worker falls
         back to that (placement.py), but a job is not routed where every forward pass reads the disk."""
-        return est.device_bytes <= self.device_bytes and est.host_bytes <= self.host_bytes and not est.disk.get("offload")
+        return (
+            est.device_bytes <= self.device_bytes and est.host_bytes <= self.host_bytes and not est.disk.get("offload")
+        )
 
 
 def parse_classes(text: str) -> list[WorkerClass]:
@@ -76,8 +78,10 @@ def place(shape: Shape, opts: Options, classes: list[WorkerClass], time_limit_s:
         est = estimate(shape, opts, cls.device_list(), cls.memory())
         if cls.holds(est) and (time_limit_s is None or est.seconds[0] <= time_limit_s):
             return Placement(cls, est)
-    cls, est = max(((c, estimate(shape, opts, c.device_list(), c.memory())) for c in classes),
-                   key=lambda ce: (ce[0].devices * ce[0].device_bytes, ce[0].host_bytes))
+    cls, est = max(
+        ((c, estimate(shape, opts, c.device_list(), c.memory())) for c in classes),
+        key=lambda ce: (ce[0].devices * ce[0].device_bytes, ce[0].host_bytes),
+    )
     return Placement(None, est, refusal(cls, est, time_limit_s))
 
 
@@ -85,8 +89,10 @@ def refusal(cls: WorkerClass, est: Estimate, time_limit_s: float | None) -> str:
     """Why the largest class cannot run the job, in numbers."""
     parts = []
     if est.device_bytes > cls.device_bytes:
-        parts.append(f"{gb(est.device_bytes)} of memory on one device, over the {gb(cls.device_bytes)} of each "
-                     f"device of {cls.name}")
+        parts.append(
+            f"{gb(est.device_bytes)} of memory on one device, over the {gb(cls.device_bytes)} of each "
+            f"device of {cls.name}"
+        )
     if est.host_bytes > cls.host_bytes:
         parts.append(f"{gb(est.host_bytes)} of host memory, over the {gb(cls.host_bytes)} of {cls.name}")
     if est.disk.get("offload"):

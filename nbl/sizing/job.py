@@ -18,12 +18,27 @@ def job_options(recipe: Recipe, host_cache_bytes: int | None, greedy_width: int 
     """A job's Recipe (nbl/recipe.py: the API's and the worker's one form of the request)."""
     cal, comp, ev = recipe.calibration, recipe.compression, recipe.evaluation
     return Options(
-        k_auto=comp.max_ppl_increase is not None, greedy_width=greedy_width,
+        k_auto=comp.max_ppl_increase is not None,
+        greedy_width=greedy_width,
         selection_samples=recipe.selection.num_samples if recipe.selection is not None else None,
-        num_samples=cal.num_samples, seq_len=cal.seq_len, mode=comp.mode, method=comp.method,
-        criterion=comp.criterion, form=comp.form, ks=tuple(comp.ks) or (1,), host_cache_bytes=host_cache_bytes, outputs=True,  # k auto: one
-        whole_model=True, perplexity=tuple(ev.perplexity), eval_max_tokens=ev.max_tokens, tasks=tuple(ev.tasks),
-        eval_limit=ev.limit, refit=comp.refit, heal=comp.heal, **overrides)
+        num_samples=cal.num_samples,
+        seq_len=cal.seq_len,
+        mode=comp.mode,
+        method=comp.method,
+        criterion=comp.criterion,
+        form=comp.form,
+        ks=tuple(comp.ks) or (1,),
+        host_cache_bytes=host_cache_bytes,
+        outputs=True,  # k auto: one
+        whole_model=True,
+        perplexity=tuple(ev.perplexity),
+        eval_max_tokens=ev.max_tokens,
+        tasks=tuple(ev.tasks),
+        eval_limit=ev.limit,
+        refit=comp.refit,
+        heal=comp.heal,
+        **overrides,
+    )
 
 
 def as_json(est: Estimate, worker_class: str | None) -> dict:

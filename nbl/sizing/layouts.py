@@ -18,7 +18,9 @@ Flag = tuple[str, bool] | bool  # (config key, transformers' default when the co
 class Experts:
     """Where a family's config keeps its mixture of experts, and transformers' defaults for what it lacks."""
 
-    count: tuple[str, ...]  # the expert count's keys, the first the config has wins (transformers' attribute_map aliases)
+    count: tuple[
+        str, ...
+    ]  # the expert count's keys, the first the config has wins (transformers' attribute_map aliases)
     count_default: int
     active_default: int  # num_experts_per_tok
     width: str  # one expert's inner width: intermediate_size (then as a dense layer's, 4 d by default) or moe_intermediate_size
@@ -41,23 +43,36 @@ class Layout:
 
 
 LAYOUTS: dict[str, Layout] = {
-    "llama": Layout(qkv_bias=("attention_bias", False), o_bias=("attention_bias", False),
-                    mlp_bias=("mlp_bias", False)),
+    "llama": Layout(qkv_bias=("attention_bias", False), o_bias=("attention_bias", False), mlp_bias=("mlp_bias", False)),
     "mistral": Layout(),
     "qwen2": Layout(qkv_bias=True),
     "qwen3": Layout(qkv_bias=("attention_bias", False), o_bias=("attention_bias", False), qk_norm="head"),
     "mixtral": Layout(experts=Experts(("num_local_experts", "num_experts"), 8, 2, "intermediate_size")),
-    "qwen2_moe": Layout(qkv_bias=("qkv_bias", True), experts=Experts(
-        ("num_experts",), 60, 4, "moe_intermediate_size", 1408, shared_default=5632, sparse_layers=True)),
-    "qwen3_moe": Layout(qkv_bias=("attention_bias", False), o_bias=("attention_bias", False), qk_norm="head",
-                        experts=Experts(("num_experts", "num_local_experts"), 128, 8, "moe_intermediate_size", 768,
-                                        sparse_layers=True)),
-    "olmoe": Layout(qkv_bias=("attention_bias", False), o_bias=("attention_bias", False), qk_norm="width",
-                    experts=Experts(("num_experts", "num_local_experts"), 64, 8, "intermediate_size")),
-    "gpt_oss": Layout(qkv_bias=("attention_bias", True), o_bias=("attention_bias", True), sinks=True,
-                      head_dim_default=64,
-                      experts=Experts(("num_local_experts", "num_experts"), 128, 4, "intermediate_size", bias=True,
-                                      fused=True)),
+    "qwen2_moe": Layout(
+        qkv_bias=("qkv_bias", True),
+        experts=Experts(
+            ("num_experts",), 60, 4, "moe_intermediate_size", 1408, shared_default=5632, sparse_layers=True
+        ),
+    ),
+    "qwen3_moe": Layout(
+        qkv_bias=("attention_bias", False),
+        o_bias=("attention_bias", False),
+        qk_norm="head",
+        experts=Experts(("num_experts", "num_local_experts"), 128, 8, "moe_intermediate_size", 768, sparse_layers=True),
+    ),
+    "olmoe": Layout(
+        qkv_bias=("attention_bias", False),
+        o_bias=("attention_bias", False),
+        qk_norm="width",
+        experts=Experts(("num_experts", "num_local_experts"), 64, 8, "intermediate_size"),
+    ),
+    "gpt_oss": Layout(
+        qkv_bias=("attention_bias", True),
+        o_bias=("attention_bias", True),
+        sinks=True,
+        head_dim_default=64,
+        experts=Experts(("num_local_experts", "num_experts"), 128, 4, "intermediate_size", bias=True, fused=True),
+    ),
 }
 
 
@@ -73,9 +88,13 @@ def layout_of(cfg: dict, config: dict, numbers: dict) -> Layout:
 
 def moe_keys(experts: Experts) -> tuple[str, ...]:
     """The bounds.MOE_KEYS this family's config is read for."""
-    return (*experts.count, "num_experts_per_tok", experts.width,
-            *(("shared_expert_intermediate_size",) if experts.shared_default is not None else ()),
-            *(("decoder_sparse_step",) if experts.sparse_layers else ()))
+    return (
+        *experts.count,
+        "num_experts_per_tok",
+        experts.width,
+        *(("shared_expert_intermediate_size",) if experts.shared_default is not None else ()),
+        *(("decoder_sparse_step",) if experts.sparse_layers else ()),
+    )
 
 
 def flag(cfg: dict, value: Flag) -> bool:
@@ -107,15 +126,27 @@ def expert_fields(experts: Experts, cfg: dict, layers: int, intermediate: int, c
     k = read_int(cfg, "num_experts_per_tok", experts.active_default)
     if k > n:
         raise ShapeError(f"config.json: num_experts_per_tok ({k}) must be at most {key} ({n})", "num_experts_per_tok")
-    width = intermediate if experts.width == "intermediate_size" else read_int(cfg, experts.width, experts.width_default)
-    shared = (read_int(cfg, "shared_expert_intermediate_size", experts.shared_default)
-              if experts.shared_default is not None else 0)
+    width = (
+        intermediate if experts.width == "intermediate_size" else read_int(cfg, experts.width, experts.width_default)
+    )
+    shared = (
+        read_int(cfg, "shared_expert_intermediate_size", experts.shared_default)
+        if experts.shared_default is not None
+        else 0
+    )
     step = read_int(cfg, "decoder_sparse_step", 1) if experts.sparse_layers else 1
     dense = read_layers(cfg, "mlp_only_layers") if experts.sparse_layers else ()
-    return {"experts": n, "experts_per_token": k, "expert_intermediate": width, "expert_bias": experts.bias,
-            "shared_intermediate": shared, "sparse_step": step,
-            "dense_layers": tuple(sorted({i for i in dense if i < layers})), "fused_experts": experts.fused,
-            "mxfp4_experts": _quantized(cfg, "mxfp4") or _quantized(config, "mxfp4")}
+    return {
+        "experts": n,
+        "experts_per_token": k,
+        "expert_intermediate": width,
+        "expert_bias": experts.bias,
+        "shared_intermediate": shared,
+        "sparse_step": step,
+        "dense_layers": tuple(sorted({i for i in dense if i < layers})),
+        "fused_experts": experts.fused,
+        "mxfp4_experts": _quantized(cfg, "mxfp4") or _quantized(config, "mxfp4"),
+    }
 
 
 def _quantized(cfg: dict, method: str) -> bool:

@@ -213,25 +213,35 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
         if gpus and placed.device < model_b:  # larger than the first GPU: each set reads the layers again
             phases["select"] = {"device": layer_w + sel_acts + ctx_dev, "host": one + sel_hidden + layer_w}
         else:
-            phases["select"] = {"device": placed.device + sel_acts + ctx_dev if on_gpu else 0,
-                                "host": one + sel_hidden + placed.host + (0 if on_gpu else sel_acts)}
+            phases["select"] = {
+                "device": placed.device + sel_acts + ctx_dev if on_gpu else 0,
+                "host": one + sel_hidden + placed.host + (0 if on_gpu else sel_acts),
+            }
     if opts.heal is not None:  # the whole model (placed as for evaluation), its backward and the maps' training
         extra = heal_bytes(d, shape.intermediate, L, shape.vocab, opts.seq_len, opts.heal, opts.ks, dt, mlp_act)
-        phases["refine"] = {"device": placed.device + extra + ctx_dev if on_gpu else 0,
-                            "host": one + placed.host + (0 if on_gpu else extra)}
+        phases["refine"] = {
+            "device": placed.device + extra + ctx_dev if on_gpu else 0,
+            "host": one + placed.host + (0 if on_gpu else extra),
+        }
     if opts.outputs:  # one tensor at a time and its cast copy; the largest is the embedding (or LM head), an MLP's
         phases["save"] = {"device": 0, "host": one + 2 * shape.largest_tensor * dt}  # or an expert's (fused: a layer's)
         if opts.load_check:  # the parent keeps its runtime; the child places one output and generates a few tokens
-            phases["check"] = {"device": placed.device + ctx_dev + (PROBE_ACTS if on_gpu else 0),
-                               "host": one + one + placed.host + (0 if on_gpu else PROBE_ACTS)}
+            phases["check"] = {
+                "device": placed.device + ctx_dev + (PROBE_ACTS if on_gpu else 0),
+                "host": one + one + placed.host + (0 if on_gpu else PROBE_ACTS),
+            }
     if opts.whole_model:  # the base, then each output, one at a time
-        phases["evaluate"] = {"device": placed.device + eval_acts + ctx_dev if on_gpu else 0,
-                              "host": one + placed.host + (0 if on_gpu else eval_acts)}
+        phases["evaluate"] = {
+            "device": placed.device + eval_acts + ctx_dev if on_gpu else 0,
+            "host": one + placed.host + (0 if on_gpu else eval_acts),
+        }
 
     device_bytes = max(p["device"] for p in phases.values())
     host_bytes = max(p["host"] for p in phases.values())
     n_out = len(opts.ks) if opts.outputs else 0
-    placed_whole = opts.whole_model or (opts.outputs and opts.load_check)  # check and evaluate spread; selection streams
+    placed_whole = opts.whole_model or (
+        opts.outputs and opts.load_check
+    )  # check and evaluate spread; selection streams
     disk = {
         "download": shape.download_bytes,
         "spill": spill,
@@ -239,9 +249,16 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
         "outputs": n_out * model_b,
         "offload": placed.disk if placed_whole else 0,  # accelerate's disk offload of a model larger than the devices
     }
-    return Estimate(device_bytes=int(device_bytes), host_bytes=int(host_bytes), disk={k: int(v) for k, v in disk.items()},
-                    seconds=_seconds(shape, opts, on_gpu, procs, disk["download"], placed),
-                    devices=list(devices), phases=phases, dtype=dtype, batch_size=bs)
+    return Estimate(
+        device_bytes=int(device_bytes),
+        host_bytes=int(host_bytes),
+        disk={k: int(v) for k, v in disk.items()},
+        seconds=_seconds(shape, opts, on_gpu, procs, disk["download"], placed),
+        devices=list(devices),
+        phases=phases,
+        dtype=dtype,
+        batch_size=bs,
+    )
 
 
 def measured(opts: Options) -> bool:
@@ -254,8 +271,9 @@ def selection_blocks(opts: Options) -> int:
     return opts.selection_samples or holdout_count(opts.num_samples, opts.holdout_fraction)
 
 
-def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: int,
-             placed: Spread) -> tuple[float, float]:
+def _seconds(
+    shape: Shape, opts: Options, on_gpu: bool, procs: int, download: int, placed: Spread
+) -> tuple[float, float]:
     """(low, high), the FAST rates' time and the SLOW rates': forward flops 2 x active params per token (a mixture of
     experts: the top-k experts of each layer, not all) plus attention 2 T H hd; the statistics' products
     2 d² per token for Σyxᵀ and 10/16 of that for the symmetric Σxxᵀ and Σyyᵀ (products.gram); the loss probe
@@ -279,11 +297,22 @@ def _seconds(shape: Shape, opts: Options, on_gpu: bool, procs: int, download: in
     models = 1 + len(opts.ks)
     evaluation = models * eval_tokens * (L * fwd_layer + head)
     # refit: calibration's forward again per output; heal: forwards and backwards of the whole model
-    evaluation += refine_token_layers(opts.num_samples, opts.seq_len, L, opts.ks, opts.refit, opts.heal,
-                                      head / fwd_layer, opts.selection_samples or 0) * fwd_layer  # the guard: a
+    evaluation += (
+        refine_token_layers(
+            opts.num_samples,
+            opts.seq_len,
+            L,
+            opts.ks,
+            opts.refit,
+            opts.heal,
+            head / fwd_layer,
+            opts.selection_samples or 0,
+        )
+        * fwd_layer
+    )  # the guard: a
     # selection dataset is taken as other than the calibration's (Options does not say which)
     # forward passes of a whole model: evaluation windows, the load check's prompt and generated tokens, the sets
-    passes = (models * math.ceil(eval_tokens / min(shape.context, 2048)) if opts.whole_model else 0)
+    passes = models * math.ceil(eval_tokens / min(shape.context, 2048)) if opts.whole_model else 0
     passes += len(opts.ks) * (1 + NEW_TOKENS) if opts.outputs and opts.load_check else 0
     passes += sets * max(1, math.ceil(selection_blocks(opts) / max(1, default_batch_size(opts.seq_len, on_gpu))))
 

@@ -21,8 +21,10 @@ def shape_key(shape: Mapping | None) -> str | None:
     if not shape:
         return None
     try:
-        return (f"{shape['layers']}x{shape['hidden_size']}x{shape['intermediate_size']}"
-                f"h{shape['heads']}/{shape['kv_heads']}v{shape['vocab_size']}")
+        return (
+            f"{shape['layers']}x{shape['hidden_size']}x{shape['intermediate_size']}"
+            f"h{shape['heads']}/{shape['kv_heads']}v{shape['vocab_size']}"
+        )
     except KeyError:
         return None
 
@@ -63,8 +65,11 @@ def budget(seconds: tuple[float, float], devices: int, price: float | None) -> d
     """{"worker_hours", "gpu_hours", "cost"} ranges of a (low, high) time on a class with `devices` GPUs
     and `price` per worker-hour (None: no price set; the cost is null)."""
     hours = [round(s / 3600, 4) for s in seconds]
-    return {"worker_hours": hours, "gpu_hours": [round(h * devices, 4) for h in hours],
-            "cost": [round(h * price, 4) for h in hours] if price is not None else None}
+    return {
+        "worker_hours": hours,
+        "gpu_hours": [round(h * devices, 4) for h in hours],
+        "cost": [round(h * price, 4) for h in hours] if price is not None else None,
+    }
 
 
 def measured_range(times: Mapping[str, Mapping]) -> tuple[float, float]:

@@ -20,8 +20,9 @@ from nbl.refine_schema import REFIT, blocks_per_step, heal_split
 TOP_K = 64  # worker/engine/refine/heal.TOP_K
 
 
-def refine_token_layers(num_samples: int, seq_len: int, layers: int, ks, refit: str, heal, head_layers: float,
-                        guard_blocks: int = 0) -> float:
+def refine_token_layers(
+    num_samples: int, seq_len: int, layers: int, ks, refit: str, heal, head_layers: float, guard_blocks: int = 0
+) -> float:
     """The stage's work in token-layers (an LM-head pass counts `head_layers` layers), over every output;
     `guard_blocks`: the heal's guard (guard_blocks())."""
     ks = list(ks) or [1]
@@ -42,13 +43,26 @@ def guard_blocks(calibration, selection) -> int:
     recipe gives one that is not the calibration's (dataset, config, split and text field), else none."""
     if selection is None:
         return 0
-    same = ((selection.dataset, selection.config, selection.split, selection.text_field)
-            == (calibration.dataset, calibration.config, calibration.split, calibration.text_field))
+    same = (selection.dataset, selection.config, selection.split, selection.text_field) == (
+        calibration.dataset,
+        calibration.config,
+        calibration.split,
+        calibration.text_field,
+    )
     return 0 if same else selection.num_samples
 
 
-def heal_bytes(hidden: int, intermediate: int, layers: int, vocab: int, seq_len: int, heal, ks,
-               dtype_bytes: int, mlp_bytes: int | None = None) -> int:
+def heal_bytes(
+    hidden: int,
+    intermediate: int,
+    layers: int,
+    vocab: int,
+    seq_len: int,
+    heal,
+    ks,
+    dtype_bytes: int,
+    mlp_bytes: int | None = None,
+) -> int:
     """Memory healing adds beside the whole model: one block's activations kept for the backward (every layer
     keeps ~(8 d + 3 I) per token, as model.ACT_WIDTHS_D counts a forward; nothing is recomputed, so a deep model
     heals short blocks best), one block's logits in float32 with their softmax and gradient, the maps' training

@@ -14,8 +14,18 @@ from typing import NamedTuple
 from .bounds import BOUNDS, MOE_KEYS, ShapeError, read_int, read_layers
 from .layouts import attn_extra, expert_fields, flag, layout_of, moe_keys
 
-__all__ = ["BOUNDS", "DTYPE_BYTES", "ParamCounts", "Shape", "ShapeError", "is_moe_layer", "layer_param_counts",
-           "out_of_bounds", "param_counts", "shape_of"]
+__all__ = [
+    "BOUNDS",
+    "DTYPE_BYTES",
+    "ParamCounts",
+    "Shape",
+    "ShapeError",
+    "is_moe_layer",
+    "layer_param_counts",
+    "out_of_bounds",
+    "param_counts",
+    "shape_of",
+]
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "float64": 8}
 
@@ -148,8 +158,9 @@ class Shape:
         m, d = self.moe_layers, self.hidden
         sizes = [self.embed_params] + ([self.intermediate * d] if m < self.layers else [])
         if m:
-            sizes.append(self.experts * d * 2 * self.expert_intermediate if self.fused_experts
-                         else self.expert_intermediate * d)
+            sizes.append(
+                self.experts * d * 2 * self.expert_intermediate if self.fused_experts else self.expert_intermediate * d
+            )
         return max(sizes)
 
     def mlp_act_bytes(self, dt: int) -> int:
@@ -204,8 +215,9 @@ def out_of_bounds(config: dict) -> list[ShapeError]:
     reads text_config when there is one, while transformers builds a text-only family (LlamaConfig) from
     the top level, so a bound on one level alone let 10**12 layers by on the other. A mixture of experts'
     numbers (MOE_KEYS, mlp_only_layers) are checked where the level's family reads them (layouts.LAYOUTS)."""
-    levels = [("", config)] + ([("text_config.", config["text_config"])]
-                               if isinstance(config.get("text_config"), dict) else [])
+    levels = [("", config)] + (
+        [("text_config.", config["text_config"])] if isinstance(config.get("text_config"), dict) else []
+    )
     errors = []
     for where, cfg in levels:
         experts = layout_of(cfg, config, _numbers(config)).experts
@@ -240,13 +252,16 @@ def shape_of(config: dict) -> Shape:
     heads = read_int(cfg, "num_attention_heads")
     kv_heads = read_int(cfg, "num_key_value_heads", heads)
     if kv_heads > heads:
-        raise ShapeError(f"config.json: num_key_value_heads ({kv_heads}) must be at most num_attention_heads "
-                         f"({heads})", "num_key_value_heads")
+        raise ShapeError(
+            f"config.json: num_key_value_heads ({kv_heads}) must be at most num_attention_heads ({heads})",
+            "num_key_value_heads",
+        )
     if cfg.get("head_dim") is None and layout.head_dim_default is None and heads > d:
-        raise ShapeError(f"config.json: num_attention_heads ({heads}) must be at most hidden_size ({d}) "
-                         "when head_dim is not given", "num_attention_heads")
-    head_dim = (read_int(cfg, "head_dim") if cfg.get("head_dim") is not None
-                else layout.head_dim_default or d // heads)
+        raise ShapeError(
+            f"config.json: num_attention_heads ({heads}) must be at most hidden_size ({d}) when head_dim is not given",
+            "num_attention_heads",
+        )
+    head_dim = read_int(cfg, "head_dim") if cfg.get("head_dim") is not None else layout.head_dim_default or d // heads
     layers = read_int(cfg, "num_hidden_layers")
     intermediate = read_int(cfg, "intermediate_size", 4 * d)
     stored = cfg.get("torch_dtype") or cfg.get("dtype") or config.get("torch_dtype") or "bfloat16"

@@ -68,12 +68,24 @@ def plan(recipe: Recipe, layers: int | None = None, base_cached: bool = False) -
         "score": score,
         # a set runs from its first replaced layer on (L/2 on average), then the LM head (set_loss.py)
         "select": StageCost(sets, "layer sets", sets * sel_tokens * (L / 2 + HEAD_LAYERS)),
-        "refine": StageCost(outputs, "outputs", refine_token_layers(cal.num_samples, cal.seq_len, L, recipe.ks,
-                                                                    comp.refit, comp.heal, HEAD_LAYERS,
-                                                                    guard_blocks(cal, recipe.selection))),
+        "refine": StageCost(
+            outputs,
+            "outputs",
+            refine_token_layers(
+                cal.num_samples,
+                cal.seq_len,
+                L,
+                recipe.ks,
+                comp.refit,
+                comp.heal,
+                HEAD_LAYERS,
+                guard_blocks(cal, recipe.selection),
+            ),
+        ),
         "compress": StageCost(outputs, "outputs", outputs * L * SAVE_PER_LAYER),
         "check": StageCost(outputs, "outputs", outputs * L * CHECK_PER_LAYER),
-        "evaluate": StageCost(models * docs, "documents",
-                              0 if ev.empty() else models * eval_tokens * L * EVAL_PER_TOKEN_LAYER),
+        "evaluate": StageCost(
+            models * docs, "documents", 0 if ev.empty() else models * eval_tokens * L * EVAL_PER_TOKEN_LAYER
+        ),
         "publish": StageCost(outputs, "outputs", outputs * L * PUBLISH_PER_LAYER),
     }

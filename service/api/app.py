@@ -1,7 +1,7 @@
 """The FastAPI application factory. Engines and clients are built in the lifespan, not at import:
 
-    uvicorn --factory service.api.app:create_app      # Settings() from the environment
-    create_app(Settings(home=...))                     # tests, embedded use
+uvicorn --factory service.api.app:create_app      # Settings() from the environment
+create_app(Settings(home=...))                     # tests, embedded use
 """
 
 from __future__ import annotations
@@ -65,11 +65,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             engine.dispose()
             app.state.read_engine.dispose()
 
-    app = FastAPI(title="nbl-service", version="1", description=DESCRIPTION, lifespan=lifespan,
-                  docs_url=None, openapi_url="/openapi.json", redoc_url=None,  # docs.install: offline
-                  responses={422: query.REFUSED, 429: admission.REFUSED},  # every route may answer them
-                  # Every route, before its own parameters: NUL, then query parameters it does not declare.
-                  dependencies=[Depends(nul.refuse_nul), Depends(query.refuse_undeclared)])
+    app = FastAPI(
+        title="nbl-service",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        openapi_url="/openapi.json",
+        redoc_url=None,  # docs.install: offline
+        responses={422: query.REFUSED, 429: admission.REFUSED},  # every route may answer them
+        # Every route, before its own parameters: NUL, then query parameters it does not declare.
+        dependencies=[Depends(nul.refuse_nul), Depends(query.refuse_undeclared)],
+    )
     app.add_middleware(BodySizeLimit)
     app.add_middleware(admission.TeamLimits)  # outermost: the team's limits, before anything else is spent
     problems.install(app)

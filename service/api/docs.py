@@ -28,11 +28,13 @@ def install(app: FastAPI) -> None:
     @app.get("/docs", include_in_schema=False)
     def swagger_ui(request: Request) -> HTMLResponse:
         return get_swagger_ui_html(
-            openapi_url=local(request, app.openapi_url), title=f"{app.title} - Swagger UI",
+            openapi_url=local(request, app.openapi_url),
+            title=f"{app.title} - Swagger UI",
             swagger_js_url=local(request, f"{ASSETS}/swagger-ui-bundle.js"),
             swagger_css_url=local(request, f"{ASSETS}/swagger-ui.css"),
             swagger_favicon_url=local(request, f"{ASSETS}/favicon.png"),
-            oauth2_redirect_url=local(request, "/docs/oauth2-redirect"))
+            oauth2_redirect_url=local(request, "/docs/oauth2-redirect"),
+        )
 
     @app.get("/docs/oauth2-redirect", include_in_schema=False)
     def swagger_ui_redirect() -> HTMLResponse:
@@ -41,6 +43,9 @@ def install(app: FastAPI) -> None:
     @app.get("/redoc", include_in_schema=False)
     def redoc(request: Request) -> HTMLResponse:
         return get_redoc_html(
-            openapi_url=local(request, app.openapi_url), title=f"{app.title} - ReDoc",
+            openapi_url=local(request, app.openapi_url),
+            title=f"{app.title} - ReDoc",
             redoc_js_url=local(request, f"{ASSETS}/redoc.standalone.js"),
-            redoc_favicon_url=local(request, f"{ASSETS}/favicon.png"), with_google_fonts=False)
+            redoc_favicon_url=local(request, f"{ASSETS}/favicon.png"),
+            with_google_fonts=False,
+        )

@@ -40,8 +40,11 @@ def _check_broker(request: Request) -> str:
     return "ok"
 
 
-@router.get("/readyz", summary="The database and the broker are reachable",
-            responses={503: {"content": {"application/problem+json": {}}}})
+@router.get(
+    "/readyz",
+    summary="The database and the broker are reachable",
+    responses={503: {"content": {"application/problem+json": {}}}},
+)
 async def readyz(request: Request):
     checks: dict[str, str] = {}
     for name, check in (("database", _check_database), ("broker", _check_broker)):
@@ -53,8 +56,9 @@ async def readyz(request: Request):
     if all(v == "ok" for v in checks.values()):
         return JSONResponse({"status": "ok", "checks": checks})
     failed = ", ".join(k for k, v in checks.items() if v != "ok")
-    return problem(503, NotReady.slug, NotReady.title, f"unavailable: {failed}", instance="/readyz",
-                   extra={"checks": checks})
+    return problem(
+        503, NotReady.slug, NotReady.title, f"unavailable: {failed}", instance="/readyz", extra={"checks": checks}
+    )
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

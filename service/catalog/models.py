@@ -36,21 +36,35 @@ def local_models(settings: Settings) -> list[dict]:
         config = read_config(directory) if directory.is_dir() else None
         if config is None:
             continue  # not a model (a half-imported one has no config yet)
-        out.append({"id": LOCAL_PREFIX + name, "source": "local", "shape": shape_summary(config),
-                    "size_bytes": tree_size(directory), "last_used_at": None, "jobs": None})
+        out.append(
+            {
+                "id": LOCAL_PREFIX + name,
+                "source": "local",
+                "shape": shape_summary(config),
+                "size_bytes": tree_size(directory),
+                "last_used_at": None,
+                "jobs": None,
+            }
+        )
     return out
 
 
 def hub_models(session: Session, team_id: int) -> list[dict]:
-    rows = session.execute(select(Job.spec, Job.estimate, Job.created_at).where(Job.team_id == team_id)
-                           .order_by(Job.id.desc()).limit(RECENT_JOBS)).all()
+    rows = session.execute(
+        select(Job.spec, Job.estimate, Job.created_at)
+        .where(Job.team_id == team_id)
+        .order_by(Job.id.desc())
+        .limit(RECENT_JOBS)
+    ).all()
     seen: dict[str, dict] = {}
     for spec, estimate, created_at in rows:  # newest first: the first seen is the latest use
         model = str(((spec or {}).get("model") or {}).get("id") or "")
         if not model or model.startswith(LOCAL_PREFIX):
             continue
-        entry = seen.setdefault(model, {"id": model, "source": "hub", "shape": None, "size_bytes": None,
-                                        "last_used_at": created_at, "jobs": 0})
+        entry = seen.setdefault(
+            model,
+            {"id": model, "source": "hub", "shape": None, "size_bytes": None, "last_used_at": created_at, "jobs": 0},
+        )
         entry["jobs"] += 1
         if entry["shape"] is None and isinstance(estimate, dict) and isinstance(estimate.get("shape"), dict):
             entry["shape"] = estimate["shape"]
@@ -68,7 +82,11 @@ def _after(items: list[dict], cursor: str) -> int:
 def page(session: Session, settings: Settings, team_id: int, limit: int, after: str | None) -> dict:
     items = local_models(settings) + hub_models(session, team_id)
     start = _after(items, after) if after else 0
-    chunk = items[start:start + limit]
+    chunk = items[start : start + limit]
     more = start + limit < len(items)
-    return {"object": "list", "data": chunk, "has_more": more,
-            "next_cursor": encode_cursor(CURSOR, chunk[-1]["id"]) if more and chunk else None}
+    return {
+        "object": "list",
+        "data": chunk,
+        "has_more": more,
+        "next_cursor": encode_cursor(CURSOR, chunk[-1]["id"]) if more and chunk else None,
+    }

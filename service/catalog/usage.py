@@ -29,8 +29,9 @@ def months(rows, devices: dict[str, int], now: datetime) -> list[dict]:
     out: dict[str, dict] = {}
     for created, status, started, finished, queue in rows:
         month = created.strftime("%Y-%m")
-        m = out.setdefault(month, {"month": month, "jobs": defaultdict(int), "worker_hours": defaultdict(float),
-                                   "gpu_hours": 0.0})
+        m = out.setdefault(
+            month, {"month": month, "jobs": defaultdict(int), "worker_hours": defaultdict(float), "gpu_hours": 0.0}
+        )
         m["jobs"][status] += 1
         m["jobs"]["total"] += 1
         if started is not None:
@@ -38,20 +39,35 @@ def months(rows, devices: dict[str, int], now: datetime) -> list[dict]:
             cls = queue or "unknown"
             m["worker_hours"][cls] += hours
             m["gpu_hours"] += hours * devices.get(cls, 0)
-    return [{"month": m["month"], "jobs": dict(m["jobs"]),
-             "worker_hours": {k: round(v, 4) for k, v in sorted(m["worker_hours"].items())},
-             "gpu_hours": round(m["gpu_hours"], 4)} for _, m in sorted(out.items(), reverse=True)]
+    return [
+        {
+            "month": m["month"],
+            "jobs": dict(m["jobs"]),
+            "worker_hours": {k: round(v, 4) for k, v in sorted(m["worker_hours"].items())},
+            "gpu_hours": round(m["gpu_hours"], 4),
+        }
+        for _, m in sorted(out.items(), reverse=True)
+    ]
 
 
 def report(session: Session, settings: Settings, team_id: int, team_name: str, limit: int, after: str | None) -> dict:
     before = decode_cursor(after, CURSOR, _MONTH) if after else None
-    rows = session.execute(select(Job.created_at, Job.status, Job.started_at, Job.finished_at,
-                                  Job.estimate["worker_class"].as_string())
-                           .where(Job.team_id == team_id)).all()
+    rows = session.execute(
+        select(
+            Job.created_at, Job.status, Job.started_at, Job.finished_at, Job.estimate["worker_class"].as_string()
+        ).where(Job.team_id == team_id)
+    ).all()
     devices = {queue_of(settings.queue_name, c): c.devices for c in parse_classes(settings.worker_classes)}
     listed = [m for m in months(rows, devices, utcnow()) if before is None or m["month"] < before]
     chunk, more = listed[:limit], len(listed) > limit
-    return {"object": "usage", "team": team_name,
-            "disk": {"outputs_bytes": disk_usage(settings.publish_dir, team_name),
-                     "quota_bytes": settings.team_disk_quota_bytes},
-            "data": chunk, "has_more": more, "next_cursor": encode_cursor(CURSOR, chunk[-1]["month"]) if more and chunk else None}
+    return {
+        "object": "usage",
+        "team": team_name,
+        "disk": {
+            "outputs_bytes": disk_usage(settings.publish_dir, team_name),
+            "quota_bytes": settings.team_disk_quota_bytes,
+        },
+        "data": chunk,
+        "has_more": more,
+        "next_cursor": encode_cursor(CURSOR, chunk[-1]["month"]) if more and chunk else None,
+    }

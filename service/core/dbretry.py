@@ -38,8 +38,7 @@ def is_transient(e: BaseException) -> bool:
     return False
 
 
-def retrying(fn: Callable[[], T], *, for_s: float, what: str, first_wait_s: float = 0.2,
-             max_wait_s: float = 2.0) -> T:
+def retrying(fn: Callable[[], T], *, for_s: float, what: str, first_wait_s: float = 0.2, max_wait_s: float = 2.0) -> T:
     """fn(), retried with backoff while it fails transiently, for up to `for_s` seconds; then the
     last error is raised. fn must be safe to run twice: a commit whose reply was lost may have
     landed."""

@@ -36,8 +36,13 @@ class ServiceError(Exception):
     slug: str = "internal-error"
     title: str = "Internal server error"
 
-    def __init__(self, detail: str | None = None, *, errors: list[dict[str, Any]] | None = None,
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        errors: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(detail or self.title)
         self.detail = detail
         self.errors = errors
@@ -93,6 +98,7 @@ class TooManyActiveJobs(ServiceError):
 
 class TooManyJobsCreated(ServiceError):
     """Jobs created in the last hour, cancelled ones included (NBL_MAX_JOBS_PER_TEAM_PER_HOUR)."""
+
     status, slug, title = 429, "too-many-jobs-created", "Too many jobs created by this team in the last hour"
 
     def __init__(self, detail: str, *, retry_after_s: int):
@@ -101,6 +107,7 @@ class TooManyJobsCreated(ServiceError):
 
 class TooManyRequests(ServiceError):
     """The team's requests in flight in this API process (service/http/admission.py): refused, not queued."""
+
     status, slug, title = 429, "too-many-requests", "Too many requests in flight for this team"
 
     def __init__(self, detail: str, *, retry_after_s: int):
@@ -109,6 +116,7 @@ class TooManyRequests(ServiceError):
 
 class TooManyStreams(TooManyRequests):
     """The team's open event streams in this API process (NBL_MAX_STREAMS_PER_TEAM)."""
+
     slug, title = "too-many-streams", "Too many open event streams for this team"
 
 

@@ -36,12 +36,19 @@ class JobsCollector(Collector):
         age.add_metric([], _age(oldest))
         yield age
 
-        mean = GaugeMetricFamily("nbl_stage_duration_mean_seconds",
-                                 f"Mean stage duration over the last {self.window_jobs} finished jobs", labels=["stage"])
-        peak = GaugeMetricFamily("nbl_stage_duration_max_seconds",
-                                 f"Longest stage duration over the last {self.window_jobs} finished jobs", labels=["stage"])
-        runs = GaugeMetricFamily("nbl_stage_runs",
-                                 f"Stage runs over the last {self.window_jobs} finished jobs", labels=["stage"])
+        mean = GaugeMetricFamily(
+            "nbl_stage_duration_mean_seconds",
+            f"Mean stage duration over the last {self.window_jobs} finished jobs",
+            labels=["stage"],
+        )
+        peak = GaugeMetricFamily(
+            "nbl_stage_duration_max_seconds",
+            f"Longest stage duration over the last {self.window_jobs} finished jobs",
+            labels=["stage"],
+        )
+        runs = GaugeMetricFamily(
+            "nbl_stage_runs", f"Stage runs over the last {self.window_jobs} finished jobs", labels=["stage"]
+        )
         for stage, values in sorted(durations.items()):
             mean.add_metric([stage], sum(values) / len(values))
             peak.add_metric([stage], max(values))
@@ -58,8 +65,14 @@ def _age(created: datetime | None) -> float:
 def stage_durations(session: Session, window_jobs: int) -> dict[str, list[float]]:
     """Seconds per stage run: a stage lasts from its `stage` event to the next one, the last stage
     to the job's finish."""
-    finished = dict(session.execute(select(Job.id, Job.finished_at).where(Job.finished_at.is_not(None))
-                                    .order_by(Job.finished_at.desc()).limit(window_jobs)).all())
+    finished = dict(
+        session.execute(
+            select(Job.id, Job.finished_at)
+            .where(Job.finished_at.is_not(None))
+            .order_by(Job.finished_at.desc())
+            .limit(window_jobs)
+        ).all()
+    )
     if not finished:
         return {}
     by_job: dict[str, list[tuple[str, datetime]]] = defaultdict(list)

@@ -29,7 +29,7 @@ def _under(base: Path, name: str) -> Path:
 
 def local_model_dir(settings: Settings, model_id: str) -> Path:
     """The directory under NBL_MODELS_DIR that `local:NAME` names (it may not exist)."""
-    return _under(settings.models_dir, model_id[len(LOCAL_PREFIX):])
+    return _under(settings.models_dir, model_id[len(LOCAL_PREFIX) :])
 
 
 def model_source(settings: Settings, model_id: str) -> str:

@@ -55,8 +55,10 @@ def _fernet(settings: Settings) -> MultiFernet:
     try:
         return MultiFernet([Fernet(k) for k in keys])
     except ValueError:
-        raise ValueError("NBL_SECRET_KEY must be Fernet keys (32 url-safe base64 bytes each, comma-separated); "
-                         "`nbl admin gen-secret-key` prints one") from None
+        raise ValueError(
+            "NBL_SECRET_KEY must be Fernet keys (32 url-safe base64 bytes each, comma-separated); "
+            "`nbl admin gen-secret-key` prints one"
+        ) from None
 
 
 def encrypt(settings: Settings, plaintext: str) -> str:
@@ -67,5 +69,7 @@ def decrypt(settings: Settings, ciphertext: str) -> str:
     try:
         return _fernet(settings).decrypt(ciphertext.encode()).decode()
     except InvalidToken:
-        raise SecretError("a stored secret cannot be decrypted with this server's key: NBL_SECRET_KEY (or "
-                          "$NBL_HOME/secret.key) differs from the one it was stored with") from None
+        raise SecretError(
+            "a stored secret cannot be decrypted with this server's key: NBL_SECRET_KEY (or "
+            "$NBL_HOME/secret.key) differs from the one it was stored with"
+        ) from None

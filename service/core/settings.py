@@ -43,177 +43,294 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, validate_default=True)
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
-                                   file_secret_settings) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, _AliasesOnly(settings_cls), dotenv_settings, file_secret_settings
 
     # --- where things live -------------------------------------------------------------------
     home: Path = Field(default=Path("~/.nbl"), validation_alias=_env("NBL_HOME"))
-    database_url: str | None = Field(default=None, validation_alias=_env("DATABASE_URL"),
-                                     description="SQLAlchemy URL; default sqlite:///$NBL_HOME/nbl.db")
-    db_pool_size: int = Field(default=20, ge=1, le=1000, validation_alias=_env("NBL_DB_POOL_SIZE"),
-                              description="Postgres connections a pool keeps open (SQLAlchemy pool_size; 10 more "
-                              "may open for a burst): the API holds one per request in flight, in two pools (its "
-                              "hot job reads', and the rest's)")
-    broker_url: str | None = Field(default=None, validation_alias=_env("BROKER_URL"),
-                                   description="Celery broker; default the embedded kombu SQLAlchemy "
-                                   "transport on sqla+sqlite:///$NBL_HOME/broker.db")
-    models_dir: Path | None = Field(default=None, validation_alias=_env("NBL_MODELS_DIR"),
-                                    description="where `local:NAME` model ids resolve")
-    gguf_python: Path | None = Field(default=None, validation_alias=_env("NBL_GGUF_PYTHON"),
-                                     description="the GGUF venv's python (publish.formats gguf:*, `nbl export`); "
-                                     "default the checkout's .venv-gguf (`make gguf-env`)")
-    publish_dir: Path | None = Field(default=None, validation_alias=_env("NBL_PUBLISH_DIR"),
-                                     description="where publish {local_dir: NAME} writes")
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=_env("DATABASE_URL"),
+        description="SQLAlchemy URL; default sqlite:///$NBL_HOME/nbl.db",
+    )
+    db_pool_size: int = Field(
+        default=20,
+        ge=1,
+        le=1000,
+        validation_alias=_env("NBL_DB_POOL_SIZE"),
+        description="Postgres connections a pool keeps open (SQLAlchemy pool_size; 10 more "
+        "may open for a burst): the API holds one per request in flight, in two pools (its "
+        "hot job reads', and the rest's)",
+    )
+    broker_url: str | None = Field(
+        default=None,
+        validation_alias=_env("BROKER_URL"),
+        description="Celery broker; default the embedded kombu SQLAlchemy "
+        "transport on sqla+sqlite:///$NBL_HOME/broker.db",
+    )
+    models_dir: Path | None = Field(
+        default=None, validation_alias=_env("NBL_MODELS_DIR"), description="where `local:NAME` model ids resolve"
+    )
+    gguf_python: Path | None = Field(
+        default=None,
+        validation_alias=_env("NBL_GGUF_PYTHON"),
+        description="the GGUF venv's python (publish.formats gguf:*, `nbl export`); "
+        "default the checkout's .venv-gguf (`make gguf-env`)",
+    )
+    publish_dir: Path | None = Field(
+        default=None, validation_alias=_env("NBL_PUBLISH_DIR"), description="where publish {local_dir: NAME} writes"
+    )
     stats_dir: Path | None = Field(default=None, validation_alias=_env("NBL_STATS_DIR"))
-    data_dir: Path | None = Field(default=None, validation_alias=_env("NBL_DATA_DIR"),
-                                  description="the offline data sets (c4, wikitext2, the evaluation tasks' files); "
-                                  "unset: those names resolve to the Hub and the Hugging Face cache")
-    stats_cache_max_bytes: int = Field(default=50 * 10**9, ge=0,
-                                       validation_alias=_env("NBL_STATS_CACHE_MAX_BYTES"),
-                                       description="cap on the statistics cache, least recently used entries "
-                                       "evicted first (nbl/lru.py); 0: no cache")
+    data_dir: Path | None = Field(
+        default=None,
+        validation_alias=_env("NBL_DATA_DIR"),
+        description="the offline data sets (c4, wikitext2, the evaluation tasks' files); "
+        "unset: those names resolve to the Hub and the Hugging Face cache",
+    )
+    stats_cache_max_bytes: int = Field(
+        default=50 * 10**9,
+        ge=0,
+        validation_alias=_env("NBL_STATS_CACHE_MAX_BYTES"),
+        description="cap on the statistics cache, least recently used entries evicted first (nbl/lru.py); 0: no cache",
+    )
 
-    class_prices: str = Field(default="", validation_alias=_env("NBL_CLASS_PRICES"),
-                              description="NAME=PRICE per worker-hour of each worker class, comma-separated "
-                              "(gpu-80g=4.10,cpu=0.20): the estimate's cost; unset: no cost")
+    class_prices: str = Field(
+        default="",
+        validation_alias=_env("NBL_CLASS_PRICES"),
+        description="NAME=PRICE per worker-hour of each worker class, comma-separated "
+        "(gpu-80g=4.10,cpu=0.20): the estimate's cost; unset: no cost",
+    )
 
     # --- queue ---------------------------------------------------------------------------------
-    queue_name: str = Field(default="nbl", validation_alias=_env("NBL_QUEUE"),
-                            pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    worker_classes: str = Field(default="cpu=0x0/64,gpu-24g=1x24/128,gpu-80g=1x80/256,gpu-8x80g=8x80/1024",
-                                validation_alias=_env("NBL_WORKER_CLASSES"),
-                                description="NAME=DEVICESxDEVICE_GiB/HOST_GiB, smallest first; a job goes to the "
-                                "queue <NBL_QUEUE>-<NAME> of the first class that holds its estimate "
-                                "(nbl/sizing/classes.py)")
-    task_soft_time_limit_s: int = Field(default=6 * 3600 - 300, ge=60,
-                                        validation_alias=_env("NBL_TASK_SOFT_TIME_LIMIT"))
-    task_time_limit_s: int = Field(default=6 * 3600, ge=60,
-                                   validation_alias=_env("NBL_TASK_TIME_LIMIT"))
+    queue_name: str = Field(default="nbl", validation_alias=_env("NBL_QUEUE"), pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    worker_classes: str = Field(
+        default="cpu=0x0/64,gpu-24g=1x24/128,gpu-80g=1x80/256,gpu-8x80g=8x80/1024",
+        validation_alias=_env("NBL_WORKER_CLASSES"),
+        description="NAME=DEVICESxDEVICE_GiB/HOST_GiB, smallest first; a job goes to the "
+        "queue <NBL_QUEUE>-<NAME> of the first class that holds its estimate "
+        "(nbl/sizing/classes.py)",
+    )
+    task_soft_time_limit_s: int = Field(
+        default=6 * 3600 - 300, ge=60, validation_alias=_env("NBL_TASK_SOFT_TIME_LIMIT")
+    )
+    task_time_limit_s: int = Field(default=6 * 3600, ge=60, validation_alias=_env("NBL_TASK_TIME_LIMIT"))
     # Redis re-delivers an unacked message after this; it must outlive the longest task (acks_late).
-    visibility_timeout_s: int | None = Field(default=None,
-                                             validation_alias=_env("NBL_VISIBILITY_TIMEOUT"))
-    publish_timeout_s: float = Field(default=3.0, gt=0, validation_alias=_env("NBL_PUBLISH_TIMEOUT"),
-                                     description="how long the API tries to reach the broker before leaving a job "
-                                     "for the reconciler")
+    visibility_timeout_s: int | None = Field(default=None, validation_alias=_env("NBL_VISIBILITY_TIMEOUT"))
+    publish_timeout_s: float = Field(
+        default=3.0,
+        gt=0,
+        validation_alias=_env("NBL_PUBLISH_TIMEOUT"),
+        description="how long the API tries to reach the broker before leaving a job for the reconciler",
+    )
 
     # --- publishing ----------------------------------------------------------------------------
-    hf_endpoint: str = Field(default=HUB, validation_alias=_env("NBL_HF_ENDPOINT"),
-                             description="the Hugging Face Hub the worker publishes to (a test server in tests)")
+    hf_endpoint: str = Field(
+        default=HUB,
+        validation_alias=_env("NBL_HF_ENDPOINT"),
+        description="the Hugging Face Hub the worker publishes to (a test server in tests)",
+    )
     # huggingface_hub's own variables: the worker's downloads read them through huggingface_hub; the API's
     # config.json fetch (service/estimates/configs.py) reads them here.
-    hf_read_endpoint: str = Field(default=HUB, validation_alias=_env("HF_ENDPOINT"),
-                                  description="the Hugging Face Hub models are read from")
-    hf_token: SecretStr | None = Field(default=None, validation_alias=_env("HF_TOKEN"),
-                                       description="the token of those reads (a gated model's config.json)")
-    hf_hub_offline: bool = Field(default=False, validation_alias=_env("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"),
-                                 description="never reach the Hub: the API fetches no config.json (a Hub model's "
-                                 "estimate is absent, as when the Hub is down)")
-    secret_key: SecretStr | None = Field(default=None, validation_alias=_env("NBL_SECRET_KEY"),
-                                         description="Fernet key(s), comma-separated, that encrypt Hub tokens at "
-                                         "rest; default: a key file $NBL_HOME/secret.key (mode 0600)")
-    load_check_timeout_s: float = Field(default=900, gt=0,
-                                        validation_alias=_env("NBL_LOAD_CHECK_TIMEOUT"),
-                                        description="how long a saved output may take to reload in a fresh process")
+    hf_read_endpoint: str = Field(
+        default=HUB, validation_alias=_env("HF_ENDPOINT"), description="the Hugging Face Hub models are read from"
+    )
+    hf_token: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("HF_TOKEN"),
+        description="the token of those reads (a gated model's config.json)",
+    )
+    hf_hub_offline: bool = Field(
+        default=False,
+        validation_alias=_env("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"),
+        description="never reach the Hub: the API fetches no config.json (a Hub model's "
+        "estimate is absent, as when the Hub is down)",
+    )
+    secret_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("NBL_SECRET_KEY"),
+        description="Fernet key(s), comma-separated, that encrypt Hub tokens at "
+        "rest; default: a key file $NBL_HOME/secret.key (mode 0600)",
+    )
+    load_check_timeout_s: float = Field(
+        default=900,
+        gt=0,
+        validation_alias=_env("NBL_LOAD_CHECK_TIMEOUT"),
+        description="how long a saved output may take to reload in a fresh process",
+    )
 
     # --- leases --------------------------------------------------------------------------------
     lease_seconds: int = Field(default=120, ge=5, validation_alias=_env("NBL_LEASE_SECONDS"))
 
     # --- recovery (service/jobs/reconciler.py) ------------------------------------------------------
-    max_attempts: int = Field(default=3, ge=1, validation_alias=_env("NBL_MAX_ATTEMPTS"),
-                              description="a job whose worker is lost this many times fails instead of running again")
-    reconcile_interval_s: float = Field(default=30.0, gt=0,
-                                        validation_alias=_env("NBL_RECONCILE_INTERVAL"))
-    redispatch_after_s: float = Field(default=600.0, gt=0,
-                                      validation_alias=_env("NBL_REDISPATCH_AFTER"),
-                                      description="re-send a queued job whose message went out this long ago (the "
-                                      "broker may have lost it); a duplicate is dropped at delivery")
-    db_retry_s: float = Field(default=60.0, ge=0, validation_alias=_env("NBL_DB_RETRY_SECONDS"),
-                              description="how long a worker rides out a database outage before giving up an attempt")
-    hub_attempts: int = Field(default=4, ge=1, le=20, validation_alias=_env("NBL_HUB_ATTEMPTS"),
-                              description="tries of a Hub step (model config, download, dataset, publish) that fails "
-                              "with a 5xx, a timeout or a lost connection (worker/errors.py)")
-    hub_backoff_s: float = Field(default=5.0, ge=0, validation_alias=_env("NBL_HUB_BACKOFF"),
-                                 description="the wait before the second try; it doubles after each")
+    max_attempts: int = Field(
+        default=3,
+        ge=1,
+        validation_alias=_env("NBL_MAX_ATTEMPTS"),
+        description="a job whose worker is lost this many times fails instead of running again",
+    )
+    reconcile_interval_s: float = Field(default=30.0, gt=0, validation_alias=_env("NBL_RECONCILE_INTERVAL"))
+    redispatch_after_s: float = Field(
+        default=600.0,
+        gt=0,
+        validation_alias=_env("NBL_REDISPATCH_AFTER"),
+        description="re-send a queued job whose message went out this long ago (the "
+        "broker may have lost it); a duplicate is dropped at delivery",
+    )
+    db_retry_s: float = Field(
+        default=60.0,
+        ge=0,
+        validation_alias=_env("NBL_DB_RETRY_SECONDS"),
+        description="how long a worker rides out a database outage before giving up an attempt",
+    )
+    hub_attempts: int = Field(
+        default=4,
+        ge=1,
+        le=20,
+        validation_alias=_env("NBL_HUB_ATTEMPTS"),
+        description="tries of a Hub step (model config, download, dataset, publish) that fails "
+        "with a 5xx, a timeout or a lost connection (worker/errors.py)",
+    )
+    hub_backoff_s: float = Field(
+        default=5.0,
+        ge=0,
+        validation_alias=_env("NBL_HUB_BACKOFF"),
+        description="the wait before the second try; it doubles after each",
+    )
 
     # --- limits --------------------------------------------------------------------------------
     max_num_samples: int = Field(default=4096, ge=1, validation_alias=_env("NBL_MAX_NUM_SAMPLES"))
     max_seq_len: int = Field(default=32768, ge=1, validation_alias=_env("NBL_MAX_SEQ_LEN"))
     max_k: int = Field(default=512, ge=1, validation_alias=_env("NBL_MAX_K"))
     max_eval_limit: int = Field(default=100_000, ge=1, validation_alias=_env("NBL_MAX_EVAL_LIMIT"))
-    max_request_bytes: int = Field(default=64 * 1024, ge=1024,
-                                   validation_alias=_env("NBL_MAX_REQUEST_BYTES"))
-    max_active_jobs_per_team: int = Field(default=20, ge=1,
-                                          validation_alias=_env("NBL_MAX_ACTIVE_JOBS_PER_TEAM"))
-    max_queued_jobs_per_team: int | None = Field(default=None, ge=1,
-                                                 validation_alias=_env("NBL_MAX_QUEUED_JOBS_PER_TEAM"),
-                                                 description="a separate cap on a team's queued jobs (default: "
-                                                 "only the active cap)")
+    max_request_bytes: int = Field(default=64 * 1024, ge=1024, validation_alias=_env("NBL_MAX_REQUEST_BYTES"))
+    max_active_jobs_per_team: int = Field(default=20, ge=1, validation_alias=_env("NBL_MAX_ACTIVE_JOBS_PER_TEAM"))
+    max_queued_jobs_per_team: int | None = Field(
+        default=None,
+        ge=1,
+        validation_alias=_env("NBL_MAX_QUEUED_JOBS_PER_TEAM"),
+        description="a separate cap on a team's queued jobs (default: only the active cap)",
+    )
     max_jobs_per_team_per_hour: int | None = Field(
-        default=600, ge=1, validation_alias=_env("NBL_MAX_JOBS_PER_TEAM_PER_HOUR"),
+        default=600,
+        ge=1,
+        validation_alias=_env("NBL_MAX_JOBS_PER_TEAM_PER_HOUR"),
         description="jobs a team may create in any hour, cancelled ones included (a job cancelled at once still "
-        "leaves a message for a worker to drop); a 429 beyond it. Empty: no limit")
+        "leaves a message for a worker to drop); a 429 beyond it. Empty: no limit",
+    )
     # Per API process, counted before a request takes a thread or a connection (service/http/admission.py).
-    max_reads_per_team: int = Field(default=16, ge=1, validation_alias=_env("NBL_MAX_READS_PER_TEAM"),
-                                    description="a team's GET requests in flight at once in one API process; more "
-                                    "are refused at once (429 too-many-requests, Retry-After 1), not queued")
-    max_writes_per_team: int = Field(default=20, ge=1, validation_alias=_env("NBL_MAX_WRITES_PER_TEAM"),
-                                     description="a team's other requests (submits, cancels, estimates) in flight "
-                                     "at once in one API process; more are a 429 too-many-requests")
-    max_streams_per_team: int = Field(default=50, ge=1, validation_alias=_env("NBL_MAX_STREAMS_PER_TEAM"),
-                                      description="a team's open event streams (the API's and the dashboard's) in "
-                                      "one API process; more are a 429 too-many-streams")
-    cap_retry_after_s: int = Field(default=30, ge=1, validation_alias=_env("NBL_CAP_RETRY_AFTER"),
-                                   description="Retry-After of a 429 from a per-team cap")
+    max_reads_per_team: int = Field(
+        default=16,
+        ge=1,
+        validation_alias=_env("NBL_MAX_READS_PER_TEAM"),
+        description="a team's GET requests in flight at once in one API process; more "
+        "are refused at once (429 too-many-requests, Retry-After 1), not queued",
+    )
+    max_writes_per_team: int = Field(
+        default=20,
+        ge=1,
+        validation_alias=_env("NBL_MAX_WRITES_PER_TEAM"),
+        description="a team's other requests (submits, cancels, estimates) in flight "
+        "at once in one API process; more are a 429 too-many-requests",
+    )
+    max_streams_per_team: int = Field(
+        default=50,
+        ge=1,
+        validation_alias=_env("NBL_MAX_STREAMS_PER_TEAM"),
+        description="a team's open event streams (the API's and the dashboard's) in "
+        "one API process; more are a 429 too-many-streams",
+    )
+    cap_retry_after_s: int = Field(
+        default=30,
+        ge=1,
+        validation_alias=_env("NBL_CAP_RETRY_AFTER"),
+        description="Retry-After of a 429 from a per-team cap",
+    )
     team_disk_quota_bytes: int | None = Field(
-        default=10**12, ge=1, validation_alias=_env("NBL_TEAM_DISK_QUOTA_BYTES"),
+        default=10**12,
+        ge=1,
+        validation_alias=_env("NBL_TEAM_DISK_QUOTA_BYTES"),
         description="bytes of local outputs a team may keep under NBL_PUBLISH_DIR/<team>: a job whose estimate "
         "would exceed it is a 422 at submit, and one whose outputs would is failed (`user`) at publish, before "
-        "writing (nbl/outputs/quota.py); Hub outputs do not count. Default 1 TB; empty: no limit")
+        "writing (nbl/outputs/quota.py); Hub outputs do not count. Default 1 TB; empty: no limit",
+    )
     # The worker passes it to the model loader (worker.engine.loading.load.load_model's max_bytes).
-    max_model_bytes: int | None = Field(default=None, ge=1,
-                                        validation_alias=_env("NBL_MAX_MODEL_BYTES"),
-                                        description="refuse input models whose weights are larger (default: no limit)")
+    max_model_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        validation_alias=_env("NBL_MAX_MODEL_BYTES"),
+        description="refuse input models whose weights are larger (default: no limit)",
+    )
     # The worker passes it to calibration (CompressConfig.host_cache_bytes): the engine reads no setting.
-    host_cache_bytes: int | None = Field(default=None, ge=0,
-                                         validation_alias=_env("NBL_HOST_CACHE_BYTES"),
-                                         description="hidden states kept in memory between calibration layers; the "
-                                         "rest is spilt to NBL_HOME/spill (default: no limit)")
+    host_cache_bytes: int | None = Field(
+        default=None,
+        ge=0,
+        validation_alias=_env("NBL_HOST_CACHE_BYTES"),
+        description="hidden states kept in memory between calibration layers; the "
+        "rest is spilt to NBL_HOME/spill (default: no limit)",
+    )
     # The worker passes it to measured selection (CompressConfig.greedy_width).
-    greedy_width: int = Field(default=GREEDY_WIDTH, ge=1, validation_alias=_env("NBL_GREEDY_WIDTH"),
-                              description="candidate layers the greedy criterion tries per step")
+    greedy_width: int = Field(
+        default=GREEDY_WIDTH,
+        ge=1,
+        validation_alias=_env("NBL_GREEDY_WIDTH"),
+        description="candidate layers the greedy criterion tries per step",
+    )
     # The worker passes it to calibration (CompressConfig.devices); `nbl worker --devices` sets it too.
-    devices: str | None = Field(default=None, pattern=r"^\s*[\w:]+(\s*,\s*[\w:]+)*\s*$",
-                                validation_alias=_env("NBL_DEVICES"),
-                                description="comma-separated torch devices the worker calibrates on, one process "
-                                "each, e.g. cuda:0,cuda:1 (default: every visible GPU, else cpu)")
+    devices: str | None = Field(
+        default=None,
+        pattern=r"^\s*[\w:]+(\s*,\s*[\w:]+)*\s*$",
+        validation_alias=_env("NBL_DEVICES"),
+        description="comma-separated torch devices the worker calibrates on, one process "
+        "each, e.g. cuda:0,cuda:1 (default: every visible GPU, else cpu)",
+    )
 
     # --- webhooks ------------------------------------------------------------------------------
-    webhook_allowlist: str = Field(default="", validation_alias=_env("NBL_WEBHOOK_ALLOWLIST"),
-                                   description="comma-separated IPs or CIDR networks webhooks may reach although "
-                                   "private (e.g. 10.0.0.0/8); empty: public addresses only")
-    webhook_max_attempts: int = Field(default=8, ge=1,
-                                      validation_alias=_env("NBL_WEBHOOK_MAX_ATTEMPTS"))
-    webhook_backoff_s: float = Field(default=30.0, gt=0, validation_alias=_env("NBL_WEBHOOK_BACKOFF"),
-                                     description="wait before the first retry; doubles at each attempt")
-    webhook_backoff_max_s: float = Field(default=6 * 3600, gt=0,
-                                         validation_alias=_env("NBL_WEBHOOK_BACKOFF_MAX"))
-    webhook_timeout_s: float = Field(default=10.0, gt=0,
-                                     validation_alias=_env("NBL_WEBHOOK_TIMEOUT"))
-    stream_poll_s: float = Field(default=1.0, gt=0, le=60, validation_alias=_env("NBL_STREAM_POLL_S"),
-                                 description="how often an open event stream reads the job's new events")
-    stream_max_s: float = Field(default=300.0, gt=0, validation_alias=_env("NBL_STREAM_MAX_S"),
-                                description="an event stream ends after this long; the client resumes it "
-                                "with Last-Event-ID (so a revoked key or a stopping server frees it)")
-    wakeup_url: str | None = Field(default=None, validation_alias=_env("NBL_WAKEUP_URL"),
-                                   description="the Redis whose pub/sub wakes open event streams when a job writes "
-                                   "events (service/core/wakeup.py); default the broker when it is Redis; empty: "
-                                   "none, the streams poll every NBL_STREAM_POLL_S")
-    metrics_window_jobs: int = Field(default=500, ge=1,
-                                     description="finished jobs whose stage durations /metrics summarizes")
-    trust_forwarded_proto: bool = Field(default=False, validation_alias=_env("NBL_TRUST_FORWARDED_PROTO"),
-                                        description="behind a TLS proxy that sets X-Forwarded-Proto: the /ui "
-                                        "login cookie is Secure when it says https")
+    webhook_allowlist: str = Field(
+        default="",
+        validation_alias=_env("NBL_WEBHOOK_ALLOWLIST"),
+        description="comma-separated IPs or CIDR networks webhooks may reach although "
+        "private (e.g. 10.0.0.0/8); empty: public addresses only",
+    )
+    webhook_max_attempts: int = Field(default=8, ge=1, validation_alias=_env("NBL_WEBHOOK_MAX_ATTEMPTS"))
+    webhook_backoff_s: float = Field(
+        default=30.0,
+        gt=0,
+        validation_alias=_env("NBL_WEBHOOK_BACKOFF"),
+        description="wait before the first retry; doubles at each attempt",
+    )
+    webhook_backoff_max_s: float = Field(default=6 * 3600, gt=0, validation_alias=_env("NBL_WEBHOOK_BACKOFF_MAX"))
+    webhook_timeout_s: float = Field(default=10.0, gt=0, validation_alias=_env("NBL_WEBHOOK_TIMEOUT"))
+    stream_poll_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        validation_alias=_env("NBL_STREAM_POLL_S"),
+        description="how often an open event stream reads the job's new events",
+    )
+    stream_max_s: float = Field(
+        default=300.0,
+        gt=0,
+        validation_alias=_env("NBL_STREAM_MAX_S"),
+        description="an event stream ends after this long; the client resumes it "
+        "with Last-Event-ID (so a revoked key or a stopping server frees it)",
+    )
+    wakeup_url: str | None = Field(
+        default=None,
+        validation_alias=_env("NBL_WAKEUP_URL"),
+        description="the Redis whose pub/sub wakes open event streams when a job writes "
+        "events (service/core/wakeup.py); default the broker when it is Redis; empty: "
+        "none, the streams poll every NBL_STREAM_POLL_S",
+    )
+    metrics_window_jobs: int = Field(
+        default=500, ge=1, description="finished jobs whose stage durations /metrics summarizes"
+    )
+    trust_forwarded_proto: bool = Field(
+        default=False,
+        validation_alias=_env("NBL_TRUST_FORWARDED_PROTO"),
+        description="behind a TLS proxy that sets X-Forwarded-Proto: the /ui login cookie is Secure when it says https",
+    )
 
     @field_validator("class_prices")
     @classmethod
@@ -246,7 +363,7 @@ class Settings(BaseSettings):
             self.database_url = f"sqlite:///{self.home / 'nbl.db'}"
         for plain in ("postgres://", "postgresql://"):  # the driver we ship is psycopg 3
             if self.database_url.startswith(plain):
-                self.database_url = "postgresql+psycopg://" + self.database_url[len(plain):]
+                self.database_url = "postgresql+psycopg://" + self.database_url[len(plain) :]
         if self.broker_url is None:
             self.broker_url = f"sqla+sqlite:///{self.home / 'broker.db'}"
         if self.wakeup_url is None and self.broker_url.startswith(("redis://", "rediss://")):
@@ -265,7 +382,9 @@ class Settings(BaseSettings):
         parse_classes(self.worker_classes)  # a bad NBL_WORKER_CLASSES fails here, at startup
         self.webhook_networks  # noqa: B018 - a bad NBL_WEBHOOK_ALLOWLIST entry fails here, at startup
         if self.visibility_timeout_s <= self.task_time_limit_s:
-            raise ValueError("NBL_VISIBILITY_TIMEOUT must exceed NBL_TASK_TIME_LIMIT, or a running task is re-delivered")
+            raise ValueError(
+                "NBL_VISIBILITY_TIMEOUT must exceed NBL_TASK_TIME_LIMIT, or a running task is re-delivered"
+            )
         return self
 
     @property

@@ -53,7 +53,9 @@ class Publisher:
             return True
         except (redis.RedisError, OSError) as e:
             self.muted_until = time.monotonic() + DOWN_S
-            log.warning("event wake-up not published (%s); streams poll; trying again in %g s", type(e).__name__, DOWN_S)
+            log.warning(
+                "event wake-up not published (%s); streams poll; trying again in %g s", type(e).__name__, DOWN_S
+            )
             return False
 
 

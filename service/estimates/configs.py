@@ -30,8 +30,9 @@ class ConfigUnavailable(ValueError):
         self.invalid = invalid
 
 
-def model_config(model: str, settings: Settings, revision: str | None = None, *, allow_dirs: bool = False,
-                 timeout_s: float = 10.0) -> dict:
+def model_config(
+    model: str, settings: Settings, revision: str | None = None, *, allow_dirs: bool = False, timeout_s: float = 10.0
+) -> dict:
     """`allow_dirs`: a path to a directory holding config.json is accepted (the CLI; never the API)."""
     if allow_dirs and Path(model).expanduser().is_dir():
         config = read_config(Path(model).expanduser())
@@ -56,8 +57,11 @@ def hub_config(repo_id: str, revision: str | None, settings: Settings, timeout_s
     download retries a lost connection for ~30 s). From the Settings' HF_ENDPOINT, with their HF_TOKEN; none
     when they say HF_HUB_OFFLINE (unreachable, as a Hub that is down: no estimate, the worker checks the job)."""
     if settings.hf_hub_offline:
-        raise ConfigUnavailable(f"{repo_id}: HF_HUB_OFFLINE is set, so {CONFIG} is not fetched from the Hub; give a "
-                                f"directory holding its {CONFIG} instead", unreachable=True)
+        raise ConfigUnavailable(
+            f"{repo_id}: HF_HUB_OFFLINE is set, so {CONFIG} is not fetched from the Hub; give a "
+            f"directory holding its {CONFIG} instead",
+            unreachable=True,
+        )
     endpoint = settings.hf_read_endpoint.rstrip("/")
     url = f"{endpoint}/{repo_id}/resolve/{quote(revision or 'main', safe='')}/{CONFIG}"
     headers = {"User-Agent": "nbl-service"}
@@ -74,8 +78,10 @@ def hub_config(repo_id: str, revision: str | None, settings: Settings, timeout_s
         raise ConfigUnavailable(f"{repo_id}: the Hub answered {e.code} for {CONFIG}", unreachable=True) from None
     except (urllib.error.URLError, OSError) as e:  # offline, DNS, refused, timed out
         reason = getattr(e, "reason", e)
-        raise ConfigUnavailable(f"{repo_id}: cannot fetch {CONFIG} from the Hub ({reason}); give a directory "
-                                f"holding its {CONFIG} instead", unreachable=True) from None
+        raise ConfigUnavailable(
+            f"{repo_id}: cannot fetch {CONFIG} from the Hub ({reason}); give a directory holding its {CONFIG} instead",
+            unreachable=True,
+        ) from None
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigUnavailable(f"{repo_id}: {CONFIG} is over {MAX_CONFIG_BYTES} bytes", invalid=True)
     try:

@@ -20,16 +20,35 @@ from .schemas import EstimateOut
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
 
 # The body is read as POST /v1/jobs reads it: the same 400 (not UTF-8 JSON) and 413 (too large) answers.
-router = APIRouter(prefix="/v1/estimates", tags=["estimates"], route_class=OneHopRoute, responses={
-    400: PROBLEM | {"description": "the body is not UTF-8 JSON text"}, 401: PROBLEM, 413: PROBLEM, 422: PROBLEM,
-    503: PROBLEM | {"description": "a Hub model's config.json could not be fetched; retry after `Retry-After` "
-                    "seconds, or give a `local:NAME` model", "headers": {"Retry-After": {"schema": {"type": "integer"}}}}})
+router = APIRouter(
+    prefix="/v1/estimates",
+    tags=["estimates"],
+    route_class=OneHopRoute,
+    responses={
+        400: PROBLEM | {"description": "the body is not UTF-8 JSON text"},
+        401: PROBLEM,
+        413: PROBLEM,
+        422: PROBLEM,
+        503: PROBLEM
+        | {
+            "description": "a Hub model's config.json could not be fetched; retry after `Retry-After` "
+            "seconds, or give a `local:NAME` model",
+            "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+        },
+    },
+)
 
 
-@router.post("", response_model=EstimateOut, summary="Estimate a job without creating it",
-             description="Peak device and host memory, disk, a time range, and the worker class the job would "
-             "go to, from the model's config.json alone (nothing is downloaded but that file).")
-def create_estimate(body: JobCreate, principal: PrincipalDep, settings: SettingsDep, session: SessionDep) -> EstimateOut:
+@router.post(
+    "",
+    response_model=EstimateOut,
+    summary="Estimate a job without creating it",
+    description="Peak device and host memory, disk, a time range, and the worker class the job would "
+    "go to, from the model's config.json alone (nothing is downloaded but that file).",
+)
+def create_estimate(
+    body: JobCreate, principal: PrincipalDep, settings: SettingsDep, session: SessionDep
+) -> EstimateOut:
     errors = check_limits(body, settings) or local_model.submit_problems(body, settings)
     if errors:
         raise InvalidRequest(errors[0]["msg"], errors=errors)

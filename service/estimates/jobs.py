@@ -17,8 +17,12 @@ def classes(settings: Settings) -> list[WorkerClass]:
 
 def place_job(config: dict, recipe: Recipe, settings: Settings) -> Placement:
     """Raises ShapeError (a ValueError) when config.json lacks a number the estimate needs."""
-    return place(shape_of(config), job_options(recipe, settings.host_cache_bytes, settings.greedy_width), classes(settings),
-                 settings.task_time_limit_s)
+    return place(
+        shape_of(config),
+        job_options(recipe, settings.host_cache_bytes, settings.greedy_width),
+        classes(settings),
+        settings.task_time_limit_s,
+    )
 
 
 def placement_json(p: Placement, settings: Settings) -> dict:

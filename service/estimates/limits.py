@@ -18,8 +18,14 @@ def check_limits(spec: JobCreate, settings: Settings) -> list[dict]:
 
     def over(loc: tuple, value: int, limit: int, what: str) -> None:
         if value > limit:
-            errors.append({"loc": ["body", *loc], "msg": f"{what} must be at most {limit} on this server, got {value}",
-                           "type": "limit_exceeded", "input": value})
+            errors.append(
+                {
+                    "loc": ["body", *loc],
+                    "msg": f"{what} must be at most {limit} on this server, got {value}",
+                    "type": "limit_exceeded",
+                    "input": value,
+                }
+            )
 
     over(("calibration", "num_samples"), spec.calibration.num_samples, settings.max_num_samples, "num_samples")
     over(("calibration", "seq_len"), spec.calibration.seq_len, settings.max_seq_len, "seq_len")
@@ -37,6 +43,10 @@ def heal_data_errors(spec: JobCreate, settings: Settings) -> list[dict]:
     heal, cal = spec.compression.heal, spec.calibration
     if heal is None:
         return []
-    why = bound_error(cal.num_samples, cal.seq_len, heal.tokens,
-                      most_tokens(settings.data_dir, cal.dataset, cal.split, cal.text_field))
+    why = bound_error(
+        cal.num_samples,
+        cal.seq_len,
+        heal.tokens,
+        most_tokens(settings.data_dir, cal.dataset, cal.split, cal.text_field),
+    )
     return [] if why is None else [{"loc": ["body", *FIELD], "msg": why, "type": "heal_data", "input": heal.tokens}]

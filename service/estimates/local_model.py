@@ -28,13 +28,15 @@ def submit_problems(spec: JobCreate, settings: Settings) -> list[dict]:
         add(("model", "revision"), f"{model} is a local model: it has no revisions", "local_model_revision")
     directory = local_model_dir(settings, model)
     if not directory.is_dir():
-        add(("model", "id"), f"no model {model!r} on this server (`nbl import-gguf FILE --name NAME` adds one)",
-            "local_model_missing")
+        add(
+            ("model", "id"),
+            f"no model {model!r} on this server (`nbl import-gguf FILE --name NAME` adds one)",
+            "local_model_missing",
+        )
         return errors
     config = read_config(directory)
     if config is None:
-        add(("model", "id"), f"{model}: its {CONFIG} is missing, not a JSON object, or nested too deep",
-            "model_config")
+        add(("model", "id"), f"{model}: its {CONFIG} is missing, not a JSON object, or nested too deep", "model_config")
         return errors
     return errors + config_errors(spec, config)
 
@@ -42,6 +44,7 @@ def submit_problems(spec: JobCreate, settings: Settings) -> list[dict]:
 def config_errors(spec: JobCreate, config: dict) -> list[dict]:
     """What the request cannot do on a model with this config.json, as validation errors in FastAPI's shape."""
     comp = spec.compression
-    return [{"loc": ["body", *loc], "msg": msg, "type": "model_limit"}
-            for loc, msg in config_problems(config, comp.ks, spec.calibration.seq_len, comp.form or R.FORM, comp.mode)]
-
+    return [
+        {"loc": ["body", *loc], "msg": msg, "type": "model_limit"}
+        for loc, msg in config_problems(config, comp.ks, spec.calibration.seq_len, comp.form or R.FORM, comp.mode)
+    ]

@@ -48,8 +48,9 @@ def placement_for(body: JobCreate, settings: Settings, *, required: bool) -> tup
             return None, None
         if e.unreachable:
             raise NotReady(str(e), headers={"Retry-After": "30"}) from None
-        raise InvalidRequest(str(e), errors=[{"loc": ["body", "model", "id"], "msg": str(e),
-                                              "type": "model_config"}]) from None
+        raise InvalidRequest(
+            str(e), errors=[{"loc": ["body", "model", "id"], "msg": str(e), "type": "model_config"}]
+        ) from None
     errors = config_errors(body, config) if hub else []  # a local model's were checked before (local_model.py)
     if errors:
         raise InvalidRequest(errors[0]["msg"], errors=errors)
@@ -57,7 +58,9 @@ def placement_for(body: JobCreate, settings: Settings, *, required: bool) -> tup
         placement = place_job(config, from_request(body), settings)
     except ShapeError as e:
         msg = f"{body.model.id}: {e}"
-        raise InvalidRequest(msg, errors=[{"loc": ["body", "model", "id"], "msg": msg, "type": "model_config"}]) from None
+        raise InvalidRequest(
+            msg, errors=[{"loc": ["body", "model", "id"], "msg": msg, "type": "model_config"}]
+        ) from None
     return placement, {**placement_json(placement, settings), "shape": shape_summary(config)}  # GET /v1/models
 
 

@@ -30,9 +30,12 @@ RECENT = 3  # a stage's rate: its last this many measurements on the class and s
 def measured(session: Session, worker_class: str, shape: str) -> dict[str, tuple[float, float]]:
     """{stage: (token-layers, seconds)} summed over the class's last RECENT measurements of each stage
     (`fetch`: bytes, seconds)."""
-    rows = session.execute(select(StageRate.stage, StageRate.weight, StageRate.seconds)
-                           .where(StageRate.worker_class == worker_class, StageRate.shape == shape)
-                           .order_by(StageRate.id.desc()).limit(RECENT * 16)).all()
+    rows = session.execute(
+        select(StageRate.stage, StageRate.weight, StageRate.seconds)
+        .where(StageRate.worker_class == worker_class, StageRate.shape == shape)
+        .order_by(StageRate.id.desc())
+        .limit(RECENT * 16)
+    ).all()
     out: dict[str, list[float]] = {}
     seen: dict[str, int] = {}
     for stage, weight, seconds in rows:
@@ -50,8 +53,10 @@ def with_rates(session: Session, estimate: dict | None, recipe: Recipe, settings
         return estimate
     queue, shape = estimate["worker_class"], estimate.get("shape") or {}
     devices = {queue_of(settings.queue_name, c): c.devices for c in parse_classes(settings.worker_classes)}
-    prices = {queue_of(settings.queue_name, c): parse_prices(settings.class_prices).get(c.name)
-              for c in parse_classes(settings.worker_classes)}
+    prices = {
+        queue_of(settings.queue_name, c): parse_prices(settings.class_prices).get(c.name)
+        for c in parse_classes(settings.worker_classes)
+    }
     key = shape_key(shape)
     warm, cached = reuse(session, queue, recipe)
     weights = {s: c.weight for s, c in plan(recipe, shape.get("layers"), base_cached=cached).items()}

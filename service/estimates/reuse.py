@@ -13,15 +13,21 @@ from service.core.class_cache import ClassCache
 
 
 def holds(session: Session, worker_class: str, kind: str, key: str) -> bool:
-    return session.scalar(select(ClassCache.id).where(ClassCache.worker_class == worker_class,
-                                                      ClassCache.kind == kind, ClassCache.key == key)
-                          .limit(1)) is not None
+    return (
+        session.scalar(
+            select(ClassCache.id)
+            .where(ClassCache.worker_class == worker_class, ClassCache.kind == kind, ClassCache.key == key)
+            .limit(1)
+        )
+        is not None
+    )
 
 
 def reuse(session: Session, worker_class: str, recipe: Recipe) -> tuple[bool, bool]:
     """(warm load, base evaluation cached) for `recipe` on `worker_class`; the second only when the job
     evaluates anything."""
     warm = holds(session, worker_class, MODEL, model_key(recipe))
-    cached = not recipe.evaluation.empty() and holds(session, worker_class, BASE_EVALUATION,
-                                                     base_evaluation_key(recipe))
+    cached = not recipe.evaluation.empty() and holds(
+        session, worker_class, BASE_EVALUATION, base_evaluation_key(recipe)
+    )
     return warm, cached

@@ -12,8 +12,11 @@ class DiskOut(BaseModel):
     spill: int = Field(description="hidden states past NBL_HOST_CACHE_BYTES, under NBL_HOME/spill")
     stats_cache: int = Field(description="one float64 shard of sums per layer (the statistics cache)")
     outputs: int = Field(description="one saved checkpoint per k")
-    offload: int = Field(0, description="weights accelerate offloads to disk when a whole model is larger than the "
-                         "devices and half the host; a worker class with any is not chosen")
+    offload: int = Field(
+        0,
+        description="weights accelerate offloads to disk when a whole model is larger than the "
+        "devices and half the host; a worker class with any is not chosen",
+    )
 
 
 class PhaseOut(BaseModel):
@@ -27,35 +30,56 @@ class EstimateOut(BaseModel):
     host_bytes: int = Field(description="peak host memory")
     disk_bytes: int = Field(description="the sum of `disk`")
     disk: DiskOut
-    seconds: list[float] = Field(description="[fast, slow] wall time on `devices`, download included",
-                                 min_length=2, max_length=2)
-    worker_class: str | None = Field(description="the queue of the smallest worker class that holds the job; "
-                                     "null when none does (`refusal` says why; POST /v1/jobs answers 422)")
+    seconds: list[float] = Field(
+        description="[fast, slow] wall time on `devices`, download included", min_length=2, max_length=2
+    )
+    worker_class: str | None = Field(
+        description="the queue of the smallest worker class that holds the job; "
+        "null when none does (`refusal` says why; POST /v1/jobs answers 422)"
+    )
     devices: list[str]
     dtype: str
     batch_size: int
-    phases: dict[str, PhaseOut] = Field(description="calibrate: layer by layer; select: measured selection "
-                                        "(greedy, auto, k auto); save: tensor by tensor; check: each output reloaded "
-                                        "in a fresh process; evaluate: the base and each output, one at a time. A "
-                                        "whole model larger than one device is spread over the GPUs and the host")
+    phases: dict[str, PhaseOut] = Field(
+        description="calibrate: layer by layer; select: measured selection "
+        "(greedy, auto, k auto); save: tensor by tensor; check: each output reloaded "
+        "in a fresh process; evaluate: the base and each output, one at a time. A "
+        "whole model larger than one device is spread over the GPUs and the host"
+    )
     refusal: str | None = None
-    basis: str | None = Field(None, description="measured: `seconds` and `stages` from the rates this worker class "
-                              "measured on jobs of the same model shape (a range 1.56x wide); model: from FLOP "
-                              "counts and the slowest and fastest hardware of the class (wide)")
-    stages: dict[str, dict[str, Any]] | None = Field(None, description="measured basis: each stage's time, "
-                                                     "{seconds, measured} (measured false: the class's rate over "
-                                                     "its other stages), load's `warm` and evaluate's "
-                                                     "`base_cached`; `fetch` (reading the weights the first time: a "
-                                                     "download, or hashing a local model) for a model the class has "
-                                                     "not loaded, once it measured a fetch; null on the model basis")
-    base_evaluation_cached: bool | None = Field(None, description="the worker class holds the base model's "
-                                                "evaluation for this model and evaluation section (an earlier job "
-                                                "made it): only the outputs' evaluation is priced")
-    warm_load: bool | None = Field(None, description="an earlier job of the class loaded this model: its weights "
-                                   "are on the class's disk and hashed, so no `fetch` is priced")
+    basis: str | None = Field(
+        None,
+        description="measured: `seconds` and `stages` from the rates this worker class "
+        "measured on jobs of the same model shape (a range 1.56x wide); model: from FLOP "
+        "counts and the slowest and fastest hardware of the class (wide)",
+    )
+    stages: dict[str, dict[str, Any]] | None = Field(
+        None,
+        description="measured basis: each stage's time, "
+        "{seconds, measured} (measured false: the class's rate over "
+        "its other stages), load's `warm` and evaluate's "
+        "`base_cached`; `fetch` (reading the weights the first time: a "
+        "download, or hashing a local model) for a model the class has "
+        "not loaded, once it measured a fetch; null on the model basis",
+    )
+    base_evaluation_cached: bool | None = Field(
+        None,
+        description="the worker class holds the base model's "
+        "evaluation for this model and evaluation section (an earlier job "
+        "made it): only the outputs' evaluation is priced",
+    )
+    warm_load: bool | None = Field(
+        None,
+        description="an earlier job of the class loaded this model: its weights "
+        "are on the class's disk and hashed, so no `fetch` is priced",
+    )
     worker_hours: list[float] | None = Field(None, description="`seconds` in hours, low and high")
     gpu_hours: list[float] | None = Field(None, description="worker-hours times the class's GPUs")
-    cost: list[float] | None = Field(None, description="worker-hours times the class's price (NBL_CLASS_PRICES); "
-                                     "null when the operator set none")
-    shape: dict[str, Any] | None = Field(None, description="the model's shape from its config.json (architecture, "
-                                         "model_type, layers, hidden_size, ..., params), as GET /v1/models lists it")
+    cost: list[float] | None = Field(
+        None, description="worker-hours times the class's price (NBL_CLASS_PRICES); null when the operator set none"
+    )
+    shape: dict[str, Any] | None = Field(
+        None,
+        description="the model's shape from its config.json (architecture, "
+        "model_type, layers, hidden_size, ..., params), as GET /v1/models lists it",
+    )

@@ -39,9 +39,12 @@ from service.http.credential import credential
 log = logging.getLogger(__name__)
 
 # Every route's documented 429 (the app's `responses`): a route's own 429 (a job cap) says more.
-REFUSED = {"content": {"application/problem+json": {}}, "headers": {"Retry-After": {"schema": {"type": "integer"}}},
-           "description": "too many of your team's requests (too-many-requests) or event streams (too-many-streams) "
-           "in flight on this server: retry after `Retry-After` seconds"}
+REFUSED = {
+    "content": {"application/problem+json": {}},
+    "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+    "description": "too many of your team's requests (too-many-requests) or event streams (too-many-streams) "
+    "in flight on this server: retry after `Retry-After` seconds",
+}
 REQUEST_RETRY_AFTER_S = 1
 STREAM_RETRY_AFTER_S = 5  # a stream lasts up to NBL_STREAM_MAX_S: its slot frees later than a request's
 SAFE = ("GET", "HEAD", "OPTIONS")
@@ -60,18 +63,26 @@ class TeamSlots:
     Touched on the event loop only: no lock."""
 
     def __init__(self, settings: Settings):
-        self.limits = {"read": settings.max_reads_per_team, "write": settings.max_writes_per_team,
-                       "stream": settings.max_streams_per_team}
+        self.limits = {
+            "read": settings.max_reads_per_team,
+            "write": settings.max_writes_per_team,
+            "stream": settings.max_streams_per_team,
+        }
         self.in_flight: dict[tuple[str, int | None], int] = {}
 
     def take(self, kind: str, team: int | None) -> None:
         held = self.in_flight.get((kind, team), 0)
         if held >= self.limits[kind]:
             if kind == "stream":
-                raise TooManyStreams(f"your team has {held} event streams open on this server, its limit; close "
-                                     "one, or poll GET /v1/jobs/{id}/events", retry_after_s=STREAM_RETRY_AFTER_S)
-            raise TooManyRequests(f"your team has {held} {kind}s in flight on this server, its limit; retry after "
-                                  "Retry-After seconds", retry_after_s=REQUEST_RETRY_AFTER_S)
+                raise TooManyStreams(
+                    f"your team has {held} event streams open on this server, its limit; close "
+                    "one, or poll GET /v1/jobs/{id}/events",
+                    retry_after_s=STREAM_RETRY_AFTER_S,
+                )
+            raise TooManyRequests(
+                f"your team has {held} {kind}s in flight on this server, its limit; retry after Retry-After seconds",
+                retry_after_s=REQUEST_RETRY_AFTER_S,
+            )
         self.in_flight[(kind, team)] = held + 1
 
     def give_back(self, kind: str, team: int | None) -> None:

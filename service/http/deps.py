@@ -50,8 +50,11 @@ async def get_celery(request: Request) -> Celery:
     return request.app.state.celery
 
 
-def get_principal(request: Request, session: Annotated[Session, Depends(get_session)],
-                  _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+def get_principal(
+    request: Request,
+    session: Annotated[Session, Depends(get_session)],
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
     try:
         principal = authenticate(session, request.headers.get("authorization"))
     except BaseException:
@@ -61,8 +64,9 @@ def get_principal(request: Request, session: Annotated[Session, Depends(get_sess
     return principal
 
 
-async def get_key(request: Request,
-                  _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str | None:
+async def get_key(
+    request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> str | None:
     """The Authorization header, for a hot read that looks the key up itself, in the same threadpool hop
     as its reads (GET /v1/jobs/{id} in the same query). A 422 found before the route ran is answered
     only after the key is checked (key_first), so a bad key is a 401 first, as with PrincipalDep."""
@@ -82,8 +86,11 @@ async def key_first(request: Request, exc: Exception) -> Exception:
         return exc  # refuse_nul runs before every route's own dependencies: its 422 came first before too
 
     try:
-        await run_in_threadpool(run_read, request.app.state.read_engine,
-                                lambda conn: authenticate(conn, request.headers.get("authorization")))
+        await run_in_threadpool(
+            run_read,
+            request.app.state.read_engine,
+            lambda conn: authenticate(conn, request.headers.get("authorization")),
+        )
     except Unauthorized as unauthorized:
         return unauthorized
     return exc

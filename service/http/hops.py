@@ -34,8 +34,9 @@ from sqlalchemy.orm import Session
 
 def is_sync(call: Callable) -> bool:
     """A plain `def`: FastAPI runs it in its threadpool."""
-    return not (inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
-                or inspect.isgeneratorfunction(call))
+    return not (
+        inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call) or inspect.isgeneratorfunction(call)
+    )
 
 
 def ending_sessions(endpoint: Callable) -> Callable:

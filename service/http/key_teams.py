@@ -34,8 +34,13 @@ _TEAM = select(ApiKey.team_id).where(ApiKey.key_hash == bindparam("key_hash"), A
 class KeyTeams:
     """sha256(key) -> team id or None, for TTL_S; used on the event loop only (no lock)."""
 
-    def __init__(self, engine: Engine, ttl_s: float = TTL_S, capacity: int = CAPACITY,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        engine: Engine,
+        ttl_s: float = TTL_S,
+        capacity: int = CAPACITY,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._engine, self._ttl_s, self._capacity, self._clock = engine, ttl_s, capacity, clock
         self._teams: OrderedDict[str, tuple[float, int | None]] = OrderedDict()  # digest -> (expires, team)
         self._asking: dict[str, asyncio.Future] = {}

@@ -50,9 +50,24 @@ class BodySizeLimit:
         return await self.app(scope, replay, send)
 
     async def _refuse(self, scope, send, limit: int):
-        body = json.dumps({"type": problem_type(PayloadTooLarge.slug), "title": PayloadTooLarge.title, "status": 413,
-                           "detail": f"request bodies are limited to {limit} bytes", "instance": scope["path"]}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/problem+json"),
-                                (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+        body = json.dumps(
+            {
+                "type": problem_type(PayloadTooLarge.slug),
+                "title": PayloadTooLarge.title,
+                "status": 413,
+                "detail": f"request bodies are limited to {limit} bytes",
+                "instance": scope["path"],
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/problem+json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

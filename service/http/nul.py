@@ -38,8 +38,10 @@ class NulInRequest(InvalidRequest):
     msg = "NUL (U+0000) is not allowed in a request"
 
     def __init__(self, *loc: str | int):
-        super().__init__(f"{'.'.join(map(str, loc))}: {self.msg}",
-                         errors=[{"loc": list(loc), "msg": self.msg, "type": "value_error"}])
+        super().__init__(
+            f"{'.'.join(map(str, loc))}: {self.msg}",
+            errors=[{"loc": list(loc), "msg": self.msg, "type": "value_error"}],
+        )
 
 
 class SurrogateInRequest(NulInRequest):

@@ -25,8 +25,17 @@ log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
 
 
-def problem(status: int, slug: str, title: str, detail: str | None = None, *, instance: str | None = None,
-            errors: list | None = None, headers: dict | None = None, extra: dict | None = None) -> JSONResponse:
+def problem(
+    status: int,
+    slug: str,
+    title: str,
+    detail: str | None = None,
+    *,
+    instance: str | None = None,
+    errors: list | None = None,
+    headers: dict | None = None,
+    extra: dict | None = None,
+) -> JSONResponse:
     body = {"type": problem_type(slug), "title": title, "status": status}
     if detail:
         body["detail"] = detail
@@ -45,14 +54,27 @@ def _field_errors(exc: RequestValidationError) -> list[dict]:
 async def handle(request: Request, exc: Exception) -> JSONResponse:
     instance = request.url.path
     if is_transient(exc):
-        log.warning("database unavailable on %s %s: %s: %s", request.method, instance, type(exc).__name__,
-                    str(exc).splitlines()[0] if str(exc) else "")
+        log.warning(
+            "database unavailable on %s %s: %s: %s",
+            request.method,
+            instance,
+            type(exc).__name__,
+            str(exc).splitlines()[0] if str(exc) else "",
+        )
         exc = DatabaseUnavailable()
     if isinstance(exc, RequestValidationError) or (isinstance(exc, ServiceError) and exc.status == 422):
         exc = await key_first(request, exc)  # a route that checks its key itself: the 401 still comes first
     if isinstance(exc, ServiceError):
-        return problem(exc.status, exc.slug, exc.title, exc.detail, instance=instance, errors=exc.errors,
-                       headers=exc.headers, extra=getattr(exc, "extra", None))
+        return problem(
+            exc.status,
+            exc.slug,
+            exc.title,
+            exc.detail,
+            instance=instance,
+            errors=exc.errors,
+            headers=exc.headers,
+            extra=getattr(exc, "extra", None),
+        )
     if isinstance(exc, RequestValidationError):
         errors = _field_errors(exc)
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
@@ -63,13 +85,24 @@ async def handle(request: Request, exc: Exception) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) and exc.detail.lower() != title.lower() else None
         return problem(exc.status_code, slug, title, detail, instance=instance, headers=getattr(exc, "headers", None))
     log.exception("unhandled error on %s %s", request.method, instance)
-    return problem(500, "internal-error", "Internal server error",
-                   "an unexpected error occurred; it has been logged", instance=instance)
+    return problem(
+        500,
+        "internal-error",
+        "Internal server error",
+        "an unexpected error occurred; it has been logged",
+        instance=instance,
+    )
 
 
 def install(app) -> None:
     # The database errors get their own entry: Starlette re-raises what the catch-all `Exception`
     # handler answers (as a server error), while these are answered and done.
-    for exc_class in (ServiceError, RequestValidationError, StarletteHTTPException, sa_exc.DBAPIError,
-                      sa_exc.TimeoutError, Exception):
+    for exc_class in (
+        ServiceError,
+        RequestValidationError,
+        StarletteHTTPException,
+        sa_exc.DBAPIError,
+        sa_exc.TimeoutError,
+        Exception,
+    ):
         app.add_exception_handler(exc_class, handle)

@@ -16,14 +16,19 @@ from fastapi import Request
 from service.core.errors import InvalidRequest
 
 # Every route's documented 422 (the app's `responses`; a route's own says more).
-REFUSED = {"content": {"application/problem+json": {}}, "description": "a query parameter this route does not "
-           "declare, or another invalid parameter"}
+REFUSED = {
+    "content": {"application/problem+json": {}},
+    "description": "a query parameter this route does not declare, or another invalid parameter",
+}
 
 
 class UndeclaredQueryParameter(InvalidRequest):
     def __init__(self, name: str, allowed: list[str]):
-        msg = f"unknown query parameter; this route takes {', '.join(allowed)}" if allowed else \
-            "unknown query parameter; this route takes no query parameters"
+        msg = (
+            f"unknown query parameter; this route takes {', '.join(allowed)}"
+            if allowed
+            else "unknown query parameter; this route takes no query parameters"
+        )
         super().__init__(f"{name!r}: {msg}", errors=[{"loc": ["query", name], "msg": msg, "type": "value_error"}])
 
 

@@ -29,22 +29,31 @@ def planned_bytes(spec: dict, estimate: dict | None) -> int:
     return int((estimate.get("disk") or {}).get("outputs") or 0)
 
 
-def check_disk_quota(session: Session, principal: Principal, spec: JobCreate, estimate: dict | None,
-                     settings: Settings) -> None:
+def check_disk_quota(
+    session: Session, principal: Principal, spec: JobCreate, estimate: dict | None, settings: Settings
+) -> None:
     quota, stored = settings.team_disk_quota_bytes, spec.model_dump(mode="json")
     adding = planned_bytes(stored, estimate)
     if quota is None or adding == 0:
         return
-    others = session.execute(select(Job.spec, Job.estimate).where(Job.team_id == principal.team_id,
-                                                                  Job.status.in_(ACTIVE))).all()
+    others = session.execute(
+        select(Job.spec, Job.estimate).where(Job.team_id == principal.team_id, Job.status.in_(ACTIVE))
+    ).all()
     local = stored.get("publish") or {}
     replacing = 0  # an output this job may replace (overwrite) frees its bytes
     if local.get("overwrite") and local.get("local_dir"):
         replacing = tree_size(publish_dir(settings, principal.team_name, local["local_dir"]))
-    check = Check(principal.team_name, quota, usage(settings.publish_dir, principal.team_name), adding,
-                  replacing=replacing, reserved=sum(planned_bytes(s, e) for s, e in others))
+    check = Check(
+        principal.team_name,
+        quota,
+        usage(settings.publish_dir, principal.team_name),
+        adding,
+        replacing=replacing,
+        reserved=sum(planned_bytes(s, e) for s, e in others),
+    )
     if check.over:
         session.rollback()
         msg = check.message("this job's estimated")
-        raise InvalidRequest(msg, errors=[{"loc": ["body", "publish"], "msg": msg, "type": "disk_quota_exceeded",
-                                           **check.figures()}])
+        raise InvalidRequest(
+            msg, errors=[{"loc": ["body", "publish"], "msg": msg, "type": "disk_quota_exceeded", **check.figures()}]
+        )

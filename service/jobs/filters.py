@@ -22,8 +22,10 @@ MAX_FILTERS = 16  # a job has at most 16 metadata keys (JobCreate.metadata)
 MAX_VALUE = 512  # nor longer values (MetaValue)
 F = TypeVar("F", bound=Callable)
 
-DESCRIPTION = ("Also `metadata.KEY=VALUE` (repeatable, all must match): only jobs whose request metadata has "
-               "KEY equal to VALUE. Any other query parameter is a 422.")
+DESCRIPTION = (
+    "Also `metadata.KEY=VALUE` (repeatable, all must match): only jobs whose request metadata has "
+    "KEY equal to VALUE. Any other query parameter is a 422."
+)
 
 
 def _bad(key: str, msg: str) -> InvalidRequest:
@@ -36,7 +38,7 @@ def metadata_filters(request: Request) -> list[tuple[str, str]]:
     for name, value in request.query_params.multi_items():
         if not name.startswith(PREFIX):
             continue  # a declared parameter (the others were refused: service/http/query.py)
-        key = name[len(PREFIX):]
+        key = name[len(PREFIX) :]
         if not META_KEY.fullmatch(key):
             raise _bad(name, "a metadata key is 1 to 64 of A-Z a-z 0-9 _ . : / -")
         if len(value) > MAX_VALUE:

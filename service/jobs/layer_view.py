@@ -29,8 +29,9 @@ def ranks(values: Mapping[int, float | None], criterion: str) -> dict[int, int]:
 
 def layer_list(session: Session, job: Job) -> LayerList:
     by_layer: dict[int, dict] = defaultdict(dict)
-    for row in session.scalars(select(LayerScore).where(LayerScore.job_id == job.id)
-                               .order_by(LayerScore.layer, LayerScore.mode)):
+    for row in session.scalars(
+        select(LayerScore).where(LayerScore.job_id == job.id).order_by(LayerScore.layer, LayerScore.mode)
+    ):
         by_layer[row.layer][row.mode] = LayerModeScores.model_validate(row)
     comp = job.spec.get("compression") or {}
     criterion = comp.get("criterion") or R.CRITERION
@@ -40,10 +41,13 @@ def layer_list(session: Session, job: Job) -> LayerList:
         mode = sel.get("mode") or comp.get("mode") or R.MODE
         rank = {}  # a measured criterion (greedy, auto) ranks sets, not layers: no rank
         if field:
-            rank = ranks({i: getattr(modes[mode], field) for i, modes in by_layer.items() if modes.get(mode) is not None},
-                         criterion)
+            rank = ranks(
+                {i: getattr(modes[mode], field) for i, modes in by_layer.items() if modes.get(mode) is not None},
+                criterion,
+            )
         chosen = set(sel.get("layers") or [])
         for i in by_layer:
-            marks[i].append(LayerMark(k=sel["k"], mode=mode, selected=i in chosen, rank=rank.get(i),
-                                      criterion=sel.get("criterion")))
+            marks[i].append(
+                LayerMark(k=sel["k"], mode=mode, selected=i in chosen, rank=rank.get(i), criterion=sel.get("criterion"))
+            )
     return LayerList(data=[LayerScoresOut(layer=i, outputs=marks[i], **modes) for i, modes in sorted(by_layer.items())])

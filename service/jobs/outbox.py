@@ -50,12 +50,23 @@ def enqueue(session: Session, job_id: str, status: str, now: datetime | None = N
     if not url:
         return None
     now = now or utcnow()
-    body = {"type": event, "timestamp": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "data": scrub(job_view(session, job).model_dump(mode="json"))}
+    body = {
+        "type": event,
+        "timestamp": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "data": scrub(job_view(session, job).model_dump(mode="json")),
+    }
     msg_id = "msg_" + os.urandom(16).hex()
-    session.add(WebhookDelivery(id=msg_id, job_id=job_id, event=event, url=url, status=WebhookStatus.pending.value,
-                                payload=json.dumps(body, separators=(",", ":")), attempts=0, next_attempt_at=now,
-                                created_at=now))
+    session.add(
+        WebhookDelivery(
+            id=msg_id,
+            job_id=job_id,
+            event=event,
+            url=url,
+            status=WebhookStatus.pending.value,
+            payload=json.dumps(body, separators=(",", ":")),
+            attempts=0,
+            next_attempt_at=now,
+            created_at=now,
+        )
+    )
     return msg_id
-
-

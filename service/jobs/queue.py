@@ -59,8 +59,12 @@ def dispatch_one(session: Session, celery: Celery, job_id: str, seen: datetime |
         return False
     if send_run_job(celery, job_id, job_queue(session, job_id)):
         return True
-    session.execute(update(Job).where(Job.id == job_id, Job.dispatched_at == stamp).values(dispatched_at=seen)
-                    .execution_options(synchronize_session=False))
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.dispatched_at == stamp)
+        .values(dispatched_at=seen)
+        .execution_options(synchronize_session=False)
+    )
     session.commit()
     return False
 
@@ -79,8 +83,9 @@ def _sent_by_another(session: Session, job_id: str) -> bool:
     return sent
 
 
-def due_for_dispatch(session: Session, *, stale_after_s: float | None = 3600,
-                     limit: int = 1000) -> list[tuple[str, datetime | None]]:
+def due_for_dispatch(
+    session: Session, *, stale_after_s: float | None = 3600, limit: int = 1000
+) -> list[tuple[str, datetime | None]]:
     """(job id, dispatched_at as read) of the jobs the broker may not hold:
 
     - queued jobs never dispatched (the broker was down when they were created);
@@ -89,19 +94,28 @@ def due_for_dispatch(session: Session, *, stale_after_s: float | None = 3600,
     - running/cancelling jobs whose lease expired (the worker died): claim_job takes them over.
     """
     now = utcnow()
-    conditions = [and_(Job.status == JobStatus.queued.value, Job.dispatched_at.is_(None)),
-                  and_(Job.status.in_([JobStatus.running.value, JobStatus.cancelling.value]),
-                       Job.lease_expires_at < now, or_(Job.dispatched_at.is_(None), Job.dispatched_at < Job.lease_expires_at))]
+    conditions = [
+        and_(Job.status == JobStatus.queued.value, Job.dispatched_at.is_(None)),
+        and_(
+            Job.status.in_([JobStatus.running.value, JobStatus.cancelling.value]),
+            Job.lease_expires_at < now,
+            or_(Job.dispatched_at.is_(None), Job.dispatched_at < Job.lease_expires_at),
+        ),
+    ]
     if stale_after_s is not None:
-        conditions.append(and_(Job.status == JobStatus.queued.value,
-                               Job.dispatched_at < now - timedelta(seconds=stale_after_s)))
-    rows = session.execute(select(Job.id, Job.dispatched_at).where(or_(*conditions)).order_by(Job.id).limit(limit)).all()
+        conditions.append(
+            and_(Job.status == JobStatus.queued.value, Job.dispatched_at < now - timedelta(seconds=stale_after_s))
+        )
+    rows = session.execute(
+        select(Job.id, Job.dispatched_at).where(or_(*conditions)).order_by(Job.id).limit(limit)
+    ).all()
     session.commit()  # end the read transaction before talking to the broker
     return [(r.id, r.dispatched_at) for r in rows]
 
 
-def dispatch_queued(session: Session, celery: Celery, *, stale_after_s: float | None = 3600,
-                    limit: int = 1000) -> list[str]:
+def dispatch_queued(
+    session: Session, celery: Celery, *, stale_after_s: float | None = 3600, limit: int = 1000
+) -> list[str]:
     """The reconciler's hook: re-send what the broker may not hold (`due_for_dispatch`), each job once
     even when several passes run at once (`dispatch_one`). Returns the job ids sent."""
     due = due_for_dispatch(session, stale_after_s=stale_after_s, limit=limit)

@@ -40,11 +40,15 @@ VERSION = 5  # where _version_columns start in a key_query row (after the key's 
 def _version_columns() -> tuple[ColumnElement, ...]:
     # The times as the driver gives them: a version is only compared with itself, so the UTC column
     # type's conversion (3 per job, 60 per page read) would buy nothing.
-    warning = (select(func.max(JobEvent.id)).where(JobEvent.job_id == Job.id,
-                                                   JobEvent.kind == EventKind.warning.value).scalar_subquery())
+    warning = (
+        select(func.max(JobEvent.id))
+        .where(JobEvent.job_id == Job.id, JobEvent.kind == EventKind.warning.value)
+        .scalar_subquery()
+    )
     arts = select(func.count(Artifact.id)).where(Artifact.job_id == Job.id).scalar_subquery()
-    art_time = type_coerce(select(func.max(Artifact.created_at)).where(Artifact.job_id == Job.id).scalar_subquery(),
-                           DateTime())
+    art_time = type_coerce(
+        select(func.max(Artifact.created_at)).where(Artifact.job_id == Job.id).scalar_subquery(), DateTime()
+    )
     return Job.id, type_coerce(Job.updated_at, DateTime()), warning, arts, art_time
 
 
@@ -103,8 +107,11 @@ _KEY_AND_JOB = key_query(*_version_columns(), join=Job, on=and_(Job.team_id == T
 
 
 def _key_and_page(*filters: ColumnElement) -> Select:
-    return (key_query(*_version_columns(), join=Job, on=and_(Job.team_id == Team.id, *filters))
-            .order_by(Job.id.desc()).limit(bindparam("limit")))
+    return (
+        key_query(*_version_columns(), join=Job, on=and_(Job.team_id == Team.id, *filters))
+        .order_by(Job.id.desc())
+        .limit(bindparam("limit"))
+    )
 
 
 _KEY_AND_PAGE = _key_and_page()
@@ -113,10 +120,12 @@ _KEY_AND_PAGE = _key_and_page()
 def job_body(cache: RenderedJobs, engine: Engine, authorization: str | None, job_id: str) -> bytes:
     """GET /v1/jobs/{id}'s JSON, the caller authenticated by the same query (Unauthorized without a live
     key); JobNotFound when the team has no such job (another team's looks the same)."""
+
     def read(conn: Connection) -> list[bytes]:
-        _, row = authenticate_row(conn, authorization, _KEY_AND_JOB,
-                                  {"job_id": job_id if jobs.is_job_id(job_id) else ""})
-        return cache.bodies(conn, [(row[VERSION], tuple(row[VERSION + 1:]))] if row[VERSION] is not None else [])
+        _, row = authenticate_row(
+            conn, authorization, _KEY_AND_JOB, {"job_id": job_id if jobs.is_job_id(job_id) else ""}
+        )
+        return cache.bodies(conn, [(row[VERSION], tuple(row[VERSION + 1 :]))] if row[VERSION] is not None else [])
 
     bodies = run_read(engine, read)
     if not bodies:
@@ -124,8 +133,16 @@ def job_body(cache: RenderedJobs, engine: Engine, authorization: str | None, job
     return bodies[0]
 
 
-def list_body(cache: RenderedJobs, engine: Engine, authorization: str | None, *, limit: int, after: str | None,
-              statuses: Sequence[str], where: Sequence = ()) -> bytes:
+def list_body(
+    cache: RenderedJobs,
+    engine: Engine,
+    authorization: str | None,
+    *,
+    limit: int,
+    after: str | None,
+    statuses: Sequence[str],
+    where: Sequence = (),
+) -> bytes:
     """GET /v1/jobs's JSON (JobList's fields in their order around the jobs' own JSON), the caller
     authenticated by the same query. A bad cursor's 422 is answered after the key is checked
     (service/http/deps.py key_first), as everywhere."""
@@ -134,10 +151,17 @@ def list_body(cache: RenderedJobs, engine: Engine, authorization: str | None, *,
 
     def read(conn: Connection) -> tuple[list[bytes], bool, str | None]:
         _, rows = authenticate_rows(conn, authorization, query, {"limit": limit + 1})
-        versions = [(row[VERSION], tuple(row[VERSION + 1:])) for row in rows if row[VERSION] is not None]
+        versions = [(row[VERSION], tuple(row[VERSION + 1 :])) for row in rows if row[VERSION] is not None]
         found, has_more, cursor = jobs.page(versions, limit, lambda v: v[0])
         return cache.bodies(conn, found), has_more, cursor
 
     bodies, has_more, cursor = run_read(engine, read)
-    return (b'{"object":"list","data":[' + b",".join(bodies) + b'],"has_more":' + (b"true" if has_more else b"false")
-            + b',"next_cursor":' + json.dumps(cursor).encode() + b"}")
+    return (
+        b'{"object":"list","data":['
+        + b",".join(bodies)
+        + b'],"has_more":'
+        + (b"true" if has_more else b"false")
+        + b',"next_cursor":'
+        + json.dumps(cursor).encode()
+        + b"}"
+    )

@@ -96,9 +96,12 @@ def locked_pass(engine: Engine, sessions: sessionmaker[Session], celery: Celery,
 def recover_lost(session: Session, settings: Settings, *, now: datetime | None = None, limit: int = 1000) -> Pass:
     """Jobs whose lease expired: requeue, fail (attempts exhausted) or cancel them."""
     now = now or utcnow()
-    lost = session.execute(select(Job.id, Job.status, Job.lease_token, Job.attempt, Job.stage, Job.lease_owner)
-                           .where(Job.status.in_(OWNED), Job.lease_expires_at < now)
-                           .order_by(Job.lease_expires_at).limit(limit)).all()
+    lost = session.execute(
+        select(Job.id, Job.status, Job.lease_token, Job.attempt, Job.stage, Job.lease_owner)
+        .where(Job.status.in_(OWNED), Job.lease_expires_at < now)
+        .order_by(Job.lease_expires_at)
+        .limit(limit)
+    ).all()
     session.commit()
     result = Pass()
     for job in lost:
@@ -109,8 +112,9 @@ def recover_lost(session: Session, settings: Settings, *, now: datetime | None =
                 result.cancelled.append(job.id)
         elif job.attempt >= settings.max_attempts:
             reason = f"worker lost {job.attempt} times (last at stage {job.stage or 'claim'})"
-            if states.finish(session, job.id, job.lease_token, JobStatus.failed.value, error_type="system",
-                            error_message=reason):
+            if states.finish(
+                session, job.id, job.lease_token, JobStatus.failed.value, error_type="system", error_message=reason
+            ):
                 result.failed.append(job.id)
                 log.warning("job %s failed: %s, last on %s", job.id, reason, job.lease_owner or "?")
         else:
@@ -123,8 +127,9 @@ def recover_lost(session: Session, settings: Settings, *, now: datetime | None =
 
 def drop_reason(session: Session, job_id: str) -> str:
     """Why a delivery of `job_id` was not claimed, for the worker's log line."""
-    row = session.execute(select(Job.status, Job.attempt, Job.lease_owner, Job.lease_expires_at)
-                          .where(Job.id == job_id)).first()
+    row = session.execute(
+        select(Job.status, Job.attempt, Job.lease_owner, Job.lease_expires_at).where(Job.id == job_id)
+    ).first()
     session.commit()
     if row is None:
         return "unknown job"
@@ -156,13 +161,19 @@ def run(settings: Settings, *, interval_s: float, once: bool = False, stop: thre
                 if result is None:
                     log.debug("reconciler: another copy is running a pass; skipped")
                 elif result:
-                    log.info("reconciler: requeued %s, failed %s, cancelled %s, dispatched %s", result.requeued,
-                             result.failed, result.cancelled, result.dispatched)
+                    log.info(
+                        "reconciler: requeued %s, failed %s, cancelled %s, dispatched %s",
+                        result.requeued,
+                        result.failed,
+                        result.cancelled,
+                        result.dispatched,
+                    )
                 failures = 0
             except Exception as e:  # noqa: BLE001 - the database or the broker is down: next pass
                 failures += 1
-                log.warning("reconciler pass failed (%s: %s); retrying in %g s", type(e).__name__, _first_line(e),
-                            interval_s)
+                log.warning(
+                    "reconciler pass failed (%s: %s); retrying in %g s", type(e).__name__, _first_line(e), interval_s
+                )
             if once:
                 deliverer.deliver_once(sessions, settings)
                 return 1 if failures else 0

@@ -62,14 +62,21 @@ def check_idempotency_key(key: str | None) -> str | None:
     if key is None:
         return None
     if not _IDEMPOTENCY_KEY.fullmatch(key):
-        raise InvalidRequest("Idempotency-Key must be 1 to 255 visible ASCII characters",
-                             errors=[{"loc": ["header", "Idempotency-Key"], "msg": "invalid idempotency key",
-                                      "type": "value_error"}])
+        raise InvalidRequest(
+            "Idempotency-Key must be 1 to 255 visible ASCII characters",
+            errors=[{"loc": ["header", "Idempotency-Key"], "msg": "invalid idempotency key", "type": "value_error"}],
+        )
     return key
 
 
-def submit(session: Session, celery: Celery, principal: Principal, spec: JobCreate, idempotency_key: str | None,
-           settings: Settings) -> tuple[Job, bool]:
+def submit(
+    session: Session,
+    celery: Celery,
+    principal: Principal,
+    spec: JobCreate,
+    idempotency_key: str | None,
+    settings: Settings,
+) -> tuple[Job, bool]:
     """POST /v1/jobs as one call. Returns (job, created).
 
     Checks first, before any transaction: the Idempotency-Key, the deployment's limits, the model,
@@ -90,8 +97,14 @@ def submit(session: Session, celery: Celery, principal: Principal, spec: JobCrea
     return get_job(session, principal.team_id, job.id), created
 
 
-def create_job(session: Session, principal: Principal, spec: JobCreate, idempotency_key: str | None,
-               settings: Settings, estimate: dict | None = None) -> tuple[Job, bool]:
+def create_job(
+    session: Session,
+    principal: Principal,
+    spec: JobCreate,
+    idempotency_key: str | None,
+    settings: Settings,
+    estimate: dict | None = None,
+) -> tuple[Job, bool]:
     """Insert a queued job and commit. Returns (job, created).
 
     With an Idempotency-Key (scoped to the team): the same key and the same body return the job
@@ -110,18 +123,32 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
         return replayed, False
     check_team_caps(session, principal, settings)
     if spec.webhook_url and not has_secret(session, principal.team_id):
-        raise InvalidRequest("this team has no webhook secret to sign with; ask an admin to run "
-                             f"`nbl admin webhook-secret --team {principal.team_name}`",
-                             errors=[{"loc": ["body", "webhook_url"], "msg": "no webhook secret for this team",
-                                      "type": "webhook_secret_missing"}])
+        raise InvalidRequest(
+            "this team has no webhook secret to sign with; ask an admin to run "
+            f"`nbl admin webhook-secret --team {principal.team_name}`",
+            errors=[
+                {
+                    "loc": ["body", "webhook_url"],
+                    "msg": "no webhook secret for this team",
+                    "type": "webhook_secret_missing",
+                }
+            ],
+        )
     check_disk_quota(session, principal, spec, estimate, settings)  # from the estimate, under the team's lock
 
     now = utcnow()
     try:
-        job = states.insert_queued(session, now, id=new_job_id(now), team_id=principal.team_id,
-                                   spec=spec.model_dump(mode="json"), idempotency_key=idempotency_key,
-                                   request_hash=digest, hub_token_encrypted=_encrypted_hub_token(spec, settings),
-                                   **({"estimate": estimate} if estimate is not None else {}))  # else SQL NULL
+        job = states.insert_queued(
+            session,
+            now,
+            id=new_job_id(now),
+            team_id=principal.team_id,
+            spec=spec.model_dump(mode="json"),
+            idempotency_key=idempotency_key,
+            request_hash=digest,
+            hub_token_encrypted=_encrypted_hub_token(spec, settings),
+            **({"estimate": estimate} if estimate is not None else {}),
+        )  # else SQL NULL
         for message in submit_warnings(spec, estimate, settings.stats_cache_max_bytes):  # said now (JobOut.warnings)
             states.event(session, job.id, EventKind.warning.value, message=message, stage="submit", now=now)
         session.commit()
@@ -129,7 +156,9 @@ def create_job(session: Session, principal: Principal, spec: JobCreate, idempote
         session.rollback()
         if idempotency_key is None:
             raise
-        log.info("idempotency race on key %r for team %s: returning the winner's job", idempotency_key, principal.team_id)
+        log.info(
+            "idempotency race on key %r for team %s: returning the winner's job", idempotency_key, principal.team_id
+        )
         existing = _by_key(session, principal.team_id, idempotency_key)
         if existing is None:
             raise
@@ -149,8 +178,9 @@ def check_webhook_url(spec: JobCreate, settings: Settings) -> None:
     try:
         resolve_within(spec.webhook_url, settings.webhook_networks, settings.webhook_timeout_s)
     except WebhookUrlError as e:
-        raise InvalidRequest(str(e), errors=[{"loc": ["body", "webhook_url"], "msg": str(e),
-                                              "type": "webhook_url_refused"}]) from None
+        raise InvalidRequest(
+            str(e), errors=[{"loc": ["body", "webhook_url"], "msg": str(e), "type": "webhook_url_refused"}]
+        ) from None
 
 
 def _encrypted_hub_token(spec: JobCreate, settings: Settings) -> str | None:
@@ -177,8 +207,9 @@ def _replayed(session: Session, team_id: int, key: str | None, digest: str) -> J
 
 def _replay(job: Job, digest: str) -> Job:
     if job.request_hash != digest:
-        raise IdempotencyKeyReused(f"this Idempotency-Key was used for job {job.id} with a different request body; "
-                                   "use a new key for a new job")
+        raise IdempotencyKeyReused(
+            f"this Idempotency-Key was used for job {job.id} with a different request body; use a new key for a new job"
+        )
     return job
 
 
@@ -186,8 +217,9 @@ def get_job(session: Session, team_id: int, job_id: str) -> Job:
     """The team's job, or JobNotFound: another team's job looks exactly like a missing one."""
     job = None
     if is_job_id(job_id):
-        job = session.scalar(select(Job).where(Job.id == job_id, Job.team_id == team_id)
-                             .execution_options(populate_existing=True))
+        job = session.scalar(
+            select(Job).where(Job.id == job_id, Job.team_id == team_id).execution_options(populate_existing=True)
+        )
     if job is None:
         raise JobNotFound(job_id)
     return job
@@ -201,13 +233,16 @@ def parse_statuses(values: Sequence[str]) -> list[str]:
     allowed = {s.value for s in JobStatus}
     bad = [s for s in statuses if s not in allowed]
     if bad:
-        raise InvalidRequest(f"unknown status {bad[0]!r}; one of {', '.join(s.value for s in JobStatus)}",
-                             errors=[{"loc": ["query", "status"], "msg": "unknown status", "type": "enum"}])
+        raise InvalidRequest(
+            f"unknown status {bad[0]!r}; one of {', '.join(s.value for s in JobStatus)}",
+            errors=[{"loc": ["query", "status"], "msg": "unknown status", "type": "enum"}],
+        )
     return statuses
 
 
-def list_jobs(session: Session, team_id: int, *, limit: int, after: str | None,
-              statuses: Sequence[str], where: Sequence = ()) -> tuple[list[Job], bool, str | None]:
+def list_jobs(
+    session: Session, team_id: int, *, limit: int, after: str | None, statuses: Sequence[str], where: Sequence = ()
+) -> tuple[list[Job], bool, str | None]:
     """Newest first; keyset pagination on the id (ids sort by creation time); `where`: more clauses."""
     q = select(Job).where(Job.team_id == team_id, *list_filters(after=after, statuses=statuses, where=where))
     jobs = list(session.scalars(q.order_by(Job.id.desc()).limit(limit + 1)))
@@ -257,8 +292,9 @@ def list_events(session: Session, team_id: int, job_id: str, *, after: int | Non
     events = list(session.scalars(q.order_by(JobEvent.id).limit(limit + 1)))
     has_more = len(events) > limit
     events = events[:limit]
-    return EventList(data=[EventOut.model_validate(e) for e in events], has_more=has_more,
-                     last_id=events[-1].id if events else after)
+    return EventList(
+        data=[EventOut.model_validate(e) for e in events], has_more=has_more, last_id=events[-1].id if events else after
+    )
 
 
 def layer_scores(session: Session, team_id: int, job_id: str) -> LayerList:

@@ -62,17 +62,34 @@ def owned(job_id: str, lease_token: str | None):
     return clause if lease_token is None else and_(clause, Job.lease_token == lease_token)
 
 
-def event(session: Session, job_id: str, kind: str, *, message: str | None = None, stage: str | None = None,
-          progress: float | None = None, data: Mapping | None = None, now=None, stage_progress: float | None = None,
-          eta: float | None = None) -> JobEvent:
+def event(
+    session: Session,
+    job_id: str,
+    kind: str,
+    *,
+    message: str | None = None,
+    stage: str | None = None,
+    progress: float | None = None,
+    data: Mapping | None = None,
+    now=None,
+    stage_progress: float | None = None,
+    eta: float | None = None,
+) -> JobEvent:
     """Add a row to the job's event log (no commit). service.jobs.store uses it for stage, progress,
     log and warning events; the status events are written below, with their transitions."""
     if kind not in EVENT_KINDS:
         raise ValueError(f"event kind must be one of {sorted(EVENT_KINDS)}, got {kind!r}")
-    ev = JobEvent(job_id=job_id, kind=kind, message=message, stage=stage, progress=finite(progress),
-                  stage_progress=finite(stage_progress), eta_seconds=finite(eta),
-                  data=finite_tree(dict(data)) if data is not None else None,  # JSON (and Postgres) has no NaN
-                  created_at=now or utcnow())
+    ev = JobEvent(
+        job_id=job_id,
+        kind=kind,
+        message=message,
+        stage=stage,
+        progress=finite(progress),
+        stage_progress=finite(stage_progress),
+        eta_seconds=finite(eta),
+        data=finite_tree(dict(data)) if data is not None else None,  # JSON (and Postgres) has no NaN
+        created_at=now or utcnow(),
+    )
     session.add(ev)
     return ev
 
@@ -89,20 +106,37 @@ def _changed(session: Session, job_id: str, status: str, now: datetime, message:
 def insert_queued(session: Session, now: datetime, **fields: Any) -> Job:
     """Add a new queued job (created at `now`) and its first event, flushed but not committed: the
     caller commits, and catches the IntegrityError of an idempotency race."""
-    job = Job(status=JobStatus.queued.value, created_at=now, updated_at=now, progress=0.0, attempt=0,
-              cancel_requested=False, **fields)
+    job = Job(
+        status=JobStatus.queued.value,
+        created_at=now,
+        updated_at=now,
+        progress=0.0,
+        attempt=0,
+        cancel_requested=False,
+        **fields,
+    )
     session.add(job)
     session.flush()
-    session.add(JobEvent(job_id=job.id, kind=EventKind.status.value, message="queued",
-                         data={"status": "queued"}, created_at=now))
+    session.add(
+        JobEvent(
+            job_id=job.id, kind=EventKind.status.value, message="queued", data={"status": "queued"}, created_at=now
+        )
+    )
     return job
 
 
 # --- ownership -----------------------------------------------------------------------------------
 
 
-def claim_job(session: Session, job_id: str, lease_seconds: int, *, max_attempts: int | None = None,
-              owner: str | None = None, dead_owner: str | None = None) -> str | None:
+def claim_job(
+    session: Session,
+    job_id: str,
+    lease_seconds: int,
+    *,
+    max_attempts: int | None = None,
+    owner: str | None = None,
+    dead_owner: str | None = None,
+) -> str | None:
     """Compare-and-set queued -> running (or take over a running job whose lease expired).
 
     Returns the new lease token, or None when the job is not claimable: unknown, terminal, or
@@ -121,14 +155,21 @@ def claim_job(session: Session, job_id: str, lease_seconds: int, *, max_attempts
     takeover = and_(Job.status == JobStatus.running.value, expired)
     if max_attempts is not None:
         takeover = and_(takeover, Job.attempt < max_attempts)
-    claim = (update(Job).values(
-        status=JobStatus.running.value, attempt=Job.attempt + 1, lease_token=token, lease_owner=owner,
-        lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now, updated_at=now,
-        started_at=case((Job.started_at.is_(None), now_param), else_=Job.started_at)))
+    claim = update(Job).values(
+        status=JobStatus.running.value,
+        attempt=Job.attempt + 1,
+        lease_token=token,
+        lease_owner=owner,
+        lease_expires_at=now + timedelta(seconds=lease_seconds),
+        heartbeat_at=now,
+        updated_at=now,
+        started_at=case((Job.started_at.is_(None), now_param), else_=Job.started_at),
+    )
     # A lost worker's job taken over here, before the reconciler requeued it, gets the same "worker lost"
     # event as a requeue would have written: the history says why there is a second attempt either way.
-    lost = session.execute(select(Job.lease_token, Job.lease_owner, Job.stage, Job.attempt)
-                           .where(Job.id == job_id, takeover)).first()
+    lost = session.execute(
+        select(Job.lease_token, Job.lease_owner, Job.stage, Job.attempt).where(Job.id == job_id, takeover)
+    ).first()
     if lost is not None and lost.lease_token is not None:
         claimed = cas(session, claim.where(Job.id == job_id, takeover, Job.lease_token == lost.lease_token))
         if claimed:
@@ -141,10 +182,18 @@ def claim_job(session: Session, job_id: str, lease_seconds: int, *, max_attempts
         session.commit()
         return token
     # A cancel arrived for a job whose worker died: nobody will reach the next checkpoint.
-    if cas(session, update(Job)
-           .where(Job.id == job_id, Job.status == JobStatus.cancelling.value, Job.lease_expires_at < now)
-           .values(status=JobStatus.cancelled.value, finished_at=now, updated_at=now, lease_expires_at=None,
-                   hub_token_encrypted=None)):
+    if cas(
+        session,
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.cancelling.value, Job.lease_expires_at < now)
+        .values(
+            status=JobStatus.cancelled.value,
+            finished_at=now,
+            updated_at=now,
+            lease_expires_at=None,
+            hub_token_encrypted=None,
+        ),
+    ):
         _changed(session, job_id, JobStatus.cancelled.value, now, "cancelled")
         session.commit()
     return None
@@ -162,15 +211,22 @@ def heartbeat(session: Session, job_id: str, lease_token: str, lease_seconds: in
 
 
 def _lease_length(session: Session, job_id: str, lease_token: str) -> timedelta:
-    row = session.execute(select(Job.lease_expires_at, Job.heartbeat_at)
-                          .where(Job.id == job_id, Job.lease_token == lease_token)).first()
+    row = session.execute(
+        select(Job.lease_expires_at, Job.heartbeat_at).where(Job.id == job_id, Job.lease_token == lease_token)
+    ).first()
     if row is None or row.lease_expires_at is None or row.heartbeat_at is None:
         return timedelta(seconds=120)
     return max(row.lease_expires_at - row.heartbeat_at, timedelta(seconds=5))
 
 
-def finish(session: Session, job_id: str, lease_token: str, status: str, error_type: str | None = None,
-           error_message: str | None = None) -> bool:
+def finish(
+    session: Session,
+    job_id: str,
+    lease_token: str,
+    status: str,
+    error_type: str | None = None,
+    error_message: str | None = None,
+) -> bool:
     """Move an owned job to its terminal state. False (nothing written) when the lease is not ours
     or the job is already terminal. A failure needs an error_type: user | system | timeout."""
     if status not in TERMINAL:
@@ -180,9 +236,16 @@ def finish(session: Session, job_id: str, lease_token: str, status: str, error_t
     if status != JobStatus.failed.value and error_type is not None:
         raise ValueError("error_type is only for failed jobs")
     now = utcnow()
-    values: dict[str, Any] = {"status": status, "finished_at": now, "updated_at": now, "lease_expires_at": None,
-                              "error_type": error_type, "error_message": (error_message or None) and error_message[:4000],
-                              "eta_seconds": None, "hub_token_encrypted": None}  # a job's own token dies with it
+    values: dict[str, Any] = {
+        "status": status,
+        "finished_at": now,
+        "updated_at": now,
+        "lease_expires_at": None,
+        "error_type": error_type,
+        "error_message": (error_message or None) and error_message[:4000],
+        "eta_seconds": None,
+        "hub_token_encrypted": None,
+    }  # a job's own token dies with it
     if status == JobStatus.succeeded.value:
         values.update(progress=1.0, stage_progress=1.0)
     if not cas(session, update(Job).where(owned(job_id, lease_token)).values(**values)):
@@ -217,8 +280,12 @@ def request_cancel(session: Session, job: Job) -> bool:
     else:
         session.rollback()
         raise InvalidJobState(f"job {job.id} is already {job.status}; only queued or running jobs can be cancelled")
-    if not cas(session, update(Job).where(Job.id == job.id, Job.status == job.status, Job.publishing_at.is_(None))
-               .values(cancel_requested=True, updated_at=now, **target)):
+    if not cas(
+        session,
+        update(Job)
+        .where(Job.id == job.id, Job.status == job.status, Job.publishing_at.is_(None))
+        .values(cancel_requested=True, updated_at=now, **target),
+    ):
         return False
     _changed(session, job.id, target["status"], now, target["status"], requested_by="api")  # job.cancelled if queued
     session.commit()
@@ -232,17 +299,34 @@ def begin_publish(session: Session, job_id: str, lease_token: str) -> bool:
     stop, nothing published. A retried attempt of a job that began publishing passes again; the first
     time is kept. Idempotent, so safe to retry through a database outage."""
     now = utcnow()
-    first = case((Job.publishing_at.is_(None), bindparam("publish_now", now, type_=UTCDateTime())),
-                 else_=Job.publishing_at)
-    if not cas(session, update(Job)
-               .where(Job.id == job_id, Job.status == JobStatus.running.value,
-                      Job.lease_token == lease_token, Job.cancel_requested == false())
-               .values(publishing_at=first, updated_at=now)):
+    first = case(
+        (Job.publishing_at.is_(None), bindparam("publish_now", now, type_=UTCDateTime())), else_=Job.publishing_at
+    )
+    if not cas(
+        session,
+        update(Job)
+        .where(
+            Job.id == job_id,
+            Job.status == JobStatus.running.value,
+            Job.lease_token == lease_token,
+            Job.cancel_requested == false(),
+        )
+        .values(publishing_at=first, updated_at=now),
+    ):
         return False
     # a log event carries the job's figures, as every other one does (a reader sorts events by progress)
     row = session.execute(select(Job.progress, Job.stage_progress, Job.eta_seconds).where(Job.id == job_id)).one()
-    event(session, job_id, EventKind.log.value, message="publishing began: the job can no longer be cancelled",
-          stage="publish", progress=row.progress, stage_progress=row.stage_progress, eta=row.eta_seconds, now=now)
+    event(
+        session,
+        job_id,
+        EventKind.log.value,
+        message="publishing began: the job can no longer be cancelled",
+        stage="publish",
+        progress=row.progress,
+        stage_progress=row.stage_progress,
+        eta=row.eta_seconds,
+        now=now,
+    )
     session.commit()
     return True
 
@@ -262,11 +346,26 @@ def requeue_lost(session: Session, job, max_attempts: int, now: datetime) -> str
     """The reconciler's running -> queued, if the lease it saw (`job`: a row with id, lease_token,
     attempt, stage, lease_owner) is still the one held and still expired. Returns the event's
     message, or None when the worker renewed its lease in time or another reconciler got there first."""
-    if not cas(session, update(Job)
-               .where(Job.id == job.id, Job.status == JobStatus.running.value, Job.lease_token == job.lease_token,
-                      Job.lease_expires_at < now)
-               .values(status=JobStatus.queued.value, lease_token=None, lease_expires_at=None, dispatched_at=None,
-                       progress=0.0, stage_progress=None, eta_seconds=None, updated_at=now)):
+    if not cas(
+        session,
+        update(Job)
+        .where(
+            Job.id == job.id,
+            Job.status == JobStatus.running.value,
+            Job.lease_token == job.lease_token,
+            Job.lease_expires_at < now,
+        )
+        .values(
+            status=JobStatus.queued.value,
+            lease_token=None,
+            lease_expires_at=None,
+            dispatched_at=None,
+            progress=0.0,
+            stage_progress=None,
+            eta_seconds=None,
+            updated_at=now,
+        ),
+    ):
         return None
     message = _lost_event(session, job.id, job, max_attempts, now)
     session.commit()
@@ -278,6 +377,14 @@ def _lost_event(session: Session, job_id: str, job, max_attempts: int | None, no
     who = f"worker {job.lease_owner}" if job.lease_owner else "worker"
     of = f" of {max_attempts}" if max_attempts is not None else ""
     message = f"queued again: {who} lost at stage {job.stage or 'claim'} (attempt {job.attempt}{of})"
-    _changed(session, job_id, JobStatus.queued.value, now, message, reason="worker lost", attempt=job.attempt,
-             stage=job.stage)
+    _changed(
+        session,
+        job_id,
+        JobStatus.queued.value,
+        now,
+        message,
+        reason="worker lost",
+        attempt=job.attempt,
+        stage=job.stage,
+    )
     return message

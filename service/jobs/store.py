@@ -52,8 +52,11 @@ def hub_token_ciphertext(session: Session, job_id: str) -> str | None:
     """The Hub token a job publishes with, still encrypted (service.core.secrets.decrypt): the job's own
     (publish.token), else its team's (`nbl admin set-hub-token`), else None. Read by the worker after
     claiming: the token never travels through the broker."""
-    row = session.execute(select(Job.hub_token_encrypted, Team.hub_token_encrypted)
-                          .join(Team, Team.id == Job.team_id).where(Job.id == job_id)).first()
+    row = session.execute(
+        select(Job.hub_token_encrypted, Team.hub_token_encrypted)
+        .join(Team, Team.id == Job.team_id)
+        .where(Job.id == job_id)
+    ).first()
     session.commit()
     return None if row is None else row[0] or row[1]
 
@@ -61,8 +64,16 @@ def hub_token_ciphertext(session: Session, job_id: str) -> str | None:
 # --- progress and events -------------------------------------------------------------------------
 
 
-def add_event(session: Session, job_id: str, kind: str, message: str | None = None, *, stage: str | None = None,
-              progress: float | None = None, data: Mapping | None = None) -> int:
+def add_event(
+    session: Session,
+    job_id: str,
+    kind: str,
+    message: str | None = None,
+    *,
+    stage: str | None = None,
+    progress: float | None = None,
+    data: Mapping | None = None,
+) -> int:
     """Append to the job's event log (kind: stage | progress | warning | log). Returns the id. A status
     event is written only with its transition (service.jobs.states), so the log never says a status
     the row does not have."""
@@ -73,9 +84,18 @@ def add_event(session: Session, job_id: str, kind: str, message: str | None = No
     return ev.id
 
 
-def set_progress(session: Session, job_id: str, stage: str, progress: float, eta: float | None = None,
-                 message: str | None = None, *, stage_progress: float | None = None, data: Mapping | None = None,
-                 lease_token: str | None = None) -> bool:
+def set_progress(
+    session: Session,
+    job_id: str,
+    stage: str,
+    progress: float,
+    eta: float | None = None,
+    message: str | None = None,
+    *,
+    stage_progress: float | None = None,
+    data: Mapping | None = None,
+    lease_token: str | None = None,
+) -> bool:
     """Record the current stage, the job's progress in [0, 1], the stage's (`stage_progress`, default
     `progress`) and the ETA in seconds; extends the lease.
 
@@ -86,24 +106,39 @@ def set_progress(session: Session, job_id: str, stage: str, progress: float, eta
     progress = min(max(float(progress), 0.0), 1.0)
     stage_progress = progress if stage_progress is None else min(max(float(stage_progress), 0.0), 1.0)
     now = utcnow()
-    row = session.execute(select(Job.stage, Job.progress, Job.stage_progress, Job.lease_expires_at, Job.heartbeat_at)
-                          .where(owned(job_id, lease_token))).first()
+    row = session.execute(
+        select(Job.stage, Job.progress, Job.stage_progress, Job.lease_expires_at, Job.heartbeat_at).where(
+            owned(job_id, lease_token)
+        )
+    ).first()
     if row is None:
         session.rollback()
         return False
-    values: dict[str, Any] = {"stage": stage, "progress": progress, "stage_progress": stage_progress,
-                              "eta_seconds": finite(eta), "updated_at": now}
+    values: dict[str, Any] = {
+        "stage": stage,
+        "progress": progress,
+        "stage_progress": stage_progress,
+        "eta_seconds": finite(eta),
+        "updated_at": now,
+    }
     if lease_token is not None and row.lease_expires_at is not None and row.heartbeat_at is not None:
-        values.update(heartbeat_at=now, lease_expires_at=now + max(row.lease_expires_at - row.heartbeat_at,
-                                                                   timedelta(seconds=5)))
+        values.update(
+            heartbeat_at=now, lease_expires_at=now + max(row.lease_expires_at - row.heartbeat_at, timedelta(seconds=5))
+        )
     if not cas(session, update(Job).where(owned(job_id, lease_token)).values(**values)):
         return False
     touch(session, job_id)  # open streams send the new figures now (service/core/wakeup.py)
     figures = dict(stage=stage, progress=progress, stage_progress=stage_progress, eta=eta, now=now)
     extra = dict(data or {})
     if stage != row.stage:
-        event(session, job_id, EventKind.stage.value, message=message or stage,
-              data={"previous": row.stage, **extra}, **figures)
+        event(
+            session,
+            job_id,
+            EventKind.stage.value,
+            message=message or stage,
+            data={"previous": row.stage, **extra},
+            **figures,
+        )
     else:
         tenth = lambda x: math.floor((x or 0.0) * 10)  # noqa: E731
         if tenth(progress) != tenth(row.progress) or tenth(stage_progress) != tenth(row.stage_progress):
@@ -114,11 +149,17 @@ def set_progress(session: Session, job_id: str, stage: str, progress: float, eta
     return True
 
 
-def set_selected_layers(session: Session, job_id: str, selected: Iterable[Mapping], *,
-                        lease_token: str | None = None) -> bool:
+def set_selected_layers(
+    session: Session, job_id: str, selected: Iterable[Mapping], *, lease_token: str | None = None
+) -> bool:
     """The layers replaced per output: [{"k": 4, "mode": "attn", "layers": [..]}, ...]."""
-    return cas(session, update(Job).where(owned(job_id, lease_token))
-               .values(selected_layers=[dict(s) for s in selected], updated_at=utcnow()), commit=True)
+    return cas(
+        session,
+        update(Job)
+        .where(owned(job_id, lease_token))
+        .values(selected_layers=[dict(s) for s in selected], updated_at=utcnow()),
+        commit=True,
+    )
 
 
 # --- results -------------------------------------------------------------------------------------
@@ -130,8 +171,9 @@ def _fenced(session: Session, job_id: str, lease_token: str | None) -> bool:
     return session.scalar(select(Job.id).where(owned(job_id, lease_token))) is not None
 
 
-def save_layer_scores(session: Session, job_id: str, scores: Iterable[Mapping], *,
-                      lease_token: str | None = None) -> bool:
+def save_layer_scores(
+    session: Session, job_id: str, scores: Iterable[Mapping], *, lease_token: str | None = None
+) -> bool:
     """Replace the job's per-layer scores with `scores` in the engine's format:
     [{"layer": i, "attn": {SCORE_FIELDS (loss_rise optional)}, "block": {...}}, ...]. Idempotent (a retried stage writes the same rows)."""
     if not _fenced(session, job_id, lease_token):
@@ -142,16 +184,20 @@ def save_layer_scores(session: Session, job_id: str, scores: Iterable[Mapping], 
         for mode in ("attn", "block"):
             if s.get(mode) is None:
                 continue
-            rows.append(LayerScore(job_id=job_id, layer=int(s["layer"]), mode=mode,
-                                   **{f: finite(s[mode].get(f)) for f in SCORE_FIELDS}))
+            rows.append(
+                LayerScore(
+                    job_id=job_id, layer=int(s["layer"]), mode=mode, **{f: finite(s[mode].get(f)) for f in SCORE_FIELDS}
+                )
+            )
     session.execute(delete(LayerScore).where(LayerScore.job_id == job_id))
     session.add_all(rows)
     session.commit()
     return True
 
 
-def save_metrics(session: Session, job_id: str, variant: str, metrics: Mapping[str, float | None], *,
-                 lease_token: str | None = None) -> bool:
+def save_metrics(
+    session: Session, job_id: str, variant: str, metrics: Mapping[str, float | None], *, lease_token: str | None = None
+) -> bool:
     """Replace the metrics of one variant ("base", "k4", ...), e.g. {"perplexity/wikitext2": 21.3}.
     Also mirrored on jobs.metrics as {variant: {name: value}} for cheap reads."""
     if not _fenced(session, job_id, lease_token):
@@ -164,21 +210,37 @@ def save_metrics(session: Session, job_id: str, variant: str, metrics: Mapping[s
     summary: dict[str, dict[str, float | None]] = {}
     for m in session.scalars(select(Metric).where(Metric.job_id == job_id).order_by(Metric.variant, Metric.name)):
         summary.setdefault(m.variant, {})[m.name] = m.value
-    session.execute(update(Job).where(Job.id == job_id).values(metrics=summary, updated_at=utcnow())
-                    .execution_options(synchronize_session=False))
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id)
+        .values(metrics=summary, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
     session.commit()
     return True
 
 
-def save_artifact(session: Session, job_id: str, k: int | None, kind: str, uri: str, revision: str | None = None,
-                  commit_sha: str | None = None, *, lease_token: str | None = None) -> bool:
+def save_artifact(
+    session: Session,
+    job_id: str,
+    k: int | None,
+    kind: str,
+    uri: str,
+    revision: str | None = None,
+    commit_sha: str | None = None,
+    *,
+    lease_token: str | None = None,
+) -> bool:
     """Record an output (kind "model" for a local checkpoint, "hub" or "local" once published).
     One row per (k, kind): publishing twice updates it."""
     if not _fenced(session, job_id, lease_token):
         session.rollback()
         return False
-    row = session.scalar(select(Artifact).where(Artifact.job_id == job_id, Artifact.kind == kind,
-                                                Artifact.k.is_(None) if k is None else Artifact.k == k))
+    row = session.scalar(
+        select(Artifact).where(
+            Artifact.job_id == job_id, Artifact.kind == kind, Artifact.k.is_(None) if k is None else Artifact.k == k
+        )
+    )
     if row is None:
         session.add(Artifact(job_id=job_id, k=k, kind=kind, uri=uri, revision=revision, commit_sha=commit_sha))
     else:
@@ -189,11 +251,17 @@ def save_artifact(session: Session, job_id: str, k: int | None, kind: str, uri: 
 
 def save_selection(session: Session, job_id: str, selection: Mapping, *, lease_token: str | None = None) -> bool:
     """What a measured selection (greedy, auto, k auto) tried and chose (auto_k.Chooser.record), shown on the job."""
-    return cas(session, update(Job).where(owned(job_id, lease_token)).values(selection=dict(selection),
-                                                                            updated_at=utcnow()), commit=True)
+    return cas(
+        session,
+        update(Job).where(owned(job_id, lease_token)).values(selection=dict(selection), updated_at=utcnow()),
+        commit=True,
+    )
 
 
 def save_gates(session: Session, job_id: str, gates: Mapping, *, lease_token: str | None = None) -> bool:
     """The job's quality-gate checks, {"passed": bool, "checks": [...]} (worker/gates.py), shown on the job."""
-    return cas(session, update(Job).where(owned(job_id, lease_token)).values(gates=dict(gates), updated_at=utcnow()),
-               commit=True)
+    return cas(
+        session,
+        update(Job).where(owned(job_id, lease_token)).values(gates=dict(gates), updated_at=utcnow()),
+        commit=True,
+    )

@@ -53,6 +53,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=OneHopRoute)
 @dataclass(frozen=True)
 class Start:
     """Where a stream begins: whose job, which one, after which event id (None: from the first)."""
+
     sessions: Any
     team_id: int
     job_id: str
@@ -70,14 +71,16 @@ def resume_point(last_event_id: str | None, after: int | None) -> int | None:
     # ASCII digits only, and no more of them than an id has, before int(): `isdigit` takes "²" (int() refuses
     # it) and int() refuses more than 4,300 digits (ValueError, a 500).
     if not (value.isascii() and value.isdigit()) or len(value) > len(str(MAX_EVENT_ID)) or int(value) > MAX_EVENT_ID:
-        raise InvalidRequest("Last-Event-ID must be an event id this stream sent",
-                             errors=[{"loc": ["header", "Last-Event-ID"], "msg": "not an event id",
-                                      "type": "value_error"}])
+        raise InvalidRequest(
+            "Last-Event-ID must be an event id this stream sent",
+            errors=[{"loc": ["header", "Last-Event-ID"], "msg": "not an event id", "type": "value_error"}],
+        )
     return int(value)
 
 
-def start_for(request: Request, session, team_id: int, job_id: str, after: int | None,
-              last_event_id: str | None) -> Start:
+def start_for(
+    request: Request, session, team_id: int, job_id: str, after: int | None, last_event_id: str | None
+) -> Start:
     """Checks the job is the team's (JobNotFound otherwise) before any byte of the stream is sent."""
     point = resume_point(last_event_id, after)
     try:
@@ -85,20 +88,40 @@ def start_for(request: Request, session, team_id: int, job_id: str, after: int |
     finally:
         session.rollback()  # end the read in this hop, a 404 too (service/http/hops.py); the stream reads apart
     settings = request.app.state.settings
-    return Start(request.app.state.sessions, team_id, job_id, point, settings.stream_poll_s, settings.stream_max_s,
-                 getattr(request.app.state, "waker", None))
+    return Start(
+        request.app.state.sessions,
+        team_id,
+        job_id,
+        point,
+        settings.stream_poll_s,
+        settings.stream_max_s,
+        getattr(request.app.state, "waker", None),
+    )
 
 
-def api_start(request: Request, job_id: str, session: SessionDep, principal: PrincipalDep,
-              after: Annotated[int | None, Query(ge=0, le=MAX_EVENT_ID, description="start after this event id")] = None,
-              last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", description="resume after this id "
-                                                          "(sent by EventSource when it reconnects)")] = None) -> Start:
+def api_start(
+    request: Request,
+    job_id: str,
+    session: SessionDep,
+    principal: PrincipalDep,
+    after: Annotated[int | None, Query(ge=0, le=MAX_EVENT_ID, description="start after this event id")] = None,
+    last_event_id: Annotated[
+        str | None,
+        Header(alias="Last-Event-ID", description="resume after this id (sent by EventSource when it reconnects)"),
+    ] = None,
+) -> Start:
     return start_for(request, session, principal.team_id, job_id, after, last_event_id)
 
 
 def snapshot(job) -> dict:
-    return {"id": job.id, "status": job.status, "stage": job.stage, "progress": job.progress,
-            "stage_progress": job.stage_progress, "eta_seconds": job.eta_seconds}
+    return {
+        "id": job.id,
+        "status": job.status,
+        "stage": job.stage,
+        "progress": job.progress,
+        "stage_progress": job.stage_progress,
+        "eta_seconds": job.eta_seconds,
+    }
 
 
 def read(start: Start, after: int | None) -> tuple[dict, list[EventOut], bool]:
@@ -159,13 +182,17 @@ async def _follow(start: Start, wake, clock) -> AsyncIterator[ServerSentEvent]:
         await nap(wake, min(start.poll_s, max(HEARTBEAT_S - (now - quiet_since), 0.01)))
 
 
-@router.get("/{job_id}/events/stream", response_class=EventSourceResponse,
-            responses={401: PROBLEM, 404: PROBLEM, 422: PROBLEM}, summary="Follow the job's events (Server-Sent Events)",
-            description="`text/event-stream`: each new event (`id:` its id, `data:` the event as in `/events`), "
-            "`event: job` with status, stage, progress and ETA whenever they change, a `: heartbeat` comment every "
-            "15 s of silence, and `event: end` once the job has ended and its last event was sent; then the stream "
-            "closes. Resume with `Last-Event-ID` (or `?after=`). A stream also closes after `NBL_STREAM_MAX_S` "
-            "(default 300 s) without `end`: reconnect with the last id.")
+@router.get(
+    "/{job_id}/events/stream",
+    response_class=EventSourceResponse,
+    responses={401: PROBLEM, 404: PROBLEM, 422: PROBLEM},
+    summary="Follow the job's events (Server-Sent Events)",
+    description="`text/event-stream`: each new event (`id:` its id, `data:` the event as in `/events`), "
+    "`event: job` with status, stage, progress and ETA whenever they change, a `: heartbeat` comment every "
+    "15 s of silence, and `event: end` once the job has ended and its last event was sent; then the stream "
+    "closes. Resume with `Last-Event-ID` (or `?after=`). A stream also closes after `NBL_STREAM_MAX_S` "
+    "(default 300 s) without `end`: reconnect with the last id.",
+)
 async def stream_events(start: Annotated[Start, Depends(api_start)]) -> AsyncIterator[ServerSentEvent]:
     async for item in events(start):
         yield item

@@ -31,19 +31,25 @@ def submit_warnings(spec, estimate: dict | None, stats_cache_max_bytes: int | No
     where = f" on {worker_class}" if worker_class else ""
     if "calibration" not in given:
         cost = f"; estimated {_hours(seconds[0])} to {_hours(seconds[1])}{where}" if seconds else ""
-        out.append(f"calibration not given: the default is {R.NUM_SAMPLES} x {R.SEQ_LEN} = "
-                   f"{R.NUM_SAMPLES * R.SEQ_LEN:,} tokens of {R.DATASET}{cost}; give calibration.num_samples "
-                   "and calibration.seq_len to calibrate on less")
+        out.append(
+            f"calibration not given: the default is {R.NUM_SAMPLES} x {R.SEQ_LEN} = "
+            f"{R.NUM_SAMPLES * R.SEQ_LEN:,} tokens of {R.DATASET}{cost}; give calibration.num_samples "
+            "and calibration.seq_len to calibrate on less"
+        )
     elif seconds and seconds[0] > SLOW_S:
         out.append(f"this job is estimated to take {_hours(seconds[0])} to {_hours(seconds[1])}{where}")
     if "evaluation" not in given:
-        out.append(f"evaluation not given: the default is {', '.join(R.PERPLEXITY)} perplexity on the whole test "
-                   "set, for the base and for every output; give evaluation.max_tokens to score fewer tokens, or "
-                   "evaluation: {\"perplexity\": []} for none")
+        out.append(
+            f"evaluation not given: the default is {', '.join(R.PERPLEXITY)} perplexity on the whole test "
+            "set, for the base and for every output; give evaluation.max_tokens to score fewer tokens, or "
+            'evaluation: {"perplexity": []} for none'
+        )
     stats = ((estimate or {}).get("disk") or {}).get("stats_cache")
     if stats_cache_max_bytes and stats and stats > stats_cache_max_bytes:
-        out.append(f"this job's calibration statistics ({_gb(stats)}) are over the statistics cache's cap "
-                   f"({_gb(stats_cache_max_bytes)}, NBL_STATS_CACHE_MAX_BYTES): they will not be kept after the "
-                   "job, so a later job on the same model and calibration calibrates again; raise the cap on the "
-                   "workers (and their disk) to keep them")
+        out.append(
+            f"this job's calibration statistics ({_gb(stats)}) are over the statistics cache's cap "
+            f"({_gb(stats_cache_max_bytes)}, NBL_STATS_CACHE_MAX_BYTES): they will not be kept after the "
+            "job, so a later job on the same model and calibration calibrates again; raise the cap on the "
+            "workers (and their disk) to keep them"
+        )
     return out

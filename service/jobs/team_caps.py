@@ -34,16 +34,24 @@ def lock_team(session: Session, team_id: int) -> None:
 
 
 def check_team_caps(session: Session, principal: Principal, settings: Settings) -> None:
-    counts = dict(session.execute(select(Job.status, func.count()).where(Job.team_id == principal.team_id,
-                                                                         Job.status.in_(ACTIVE))
-                                  .group_by(Job.status)).all())
-    caps = [("active", sum(counts.values()), principal.max_active_jobs or settings.max_active_jobs_per_team),
-            ("queued", counts.get(JobStatus.queued.value, 0), settings.max_queued_jobs_per_team)]
+    counts = dict(
+        session.execute(
+            select(Job.status, func.count())
+            .where(Job.team_id == principal.team_id, Job.status.in_(ACTIVE))
+            .group_by(Job.status)
+        ).all()
+    )
+    caps = [
+        ("active", sum(counts.values()), principal.max_active_jobs or settings.max_active_jobs_per_team),
+        ("queued", counts.get(JobStatus.queued.value, 0), settings.max_queued_jobs_per_team),
+    ]
     for what, n, cap in caps:
         if cap is not None and n >= cap:
             session.rollback()
-            raise TooManyActiveJobs(f"team {principal.team_name!r} has {n} {what} jobs (limit {cap}); "
-                                    "retry later, or cancel some", retry_after_s=settings.cap_retry_after_s)
+            raise TooManyActiveJobs(
+                f"team {principal.team_name!r} has {n} {what} jobs (limit {cap}); retry later, or cancel some",
+                retry_after_s=settings.cap_retry_after_s,
+            )
     check_creation_rate(session, principal, settings.max_jobs_per_team_per_hour)
 
 
@@ -65,5 +73,8 @@ def check_creation_rate(session: Session, principal: Principal, cap: int | None,
     oldest = session.scalar(select(Job.created_at).where(*in_window).order_by(Job.id).offset(n - cap).limit(1))
     wait_s = max(1, math.ceil(((oldest or now) + WINDOW - now).total_seconds()))
     session.rollback()
-    raise TooManyJobsCreated(f"team {principal.team_name!r} created {n} jobs in the last hour, cancelled ones "
-                             f"included (limit {cap}); retry in {wait_s} s", retry_after_s=wait_s)
+    raise TooManyJobsCreated(
+        f"team {principal.team_name!r} created {n} jobs in the last hour, cancelled ones "
+        f"included (limit {cap}); retry in {wait_s} s",
+        retry_after_s=wait_s,
+    )

@@ -34,23 +34,41 @@ def job_views(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
     warnings: dict[str, list[str]] = defaultdict(list)
     if jobs:
         ids = [j.id for j in jobs]
-        for a in session.scalars(select(Artifact).where(Artifact.job_id.in_(ids))
-                                 .order_by(Artifact.job_id, Artifact.k, Artifact.kind)):
+        for a in session.scalars(
+            select(Artifact).where(Artifact.job_id.in_(ids)).order_by(Artifact.job_id, Artifact.k, Artifact.kind)
+        ):
             arts[a.job_id].append(ArtifactOut.model_validate(a).model_copy(update={"uri": public_uri(a)}))
-        for job_id, message in session.execute(select(JobEvent.job_id, JobEvent.message).where(
-                JobEvent.job_id.in_(ids), JobEvent.kind == EventKind.warning.value).order_by(JobEvent.id)):
+        for job_id, message in session.execute(
+            select(JobEvent.job_id, JobEvent.message)
+            .where(JobEvent.job_id.in_(ids), JobEvent.kind == EventKind.warning.value)
+            .order_by(JobEvent.id)
+        ):
             warnings[job_id].append(message or "")
     return [
         JobOut(
-            id=j.id, status=j.status, stage=j.stage, progress=j.progress, stage_progress=j.stage_progress,
+            id=j.id,
+            status=j.status,
+            stage=j.stage,
+            progress=j.progress,
+            stage_progress=j.stage_progress,
             eta_seconds=j.eta_seconds,
-            attempt=j.attempt, cancel_requested=j.cancel_requested, spec=j.spec,
-            metadata=j.spec.get("metadata") or {}, selected_layers=j.selected_layers, metrics=j.metrics,
-            result=job_result(j.spec, j.selected_layers, j.metrics), artifacts=arts[j.id],
-            error=JobError(type=j.error_type, message=j.error_message) if j.error_type else None, estimate=finite(j.estimate),
+            attempt=j.attempt,
+            cancel_requested=j.cancel_requested,
+            spec=j.spec,
+            metadata=j.spec.get("metadata") or {},
+            selected_layers=j.selected_layers,
+            metrics=j.metrics,
+            result=job_result(j.spec, j.selected_layers, j.metrics),
+            artifacts=arts[j.id],
+            error=JobError(type=j.error_type, message=j.error_message) if j.error_type else None,
+            estimate=finite(j.estimate),
             warnings=warnings[j.id],
-            gates=j.gates, selection=j.selection,
-            created_at=j.created_at, started_at=j.started_at, finished_at=j.finished_at, updated_at=j.updated_at,
+            gates=j.gates,
+            selection=j.selection,
+            created_at=j.created_at,
+            started_at=j.started_at,
+            finished_at=j.finished_at,
+            updated_at=j.updated_at,
         )
         for j in jobs
     ]

@@ -39,8 +39,10 @@ class Principal:
 
 def check_team_name(name: str) -> str:
     if not TEAM_NAME.fullmatch(name):
-        raise ValueError(f"invalid team name {name[:70]!r}: use 1 to 63 lower-case letters, digits and '-', "
-                         "starting with a letter or digit")
+        raise ValueError(
+            f"invalid team name {name[:70]!r}: use 1 to 63 lower-case letters, digits and '-', "
+            "starting with a letter or digit"
+        )
     return name
 
 
@@ -77,8 +79,11 @@ def create_key(session: Session, team: Team, name: str | None = None) -> tuple[s
 def key_query(*columns, join=None, on=None) -> Select:
     """The lookup of a key (bound as `key_hash`), with more `columns` from a table outer-joined `on` a
     condition: a read can fetch what it needs with the key, in one round trip (service/jobs/read_cache.py)."""
-    query = (select(Team.id, Team.name, Team.max_active_jobs, ApiKey.id.label("key_id"), ApiKey.last_used_at,
-                    *columns).select_from(ApiKey).join(Team, ApiKey.team_id == Team.id))
+    query = (
+        select(Team.id, Team.name, Team.max_active_jobs, ApiKey.id.label("key_id"), ApiKey.last_used_at, *columns)
+        .select_from(ApiKey)
+        .join(Team, ApiKey.team_id == Team.id)
+    )
     if join is not None:
         query = query.outerjoin(join, on)
     return query.where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.revoked_at.is_(None))
@@ -92,15 +97,17 @@ def authenticate(session: Session | Connection, authorization: str | None) -> Pr
     return authenticate_row(session, authorization, _KEY_QUERY)[0]
 
 
-def authenticate_row(session: Session | Connection, authorization: str | None, query: Select,
-                     params: dict | None = None) -> tuple[Principal, Row]:
+def authenticate_row(
+    session: Session | Connection, authorization: str | None, query: Select, params: dict | None = None
+) -> tuple[Principal, Row]:
     """The key's team, and the row of `query` (a key_query) that found it; Unauthorized for no live key."""
     principal, rows = authenticate_rows(session, authorization, query, params)
     return principal, rows[0]
 
 
-def authenticate_rows(session: Session | Connection, authorization: str | None, query: Select,
-                      params: dict | None = None) -> tuple[Principal, list[Row]]:
+def authenticate_rows(
+    session: Session | Connection, authorization: str | None, query: Select, params: dict | None = None
+) -> tuple[Principal, list[Row]]:
     """authenticate_row with every row of `query` (one per row of its outer-joined table, at least one)."""
     if not authorization:
         raise Unauthorized()
@@ -118,9 +125,14 @@ def authenticate_rows(session: Session | Connection, authorization: str | None, 
     now = utcnow()
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
         # Conditional, so concurrent requests of the same minute write once; the caller commits.
-        conn.execute(update(ApiKey).where(ApiKey.id == row.key_id, or_(
-            ApiKey.last_used_at.is_(None), ApiKey.last_used_at <= now - LAST_USED_RESOLUTION))
-            .values(last_used_at=now))
+        conn.execute(
+            update(ApiKey)
+            .where(
+                ApiKey.id == row.key_id,
+                or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at <= now - LAST_USED_RESOLUTION),
+            )
+            .values(last_used_at=now)
+        )
     return Principal(team_id=row.id, team_name=row.name, max_active_jobs=row.max_active_jobs), rows
 
 

@@ -30,36 +30,68 @@ from .schemas import OutputFileList, file_entry
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
 K = Annotated[int, Path(ge=0, le=10_000, description="the output's k (number of replaced layers)")]
 
-router = APIRouter(prefix="/v1/jobs", tags=["outputs"], route_class=OneHopRoute,
-                   responses={401: PROBLEM, 404: PROBLEM, 422: PROBLEM})
+router = APIRouter(
+    prefix="/v1/jobs", tags=["outputs"], route_class=OneHopRoute, responses={401: PROBLEM, 404: PROBLEM, 422: PROBLEM}
+)
 
 
-@router.get("/{job_id}/outputs/{k}/files", response_model=OutputFileList, responses={409: PROBLEM},
-            summary="List the files of a local output",
-            description="Sizes and SHA-256 sums as published (read from the output's manifest, not rehashed). "
-            "A Hub output is a 409 `output-on-hub` with its `hub_url`.")
-def list_files(job_id: str, k: K, session: SessionDep, principal: PrincipalDep, settings: SettingsDep,
-               ) -> OutputFileList:
+@router.get(
+    "/{job_id}/outputs/{k}/files",
+    response_model=OutputFileList,
+    responses={409: PROBLEM},
+    summary="List the files of a local output",
+    description="Sizes and SHA-256 sums as published (read from the output's manifest, not rehashed). "
+    "A Hub output is a 409 `output-on-hub` with its `hub_url`.",
+)
+def list_files(
+    job_id: str,
+    k: K,
+    session: SessionDep,
+    principal: PrincipalDep,
+    settings: SettingsDep,
+) -> OutputFileList:
     with output_files.open_output(session, settings, principal.team_id, job_id, k) as out:
         return OutputFileList(job_id=job_id, k=k, data=[file_entry(job_id, k, f) for f in out.files.values()])
 
 
-@router.get("/{job_id}/outputs/{k}/files/{path:path}", responses={
-    200: {"content": {"application/octet-stream": {}}, "description": "the whole file"},
-    206: {"content": {"application/octet-stream": {}}, "description": "one range (`Content-Range`)"},
-    409: PROBLEM, 416: PROBLEM | {"description": "no byte of the file is in the range"}},
+@router.get(
+    "/{job_id}/outputs/{k}/files/{path:path}",
+    responses={
+        200: {"content": {"application/octet-stream": {}}, "description": "the whole file"},
+        206: {"content": {"application/octet-stream": {}}, "description": "one range (`Content-Range`)"},
+        409: PROBLEM,
+        416: PROBLEM | {"description": "no byte of the file is in the range"},
+    },
     summary="Download one file of a local output",
     description="Streams the file. `ETag` is its SHA-256 as published. One `Range: bytes=...` range "
     "(`first-last`, `first-`, `-suffix`) gives a 206 with `Content-Range`; a range past the end is a 416; "
-    "several ranges, or an `If-Range` that is not the current ETag, give the whole file (200).")
-def get_file(job_id: str, k: K, path: str, session: SessionDep, principal: PrincipalDep, settings: SettingsDep,
-             request: Request, range_: str | None = Header(None, alias="Range"),
-             if_range: str | None = Header(None, alias="If-Range")):
+    "several ranges, or an `If-Range` that is not the current ETag, give the whole file (200).",
+)
+def get_file(
+    job_id: str,
+    k: K,
+    path: str,
+    session: SessionDep,
+    principal: PrincipalDep,
+    settings: SettingsDep,
+    request: Request,
+    range_: str | None = Header(None, alias="Range"),
+    if_range: str | None = Header(None, alias="If-Range"),
+):
     return file_response(session, settings, principal.team_id, job_id, k, path, request, range_, if_range)
 
 
-def file_response(session: Session, settings: Settings, team_id: int, job_id: str, k: int, path: str,
-                  request: Request, range_: str | None, if_range: str | None) -> Response:
+def file_response(
+    session: Session,
+    settings: Settings,
+    team_id: int,
+    job_id: str,
+    k: int,
+    path: str,
+    request: Request,
+    range_: str | None,
+    if_range: str | None,
+) -> Response:
     """The file (or its one range) as a streamed response; the dashboard serves its downloads with it
     too (service.ui.outputs), so both answer the same bytes and headers."""
     with output_files.open_output(session, settings, team_id, job_id, k) as out:
@@ -70,15 +102,24 @@ def file_response(session: Session, settings: Settings, team_id: int, job_id: st
         span = byte_range(range_, st.st_size, if_range=if_range, etag=etag)
     except Unsatisfiable:
         os.close(fd)
-        return problem(416, "range-not-satisfiable", "Range not satisfiable",
-                       f"the file has {st.st_size} bytes", instance=request.url.path,
-                       headers=headers | {"Content-Range": f"bytes */{st.st_size}"})
+        return problem(
+            416,
+            "range-not-satisfiable",
+            "Range not satisfiable",
+            f"the file has {st.st_size} bytes",
+            instance=request.url.path,
+            headers=headers | {"Content-Range": f"bytes */{st.st_size}"},
+        )
     first, last = span or (0, st.st_size - 1)
     headers["Content-Length"] = str(last - first + 1)
     if span:
         headers["Content-Range"] = f"bytes {first}-{last}/{st.st_size}"
-    return StreamingResponse(_read(fd, first, last + 1), status_code=206 if span else 200, headers=headers,
-                             media_type="application/octet-stream")
+    return StreamingResponse(
+        _read(fd, first, last + 1),
+        status_code=206 if span else 200,
+        headers=headers,
+        media_type="application/octet-stream",
+    )
 
 
 def _read(fd: int, start: int, stop: int) -> Iterator[bytes]:

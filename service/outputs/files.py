@@ -38,8 +38,11 @@ class OutputOnHub(ServiceError):
     status, slug, title = 409, "output-on-hub", "This output is on the Hugging Face Hub, not served by the API"
 
     def __init__(self, art: Artifact):
-        super().__init__(f"job {art.job_id}'s output k={art.k} was published to {art.uri}; download it from there "
-                         "(huggingface_hub.snapshot_download)", headers={"Link": f'<{art.uri}>; rel="alternate"'})
+        super().__init__(
+            f"job {art.job_id}'s output k={art.k} was published to {art.uri}; download it from there "
+            "(huggingface_hub.snapshot_download)",
+            headers={"Link": f'<{art.uri}>; rel="alternate"'},
+        )
         self.extra = {"hub_url": art.uri, "revision": art.revision, "commit_sha": art.commit_sha}
 
 
@@ -82,7 +85,7 @@ def _owner_job(root_fd: int) -> str | None:
 def open_output(session: Session, settings: Settings, team_id: int, job_id: str, k: int) -> Iterator[Output]:
     """The output folder of (job, k) with its manifest; NotFound when it is not (or no longer) there."""
     art = _artifact(session, team_id, job_id, k)
-    team, _, rest = art.uri[len(LOCAL_PREFIX):].partition("/")
+    team, _, rest = art.uri[len(LOCAL_PREFIX) :].partition("/")
     name, _, sub = rest.partition("/")
     gone = NotFound(f"job {job_id}'s output k={k} is no longer on the server (removed, or replaced by a later job)")
     try:

@@ -51,7 +51,7 @@ def _statuses(session, ids: list[str]) -> dict[str, str]:
 
     found: dict[str, str] = {}
     for i in range(0, len(ids), 500):
-        found.update(session.execute(select(Job.id, Job.status).where(Job.id.in_(ids[i:i + 500]))).all())
+        found.update(session.execute(select(Job.id, Job.status).where(Job.id.in_(ids[i : i + 500]))).all())
     return found
 
 

@@ -52,9 +52,12 @@ def migrate(settings: Settings, session, dry_run: bool = False) -> dict:
     from service.core.models import Artifact, Job, Team
 
     rows = session.execute(
-        select(Artifact, Job.spec, Team.name).join(Job, Job.id == Artifact.job_id).join(Team, Team.id == Job.team_id)
+        select(Artifact, Job.spec, Team.name)
+        .join(Job, Job.id == Artifact.job_id)
+        .join(Team, Team.id == Job.team_id)
         .where(Artifact.kind == "local_dir", ~Artifact.uri.startswith(LOCAL_PREFIX))
-        .order_by(Artifact.created_at, Artifact.id)).all()
+        .order_by(Artifact.created_at, Artifact.id)
+    ).all()
     base, hold = settings.publish_dir, settings.publish_dir / HOLD_DIR
     moves: dict[str, Move] = {}
     for art, spec, team in rows:  # oldest first: the last writer of a name wins
@@ -93,6 +96,16 @@ def migrate(settings: Settings, session, dry_run: bool = False) -> dict:
         if not any(hold.iterdir()):
             hold.rmdir()
     teams = {m.team for m in moves.values()} | set(session.scalars(select(Team.name)))
-    left = sorted(e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False)
-                  and not e.name.startswith(".") and e.name not in teams and e.name not in moves) if base.is_dir() else []
+    left = (
+        sorted(
+            e.name
+            for e in os.scandir(base)
+            if e.is_dir(follow_symlinks=False)
+            and not e.name.startswith(".")
+            and e.name not in teams
+            and e.name not in moves
+        )
+        if base.is_dir()
+        else []
+    )
     return {"dry_run": dry_run, "moves": [asdict(m) for m in moves.values()], "left": left}

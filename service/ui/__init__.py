@@ -41,10 +41,19 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(csrf.CsrfRefused)
     def _forged(request: Request, _exc: csrf.CsrfRefused) -> Response:
         if request.url.path == f"{session.PATH}/login":  # a fresh form (and token) to log in from
-            return routes.login_page(request, session.safe_next(None), 403,
-                                     error="This login form expired or came from another site: log in here.")
-        return page(request, "error.html", code=403, title="Refused",
-                    detail="That form did not come from this dashboard (or it expired): reload the page and try again.")
+            return routes.login_page(
+                request,
+                session.safe_next(None),
+                403,
+                error="This login form expired or came from another site: log in here.",
+            )
+        return page(
+            request,
+            "error.html",
+            code=403,
+            title="Refused",
+            detail="That form did not come from this dashboard (or it expired): reload the page and try again.",
+        )
 
     async def _refused(request: Request, exc: ServiceError) -> Response:
         """What the app refuses before any route runs (its dependencies, the team limits' middleware: service.api.

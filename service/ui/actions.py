@@ -60,8 +60,9 @@ def _submit(session, celery, settings, who, spec: dict, nonce: str | None) -> st
 
 
 @router.post("/{job_id}/rerun")
-async def rerun(request: Request, job_id: str, session: SessionDep, celery: CeleryDep, settings: SettingsDep,
-                who: Who) -> Response:
+async def rerun(
+    request: Request, job_id: str, session: SessionDep, celery: CeleryDep, settings: SettingsDep, who: Who
+) -> Response:
     form = await _form(request)
     with as_page():
         spec = jobs.get_job(session, who.team_id, job_id).spec
@@ -90,8 +91,9 @@ def clone_form(request: Request, job_id: str, session: SessionDep, who: Who) -> 
 
 
 @router.post("/new")
-async def submit_form(request: Request, session: SessionDep, celery: CeleryDep, settings: SettingsDep,
-                      who: Who) -> Response:
+async def submit_form(
+    request: Request, session: SessionDep, celery: CeleryDep, settings: SettingsDep, who: Who
+) -> Response:
     form = await _form(request)
     text, source = form.get("spec", ""), form.get("source") or None
     try:
@@ -111,8 +113,13 @@ async def submit_form(request: Request, session: SessionDep, celery: CeleryDep, 
     return RedirectResponse(f"/ui/jobs/{new}", status_code=303)
 
 
-def ui_start(request: Request, job_id: str, session: SessionDep, who: Who,
-             after: Annotated[int | None, Query(ge=0, le=stream.MAX_EVENT_ID)] = None) -> stream.Start:
+def ui_start(
+    request: Request,
+    job_id: str,
+    session: SessionDep,
+    who: Who,
+    after: Annotated[int | None, Query(ge=0, le=stream.MAX_EVENT_ID)] = None,
+) -> stream.Start:
     with as_page():
         return stream.start_for(request, session, who.team_id, job_id, after, request.headers.get("last-event-id"))
 

@@ -13,10 +13,18 @@ from html import escape
 
 # criterion -> the score field it ranks by, and whether higher ranks first. The same map as the
 # worker's engine/selection/criteria.py CRITERION_FIELD; the API never imports the worker, hence a copy.
-CRITERIA = {"cca": ("cca_bound", False), "nmse": ("nmse", False), "cosine": ("cosine", True),
-            "loss": ("loss_rise", False)}
-LABELS = {"cca_bound": "CCA bound Σ(1 − ρ²), lower = more linear", "nmse": "NMSE of the linear fit",
-          "cosine": "1 − cosine(h, h + y), log axis, lower = more skippable", "loss_rise": "loss rise when replaced"}
+CRITERIA = {
+    "cca": ("cca_bound", False),
+    "nmse": ("nmse", False),
+    "cosine": ("cosine", True),
+    "loss": ("loss_rise", False),
+}
+LABELS = {
+    "cca_bound": "CCA bound Σ(1 − ρ²), lower = more linear",
+    "nmse": "NMSE of the linear fit",
+    "cosine": "1 − cosine(h, h + y), log axis, lower = more skippable",
+    "loss_rise": "loss rise when replaced",
+}
 
 WIDTH, HEIGHT = 720, 220
 SCALE_LOG = ' data-scale="log"'
@@ -45,8 +53,15 @@ def series(layers: list[dict], mode: str, field: str) -> dict[int, float]:
     return out
 
 
-def score_chart(values: dict[int, float], selected: set[int], ks: list[int], field: str,
-                higher_first: bool, title: str, log: bool = False) -> str:
+def score_chart(
+    values: dict[int, float],
+    selected: set[int],
+    ks: list[int],
+    field: str,
+    higher_first: bool,
+    title: str,
+    log: bool = False,
+) -> str:
     """The SVG element (a string); empty when there is nothing to draw. `log`: a log10 y axis for
     positive values spread over decades (1 − cosine: 0.002 and 0.05 both read as "0.99" on a linear one);
     its bars stand on the axis' bottom."""
@@ -63,18 +78,20 @@ def score_chart(values: dict[int, float], selected: set[int], ks: list[int], fie
         hi = max(0.0, *values.values(), *lines.values())
     if hi == lo:
         hi = lo + 1.0
-    shown = (lambda v: 10 ** v) if log else (lambda v: v)
+    shown = (lambda v: 10**v) if log else (lambda v: v)
     pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     slot = pw / len(layers)
 
     def y(v: float) -> float:
         return TOP + (hi - v) / (hi - lo) * ph
 
-    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
-           f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(title)}" data-field="{escape(field)}"'
-           f'{SCALE_LOG if log else ""}>',
-           f"<title>{escape(title)}</title>",
-           f'<text class="chart-title" x="{LEFT}" y="14">{escape(title)}</text>']
+    out = [
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(title)}" data-field="{escape(field)}"'
+        f"{SCALE_LOG if log else ''}>",
+        f"<title>{escape(title)}</title>",
+        f'<text class="chart-title" x="{LEFT}" y="14">{escape(title)}</text>',
+    ]
     for v in (lo, (lo + hi) / 2, hi):  # three y ticks
         out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(v):.1f}" y2="{y(v):.1f}"/>')
         out.append(f'<text class="tick" x="{LEFT - 4}" y="{y(v) + 3:.1f}" text-anchor="end">{fmt(shown(v))}</text>')
@@ -86,16 +103,24 @@ def score_chart(values: dict[int, float], selected: set[int], ks: list[int], fie
         top, bottom = sorted((y(v), zero))
         cls = "bar selected" if layer in selected else "bar"
         label = f"layer {layer}: {fmt(shown(v))}" + (" (selected)" if layer in selected else "")
-        out.append(f'<rect class="{cls}" data-layer="{layer}" x="{x:.1f}" y="{top:.1f}" width="{slot * 0.8:.1f}" '
-                   f'height="{max(bottom - top, 0.5):.1f}"><title>{escape(label)}</title></rect>')
+        out.append(
+            f'<rect class="{cls}" data-layer="{layer}" x="{x:.1f}" y="{top:.1f}" width="{slot * 0.8:.1f}" '
+            f'height="{max(bottom - top, 0.5):.1f}"><title>{escape(label)}</title></rect>'
+        )
         if n % step == 0:
-            out.append(f'<text class="tick" x="{x + slot * 0.4:.1f}" y="{HEIGHT - BOTTOM + 12}" '
-                       f'text-anchor="middle">{layer}</text>')
+            out.append(
+                f'<text class="tick" x="{x + slot * 0.4:.1f}" y="{HEIGHT - BOTTOM + 12}" '
+                f'text-anchor="middle">{layer}</text>'
+            )
     out.append(f'<line class="axis" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{zero:.1f}" y2="{zero:.1f}"/>')
     for n, (k, v) in enumerate(lines.items()):  # labels step left, so close cuts stay readable
-        out.append(f'<line class="cut" data-k="{k}" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(v):.1f}" y2="{y(v):.1f}">'
-                   f"<title>cut for k={k}: {fmt(shown(v))}</title></line>")
-        out.append(f'<text class="cut-label" x="{WIDTH - RIGHT - 2 - 36 * n}" y="{y(v) - 3:.1f}" text-anchor="end">k={k}</text>')
+        out.append(
+            f'<line class="cut" data-k="{k}" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(v):.1f}" y2="{y(v):.1f}">'
+            f"<title>cut for k={k}: {fmt(shown(v))}</title></line>"
+        )
+        out.append(
+            f'<text class="cut-label" x="{WIDTH - RIGHT - 2 - 36 * n}" y="{y(v) - 3:.1f}" text-anchor="end">k={k}</text>'
+        )
     out.append(f'<text class="tick" x="{LEFT + pw / 2:.1f}" y="{HEIGHT - 4}" text-anchor="middle">layer</text>')
     out.append("</svg>")
     return "".join(out)
@@ -120,6 +145,13 @@ def job_charts(layers: list[dict], selected_layers: list[dict] | None, spec: dic
                 values, higher_first = {i: 1.0 - v for i, v in values.items()}, False
             chosen = mode == job_mode and criterion == job_criterion
             title = f"{mode} · {criterion}: {LABELS[field]}"
-            charts.append({"mode": mode, "criterion": criterion, "field": field, "chosen": chosen,
-                           "svg": score_chart(values, selected, ks, field, higher_first, title, log=log)})
+            charts.append(
+                {
+                    "mode": mode,
+                    "criterion": criterion,
+                    "field": field,
+                    "chosen": chosen,
+                    "svg": score_chart(values, selected, ks, field, higher_first, title, log=log),
+                }
+            )
     return charts

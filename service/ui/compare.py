@@ -38,10 +38,19 @@ def rows(jobs: list, baseline: str) -> list[dict]:
                 ref = (source.get("base" if reference is None else variant) or {}).get("metrics", {}).get(name)
                 is_ref = (reference is None and variant == "base") or job.id == baseline
                 d = None if is_ref or not isinstance(ref, (int, float)) else x - ref
-                entries.append({"job": job.id, "variant": variant, "value": x, "ref": ref, "delta": d,
-                                "relative": signed(d / abs(ref), True) if d is not None and ref else "",
-                                "judge": metrics.judge(metric, d), "text": metrics.value(metric, x),
-                                "delta_text": metrics.delta(metric, d)})
+                entries.append(
+                    {
+                        "job": job.id,
+                        "variant": variant,
+                        "value": x,
+                        "ref": ref,
+                        "delta": d,
+                        "relative": signed(d / abs(ref), True) if d is not None and ref else "",
+                        "judge": metrics.judge(metric, d),
+                        "text": metrics.value(metric, x),
+                        "delta_text": metrics.delta(metric, d),
+                    }
+                )
         if entries:
             out.append({"metric": metric, "entries": entries})
     return out
@@ -61,21 +70,31 @@ def chart(row: dict, baseline_label: str) -> str:
         return LEFT + (v - lo) / (hi - lo) * pw
 
     title = f"{metric.label} against {baseline_label}"
-    out = [f'<svg class="compare-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
-           f'width="{WIDTH}" height="{height}" role="img" aria-label="{escape(title)}" '
-           f'data-metric="{escape(metric.path)}"><title>{escape(title)}</title>']
+    out = [
+        f'<svg class="compare-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
+        f'width="{WIDTH}" height="{height}" role="img" aria-label="{escape(title)}" '
+        f'data-metric="{escape(metric.path)}"><title>{escape(title)}</title>'
+    ]
     for i, e in enumerate(entries):
         y = TOP + i * ROW
         left, right = sorted((x(0.0), x(e["value"])))
         label = f"…{e['job'][-8:]} · {e['variant']}"
         change = f" {e['delta_text']}" + (f" ({e['relative']})" if e["relative"] else "") if e["delta_text"] else ""
-        out.append(f'<text class="tick" x="{LEFT - 6}" y="{y + ROW * 0.7:.1f}" text-anchor="end">{escape(label)}</text>')
-        out.append(f'<rect class="cbar {e["judge"] or "same"}" data-job="{escape(e["job"])}" data-variant="{escape(e["variant"])}" '
-                   f'x="{left:.1f}" y="{y + 3}" width="{max(right - left, 0.5):.1f}" height="{ROW - 6}">'
-                   f'<title>{escape(label)}: {escape(e["text"])}{escape(change)}</title></rect>')
+        out.append(
+            f'<text class="tick" x="{LEFT - 6}" y="{y + ROW * 0.7:.1f}" text-anchor="end">{escape(label)}</text>'
+        )
+        out.append(
+            f'<rect class="cbar {e["judge"] or "same"}" data-job="{escape(e["job"])}" data-variant="{escape(e["variant"])}" '
+            f'x="{left:.1f}" y="{y + 3}" width="{max(right - left, 0.5):.1f}" height="{ROW - 6}">'
+            f"<title>{escape(label)}: {escape(e['text'])}{escape(change)}</title></rect>"
+        )
         if isinstance(e["ref"], (int, float)) and e["delta"] is not None:
-            out.append(f'<line class="ref" x1="{x(e["ref"]):.1f}" x2="{x(e["ref"]):.1f}" y1="{y + 1}" y2="{y + ROW - 1}"/>')
-        out.append(f'<text class="value {e["judge"]}" x="{WIDTH - RIGHT + 6}" y="{y + ROW * 0.7:.1f}">'
-                   f'{escape(e["text"])}{escape(change)}</text>')
+            out.append(
+                f'<line class="ref" x1="{x(e["ref"]):.1f}" x2="{x(e["ref"]):.1f}" y1="{y + 1}" y2="{y + ROW - 1}"/>'
+            )
+        out.append(
+            f'<text class="value {e["judge"]}" x="{WIDTH - RIGHT + 6}" y="{y + ROW * 0.7:.1f}">'
+            f"{escape(e['text'])}{escape(change)}</text>"
+        )
     out.append("</svg>")
     return "".join(out)

@@ -42,8 +42,15 @@ def token(request: Request) -> str | None:
 
 def set_presession(request: Request, response: Response, value: str) -> None:
     """The login form's pre-session cookie (`value`: secrets.token_urlsafe(32))."""
-    response.set_cookie(COOKIE, value, max_age=session.MAX_AGE_S, path=session.PATH, httponly=True,
-                        samesite="strict", secure=session.is_https(request))
+    response.set_cookie(
+        COOKIE,
+        value,
+        max_age=session.MAX_AGE_S,
+        path=session.PATH,
+        httponly=True,
+        samesite="strict",
+        secure=session.is_https(request),
+    )
 
 
 def _netloc(value: str) -> str:

@@ -9,11 +9,31 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-DATASETS = {"wikitext2": "WikiText-2", "c4": "C4", "arc_easy": "ARC-Easy", "arc_challenge": "ARC-Challenge",
-            "hellaswag": "HellaSwag", "boolq": "BoolQ", "openbookqa": "OpenBookQA", "lambada_openai": "LAMBADA",
-            "mmlu": "MMLU", "piqa": "PIQA", "winogrande": "WinoGrande"}
-HIDDEN = {"tokens", "n", "decode_context", "new_tokens", "repeats", "threads", "base_non_embedding_params",
-          "device", "dtype", "sparsity"}
+DATASETS = {
+    "wikitext2": "WikiText-2",
+    "c4": "C4",
+    "arc_easy": "ARC-Easy",
+    "arc_challenge": "ARC-Challenge",
+    "hellaswag": "HellaSwag",
+    "boolq": "BoolQ",
+    "openbookqa": "OpenBookQA",
+    "lambada_openai": "LAMBADA",
+    "mmlu": "MMLU",
+    "piqa": "PIQA",
+    "winogrande": "WinoGrande",
+}
+HIDDEN = {
+    "tokens",
+    "n",
+    "decode_context",
+    "new_tokens",
+    "repeats",
+    "threads",
+    "base_non_embedding_params",
+    "device",
+    "dtype",
+    "sparsity",
+}
 
 
 @dataclass(frozen=True)
@@ -26,7 +46,9 @@ class Metric:
 
     @property
     def label(self) -> str:
-        return f"{self.name} ({self.unit})" if self.unit and self.unit != "%" else self.name + (" %" if self.unit else "")
+        return (
+            f"{self.name} ({self.unit})" if self.unit and self.unit != "%" else self.name + (" %" if self.unit else "")
+        )
 
 
 def describe(path: str) -> Metric:
@@ -81,7 +103,7 @@ def delta(metric: Metric, d) -> str:
 
 
 def judge(metric: Metric, d) -> str:
-    """"better" / "worse" by the metric's direction, "" when it has none or nothing changed."""
+    """ "better" / "worse" by the metric's direction, "" when it has none or nothing changed."""
     if not d or not metric.better or not isinstance(d, (int, float)) or not math.isfinite(d):
         return ""
     return "better" if (d > 0) == (metric.better > 0) else "worse"

@@ -47,14 +47,29 @@ def output_page(request: Request, job_id: str, k: K, session: SessionDep, settin
     with as_page():
         with output_files.open_output(session, settings, who.team_id, job_id, k) as out:
             entries = [file_entry(job_id, k, f) for f in out.files.values()]
-    return page(request, "outputs.html", who=who, job_id=job_id, k=k, num=views.num,
-                files=[(f, views.artifact_href(f.url)) for f in sorted(entries, key=lambda f: f.path)])
+    return page(
+        request,
+        "outputs.html",
+        who=who,
+        job_id=job_id,
+        k=k,
+        num=views.num,
+        files=[(f, views.artifact_href(f.url)) for f in sorted(entries, key=lambda f: f.path)],
+    )
 
 
 @router.get("/{job_id}/outputs/{k}/files/{path:path}")
-def output_file(request: Request, job_id: str, k: K, path: str, session: SessionDep, settings: SettingsDep,
-                who: Who, range_: Annotated[str | None, Header(alias="Range")] = None,
-                if_range: Annotated[str | None, Header(alias="If-Range")] = None) -> Response:
+def output_file(
+    request: Request,
+    job_id: str,
+    k: K,
+    path: str,
+    session: SessionDep,
+    settings: SettingsDep,
+    who: Who,
+    range_: Annotated[str | None, Header(alias="Range")] = None,
+    if_range: Annotated[str | None, Header(alias="If-Range")] = None,
+) -> Response:
     with as_page():
         response = file_response(session, settings, who.team_id, job_id, k, path, request, range_, if_range)
     # A download, never a document of this origin (an output's README.md or HTML is not rendered here).

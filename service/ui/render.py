@@ -12,15 +12,27 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from . import csrf
 
-_env = Environment(loader=FileSystemLoader(str(files("service.ui") / "templates")), autoescape=True,
-                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_env = Environment(
+    loader=FileSystemLoader(str(files("service.ui") / "templates")),
+    autoescape=True,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 # Scripts and styles only from our own files (no inline script, no eval), connections (the job page's
 # event stream) and forms only to ourselves, never framed.
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-HEADERS = {"Content-Security-Policy": CSP, "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
-           "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
 
 
 def page(request: Request, template: str, code: int = 200, **context) -> HTMLResponse:

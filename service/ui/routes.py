@@ -118,9 +118,17 @@ def logout(request: Request) -> RedirectResponse:
 
 @router.get("/jobs")
 @job_filters.takes_metadata
-def jobs_page(request: Request, session: SessionDep, who: Who, status: str = "", after: str | None = None,
-              meta: Annotated[str | None, Query(description="KEY=VALUE, from the filter form")] = None,
-              sort: str | None = None, order: str | None = None, limit: int = PAGE_SIZE) -> Response:
+def jobs_page(
+    request: Request,
+    session: SessionDep,
+    who: Who,
+    status: str = "",
+    after: str | None = None,
+    meta: Annotated[str | None, Query(description="KEY=VALUE, from the filter form")] = None,
+    sort: str | None = None,
+    order: str | None = None,
+    limit: int = PAGE_SIZE,
+) -> Response:
     if meta is not None:  # the form's KEY=VALUE box becomes the API's own `metadata.KEY=VALUE`
         params = [(k, v) for k, v in request.query_params.multi_items() if k not in ("meta", "after")]
         key, sep, value = meta.partition("=")
@@ -132,22 +140,42 @@ def jobs_page(request: Request, session: SessionDep, who: Who, status: str = "",
         filters = job_filters.metadata_filters(request)
         by = metric_sort.parse(sort, order)
         lister = jobs.list_jobs if by is None else partial(metric_sort.list_sorted, sort=by)
-        rows, has_more, cursor = lister(session, who.team_id, limit=limit, after=after,
-                                        statuses=jobs.parse_statuses([status]),
-                                        where=job_filters.metadata_clauses(filters))
+        rows, has_more, cursor = lister(
+            session,
+            who.team_id,
+            limit=limit,
+            after=after,
+            statuses=jobs.parse_statuses([status]),
+            where=job_filters.metadata_clauses(filters),
+        )
         data = job_views(session, rows)
         cols = metric_sort.columns(session, who.team_id, by)
         values = metric_sort.best(session, [j.id for j in data], cols)
     session.commit()
     keep = [(k, v) for k, v in request.query_params.multi_items() if k != "after"]
     now = utcnow()
-    items = [{"job": j, "recipe": views.recipe(j.spec), "age": views.age(j.created_at, now),
-              "eta": views.duration(j.eta_seconds) if j.status not in views.TERMINAL else "",
-              "values": [_cell(c, values.get((j.id, c))) for c in cols]} for j in data]
-    return page(request, "jobs.html", who=who, items=items, status=status, filters=filters,
-                columns=_sort_links(request, cols, by), newest_url=_sort_links(request, [], None, newest=True),
-                next_url=f"{request.url.path}?{urlencode(keep + [('after', cursor)])}" if has_more else None,
-                statuses=["queued", "running", "cancelling", "succeeded", "failed", "cancelled"])
+    items = [
+        {
+            "job": j,
+            "recipe": views.recipe(j.spec),
+            "age": views.age(j.created_at, now),
+            "eta": views.duration(j.eta_seconds) if j.status not in views.TERMINAL else "",
+            "values": [_cell(c, values.get((j.id, c))) for c in cols],
+        }
+        for j in data
+    ]
+    return page(
+        request,
+        "jobs.html",
+        who=who,
+        items=items,
+        status=status,
+        filters=filters,
+        columns=_sort_links(request, cols, by),
+        newest_url=_sort_links(request, [], None, newest=True),
+        next_url=f"{request.url.path}?{urlencode(keep + [('after', cursor)])}" if has_more else None,
+        statuses=["queued", "running", "cancelling", "succeeded", "failed", "cancelled"],
+    )
 
 
 def _cell(path: str, best: tuple[float, str] | None) -> dict:
@@ -167,8 +195,14 @@ def _sort_links(request: Request, cols: list[str], by, newest: bool = False):
         here = by is not None and by.path == c
         toggle = [("order", "asc" if by.desc else "desc")] if here else []
         params = base + [("sort", metric_sort.PREFIX + c)] + toggle
-        out.append({"label": metrics.describe(c).label, "path": c, "url": f"{request.url.path}?{urlencode(params)}",
-                    "arrow": ("↓" if by.desc else "↑") if here else ""})
+        out.append(
+            {
+                "label": metrics.describe(c).label,
+                "path": c,
+                "url": f"{request.url.path}?{urlencode(params)}",
+                "arrow": ("↓" if by.desc else "↑") if here else "",
+            }
+        )
     return out
 
 
@@ -183,19 +217,35 @@ def job_page(request: Request, job_id: str, session: SessionDep, who: Who) -> Re
         layers = [row.model_dump() for row in jobs.layer_scores(session, who.team_id, job_id).data]
     session.commit()
     now = utcnow()
-    return page(request, "job.html", who=who, job=job, nonce=secrets.token_urlsafe(12), stage_class=views.stage_class,
-                recipe=views.recipe(job.spec), events=events, recent_events=RECENT_EVENTS,
-                age=views.age(job.created_at, now), timeline=views.timeline(events, job, now),
-                charts=chart.job_charts(layers, [s.model_dump() for s in job.selected_layers or []], job.spec),
-                result=views.result_table(job.result), duration=views.duration, num=views.num,
-                eta=views.duration(job.eta_seconds) if job.status not in views.TERMINAL else "",
-                artifacts=[(a, views.artifact_href(a.uri)) for a in job.artifacts])
+    return page(
+        request,
+        "job.html",
+        who=who,
+        job=job,
+        nonce=secrets.token_urlsafe(12),
+        stage_class=views.stage_class,
+        recipe=views.recipe(job.spec),
+        events=events,
+        recent_events=RECENT_EVENTS,
+        age=views.age(job.created_at, now),
+        timeline=views.timeline(events, job, now),
+        charts=chart.job_charts(layers, [s.model_dump() for s in job.selected_layers or []], job.spec),
+        result=views.result_table(job.result),
+        duration=views.duration,
+        num=views.num,
+        eta=views.duration(job.eta_seconds) if job.status not in views.TERMINAL else "",
+        artifacts=[(a, views.artifact_href(a.uri)) for a in job.artifacts],
+    )
 
 
 @router.get("/compare")
-def compare_page(request: Request, session: SessionDep, who: Who,
-                 ids: Annotated[list[str], Query(description="job ids: a,b or repeated")] = [],  # noqa: B006
-                 baseline: str = "base") -> Response:
+def compare_page(
+    request: Request,
+    session: SessionDep,
+    who: Who,
+    ids: Annotated[list[str], Query(description="job ids: a,b or repeated")] = [],  # noqa: B006
+    baseline: str = "base",
+) -> Response:
     wanted = list(dict.fromkeys(i.strip() for v in ids for i in v.split(",") if i.strip()))
     if not 2 <= len(wanted) <= MAX_COMPARE:
         raise PageError(422, "Pick jobs to compare", f"Compare takes 2 to {MAX_COMPARE} job ids (ids=a,b).")
@@ -204,7 +254,14 @@ def compare_page(request: Request, session: SessionDep, who: Who,
     session.commit()
     baseline = baseline if baseline in wanted else "base"
     label = "each job's base model" if baseline == "base" else f"job …{baseline[-8:]}"
-    return page(request, "compare.html", who=who, jobs=data, recipes=[views.recipe(j.spec) for j in data],
-                diff=views.recipe_diff([j.spec for j in data]), selected=views.selected_side_by_side(data),
-                baseline=baseline, charts=[{"metric": r["metric"], "svg": compare.chart(r, label)}
-                                           for r in compare.rows(data, baseline)])
+    return page(
+        request,
+        "compare.html",
+        who=who,
+        jobs=data,
+        recipes=[views.recipe(j.spec) for j in data],
+        diff=views.recipe_diff([j.spec for j in data]),
+        selected=views.selected_side_by_side(data),
+        baseline=baseline,
+        charts=[{"metric": r["metric"], "svg": compare.chart(r, label)} for r in compare.rows(data, baseline)],
+    )

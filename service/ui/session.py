@@ -54,8 +54,9 @@ def is_https(request: Request) -> bool:
 
 
 def set_key(response: Response, request: Request, key: str) -> None:
-    response.set_cookie(COOKIE, key, max_age=MAX_AGE_S, path=PATH, httponly=True, samesite="strict",
-                        secure=is_https(request))
+    response.set_cookie(
+        COOKIE, key, max_age=MAX_AGE_S, path=PATH, httponly=True, samesite="strict", secure=is_https(request)
+    )
 
 
 def clear_key(response: Response, request: Request) -> None:

@@ -64,9 +64,12 @@ def parse(sort: str | None, order: str | None) -> Sort | None:
 def _values(path: str):
     """(job_id, v): each job's best output value of the metric (module docstring)."""
     pick = func.max if names.describe(path).better > 0 else func.min
-    return (select(Metric.job_id, pick(Metric.value).label("v"))
-            .where(Metric.name == path, Metric.variant.like("k%"), Metric.value.is_not(None))
-            .group_by(Metric.job_id).subquery())
+    return (
+        select(Metric.job_id, pick(Metric.value).label("v"))
+        .where(Metric.name == path, Metric.variant.like("k%"), Metric.value.is_not(None))
+        .group_by(Metric.job_id)
+        .subquery()
+    )
 
 
 def encode(sort: Sort, value: float | None, job_id: str) -> str:
@@ -77,8 +80,12 @@ def encode(sort: Sort, value: float | None, job_id: str) -> str:
 def decode(sort: Sort, cursor: str) -> tuple[float | None, str]:
     try:
         raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        ok = (raw["s"] == sort.key and raw["d"] == sort.desc and isinstance(raw["id"], str)
-              and (raw["v"] is None or isinstance(raw["v"], (int, float))))
+        ok = (
+            raw["s"] == sort.key
+            and raw["d"] == sort.desc
+            and isinstance(raw["id"], str)
+            and (raw["v"] is None or isinstance(raw["v"], (int, float)))
+        )
     except (binascii.Error, UnicodeDecodeError, ValueError, TypeError, KeyError, RecursionError):
         ok = False  # RecursionError: nested deeper than the parser goes (a 500 before)
     if not ok:
@@ -86,8 +93,16 @@ def decode(sort: Sort, cursor: str) -> tuple[float | None, str]:
     return raw["v"], raw["id"]
 
 
-def list_sorted(session: Session, team_id: int, sort: Sort, *, limit: int, after: str | None,
-                statuses: Sequence[str], where: Sequence = ()) -> tuple[list[Job], bool, str | None]:
+def list_sorted(
+    session: Session,
+    team_id: int,
+    sort: Sort,
+    *,
+    limit: int,
+    after: str | None,
+    statuses: Sequence[str],
+    where: Sequence = (),
+) -> tuple[list[Job], bool, str | None]:
     """One page of the team's jobs in `sort`'s order (module docstring), as jobs.list_jobs answers."""
     vals = _values(sort.path)
     v = vals.c.v
@@ -111,9 +126,14 @@ def list_sorted(session: Session, team_id: int, sort: Sort, *, limit: int, after
 
 def columns(session: Session, team_id: int, sort: Sort | None) -> list[str]:
     """The metric columns of the list: the sorted one, then the team's most common shown metrics."""
-    counts = session.execute(select(Metric.name, func.count()).join(Job, Job.id == Metric.job_id)
-                             .where(Job.team_id == team_id, Metric.variant.like("k%"))
-                             .group_by(Metric.name).order_by(func.count().desc(), Metric.name).limit(50))
+    counts = session.execute(
+        select(Metric.name, func.count())
+        .join(Job, Job.id == Metric.job_id)
+        .where(Job.team_id == team_id, Metric.variant.like("k%"))
+        .group_by(Metric.name)
+        .order_by(func.count().desc(), Metric.name)
+        .limit(50)
+    )
     shown = [n for n, _ in counts if names.describe(n).shown and names.describe(n).better]
     first = [sort.path] if sort else []
     return (first + [n for n in shown if n not in first])[:MAX_COLUMNS]
@@ -125,8 +145,11 @@ def best(session: Session, job_ids: Iterable[str], paths: Sequence[str]) -> dict
     ids, out = list(job_ids), {}
     if not ids or not paths:
         return out
-    rows = session.execute(select(Metric.job_id, Metric.name, Metric.value, Metric.variant).where(
-        Metric.job_id.in_(ids), Metric.name.in_(paths), Metric.variant.like("k%"), Metric.value.is_not(None)))
+    rows = session.execute(
+        select(Metric.job_id, Metric.name, Metric.value, Metric.variant).where(
+            Metric.job_id.in_(ids), Metric.name.in_(paths), Metric.variant.like("k%"), Metric.value.is_not(None)
+        )
+    )
     for job_id, name, value, variant in sorted(rows, key=lambda r: (len(r.variant), r.variant)):
         sign = 1 if names.describe(name).better > 0 else -1
         held = out.get((job_id, name))

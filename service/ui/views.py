@@ -39,8 +39,12 @@ def recipe(spec: dict) -> dict:
     """mode, method, k, criterion of a job's request (defaults filled in, as stored)."""
     comp = spec.get("compression") or {}
     k = comp.get("k")
-    return {"mode": comp.get("mode", "attn"), "method": comp.get("method", "nbl"),
-            "k": ",".join(map(str, k)) if isinstance(k, list) else str(k), "criterion": comp.get("criterion", "cca")}
+    return {
+        "mode": comp.get("mode", "attn"),
+        "method": comp.get("method", "nbl"),
+        "k": ",".join(map(str, k)) if isinstance(k, list) else str(k),
+        "criterion": comp.get("criterion", "cca"),
+    }
 
 
 def duration(seconds: float | None) -> str:
@@ -80,8 +84,16 @@ def timeline(events: list, job, now: datetime) -> list[dict]:
         done = not last or job.status == "succeeded"  # a later stage began, or the job finished well
         here = job.progress if getattr(job, "stage_progress", None) is None else job.stage_progress
         progress = here if current else None if done else last_progress.get(stage)
-        spans.append({"stage": stage, "start": start, "seconds": max((stop - start).total_seconds(), 0.0),
-                      "progress": progress, "current": current, "done": done})
+        spans.append(
+            {
+                "stage": stage,
+                "start": start,
+                "seconds": max((stop - start).total_seconds(), 0.0),
+                "progress": progress,
+                "current": current,
+                "done": done,
+            }
+        )
     total = sum(s["seconds"] for s in spans) or 1.0
     for s in spans:
         s["fraction"] = s["seconds"] / total
@@ -129,15 +141,24 @@ def result_table(result: Any) -> dict:
     "cells": [...]}]}"""
     variants = result_variants(result)
     seen = dict.fromkeys(n for v in variants.values() for n, x in v["metrics"].items())
-    columns = [metrics.describe(n) for n in seen
-               if metrics.describe(n).shown and any(v["metrics"].get(n) is not None for v in variants.values())]
+    columns = [
+        metrics.describe(n)
+        for n in seen
+        if metrics.describe(n).shown and any(v["metrics"].get(n) is not None for v in variants.values())
+    ]
     rows = []
     for name, v in sorted(variants.items(), key=lambda nv: variant_order(nv[0])):
         cells = []
         for col in columns:
             delta, rel = (v.get("delta") or {}).get(col.path), (v.get("relative") or {}).get(col.path)
-            cells.append({"value": metrics.value(col, v["metrics"].get(col.path)), "delta": metrics.delta(col, delta),
-                          "relative": signed(rel, True), "judge": metrics.judge(col, delta)})
+            cells.append(
+                {
+                    "value": metrics.value(col, v["metrics"].get(col.path)),
+                    "delta": metrics.delta(col, delta),
+                    "relative": signed(rel, True),
+                    "judge": metrics.judge(col, delta),
+                }
+            )
         rows.append({"variant": name, "cells": cells})
     return {"columns": columns, "rows": rows}
 
@@ -180,8 +201,9 @@ def _plain(s) -> dict:
 
 def selected_side_by_side(jobs: list) -> list[dict]:
     """One row per (mode, k) present in any job: each job's selected layers, or None."""
-    per_job = [{(s["mode"], s["k"]): sorted(s["layers"] or []) for s in map(_plain, j.selected_layers or [])}
-               for j in jobs]
+    per_job = [
+        {(s["mode"], s["k"]): sorted(s["layers"] or []) for s in map(_plain, j.selected_layers or [])} for j in jobs
+    ]
     keys = sorted(set().union(*per_job), key=lambda mk: (str(mk[0]), mk[1] if isinstance(mk[1], int) else 0))
     return [{"mode": m, "k": k, "layers": [p.get((m, k)) for p in per_job]} for m, k in keys]
 

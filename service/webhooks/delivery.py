@@ -65,6 +65,7 @@ RACES = 10  # claims lost in a row to other deliverers before a slot waits a lit
 @dataclass(frozen=True)
 class Claim:
     """A delivery this deliverer holds, as read when it claimed it (no ORM object across awaits)."""
+
     id: str
     job_id: str
     event: str
@@ -79,9 +80,17 @@ def claim_hold(settings: Settings) -> timedelta:
     return timedelta(seconds=3 * settings.webhook_timeout_s + 60)
 
 
-def deliver_due(session: Session, settings: Settings, now: datetime | None = None, *, limit: int = 100,
-                budget_s: float = 60.0, resolve: Resolver = system_resolver, concurrency: int = CONCURRENCY,
-                per_team: int | None = None) -> dict[str, int]:
+def deliver_due(
+    session: Session,
+    settings: Settings,
+    now: datetime | None = None,
+    *,
+    limit: int = 100,
+    budget_s: float = 60.0,
+    resolve: Resolver = system_resolver,
+    concurrency: int = CONCURRENCY,
+    per_team: int | None = None,
+) -> dict[str, int]:
     """Send the pending deliveries that are due, up to `concurrency` at once and at most `per_team`
     (default: half the slots) for one team (service.webhooks.fair); at most `limit` in all, starting
     no new one after `budget_s` (but always one). Rows that come due while the pass has POSTs in
@@ -93,13 +102,22 @@ def deliver_due(session: Session, settings: Settings, now: datetime | None = Non
     if not _due_by_team(session, clock()):
         return {}
     share = fair.Share(per_team or max(1, concurrency // 2))
-    outcomes = asyncio.run(_deliver_all(session, settings, clock, resolve, concurrency, share, limit,
-                                        time.monotonic() + budget_s))
+    outcomes = asyncio.run(
+        _deliver_all(session, settings, clock, resolve, concurrency, share, limit, time.monotonic() + budget_s)
+    )
     return dict(Counter(outcomes))
 
 
-async def _deliver_all(session: Session, settings: Settings, clock: Callable[[], datetime], resolve: Resolver,
-                       concurrency: int, share: fair.Share, limit: int, stop_at: float) -> list[str]:
+async def _deliver_all(
+    session: Session,
+    settings: Settings,
+    clock: Callable[[], datetime],
+    resolve: Resolver,
+    concurrency: int,
+    share: fair.Share,
+    limit: int,
+    stop_at: float,
+) -> list[str]:
     # The slots share one session: they touch it only between awaits, in steps that commit
     # (_next, _record), so no two use it at once and no transaction spans a POST.
     outcomes: list[str] = []
@@ -125,8 +143,15 @@ async def _deliver_all(session: Session, settings: Settings, clock: Callable[[],
                 started_at, t0, status_code = utcnow(), time.monotonic(), None
                 if secret is not None:
                     status_code, error = await post.attempt(
-                        http, claim.url, secret, claim.id, claim.payload, deadline_s=settings.webhook_timeout_s,
-                        allowlist=settings.webhook_networks, resolve=resolve)
+                        http,
+                        claim.url,
+                        secret,
+                        claim.id,
+                        claim.payload,
+                        deadline_s=settings.webhook_timeout_s,
+                        allowlist=settings.webhook_networks,
+                        resolve=resolve,
+                    )
                 duration_ms = (time.monotonic() - t0) * 1000
                 outcomes.append(_record(session, settings, claim, now, started_at, duration_ms, status_code, error))
             finally:
@@ -141,11 +166,12 @@ async def _deliver_all(session: Session, settings: Settings, clock: Callable[[],
 
 def _due_by_team(session: Session, now: datetime) -> dict[int, datetime]:
     """{team id: its oldest due delivery's time}."""
-    rows = session.execute(select(Job.team_id, func.min(WebhookDelivery.next_attempt_at))
-                           .join(Job, Job.id == WebhookDelivery.job_id)
-                           .where(WebhookDelivery.status == WebhookStatus.pending.value,
-                                  WebhookDelivery.next_attempt_at <= now)
-                           .group_by(Job.team_id)).all()
+    rows = session.execute(
+        select(Job.team_id, func.min(WebhookDelivery.next_attempt_at))
+        .join(Job, Job.id == WebhookDelivery.job_id)
+        .where(WebhookDelivery.status == WebhookStatus.pending.value, WebhookDelivery.next_attempt_at <= now)
+        .group_by(Job.team_id)
+    ).all()
     session.commit()  # no transaction stays open across HTTP calls
     return {team: oldest for team, oldest in rows}
 
@@ -158,10 +184,17 @@ def _next(session: Session, settings: Settings, share: fair.Share, now: datetime
         team = share.pick(due)
         if team is None:
             return None, bool(due)
-        delivery_id = session.scalar(select(WebhookDelivery.id).join(Job, Job.id == WebhookDelivery.job_id)
-                                     .where(Job.team_id == team, WebhookDelivery.status == WebhookStatus.pending.value,
-                                            WebhookDelivery.next_attempt_at <= now)
-                                     .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id).limit(1))
+        delivery_id = session.scalar(
+            select(WebhookDelivery.id)
+            .join(Job, Job.id == WebhookDelivery.job_id)
+            .where(
+                Job.team_id == team,
+                WebhookDelivery.status == WebhookStatus.pending.value,
+                WebhookDelivery.next_attempt_at <= now,
+            )
+            .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
+            .limit(1)
+        )
         session.commit()
         if delivery_id is not None:
             claimed = _claim(session, settings, delivery_id, now)
@@ -170,16 +203,27 @@ def _next(session: Session, settings: Settings, share: fair.Share, now: datetime
     return None, True  # others keep winning the claims: look again shortly
 
 
-def _claim(session: Session, settings: Settings, delivery_id: str, now: datetime,
-           ) -> tuple[Claim | None, str | None, str | None]:
+def _claim(
+    session: Session,
+    settings: Settings,
+    delivery_id: str,
+    now: datetime,
+) -> tuple[Claim | None, str | None, str | None]:
     """Claim a due row (claim, team secret, why not sendable), or (None, None, None) when another
     deliverer has it. The claim pushes the row's time out, so that a second deliverer running now
     skips it; if this process dies mid-send, the row comes due again after the hold and is re-sent
     with the same webhook-id."""
-    if not cas(session, update(WebhookDelivery)
-               .where(WebhookDelivery.id == delivery_id, WebhookDelivery.status == WebhookStatus.pending.value,
-                      WebhookDelivery.next_attempt_at <= now)
-               .values(next_attempt_at=now + claim_hold(settings)), commit=True):
+    if not cas(
+        session,
+        update(WebhookDelivery)
+        .where(
+            WebhookDelivery.id == delivery_id,
+            WebhookDelivery.status == WebhookStatus.pending.value,
+            WebhookDelivery.next_attempt_at <= now,
+        )
+        .values(next_attempt_at=now + claim_hold(settings)),
+        commit=True,
+    ):
         return None, None, None
     row = session.get(WebhookDelivery, delivery_id, populate_existing=True)
     claim = Claim(row.id, row.job_id, row.event, row.url, row.payload, row.attempts)
@@ -193,24 +237,45 @@ def _claim(session: Session, settings: Settings, delivery_id: str, now: datetime
     return claim, secret, error
 
 
-def _record(session: Session, settings: Settings, claim: Claim, now: datetime, started: datetime,
-            duration_ms: float, status_code: int | None, error: str | None) -> str:
+def _record(
+    session: Session,
+    settings: Settings,
+    claim: Claim,
+    now: datetime,
+    started: datetime,
+    duration_ms: float,
+    status_code: int | None,
+    error: str | None,
+) -> str:
     attempts = claim.attempts + 1
     values: dict = {"attempts": attempts, "last_error": error}
     if error is None:
         outcome, values["status"], values["finished_at"] = "delivered", WebhookStatus.delivered.value, utcnow()
     elif attempts >= settings.webhook_max_attempts:
         outcome, values["status"], values["finished_at"] = "failed", WebhookStatus.failed.value, utcnow()
-        log.warning("webhook %s (%s of %s) given up after %d attempts: %s", claim.id, claim.event, claim.job_id,
-                    attempts, error)
+        log.warning(
+            "webhook %s (%s of %s) given up after %d attempts: %s", claim.id, claim.event, claim.job_id, attempts, error
+        )
     else:
         outcome = "retrying"
         values["next_attempt_at"] = now + timedelta(
-            seconds=backoff_s(attempts, settings.webhook_backoff_s, settings.webhook_backoff_max_s))
-    session.add(WebhookAttempt(delivery_id=claim.id, attempt=attempts, started_at=started, duration_ms=duration_ms,
-                               status_code=status_code, error=error))
-    session.execute(update(WebhookDelivery).where(WebhookDelivery.id == claim.id,
-                                                  WebhookDelivery.attempts == claim.attempts)
-                    .values(**values).execution_options(synchronize_session=False))
+            seconds=backoff_s(attempts, settings.webhook_backoff_s, settings.webhook_backoff_max_s)
+        )
+    session.add(
+        WebhookAttempt(
+            delivery_id=claim.id,
+            attempt=attempts,
+            started_at=started,
+            duration_ms=duration_ms,
+            status_code=status_code,
+            error=error,
+        )
+    )
+    session.execute(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.id == claim.id, WebhookDelivery.attempts == claim.attempts)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
     session.commit()
     return outcome

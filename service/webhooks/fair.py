@@ -33,8 +33,9 @@ class Share:
     def pick(self, due: Mapping[int, datetime]) -> int | None:
         """The team a free slot serves next, from {team: its oldest due delivery's time}; None when
         nothing is due or every team that has something due holds its share already."""
-        open_ = [(self.in_flight[team], oldest, team) for team, oldest in due.items()
-                 if self.in_flight[team] < self.per_team]
+        open_ = [
+            (self.in_flight[team], oldest, team) for team, oldest in due.items() if self.in_flight[team] < self.per_team
+        ]
         return min(open_)[2] if open_ else None
 
     def begin(self, team: int) -> None:

@@ -21,8 +21,9 @@ from nbl.webhook_urls import (
 )
 
 
-def resolve_within(url: str, allowlist: Iterable[Network], deadline_s: float,
-                   resolve: Resolver = system_resolver) -> list[IPAddress]:
+def resolve_within(
+    url: str, allowlist: Iterable[Network], deadline_s: float, resolve: Resolver = system_resolver
+) -> list[IPAddress]:
     """resolve_checked(url, allowlist) within `deadline_s`, else WebhookUrlError."""
     check_syntax(url)  # a malformed URL is refused here, without a thread
     allowlist = tuple(allowlist)

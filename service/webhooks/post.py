@@ -32,13 +32,28 @@ T = TypeVar("T")
 def client(deadline_s: float) -> httpx.AsyncClient:
     """The client of one delivery pass: no connection kept between POSTs (each goes to an address
     checked just before), no redirects, no proxies from the environment."""
-    return httpx.AsyncClient(timeout=deadline_s, follow_redirects=False, trust_env=False,
-                             limits=httpx.Limits(max_keepalive_connections=0), headers={"user-agent": USER_AGENT})
+    return httpx.AsyncClient(
+        timeout=deadline_s,
+        follow_redirects=False,
+        trust_env=False,
+        limits=httpx.Limits(max_keepalive_connections=0),
+        headers={"user-agent": USER_AGENT},
+    )
 
 
-async def attempt(http: httpx.AsyncClient, url: str, secret: str, msg_id: str, body: str, *, deadline_s: float,
-                  allowlist: Iterable[Network], resolve: Resolver) -> tuple[int | None, str | None]:
+async def attempt(
+    http: httpx.AsyncClient,
+    url: str,
+    secret: str,
+    msg_id: str,
+    body: str,
+    *,
+    deadline_s: float,
+    allowlist: Iterable[Network],
+    resolve: Resolver,
+) -> tuple[int | None, str | None]:
     """Resolve, check and POST within `deadline_s`: (status code or None, error or None)."""
+
     async def resolve_and_post() -> int:
         addresses = await _in_daemon_thread(resolve_checked, url, tuple(allowlist), resolve)
         return await _post(http, url, addresses[0], secret, msg_id, body)

@@ -34,7 +34,7 @@ def new_secret() -> str:
 def secret_key(secret: str) -> bytes:
     if not secret.startswith(SECRET_PREFIX):
         raise ValueError("a webhook secret starts with whsec_")
-    return base64.b64decode(secret[len(SECRET_PREFIX):])
+    return base64.b64decode(secret[len(SECRET_PREFIX) :])
 
 
 def sign(secret: str, msg_id: str, timestamp: int, body: str) -> str:
@@ -44,8 +44,12 @@ def sign(secret: str, msg_id: str, timestamp: int, body: str) -> str:
 
 
 def signed_headers(secret: str, msg_id: str, timestamp: int, body: str) -> dict[str, str]:
-    return {"webhook-id": msg_id, "webhook-timestamp": str(timestamp),
-            "webhook-signature": sign(secret, msg_id, timestamp, body), "content-type": "application/json"}
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": sign(secret, msg_id, timestamp, body),
+        "content-type": "application/json",
+    }
 
 
 # --- team secrets --------------------------------------------------------------------------------

@@ -84,8 +84,9 @@ def api_server():
 
 def nbl(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": PYTHONPATH, "NBL_API_KEY": "nbl_test"}
-    return subprocess.run([sys.executable, "-m", "cli.main", *argv], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.mark.parametrize("status, code", [("succeeded", 0), ("failed", 1), ("cancelled", 2)])
@@ -187,7 +188,9 @@ NOT_JSON = [
 ]
 
 
-@pytest.mark.parametrize("line,says", NOT_JSON, ids=[s.split(":")[0] + "-" + str(i) for i, (_, s) in enumerate(NOT_JSON)])
+@pytest.mark.parametrize(
+    "line,says", NOT_JSON, ids=[s.split(":")[0] + "-" + str(i) for i, (_, s) in enumerate(NOT_JSON)]
+)
 def test_submit_names_the_key_of_a_value_json_cannot_carry(tmp_path, capsys, line, says):
     path = tmp_path / "r.yaml"
     path.write_text(f"model: {{id: acme/m}}\n{line}\n")
@@ -233,11 +236,13 @@ def _limited(gib: int):
 
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (gib << 30, gib << 30))
+
     return limit
 
 
 LAUGHS = "model: {id: acme/m}\nlol0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"lol{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10))
+    f"lol{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10)
+)
 
 
 @pytest.mark.parametrize("argv", [["LAUGHS"], ["--model", "acme/m", "--task-file", "/dev/zero"]])
@@ -248,9 +253,25 @@ def test_submit_refuses_a_billion_laughs_and_an_endless_task_file_quickly(tmp_pa
         (tmp_path / "laughs.yaml").write_text(LAUGHS)
         argv = [str(tmp_path / "laughs.yaml")]
     env = {**os.environ, "PYTHONPATH": PYTHONPATH, "NBL_API_KEY": "nbl_test"}
-    out = subprocess.run([sys.executable, "-m", "cli.main", "submit", *argv, "--api-url", "http://127.0.0.1:9",
-                          "--connect-timeout", "1"], cwd=REPO, env=env, capture_output=True, text=True,
-                         timeout=60, preexec_fn=_limited(2))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "submit",
+            *argv,
+            "--api-url",
+            "http://127.0.0.1:9",
+            "--connect-timeout",
+            "1",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_limited(2),
+    )
     assert out.returncode == 2 and out.stdout == "", out.stderr[-2000:]
     assert out.stderr.startswith("nbl: error: ") and out.stderr.count("\n") == 1, out.stderr[-2000:]
     assert ("aliases (*l0) are not accepted" in out.stderr) or ("/dev/zero: over " in out.stderr)

@@ -26,8 +26,9 @@ def run(capsys, *argv) -> tuple[int, str, str]:
 
 def test_jobs_cancel_logs(served, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO('{"model": {"id": "acme/m"}, "compression": {"k": 4}}'))
-    code, out, err = run(capsys, "submit", "-", "--metadata", "ci=7", "--metadata", "branch=main", "--max-tokens",
-                         "64", "--json")
+    code, out, err = run(
+        capsys, "submit", "-", "--metadata", "ci=7", "--metadata", "branch=main", "--max-tokens", "64", "--json"
+    )
     assert code == 0, err
     a = json.loads(out)
     assert a["metadata"] == {"ci": "7", "branch": "main"} and a["spec"]["evaluation"]["max_tokens"] == 64
@@ -56,8 +57,9 @@ def test_jobs_cancel_logs(served, capsys, monkeypatch):
 
 
 def test_submit_wait_exits_by_the_job(served, capsys):
-    code, _, err = run(capsys, "submit", "--model", "acme/m", "--k", "4", "--wait", "--timeout", "0.5",
-                       "--interval", "0.1")
+    code, _, err = run(
+        capsys, "submit", "--model", "acme/m", "--k", "4", "--wait", "--timeout", "0.5", "--interval", "0.1"
+    )
     assert code == 3 and "timed out after 0.5 s" in err and "queued" in err
     job_id = err.split("submitted ")[1].split()[0]
     assert run(capsys, "cancel", job_id)[0] == 0
@@ -76,12 +78,12 @@ def test_wait_prints_only_changes_and_a_heartbeat():
         printer(job, EventList(data=[Event(id=i, kind=k, stage=stage, message=m) for i, (k, m) in enumerate(events)]))
 
     poll(0, "queued", None, 0.0)
-    poll(1, "queued", None, 0.0)                      # nothing new: silent
+    poll(1, "queued", None, 0.0)  # nothing new: silent
     poll(2, "running", "score", 0.0, ("stage", None))
     for t in range(3, 62):
-        poll(t, "running", "score", 0.0)              # 59 polls at 0.0 %: silent until the heartbeat
-    poll(62, "running", "score", 0.0)                  # 60 s since the last line: the heartbeat
-    poll(63, "running", "score", 0.0004)               # below the shown 0.1 %: silent
+        poll(t, "running", "score", 0.0)  # 59 polls at 0.0 %: silent until the heartbeat
+    poll(62, "running", "score", 0.0)  # 60 s since the last line: the heartbeat
+    poll(63, "running", "score", 0.0004)  # below the shown 0.1 %: silent
     poll(64, "running", "score", 0.25)
     lines = out.getvalue().splitlines()
     assert len(lines) == 5, lines
@@ -91,30 +93,89 @@ def test_wait_prints_only_changes_and_a_heartbeat():
 
 def test_readable_numbers_and_a_stable_metric_order():
     assert [readable(x) for x in (1.062e8, 23.4567, 20.25, 0.52341, 1e-5, 250.04, 12, None)] == [
-        "106,200,000", "23.457", "20.25", "0.5234", "1.00e-05", "250", "12", "-"]
-    names = ["speed/decode_tokens_per_s", "tasks/arc_easy/acc_norm", "perplexity/wikitext2/tokens",
-             "tasks/arc_easy/acc", "perplexity/c4/ppl", "perplexity/wikitext2/ppl", "other",
-             "perplexity/wikitext2/bits_per_byte"]
+        "106,200,000",
+        "23.457",
+        "20.25",
+        "0.5234",
+        "1.00e-05",
+        "250",
+        "12",
+        "-",
+    ]
+    names = [
+        "speed/decode_tokens_per_s",
+        "tasks/arc_easy/acc_norm",
+        "perplexity/wikitext2/tokens",
+        "tasks/arc_easy/acc",
+        "perplexity/c4/ppl",
+        "perplexity/wikitext2/ppl",
+        "other",
+        "perplexity/wikitext2/bits_per_byte",
+    ]
     assert sorted(names, key=metric_order) == [
-        "perplexity/c4/ppl", "perplexity/wikitext2/ppl", "perplexity/wikitext2/bits_per_byte",
-        "perplexity/wikitext2/tokens", "tasks/arc_easy/acc", "tasks/arc_easy/acc_norm",
-        "speed/decode_tokens_per_s", "other"]
-    table = metrics_table({"k12": {"perplexity/c4/ppl": 1.062e8}, "base": {"perplexity/c4/ppl": 30.5},
-                           "k4": {"perplexity/c4/ppl": 40.0}})
+        "perplexity/c4/ppl",
+        "perplexity/wikitext2/ppl",
+        "perplexity/wikitext2/bits_per_byte",
+        "perplexity/wikitext2/tokens",
+        "tasks/arc_easy/acc",
+        "tasks/arc_easy/acc_norm",
+        "speed/decode_tokens_per_s",
+        "other",
+    ]
+    table = metrics_table(
+        {"k12": {"perplexity/c4/ppl": 1.062e8}, "base": {"perplexity/c4/ppl": 30.5}, "k4": {"perplexity/c4/ppl": 40.0}}
+    )
     assert table[0].split() == ["metric", "base", "k4", "k12"] and table[1].split()[1:] == ["30.5", "40", "106,200,000"]
 
 
 def test_submit_flags_reach_the_body():
     from cli.client.job_request import build_request
 
-    flags = {k: None for k in ("file", "model", "revision", "dataset", "dataset_config", "split", "text_field",
-                               "num_samples", "seq_len", "seed", "shuffle", "mode", "method", "criterion", "k",
-                               "perplexity", "tasks", "limit", "speed", "publish_repo", "public", "publish_revision",
-                               "create_pr", "local_dir")}
-    args = SimpleNamespace(**flags | {"model": "acme/m", "max_tokens": 128, "webhook_url": "https://ci.example.com/h",
-                                      "metadata": ["a=1"], "task_file": []})
-    assert build_request(args) == {"model": {"id": "acme/m"}, "evaluation": {"max_tokens": 128},
-                                   "webhook_url": "https://ci.example.com/h", "metadata": {"a": "1"}}
+    flags = {
+        k: None
+        for k in (
+            "file",
+            "model",
+            "revision",
+            "dataset",
+            "dataset_config",
+            "split",
+            "text_field",
+            "num_samples",
+            "seq_len",
+            "seed",
+            "shuffle",
+            "mode",
+            "method",
+            "criterion",
+            "k",
+            "perplexity",
+            "tasks",
+            "limit",
+            "speed",
+            "publish_repo",
+            "public",
+            "publish_revision",
+            "create_pr",
+            "local_dir",
+        )
+    }
+    args = SimpleNamespace(
+        **flags
+        | {
+            "model": "acme/m",
+            "max_tokens": 128,
+            "webhook_url": "https://ci.example.com/h",
+            "metadata": ["a=1"],
+            "task_file": [],
+        }
+    )
+    assert build_request(args) == {
+        "model": {"id": "acme/m"},
+        "evaluation": {"max_tokens": 128},
+        "webhook_url": "https://ci.example.com/h",
+        "metadata": {"a": "1"},
+    }
 
 
 def test_help_documents_every_exit_code(capsys):

@@ -31,8 +31,11 @@ def nbl(job_output, capsys, monkeypatch):
 
 
 def published(folder) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*")
-            if p.is_file() and not p.name.startswith(".nbl-")}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and not p.name.startswith(".nbl-")
+    }
 
 
 def test_nbl_download_end_to_end(job_output, nbl, tmp_path):
@@ -50,7 +53,8 @@ def test_nbl_download_end_to_end(job_output, nbl, tmp_path):
     assert {str(p.relative_to(dest)): p.read_bytes() for p in dest.rglob("*") if p.is_file()} == want
     assert report["k"] == 1 and report["bytes"] == sum(map(len, want.values()))
     assert {f["path"]: (f["status"], f["sha256"]) for f in report["files"]} == {
-        name: ("downloaded", hashlib.sha256(data).hexdigest()) for name, data in want.items()}
+        name: ("downloaded", hashlib.sha256(data).hexdigest()) for name, data in want.items()
+    }
 
     # again: everything is there and checked, nothing is fetched
     code, out, _ = nbl(job_id, "--k", "1", str(dest), "--json")

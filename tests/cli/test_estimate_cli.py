@@ -31,19 +31,44 @@ def test_70b_config_dir_fits_one_80gb_gpu(tmp_path, capsys, monkeypatch):
     assert est["seconds"][0] < est["seconds"][1]
     code, out, _ = run(capsys, "--model", str(model), "--num-samples", "256", "--seq-len", "2048", "--k", "8")
     assert code == 0 and "worker class: nbl-gpu-24g" in out and "peak device memory" in out
-    code, out, _ = run(capsys, "--model", str(model), "--num-samples", "256", "--seq-len", "2048", "--k", "8",
-                       "--devices", "cuda:0", "--json")
+    code, out, _ = run(
+        capsys,
+        "--model",
+        str(model),
+        "--num-samples",
+        "256",
+        "--seq-len",
+        "2048",
+        "--k",
+        "8",
+        "--devices",
+        "cuda:0",
+        "--json",
+    )
     assert code == 0 and json.loads(out)["device_bytes"] <= 80 * GiB
 
 
 def test_cpu_devices_put_everything_on_the_host(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("NBL_HOME", str(tmp_path / "home"))
     model = write_config(tmp_path / "tiny", TINY)
-    _, out, _ = run(capsys, "--model", str(model), "--num-samples", "8", "--seq-len", "32", "--k", "1",
-                    "--devices", "cpu", "--json")
+    _, out, _ = run(
+        capsys, "--model", str(model), "--num-samples", "8", "--seq-len", "32", "--k", "1", "--devices", "cpu", "--json"
+    )
     cpu = json.loads(out)
-    _, out, _ = run(capsys, "--model", str(model), "--num-samples", "8", "--seq-len", "32", "--k", "1",
-                    "--devices", "cuda:0", "--json")
+    _, out, _ = run(
+        capsys,
+        "--model",
+        str(model),
+        "--num-samples",
+        "8",
+        "--seq-len",
+        "32",
+        "--k",
+        "1",
+        "--devices",
+        "cuda:0",
+        "--json",
+    )
     gpu = json.loads(out)
     assert cpu["device_bytes"] == 0 and cpu["host_bytes"] > 0 and gpu["device_bytes"] > 0
     assert cpu["worker_class"] == gpu["worker_class"] == "nbl-cpu"  # where a job with these options goes
@@ -81,8 +106,9 @@ def test_a_70b_job_goes_to_one_80gb_gpu_and_measured_selection_is_priced(tmp_pat
     assert "select" in auto["phases"] and auto["seconds"][0] > job["seconds"][0]
     assert auto["disk"]["outputs"] == job["disk"]["outputs"] > 0  # k auto makes one output, as one k does
     # the same job on a GPU said to hold 24 GiB, with a 64 GiB host: the weights that fit neither go to disk
-    code, out, _ = run(capsys, *common, "--k", "8", "--devices", "cuda:0", "--device-memory", "24", "--host-memory",
-                       "64", "--json")
+    code, out, _ = run(
+        capsys, *common, "--k", "8", "--devices", "cuda:0", "--device-memory", "24", "--host-memory", "64", "--json"
+    )
     small = json.loads(out)
     assert code == 0 and small["disk"]["offload"] > 50e9 and small["device_bytes"] <= 24 * GiB
     for bad in ("0", "inf", "nan", "-1", "lots"):

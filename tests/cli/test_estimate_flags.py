@@ -98,18 +98,27 @@ def test_out_takes_the_directory_in_both(tmp_path, capsys):
 def nbl_estimate(model: Path, *argv: str) -> subprocess.CompletedProcess:
     """In a child process, so that an estimate that never returns fails the test instead of hanging it."""
     try:
-        return subprocess.run([sys.executable, "-m", "cli.main", "estimate", "--model", str(model), *argv],
-                              cwd=REPO, capture_output=True, text=True, timeout=ANSWER_S)
+        return subprocess.run(
+            [sys.executable, "-m", "cli.main", "estimate", "--model", str(model), *argv],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=ANSWER_S,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"nbl estimate did not answer within {ANSWER_S} s")
 
 
-@pytest.mark.parametrize("field,value,says", [
-    ("num_hidden_layers", 10**12, "num_hidden_layers must be at most 4,096, got 1000000000000"),
-    ("num_hidden_layers", 10**300, "num_hidden_layers must be at most 4,096, got a number of about 301 digits"),
-    ("vocab_size", 2**22 + 1, "vocab_size must be at most 4,194,304"),
-    ("max_position_embeddings", True, "max_position_embeddings must be a positive integer, got True"),
-], ids=["layers=10**12", "layers=10**300", "vocab=2**22+1", "context=True"])
+@pytest.mark.parametrize(
+    "field,value,says",
+    [
+        ("num_hidden_layers", 10**12, "num_hidden_layers must be at most 4,096, got 1000000000000"),
+        ("num_hidden_layers", 10**300, "num_hidden_layers must be at most 4,096, got a number of about 301 digits"),
+        ("vocab_size", 2**22 + 1, "vocab_size must be at most 4,194,304"),
+        ("max_position_embeddings", True, "max_position_embeddings must be a positive integer, got True"),
+    ],
+    ids=["layers=10**12", "layers=10**300", "vocab=2**22+1", "context=True"],
+)
 def test_a_hostile_config_is_exit_2_naming_the_field(tmp_path, field, value, says):
     model = write_config(tmp_path / "m", {**LLAMA_70B, field: value})
     done = nbl_estimate(model, "--k", "auto", "--criterion", "greedy", "--max-ppl-increase", "0.1", "--json")

@@ -24,8 +24,14 @@ REPO = Path(__file__).resolve().parents[2]
 def create_key(home: Path, team: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "NBL_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("DATABASE_URL", None)
-    return subprocess.run([sys.executable, "-m", "cli.main", "admin", "create-key", "--team", team, "--create-team"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", "admin", "create-key", "--team", team, "--create-team"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_create_key_on_a_fresh_home(tmp_path, monkeypatch, capsys):
@@ -74,8 +80,10 @@ def submit_json(capsys, *argv) -> dict:
 def test_submit_and_wait(served, capsys, tmp_path):
     settings, sessions = served
     spec = tmp_path / "job.yaml"
-    spec.write_text("model:\n  id: HuggingFaceTB/SmolLM2-135M-Instruct\ncompression:\n  k: [2, 4]\n"
-                    "calibration:\n  num_samples: 32\nmetadata:\n  pipeline: ci-1\n")
+    spec.write_text(
+        "model:\n  id: HuggingFaceTB/SmolLM2-135M-Instruct\ncompression:\n  k: [2, 4]\n"
+        "calibration:\n  num_samples: 32\nmetadata:\n  pipeline: ci-1\n"
+    )
     job = submit_json(capsys, str(spec), "--seq-len", "512", "--mode", "block")
     assert job["status"] == "queued" and job["metadata"] == {"pipeline": "ci-1"}
     assert job["spec"]["calibration"]["num_samples"] == 32 and job["spec"]["calibration"]["seq_len"] == 512
@@ -99,7 +107,9 @@ def test_submit_and_wait(served, capsys, tmp_path):
     capsys.readouterr()
     assert main(["wait", job["id"], "--interval", "0.1"]) == 0
     out = capsys.readouterr()
-    assert "succeeded" in out.out and "wikitext2 ppl" in out.out  # the typed result's table (cli/client/result_table.py)
+    assert (
+        "succeeded" in out.out and "wikitext2 ppl" in out.out
+    )  # the typed result's table (cli/client/result_table.py)
     row = next(line for line in out.out.splitlines() if line.startswith("wikitext2 ppl"))
     assert row.split()[2:4] == ["20.25", "23.5"], out.out
     assert "stage: evaluate" in out.err
@@ -111,8 +121,10 @@ def test_submit_and_wait(served, capsys, tmp_path):
     assert main(["wait", a["id"], "--quiet"]) == 1
     assert "k=4 >= layers" in capsys.readouterr().out
     c = submit_json(capsys, "--model", "acme/m", "--k", "1")
-    r = httpx.post(f"{os.environ['NBL_API_URL']}/v1/jobs/{c['id']}/cancel",
-                   headers={"Authorization": f"Bearer {os.environ['NBL_API_KEY']}"})
+    r = httpx.post(
+        f"{os.environ['NBL_API_URL']}/v1/jobs/{c['id']}/cancel",
+        headers={"Authorization": f"Bearer {os.environ['NBL_API_KEY']}"},
+    )
     assert r.json()["status"] == "cancelled"
     assert main(["wait", c["id"], "--quiet"]) == 2
 

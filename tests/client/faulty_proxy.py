@@ -87,7 +87,7 @@ class FaultyProxy:
                 if limit is not None and body_at is None and b"\r\n\r\n" in sent:
                     body_at = sent.index(b"\r\n\r\n") + 4
                 if limit is not None and body_at is not None and len(sent) >= body_at + limit:
-                    client.sendall(sent[:body_at + limit])
+                    client.sendall(sent[: body_at + limit])
                     return
                 if limit is None:
                     client.sendall(chunk)
@@ -96,8 +96,10 @@ class FaultyProxy:
 
     def _fault(self, client: socket.socket, head: bytes) -> None:
         if self.fault == "busy":
-            client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
-                           b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+            client.sendall(
+                b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 2\r\nConnection: close\r\n\r\n{}"
+            )
         elif self.fault == "reset":
             self._forward(client, head, self.keep)
             client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

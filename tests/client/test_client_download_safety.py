@@ -21,8 +21,11 @@ import pytest
 from cli.main import main
 from service.api import create_app
 
-FILES = {"config.json": b'{"model_type": "llama"}\n', "model.safetensors": b"\x00weights" * 4096,
-         "sub/extra.bin": b"extra bytes\n"}
+FILES = {
+    "config.json": b'{"model_type": "llama"}\n',
+    "model.safetensors": b"\x00weights" * 4096,
+    "sub/extra.bin": b"extra bytes\n",
+}
 JOB_ID = "job_" + "1" * 32
 
 
@@ -41,8 +44,9 @@ def real(pg_url, settings_for, team_key_for, live_server, tmp_path):
     settings.ensure_dirs()
     url = live_server(create_app(settings))
     auth = team_key_for(settings, "alpha")
-    job_id = httpx.post(f"{url}/v1/jobs", json={"model": {"id": "acme/m"}, "compression": {"k": 1}},
-                        headers=auth).json()["id"]
+    job_id = httpx.post(
+        f"{url}/v1/jobs", json={"model": {"id": "acme/m"}, "compression": {"k": 1}}, headers=auth
+    ).json()["id"]
     staged = tmp_path / "staged"
     for name, data in FILES.items():
         (staged / name).parent.mkdir(parents=True, exist_ok=True)
@@ -92,8 +96,11 @@ def test_planted_symlinks_are_never_written_through(real, capsys, tmp_path):
 def test_a_job_with_no_output_exits_4(real, capsys, tmp_path):
     """The README's table: 4 is "refused: ... no output k"; a job with none at all is the same (it was 2)."""
     url, key, _ = real
-    queued = httpx.post(f"{url}/v1/jobs", json={"model": {"id": "acme/m"}, "compression": {"k": 1}},
-                        headers={"Authorization": f"Bearer {key}"}).json()["id"]
+    queued = httpx.post(
+        f"{url}/v1/jobs",
+        json={"model": {"id": "acme/m"}, "compression": {"k": 1}},
+        headers={"Authorization": f"Bearer {key}"},
+    ).json()["id"]
     code, out, err = download(capsys, url, key, queued, str(tmp_path / "x"))
     assert (code, out) == (4, "") and f"job {queued} has no published output (it is queued)" in err, err
     assert not (tmp_path / "x").exists()
@@ -105,11 +112,19 @@ class Hostile:
     def __init__(self, entries: list[dict] | str, body: bytes = b"x"):
         def answer(h: BaseHTTPRequestHandler) -> None:
             if h.path == f"/v1/jobs/{JOB_ID}":
-                data = json.dumps({"id": JOB_ID, "status": "succeeded", "artifacts": [
-                    {"k": 1, "kind": "local", "uri": f"/v1/jobs/{JOB_ID}/outputs/1/files"}]}).encode()
+                data = json.dumps(
+                    {
+                        "id": JOB_ID,
+                        "status": "succeeded",
+                        "artifacts": [{"k": 1, "kind": "local", "uri": f"/v1/jobs/{JOB_ID}/outputs/1/files"}],
+                    }
+                ).encode()
             elif h.path == f"/v1/jobs/{JOB_ID}/outputs/1/files":
-                data = entries.encode() if isinstance(entries, str) else json.dumps(
-                    {"object": "list", "job_id": JOB_ID, "k": 1, "data": entries}).encode()
+                data = (
+                    entries.encode()
+                    if isinstance(entries, str)
+                    else json.dumps({"object": "list", "job_id": JOB_ID, "k": 1, "data": entries}).encode()
+                )
             else:
                 data = body
             h.send_response(200)

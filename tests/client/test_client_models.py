@@ -12,12 +12,25 @@ import pytest
 from nbl_client import models
 from service.api import create_app
 
-PAIRS = [(models.Job, "JobOut"), (models.JobList, "JobList"), (models.Event, "EventOut"),
-         (models.EventList, "EventList"), (models.Artifact, "ArtifactOut"), (models.JobError, "JobError"),
-         (models.OutputFile, "OutputFile"), (models.OutputFileList, "OutputFileList"), (models.Result, "JobResult"),
-         (models.Metrics, "Metrics"), (models.Relative, "MetricsRelative"), (models.SelectedLayers, "SelectedLayers"),
-         (models.ModelInfo, "ModelOut"), (models.ModelList, "ModelList"), (models.UsageMonth, "Month"),
-         (models.Usage, "UsageOut"), (models.BaseEvaluation, "BaseEvaluationFacts")]
+PAIRS = [
+    (models.Job, "JobOut"),
+    (models.JobList, "JobList"),
+    (models.Event, "EventOut"),
+    (models.EventList, "EventList"),
+    (models.Artifact, "ArtifactOut"),
+    (models.JobError, "JobError"),
+    (models.OutputFile, "OutputFile"),
+    (models.OutputFileList, "OutputFileList"),
+    (models.Result, "JobResult"),
+    (models.Metrics, "Metrics"),
+    (models.Relative, "MetricsRelative"),
+    (models.SelectedLayers, "SelectedLayers"),
+    (models.ModelInfo, "ModelOut"),
+    (models.ModelList, "ModelList"),
+    (models.UsageMonth, "Month"),
+    (models.Usage, "UsageOut"),
+    (models.BaseEvaluation, "BaseEvaluationFacts"),
+]
 
 
 def _resolve(node: dict, defs: dict) -> dict:
@@ -74,8 +87,11 @@ def compare_fields(c: dict, cdefs: dict, s: dict, sdefs: dict, path: str) -> lis
             problems.append(f"{path}.{name}: not in the API's schema")
         else:
             problems += compare(prop, cdefs, sprops[name], sdefs, f"{path}.{name}")
-    problems += [f"{path}.{n}: required by the client, optional in the API"
-                 for n in c.get("required", []) if n in sprops and n not in s.get("required", [])]
+    problems += [
+        f"{path}.{n}: required by the client, optional in the API"
+        for n in c.get("required", [])
+        if n in sprops and n not in s.get("required", [])
+    ]
     return problems
 
 
@@ -107,14 +123,16 @@ def test_drift_is_caught(server_defs):
 
     nested = copy.deepcopy(server_defs)
     nested["ArtifactOut"]["properties"]["uri"] = {"type": "object"}
-    assert check(models.Job, "JobOut", nested) == ["Job.artifacts[].uri: the API sends object, the client takes "
-                                                   "['string']"]
+    assert check(models.Job, "JobOut", nested) == [
+        "Job.artifacts[].uri: the API sends object, the client takes ['string']"
+    ]
 
     deep = copy.deepcopy(server_defs)  # inside maps, three levels down: every place that sends it
     deep["PerplexityMetrics"]["properties"]["tokens"] = {"type": "string"}
     assert check(models.Job, "JobOut", deep) == [
         f"Job.result.{where}.perplexity{{}}.tokens: the API sends string, the client takes ['integer', 'null']"
-        for where in ("base", "outputs[].metrics", "outputs[].delta")]
+        for where in ("base", "outputs[].metrics", "outputs[].delta")
+    ]
 
     optional = copy.deepcopy(server_defs)
     optional["JobOut"]["required"].remove("status")

@@ -21,12 +21,15 @@ def api(settings, live_server, team_key):
 
 
 def test_submit_list_filter_cancel_events(api):
-    a = api.submit(body(metadata={"ci": "7", "branch": "main"}, evaluation={"max_tokens": 64}),
-                   idempotency_key="ci-7")
+    a = api.submit(body(metadata={"ci": "7", "branch": "main"}, evaluation={"max_tokens": 64}), idempotency_key="ci-7")
     assert isinstance(a, Job) and a.status == "queued" and a.metadata == {"ci": "7", "branch": "main"}
     assert a.spec["evaluation"]["max_tokens"] == 64 and a.created_at is not None
-    assert api.submit(body(metadata={"ci": "7", "branch": "main"}, evaluation={"max_tokens": 64}),
-                      idempotency_key="ci-7").id == a.id
+    assert (
+        api.submit(
+            body(metadata={"ci": "7", "branch": "main"}, evaluation={"max_tokens": 64}), idempotency_key="ci-7"
+        ).id
+        == a.id
+    )
     b = api.submit(body(metadata={"ci": "7", "branch": "dev"}))
     api.submit(body(metadata={"ci": "8"}))
 

@@ -39,6 +39,12 @@ def test_the_client_package_needs_only_httpx_and_pydantic():
 
 
 def test_the_client_runs_without_the_service(tmp_path):
-    out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env={"PYTHONPATH": str(CLIENT)},
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(CLIENT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr

@@ -31,8 +31,11 @@ def upstream(sqlite_clean_url, settings_for, live_server, team_key_for, monkeypa
     monkeypatch.setattr(stream, "READ_TIMEOUT_S", 0.5)
     settings = settings_for(sqlite_clean_url)
     engine = make_engine(settings)
-    yield (live_server(create_app(settings)), team_key_for(settings, "alpha")["Authorization"].split()[1],
-           make_sessionmaker(engine))
+    yield (
+        live_server(create_app(settings)),
+        team_key_for(settings, "alpha")["Authorization"].split()[1],
+        make_sessionmaker(engine),
+    )
     engine.dispose()
 
 

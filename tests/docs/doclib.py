@@ -51,7 +51,7 @@ def section(text: str, title: str) -> tuple[int, str]:
         if start is None and m.group(2).strip() == title:
             start, level = n, len(m.group(1))
         elif start is not None and len(m.group(1)) <= level:
-            return start + 1, "\n".join(lines[start:n - 1])
+            return start + 1, "\n".join(lines[start : n - 1])
     if start is None:
         raise ValueError(f"no heading {title!r}")
     return start + 1, "\n".join(lines[start:])

@@ -27,17 +27,22 @@ def test_the_readme_stays_a_front_door():
 
 # --- the checks themselves can fail -------------------------------------------------------------------
 
+
 def test_broken_files_and_anchors_are_found(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# A\n\n## The `nbl eval` command: tasks\n\n## Twice\n\n## Twice\n")
     (tmp_path / "README.md").write_text(
         "[ok](docs/a.md#the-nbl-eval-command-tasks) [ok2](docs/a.md#twice-1) [ok3](#top) [web](https://x.org/a)\n"
         "[no file](docs/b.md) [no anchor](docs/a.md#nope) [out](../elsewhere.md) ![img](docs/pic.png)\n"
-        "`[in code](docs/none.md)`\n\n```\n[in a block](docs/none.md)\n```\n\n# Top\n")
+        "`[in code](docs/none.md)`\n\n```\n[in a block](docs/none.md)\n```\n\n# Top\n"
+    )
     found = broken_links(tmp_path / "README.md", tmp_path)
     assert [f.split(": ", 1)[1] for f in found] == [
-        "docs/b.md (no such file)", "docs/a.md#nope (no heading #nope in a.md)",
-        "../elsewhere.md (outside the repository)", "docs/pic.png (no such file)"]
+        "docs/b.md (no such file)",
+        "docs/a.md#nope (no heading #nope in a.md)",
+        "../elsewhere.md (outside the repository)",
+        "docs/pic.png (no such file)",
+    ]
 
 
 def test_github_slugs():
@@ -50,8 +55,10 @@ def test_github_slugs():
 
 def test_quick_start_blocks_are_read_in_order_and_untagged_ones_refused(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text("# T\n## Quick start\n```bash\necho 1\n```\nsome text\n```text\nout\n```\n"
-                      "### Sub\n```sh\necho 2\n```\n## Next\n```bash\necho 3\n```\n")
+    readme.write_text(
+        "# T\n## Quick start\n```bash\necho 1\n```\nsome text\n```text\nout\n```\n"
+        "### Sub\n```sh\necho 2\n```\n## Next\n```bash\necho 3\n```\n"
+    )
     assert [b.text for b in shell_blocks(readme, "Quick start")] == ["echo 1\n", "echo 2\n"]
     first, body = section(readme.read_text(), "Next")
     assert [(b.lang, b.line) for b in blocks(body, first)] == [("bash", 15)]

@@ -36,8 +36,7 @@ from testkit.models import DATA_DIR, REPO
 pytestmark = pytest.mark.slow  # the real SmolLM2; e2e by file (tests/conftest.py E2E_FILES)
 
 TIMEOUT_S = 1500  # generous: the README says about 5 minutes on 2 idle cores; CI's cores are shared
-STEPS = ("nbl import-gguf", "nbl admin create-key", "nbl serve", "nbl worker", "nbl submit", "nbl wait",
-         "nbl download")
+STEPS = ("nbl import-gguf", "nbl admin create-key", "nbl serve", "nbl worker", "nbl submit", "nbl wait", "nbl download")
 
 
 def free_port() -> int:
@@ -81,15 +80,28 @@ def test_readme_quick_start_runs_as_written(tmp_path):
     script = re.sub(r"\b8000\b", str(free_port()), quick_start_script())
     home = tmp_path / "home"
     home.mkdir()
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "NBL_DATA_DIR": str(DATA_DIR),
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "NBL_DATA_DIR": str(DATA_DIR),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
     if os.environ.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     log = tmp_path / "quickstart.log"
     start = time.monotonic()
     with open(log, "w") as out:
-        proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=REPO, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             rc = proc.wait(timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -98,8 +110,10 @@ def test_readme_quick_start_runs_as_written(tmp_path):
             stop_group(proc.pid)
             proc.wait(timeout=10)
     work = home / "nbl-quickstart"
-    said = (f"exit {rc} after {time.monotonic() - start:.0f} s\n--- the quick start's output\n{tail(log)}\n"
-            f"--- serve.log\n{tail(work / 'serve.log')}\n--- worker.log\n{tail(work / 'worker.log')}")
+    said = (
+        f"exit {rc} after {time.monotonic() - start:.0f} s\n--- the quick start's output\n{tail(log)}\n"
+        f"--- serve.log\n{tail(work / 'serve.log')}\n--- worker.log\n{tail(work / 'worker.log')}"
+    )
     assert rc == 0, said
     # The download is an NBL output: its config names the replaced layers.
     outputs = [json.loads(c.read_text()).get("nbl") for c in work.glob("*/config.json")]

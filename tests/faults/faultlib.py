@@ -50,8 +50,12 @@ JOB = {
 def job_body(name: str, fault: str | None = None, seed: int = 0) -> dict:
     """A distinct `seed` gives a job its own statistics cache entry (a job that must calibrate, not
     find another job's statistics)."""
-    return {**JOB, "calibration": {**JOB["calibration"], "seed": seed}, "publish": {"local_dir": name},
-            "metadata": {"fault": fault} if fault else {}}
+    return {
+        **JOB,
+        "calibration": {**JOB["calibration"], "seed": seed},
+        "publish": {"local_dir": name},
+        "metadata": {"fault": fault} if fault else {},
+    }
 
 
 # --- time ----------------------------------------------------------------------------------------
@@ -59,9 +63,11 @@ def job_body(name: str, fault: str | None = None, seed: int = 0) -> dict:
 
 def deadline(seconds: int):
     """Decorator: the test fails with TimeoutError after `seconds` (the `hard_timeout` fixture)."""
+
     def mark(fn):
         fn.deadline_s = seconds
         return fn
+
     return mark
 
 
@@ -96,10 +102,24 @@ class RedisServer:
         workdir.mkdir(parents=True, exist_ok=True)
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", str(self.workdir)],
-                                     stdout=open(self.workdir / "redis.log", "a"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=open(self.workdir / "redis.log", "a"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         wait_until(self.ping, 10, "redis-server to start")
 
     def ping(self) -> bool:
@@ -131,20 +151,21 @@ class PostgresServer:
 
     def _as_postgres(self, *cmd: str, timeout: float = 60) -> None:
         prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        subprocess.run([*prefix, *cmd], check=True, timeout=timeout, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
+        subprocess.run([*prefix, *cmd], check=True, timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def init(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             shutil.chown(self.root, "postgres", "postgres")
-        self._as_postgres(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                          "--no-sync", "-E", "UTF8")
+        self._as_postgres(
+            str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"
+        )
 
     def start(self) -> None:
         opts = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off"
-        self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", opts,
-                          "-w", "-t", "30", "start")
+        self._as_postgres(
+            str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", opts, "-w", "-t", "30", "start"
+        )
 
     def stop(self) -> None:
         self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "30", "stop")
@@ -188,10 +209,17 @@ class Cluster:
         urls = {name: url for name, url in (("DATABASE_URL", database_url), ("BROKER_URL", broker_url)) if url}
         self.unset = [name for name in ("DATABASE_URL", "BROKER_URL") if name not in urls]
         self.env = {
-            "NBL_HOME": str(tmp_path / "home"), **urls,
-            "NBL_QUEUE": "nbl-faults", "NBL_DATA_DIR": str(DATA_DIR), "NBL_FAULT_DIR": str(self.fault_dir),
-            "NBL_LEASE_SECONDS": "5", "NBL_MAX_ATTEMPTS": "3", "NBL_RECONCILE_INTERVAL": "0.5",
-            "NBL_REDISPATCH_AFTER": "600", "NBL_DB_RETRY_SECONDS": "60", "NBL_PUBLISH_TIMEOUT": "1",
+            "NBL_HOME": str(tmp_path / "home"),
+            **urls,
+            "NBL_QUEUE": "nbl-faults",
+            "NBL_DATA_DIR": str(DATA_DIR),
+            "NBL_FAULT_DIR": str(self.fault_dir),
+            "NBL_LEASE_SECONDS": "5",
+            "NBL_MAX_ATTEMPTS": "3",
+            "NBL_RECONCILE_INTERVAL": "0.5",
+            "NBL_REDISPATCH_AFTER": "600",
+            "NBL_DB_RETRY_SECONDS": "60",
+            "NBL_PUBLISH_TIMEOUT": "1",
             "NBL_FAULT_SKIP_LOADCHECK": "1",
             **env,
         }
@@ -208,8 +236,14 @@ class Cluster:
         penv = {**os.environ, **self.env, **env, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
         for unset in self.unset:
             penv.pop(unset, None)
-        proc = subprocess.Popen(cmd, cwd=REPO, env=penv, stdout=open(self.logs / f"{name}.log", "a"),
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env=penv,
+            stdout=open(self.logs / f"{name}.log", "a"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.procs[name] = proc
         return proc
 

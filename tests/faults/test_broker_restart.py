@@ -32,8 +32,9 @@ def test_redis_restart_with_a_running_and_a_queued_job(pg_url, redis_server, clu
 
     redis_server.stop()
     t0 = time.monotonic()
-    resp = c.client.post("/v1/jobs", json={**c.job(auth, queued)["spec"], "publish": {"local_dir": "during"}},
-                         headers=auth)
+    resp = c.client.post(
+        "/v1/jobs", json={**c.job(auth, queued)["spec"], "publish": {"local_dir": "during"}}, headers=auth
+    )
     assert resp.status_code == 201 and resp.json()["status"] == "queued", resp.text
     assert time.monotonic() - t0 < 10  # a couple of quick publish retries, then the reconciler's job
     during = resp.json()["id"]

@@ -30,12 +30,19 @@ def test_cancel_queued_running_and_succeeded(pg_url, redis_server, cluster_facto
     job = c.wait_status(auth, running, timeout=60)
     assert job["status"] == "cancelled" and job["error"] is None, job
     assert [e["data"]["status"] for e in c.events(auth, running) if e["kind"] == "status"] == [
-        "queued", "running", "cancelling", "cancelled"]
+        "queued",
+        "running",
+        "cancelling",
+        "cancelled",
+    ]
     assert c.recorded("publish.log", running) == 0 and c.recorded("runs.log", running, "end") == 0
     assert not (c.settings.home / "jobs" / running).exists()  # its scratch directory went with it
 
-    wait_until(lambda: f"job {queued}: delivery dropped: already cancelled" in c.log("worker"), 30,
-               "the cancelled job's delivery to be dropped")
+    wait_until(
+        lambda: f"job {queued}: delivery dropped: already cancelled" in c.log("worker"),
+        30,
+        "the cancelled job's delivery to be dropped",
+    )
     assert c.recorded("runs.log", queued) == 0 and c.job(auth, queued)["attempt"] == 0
 
     # succeeded -> 409, and it stays succeeded

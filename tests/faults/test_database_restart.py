@@ -40,14 +40,21 @@ def test_postgres_restart_mid_job(redis_server, cluster_factory):
         ready = c.client.get("/readyz")
         assert ready.status_code == 503 and ready.json()["checks"]["database"] != "ok"
         c.release(job_id)  # the job's next progress write meets the outage
-        wait_until(lambda: "set_progress: database unavailable" in c.log("worker"), 30,
-                   "the worker's progress write to wait for the database")
-        wait_until(lambda: f"job {job_id}: heartbeat failed" in c.log("worker"), 30,
-                   "the heartbeat to meet the outage (and carry on)")
+        wait_until(
+            lambda: "set_progress: database unavailable" in c.log("worker"),
+            30,
+            "the worker's progress write to wait for the database",
+        )
+        wait_until(
+            lambda: f"job {job_id}: heartbeat failed" in c.log("worker"),
+            30,
+            "the heartbeat to meet the outage (and carry on)",
+        )
         pg.start()
 
-        wait_until(lambda: c.client.get(f"/v1/jobs/{job_id}", headers=auth).status_code == 200, 30,
-                   "the API to answer again")
+        wait_until(
+            lambda: c.client.get(f"/v1/jobs/{job_id}", headers=auth).status_code == 200, 30, "the API to answer again"
+        )
         job = c.wait_status(auth, job_id, timeout=60)
         assert job["status"] == "succeeded" and job["attempt"] == 1, job
         assert c.recorded("publish.log", job_id) == 1 and len(job["artifacts"]) == 1

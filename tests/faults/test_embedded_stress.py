@@ -31,8 +31,9 @@ def test_300_jobs_on_the_embedded_default_all_end_on_their_first_attempt(cluster
     from service.core.db import make_engine, make_sessionmaker
     from service.core.models import Job
 
-    c = cluster_factory(EMBEDDED, EMBEDDED, NBL_MAX_ACTIVE_JOBS_PER_TEAM="1000", NBL_LEASE_SECONDS="60",
-                        NBL_RECONCILE_INTERVAL="5")
+    c = cluster_factory(
+        EMBEDDED, EMBEDDED, NBL_MAX_ACTIVE_JOBS_PER_TEAM="1000", NBL_LEASE_SECONDS="60", NBL_RECONCILE_INTERVAL="5"
+    )
     auth = c.auth()
     worker = c.start_nbl_worker()
     started = time.monotonic()

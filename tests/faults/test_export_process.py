@@ -33,8 +33,11 @@ def test_the_converter_dies_with_its_worker_and_on_a_cancel(pg_url, redis_server
     # a lease far longer than the test: attempt 2 comes from Celery's re-queue and the takeover, not an expiry
     c = cluster_factory(pg_url, redis_server.url, NBL_LEASE_SECONDS="60", NBL_GGUF_PYTHON=str(exe))
     auth = c.auth()
-    body = {**job_body("gguf-export"), "compression": {"mode": "block", "form": "fold", "k": 1},
-            "publish": {"local_dir": "gguf-export", "formats": ["safetensors", "gguf:f16"]}}
+    body = {
+        **job_body("gguf-export"),
+        "compression": {"mode": "block", "form": "fold", "k": 1},
+        "publish": {"local_dir": "gguf-export", "formats": ["safetensors", "gguf:f16"]},
+    }
     resp = c.client.post("/v1/jobs", json=body, headers=auth)
     assert resp.status_code == 201, resp.text
     job_id = resp.json()["id"]

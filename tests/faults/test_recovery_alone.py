@@ -39,7 +39,8 @@ def test_whole_worker_killed_then_nbl_worker_alone_finishes_the_job(cluster_fact
     assert c.recorded("publish.log", job_id) == 1 and len(job["artifacts"]) == 1
     requeued = [e for e in c.events(auth, job_id) if (e["data"] or {}).get("reason") == "worker lost"]
     assert [e["data"] for e in requeued] == [
-        {"status": "queued", "reason": "worker lost", "attempt": 1, "stage": "calibrate"}]
+        {"status": "queued", "reason": "worker lost", "attempt": 1, "stage": "calibrate"}
+    ]
 
 
 @deadline(90)
@@ -65,8 +66,9 @@ def test_nbl_serve_alone_requeues_a_job_whose_worker_is_gone(cluster_factory):
     def requeued():
         with sessions() as s:
             status = s.scalar(select(Job.status).where(Job.id == job_id))
-        return status == "queued" and [m["args"][0] for m in sqla_broker_messages(c.settings)].count(job_id) > \
-            before.count(job_id)
+        return status == "queued" and [m["args"][0] for m in sqla_broker_messages(c.settings)].count(
+            job_id
+        ) > before.count(job_id)
 
     try:
         wait_until(requeued, 60, "nbl serve's reconcile loop to requeue and re-send the job", every=0.2)

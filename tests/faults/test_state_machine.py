@@ -95,9 +95,11 @@ def machine(sessions, service_settings):
         @rule(data=st.data())
         def expire_lease(self, data):
             with sessions() as s:
-                s.execute(update(Job).where(Job.id == data.draw(st.sampled_from(self.jobs)),
-                                            Job.lease_expires_at.is_not(None))
-                          .values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+                s.execute(
+                    update(Job)
+                    .where(Job.id == data.draw(st.sampled_from(self.jobs)), Job.lease_expires_at.is_not(None))
+                    .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+                )
                 s.commit()
 
         @precondition(lambda self: self.jobs)
@@ -177,9 +179,13 @@ def machine(sessions, service_settings):
         def terminal_states_never_change(self):
             with sessions() as s:
                 rows = s.execute(select(Job.id, Job.status, Job.attempt)).all()
-                succeeded_events = dict(s.execute(
-                    select(JobEvent.job_id, func.count()).where(JobEvent.message == "succeeded")
-                    .group_by(JobEvent.job_id)).all())
+                succeeded_events = dict(
+                    s.execute(
+                        select(JobEvent.job_id, func.count())
+                        .where(JobEvent.message == "succeeded")
+                        .group_by(JobEvent.job_id)
+                    ).all()
+                )
                 artifacts = dict(s.execute(select(Artifact.job_id, func.count()).group_by(Artifact.job_id)).all())
                 s.commit()
             for job_id, status, attempt in rows:
@@ -210,8 +216,11 @@ def machine(sessions, service_settings):
                             states.finish(s, self.workers[w][0], self.workers[w][1], "succeeded")
                         del self.workers[w]
                 with sessions() as s:
-                    s.execute(update(Job).where(Job.lease_expires_at.is_not(None))
-                              .values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+                    s.execute(
+                        update(Job)
+                        .where(Job.lease_expires_at.is_not(None))
+                        .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+                    )
                     s.commit()
                 self.reconcile()
                 while self.broker.messages:
@@ -225,20 +234,22 @@ def machine(sessions, service_settings):
 
 
 def test_ownership_state_machine(sqlite_clean_url, tmp_path):
-    service_settings = Settings(home=tmp_path / "home", database_url=sqlite_clean_url, max_attempts=MAX_ATTEMPTS,
-                                redispatch_after_s=600)
+    service_settings = Settings(
+        home=tmp_path / "home", database_url=sqlite_clean_url, max_attempts=MAX_ATTEMPTS, redispatch_after_s=600
+    )
     engine = make_engine(service_settings)
     try:
         run_state_machine_as_test(
             machine(make_sessionmaker(engine), service_settings),
-            settings=settings(max_examples=150, stateful_step_count=30, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow]))
+            settings=settings(
+                max_examples=150, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+            ),
+        )
     finally:
         engine.dispose()
 
 
-@pytest.mark.parametrize("message, transient", [
-    ("database is locked", True), ("no such table: jobs", False)])
+@pytest.mark.parametrize("message, transient", [("database is locked", True), ("no such table: jobs", False)])
 def test_sqlite_errors_that_are_an_outage(message, transient):
     import sqlite3
 

@@ -66,7 +66,8 @@ def test_whole_worker_killed_then_restarted_runs_the_job_once_more(pg_url, redis
     assert c.recorded("publish.log", job_id) == 1 and len(job["artifacts"]) == 1
     requeued = [e for e in c.events(auth, job_id) if (e["data"] or {}).get("reason") == "worker lost"]
     assert [e["data"] for e in requeued] == [
-        {"status": "queued", "reason": "worker lost", "attempt": 1, "stage": "calibrate"}]
+        {"status": "queued", "reason": "worker lost", "attempt": 1, "stage": "calibrate"}
+    ]
 
 
 @deadline(150)

@@ -34,13 +34,38 @@ JOB = {
 
 
 def _start_worker(settings, log_path: Path) -> subprocess.Popen:
-    env = {**os.environ, "NBL_HOME": str(settings.home), "DATABASE_URL": settings.database_url,
-           "BROKER_URL": settings.broker_url, "NBL_QUEUE": settings.queue_name, "NBL_DATA_DIR": str(DATA_DIR),
-           "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "NBL_HOME": str(settings.home),
+        "DATABASE_URL": settings.database_url,
+        "BROKER_URL": settings.broker_url,
+        "NBL_QUEUE": settings.queue_name,
+        "NBL_DATA_DIR": str(DATA_DIR),
+        "PYTHONPATH": str(REPO),
+    }
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "worker.tasks", "worker", "--pool", "solo", "--loglevel", "INFO",
-         "--without-heartbeat", "--without-gossip", "--without-mingle", "-Q", default_queue(settings)],
-        cwd=REPO, env=env, stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "worker.tasks",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-Q",
+            default_queue(settings),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=open(log_path, "w"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 def _wait(c, auth, ids, worker, log_path, timeout=600):
@@ -81,8 +106,9 @@ def test_tiny_model_job_runs_end_to_end(deployment, request, settings_for, team_
 
         assert job["status"] == "succeeded", (job, log_path.read_text()[-4000:])
         assert job["progress"] == 1 and job["attempt"] == 1 and job["error"] is None
-        stages = [e["stage"] for e in c.get(f"/v1/jobs/{job_id}/events", headers=auth).json()["data"]
-                  if e["kind"] == "stage"]
+        stages = [
+            e["stage"] for e in c.get(f"/v1/jobs/{job_id}/events", headers=auth).json()["data"] if e["kind"] == "stage"
+        ]
         assert stages == ["load", "calibrate", "score", "compress", "check", "evaluate", "publish"]
         metrics = job["metrics"]
         assert set(metrics) >= {"base", "k1", "k2", "calibration"}
@@ -99,8 +125,12 @@ def test_tiny_model_job_runs_end_to_end(deployment, request, settings_for, team_
             out = settings.publish_dir / "alpha" / "tiny-nbl" / f"k{k}"  # by team
             cfg = json.loads((out / "config.json").read_text())
             assert cfg["nbl"]["layers"] == selected[k] and (out / "model.safetensors").is_file()
-            assert (out / "nbl_scores.png").is_file() and "## Evaluation: base vs compressed" in (out / "README.md").read_text()
-        assert {a["uri"] for a in job["artifacts"]} == {f"/v1/jobs/{job_id}/outputs/{k}/files" for k in (1, 2)}  # API URLs
+            assert (out / "nbl_scores.png").is_file() and "## Evaluation: base vs compressed" in (
+                out / "README.md"
+            ).read_text()
+        assert {a["uri"] for a in job["artifacts"]} == {
+            f"/v1/jobs/{job_id}/outputs/{k}/files" for k in (1, 2)
+        }  # API URLs
         assert not (settings.home / "jobs" / job_id).exists()  # the scratch directory went with the job
 
         # a Hub target without a token (neither the job's nor the team's): fails clearly, publishes nowhere

@@ -15,13 +15,18 @@ from testkit.crafted_snapshot import craft, hub_snapshot, secret_model, sharded_
 
 from service.api import create_app
 
-JOB = {"model": {"id": "org/evil"}, "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},
-       "compression": {"k": 1}, "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 512},
-       "publish": {"local_dir": "evil-out"}}
+JOB = {
+    "model": {"id": "org/evil"},
+    "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},
+    "compression": {"k": 1},
+    "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 512},
+    "publish": {"local_dir": "evil-out"},
+}
 
 
 def test_a_job_whose_index_reaches_outside_its_snapshot_fails_at_load_as_a_user_error(
-        sqlite_clean_url, settings_for, team_key_for, monkeypatch, tmp_path):
+    sqlite_clean_url, settings_for, team_key_for, monkeypatch, tmp_path
+):
     from huggingface_hub import constants
 
     from worker import tasks
@@ -51,8 +56,13 @@ def test_a_job_whose_index_reaches_outside_its_snapshot_fails_at_load_as_a_user_
     said = f"WeightFileError: org/evil: the weights name {name!r}, which is not a file of the model"
     assert error["message"].startswith(said), error
     assert not (settings.publish_dir / "alpha" / "evil-out").exists()
-    roots = {"NBL_HOME": settings.home, "the Hub cache": cache, "the test's folder": tmp_path, "cwd": os.getcwd(),
-             "tmp": tempfile.gettempdir() + "/"}
+    roots = {
+        "NBL_HOME": settings.home,
+        "the Hub cache": cache,
+        "the test's folder": tmp_path,
+        "cwd": os.getcwd(),
+        "tmp": tempfile.gettempdir() + "/",
+    }
     for where, text in (("job", job.text), ("events", events.text)):
         for what, root in roots.items():
             for variant in {str(root), os.path.realpath(root)}:

@@ -16,12 +16,15 @@ from worker.host.pool import SoloTimeLimit, pool_options
 PG, REDIS = "postgresql://nbl@db.example/nbl", "redis://broker.example:6379/0"
 
 
-@pytest.mark.parametrize("database_url,broker_url,pool", [
-    (None, None, "solo"),  # the embedded default
-    (PG, None, "solo"),  # the SQLite broker
-    (None, REDIS, "solo"),  # a SQLite database: the reconcile thread holds SQLite state
-    (PG, REDIS, "prefork"),  # docker-compose
-])
+@pytest.mark.parametrize(
+    "database_url,broker_url,pool",
+    [
+        (None, None, "solo"),  # the embedded default
+        (PG, None, "solo"),  # the SQLite broker
+        (None, REDIS, "solo"),  # a SQLite database: the reconcile thread holds SQLite state
+        (PG, REDIS, "prefork"),  # docker-compose
+    ],
+)
 def test_the_pool_is_solo_whenever_sqlite_holds_state(tmp_path, database_url, broker_url, pool):
     settings = Settings(home=tmp_path, database_url=database_url, broker_url=broker_url)
     assert pool_options(settings)[:2] == ["--pool", pool]

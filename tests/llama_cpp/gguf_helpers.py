@@ -25,8 +25,7 @@ def run_gguf(python: Path, *args: str, timeout: float = 1200) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def llama_cpp_greedy(python: Path, gguf: Path, prompts: list[list[int]], texts: list[str], new: int,
-                     tmp: Path) -> dict:
+def llama_cpp_greedy(python: Path, gguf: Path, prompts: list[list[int]], texts: list[str], new: int, tmp: Path) -> dict:
     req = tmp / "generate.json"
     req.write_text(json.dumps({"prompts": prompts, "texts": texts, "new": new}))
     return run_gguf(python, "generate", str(gguf), str(req))

@@ -17,9 +17,17 @@ from cli.main import main
 from worker.publish.gguf_config import CONVERTER_KEYS
 from worker.publish.gguf_export import GgufExportError, export_gguf
 
-LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4, "hidden_size": 64,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 128,
-         "max_position_embeddings": 256}
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "num_hidden_layers": 4,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 128,
+    "max_position_embeddings": 256,
+}
 
 
 def export(capsys, model: Path, out: Path) -> tuple[int, str]:
@@ -30,16 +38,25 @@ def export(capsys, model: Path, out: Path) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("extra, needle", [
-    ({"n_layers": 10**7}, "config.json's 'n_layers' (10000000) is what llama.cpp's converter reads as "
-                          "num_hidden_layers (4 for transformers): remove 'n_layers'"),
-    ({"n_heads": 1}, "'n_heads' (1) is what llama.cpp's converter reads as num_attention_heads (4 for"),
-    ({"n_kv_heads": 4}, "'n_kv_heads' (4) is what llama.cpp's converter reads as num_key_value_heads (2 for"),
-    ({"dense_intermediate_size": 10**9}, "reads as intermediate_size (128 for transformers)"),
-    ({"vocab_size_per_layer_input": 10**9}, "reads as vocab_size (128 for transformers)"),
-    ({"rope_pct": 0.5}, "reads as partial_rotary_factor (not set: transformers' default)"),
-    ({"text_config": {"num_hidden_layers": 10**7}}, "config.json has 'text_config', whose keys llama.cpp's converter"),
-])
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (
+            {"n_layers": 10**7},
+            "config.json's 'n_layers' (10000000) is what llama.cpp's converter reads as "
+            "num_hidden_layers (4 for transformers): remove 'n_layers'",
+        ),
+        ({"n_heads": 1}, "'n_heads' (1) is what llama.cpp's converter reads as num_attention_heads (4 for"),
+        ({"n_kv_heads": 4}, "'n_kv_heads' (4) is what llama.cpp's converter reads as num_key_value_heads (2 for"),
+        ({"dense_intermediate_size": 10**9}, "reads as intermediate_size (128 for transformers)"),
+        ({"vocab_size_per_layer_input": 10**9}, "reads as vocab_size (128 for transformers)"),
+        ({"rope_pct": 0.5}, "reads as partial_rotary_factor (not set: transformers' default)"),
+        (
+            {"text_config": {"num_hidden_layers": 10**7}},
+            "config.json has 'text_config', whose keys llama.cpp's converter",
+        ),
+    ],
+)
 def test_keys_the_converter_reads_first_are_refused_before_it_runs(capsys, tmp_path, monkeypatch, extra, needle):
     exe, log = fake_converter(tmp_path / "venv")
     monkeypatch.setenv("NBL_GGUF_PYTHON", str(exe))
@@ -113,8 +130,9 @@ def test_a_tokenizer_asking_for_its_own_code_never_runs_it(gguf_python, tmp_path
     config.update(tokenizer_class="HybridDNATokenizer", auto_map={"AutoTokenizer": ["evil.EvilTokenizer", None]})
     (model / "tokenizer_config.json").write_text(json.dumps(config))
     ran = tmp_path / "ran"
-    (model / "evil.py").write_text(f"open({str(ran)!r}, 'w').write('ran')\n"
-                                   "from transformers import PreTrainedTokenizerFast as EvilTokenizer\n")
+    (model / "evil.py").write_text(
+        f"open({str(ran)!r}, 'w').write('ran')\nfrom transformers import PreTrainedTokenizerFast as EvilTokenizer\n"
+    )
     with pytest.raises(GgufExportError, match="contains custom code"):
         export_gguf(model, tmp_path / "x.gguf", "f16", python=gguf_python)
     assert not ran.exists()

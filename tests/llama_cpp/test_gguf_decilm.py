@@ -20,8 +20,14 @@ NEW = 16
 
 
 def nbl(*args, env: dict) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "cli.main", *map(str, args)], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", *map(str, args)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc
 
@@ -41,13 +47,37 @@ def test_attn_output_exports_as_deci_and_is_token_identical(form, tmp_path, text
         f.unlink()
     AutoTokenizer.from_pretrained(smollm2).save_pretrained(base)
     out = tmp_path / "out"
-    nbl("compress", "--model", base, "--dataset", text_file, "--num-samples", 8, "--seq-len", 64, "--k", 2,
-        "--mode", "attn", "--form", form, "--criterion", "nmse", "--out", out, "--no-load-check", env=env)
+    nbl(
+        "compress",
+        "--model",
+        base,
+        "--dataset",
+        text_file,
+        "--num-samples",
+        8,
+        "--seq-len",
+        64,
+        "--k",
+        2,
+        "--mode",
+        "attn",
+        "--form",
+        form,
+        "--criterion",
+        "nmse",
+        "--out",
+        out,
+        "--no-load-check",
+        env=env,
+    )
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["architectures"] == ["DeciLMForCausalLM"]
     gguf = tmp_path / "out.gguf"
-    done = json.loads(nbl("export", out, "--format", "gguf", "--type", "f32", "--out", gguf, "--json",
-                          env=env).stdout.strip().splitlines()[-1])
+    done = json.loads(
+        nbl("export", out, "--format", "gguf", "--type", "f32", "--out", gguf, "--json", env=env)
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     assert done["arch"] == "deci"
     tok = AutoTokenizer.from_pretrained(base)  # the output's config names code: its tokenizer would ask
     ids = [tok(t, add_special_tokens=False)["input_ids"] for t in TEXTS]
@@ -59,5 +89,5 @@ def test_attn_output_exports_as_deci_and_is_token_identical(form, tmp_path, text
             seq = torch.tensor([prompt])
             for _ in range(NEW):
                 seq = torch.cat([seq, model(seq).logits[:, -1:].argmax(-1)], dim=1)
-            reference.append(seq[0, len(prompt):].tolist())
+            reference.append(seq[0, len(prompt) :].tolist())
     assert got["arch"] == "deci" and got["tokens"] == reference

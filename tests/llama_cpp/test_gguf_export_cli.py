@@ -23,11 +23,14 @@ def checkpoint(path, config: dict):
     return path
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--format", "gguf", "--type", "q4_k_m"], "required: --out"),
-    (["--format", "onnx", "--type", "f32", "--out", "x.gguf"], "invalid choice: 'onnx'"),
-    (["--format", "gguf", "--type", "q5_k", "--out", "x.gguf"], "invalid choice: 'q5_k'"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--format", "gguf", "--type", "q4_k_m"], "required: --out"),
+        (["--format", "onnx", "--type", "f32", "--out", "x.gguf"], "invalid choice: 'onnx'"),
+        (["--format", "gguf", "--type", "q5_k", "--out", "x.gguf"], "invalid choice: 'q5_k'"),
+    ],
+)
 def test_flags(capsys, tmp_path, args, needle):
     code, err = run(capsys, tmp_path, *args)
     assert code == 2 and needle in err
@@ -35,8 +38,14 @@ def test_flags(capsys, tmp_path, args, needle):
 
 def test_refusals_are_one_line(capsys, tmp_path):
     llama = checkpoint(tmp_path / "llama", {"architectures": ["LlamaForCausalLM"]})
-    nbl = checkpoint(tmp_path / "nbl", {"architectures": ["NblLlamaForCausalLM"], "model_type": "nbl_llama",
-                                        "nbl": {"mode": "attn", "method": "nbl", "layers": [3]}})
+    nbl = checkpoint(
+        tmp_path / "nbl",
+        {
+            "architectures": ["NblLlamaForCausalLM"],
+            "model_type": "nbl_llama",
+            "nbl": {"mode": "attn", "method": "nbl", "layers": [3]},
+        },
+    )
     cases = [
         ((tmp_path / "absent", "--out", tmp_path / "x.gguf"), "not a checkpoint directory"),
         ((llama, "--out", tmp_path / "x.bin"), "must name a .gguf file"),

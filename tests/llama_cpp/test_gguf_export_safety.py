@@ -69,8 +69,7 @@ def gguf_counts(path: Path) -> tuple[int, int]:
 
 
 @pytest.mark.slow
-def test_the_real_converter_reads_an_option_named_folder_as_a_folder(exportable, gguf_python, tmp_path,
-                                                                      monkeypatch):
+def test_the_real_converter_reads_an_option_named_folder_as_a_folder(exportable, gguf_python, tmp_path, monkeypatch):
     import shutil
 
     monkeypatch.setenv("NBL_GGUF_PYTHON", str(gguf_python))
@@ -94,8 +93,11 @@ def converter_of(out: Path) -> int | None:
     for entry in Path("/proc").iterdir():
         with contextlib.suppress(OSError):
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if entry.name.isdigit() and argv[1:2] == [str(EXPORT_SCRIPT).encode()] and \
-                    any(out.name.encode() in a for a in argv[2:]):
+            if (
+                entry.name.isdigit()
+                and argv[1:2] == [str(EXPORT_SCRIPT).encode()]
+                and any(out.name.encode() in a for a in argv[2:])
+            ):
                 return int(entry.name)
     return None
 
@@ -103,8 +105,9 @@ def converter_of(out: Path) -> int | None:
 @pytest.mark.slow
 def test_the_real_converter_dies_with_a_sigkilled_parent(exportable, gguf_python, tmp_path):
     out = tmp_path / "model-q8_0.gguf"
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, exportable, out, gguf_python], cwd=REPO,
-                              start_new_session=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, exportable, out, gguf_python], cwd=REPO, start_new_session=True
+    )
     pid = None
     try:
         pid = wait_for(lambda: converter_of(out), 60, "llama.cpp's converter to start", every=0.02)

@@ -39,9 +39,27 @@ def smollm2(smollm2_home):
 
 def export_f32(out: Path, gguf_python: Path, tmp: Path) -> dict:
     env = {**os.environ, "NBL_HOME": str(tmp / "home"), "NBL_GGUF_PYTHON": str(gguf_python)}
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "export", str(out), "--format", "gguf", "--type", "f32",
-                           "--out", str(tmp / f"{out.name}.gguf"), "--json"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=1200)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "export",
+            str(out),
+            "--format",
+            "gguf",
+            "--type",
+            "f32",
+            "--out",
+            str(tmp / f"{out.name}.gguf"),
+            "--json",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -82,8 +100,9 @@ def test_tiny_fold_block_is_token_identical_in_llama_cpp(family, smollm2, gguf_p
     check(model, out, smollm2.tokenizer, ARCH[family], gguf_python, tmp_path)
 
 
-@pytest.mark.parametrize("form,mode,k,arch", [("fold", "block", 2, "llama"), ("fold", "attn", 4, "deci"),
-                                              ("linear", "attn", 4, "deci")])
+@pytest.mark.parametrize(
+    "form,mode,k,arch", [("fold", "block", 2, "llama"), ("fold", "attn", 4, "deci"), ("linear", "attn", 4, "deci")]
+)
 def test_smollm2_form_is_token_identical_in_llama_cpp(form, mode, k, arch, smollm2, gguf_python, tmp_path):
     import torch
 
@@ -98,8 +117,17 @@ def test_smollm2_form_is_token_identical_in_llama_cpp(form, mode, k, arch, smoll
     from worker.engine.selection.criteria import choose
 
     lm = smollm2
-    cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[k], num_samples=8, seq_len=128, mode=mode,
-                         form=form, stats_dir=tmp_path / "stats", data_dir=DATA_DIR)
+    cfg = CompressConfig(
+        model="smollm2",
+        dataset=DatasetSpec("c4"),
+        ks=[k],
+        num_samples=8,
+        seq_len=128,
+        mode=mode,
+        form=form,
+        stats_dir=tmp_path / "stats",
+        data_dir=DATA_DIR,
+    )
     cal = calibration_stage(cfg, lm, progress=False)
     plan = Plan(mode, "nbl", tuple(choose(cal.scores, mode, "cosine", k)), form)
     maps = fit_form_maps(layer_reader(cal.stats)[1], form, mode, plan.layers)

@@ -48,8 +48,9 @@ def tiny_with_smollm2_tokenizer(path: Path, tmp: Path) -> None:
     AutoTokenizer.from_pretrained(convert_gguf(smollm2_gguf(), tmp / "smollm2")).save_pretrained(path)
 
 
-def test_fold_job_publishes_a_gguf_llama_cpp_runs(pg_url, redis_queue, settings_for, team_key_for, gguf_python,
-                                                   tmp_path):
+def test_fold_job_publishes_a_gguf_llama_cpp_runs(
+    pg_url, redis_queue, settings_for, team_key_for, gguf_python, tmp_path
+):
     import httpx
 
     redis_url, queue, _ = redis_queue
@@ -57,15 +58,35 @@ def test_fold_job_publishes_a_gguf_llama_cpp_runs(pg_url, redis_queue, settings_
     settings.ensure_dirs()
     tiny_with_smollm2_tokenizer(settings.models_dir / "tiny", tmp_path)
     auth = team_key_for(settings)
-    env = {**os.environ, "NBL_HOME": str(settings.home), "DATABASE_URL": pg_url, "BROKER_URL": redis_url,
-           "NBL_QUEUE": queue, "NBL_DATA_DIR": str(DATA_DIR), "NBL_GGUF_PYTHON": str(gguf_python),
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "NBL_HOME": str(settings.home),
+        "DATABASE_URL": pg_url,
+        "BROKER_URL": redis_url,
+        "NBL_QUEUE": queue,
+        "NBL_DATA_DIR": str(DATA_DIR),
+        "NBL_GGUF_PYTHON": str(gguf_python),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "PYTHONPATH": str(REPO),
+    }
     port = free_port()
     logs = {name: tmp_path / f"{name}.log" for name in ("serve", "worker")}
-    cmds = {"serve": ["serve", "--port", str(port), "--log-level", "warning"], "worker": ["worker", "--loglevel", "INFO"]}
-    procs = {name: subprocess.Popen([sys.executable, "-m", "cli.main", *cmd], cwd=REPO, env=env,
-                                    stdout=open(logs[name], "w"), stderr=subprocess.STDOUT, start_new_session=True)
-             for name, cmd in cmds.items()}
+    cmds = {
+        "serve": ["serve", "--port", str(port), "--log-level", "warning"],
+        "worker": ["worker", "--loglevel", "INFO"],
+    }
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "cli.main", *cmd],
+            cwd=REPO,
+            env=env,
+            stdout=open(logs[name], "w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        for name, cmd in cmds.items()
+    }
 
     def said() -> str:
         return "\n".join(f"--- {n}\n{p.read_text(errors='replace')[-3000:]}" for n, p in logs.items())

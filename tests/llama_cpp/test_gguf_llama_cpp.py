@@ -23,8 +23,14 @@ NEW = 16
 
 
 def nbl(*args, env: dict) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "cli.main", *map(str, args), "--json"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", *map(str, args), "--json"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -10,8 +10,11 @@ from worker.pipeline import Options, Paths, run
 
 
 def test_no_gguf_venv_fails_first(tmp_path):
-    recipe = Recipe(model=str(tmp_path / "never-read"), compression=Compression(ks=(1,)),
-                    publishing=Publishing(local_dir="x", formats=("safetensors", "gguf:f16")))
+    recipe = Recipe(
+        model=str(tmp_path / "never-read"),
+        compression=Compression(ks=(1,)),
+        publishing=Publishing(local_dir="x", formats=("safetensors", "gguf:f16")),
+    )
     paths = Paths(work_dir=tmp_path / "work", gguf_python=tmp_path / "none" / "python")
     with pytest.raises(ValueError, match="make gguf-env"):
         run(recipe, sink=None, paths=paths, destination=None, options=Options(local_paths=True))

@@ -25,15 +25,18 @@ def test_defaults_dump_as_before_and_reach_the_recipe():
     assert pub.formats == ("safetensors",) and pub.dtype == "bfloat16"
 
 
-@pytest.mark.parametrize("formats, needle", [
-    (["gguf:q4_k_m"], 'must include "safetensors"'),
-    (["safetensors", "gguf:q5_k"], "unknown GGUF type 'q5_k'"),
-    (["safetensors", "onnx"], "unknown format 'onnx'"),
-    (["safetensors", "gguf"], "unknown format 'gguf'"),
-    (["safetensors", "safetensors"], "distinct"),
-    ([], "at least 1"),
-    ("safetensors", "valid list"),
-])
+@pytest.mark.parametrize(
+    "formats, needle",
+    [
+        (["gguf:q4_k_m"], 'must include "safetensors"'),
+        (["safetensors", "gguf:q5_k"], "unknown GGUF type 'q5_k'"),
+        (["safetensors", "onnx"], "unknown format 'onnx'"),
+        (["safetensors", "gguf"], "unknown format 'gguf'"),
+        (["safetensors", "safetensors"], "distinct"),
+        ([], "at least 1"),
+        ("safetensors", "valid list"),
+    ],
+)
 def test_bad_formats_are_refused(formats, needle):
     with pytest.raises(ValidationError, match=needle):
         job(formats=formats)
@@ -65,9 +68,15 @@ def test_gguf_types_and_archs():
 
 
 def test_what_llama_cpp_deci_cannot_run_is_refused():
-    cfg = {"architectures": ["DeciLMForCausalLM"], "block_configs": [
-        {"attention": {"no_op": True, "replace_with_linear": False, "n_heads_in_group": None},
-         "ffn": {"no_op": False, "replace_with_linear": True, "ffn_mult": None}}]}
+    cfg = {
+        "architectures": ["DeciLMForCausalLM"],
+        "block_configs": [
+            {
+                "attention": {"no_op": True, "replace_with_linear": False, "n_heads_in_group": None},
+                "ffn": {"no_op": False, "replace_with_linear": True, "ffn_mult": None},
+            }
+        ],
+    }
     with pytest.raises(ValueError, match="ffn replace_with_linear .* fold form"):
         gguf_arch(cfg)
     from nbl.outputs.gguf_formats import refuse_form

@@ -25,6 +25,7 @@ def seed_job():
             conn.exec_driver_sql(
                 "INSERT INTO jobs (id, team_id, status, progress, spec, created_at, updated_at, attempt, "
                 f"cancel_requested) VALUES ('job_1', 1, '{status}', {progress}, '{{}}', CURRENT_TIMESTAMP, "
-                f"CURRENT_TIMESTAMP, {attempt}, false)")
+                f"CURRENT_TIMESTAMP, {attempt}, false)"
+            )
 
     return seed

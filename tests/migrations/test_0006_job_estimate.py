@@ -14,7 +14,7 @@ def test_0006_adds_and_drops_the_estimate_keeping_the_jobs(fresh_url, seed_job):
     migrate.upgrade(fresh_url, "0006")
     with engine.begin() as conn:
         assert conn.exec_driver_sql("SELECT id, estimate FROM jobs").all() == [("job_1", None)]
-        conn.exec_driver_sql("UPDATE jobs SET estimate = '{\"worker_class\": \"nbl-cpu\"}'")
+        conn.exec_driver_sql('UPDATE jobs SET estimate = \'{"worker_class": "nbl-cpu"}\'')
     migrate.downgrade(fresh_url, "0005")
     assert "estimate" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
     with engine.connect() as conn:

@@ -17,13 +17,16 @@ def test_0008_adds_and_drops_the_stage_progress_keeping_jobs_and_events(fresh_ur
     migrate.upgrade(fresh_url, "0007")
     seed_job(engine, "running", 0.25, 1)
     with engine.begin() as conn:
-        conn.exec_driver_sql("INSERT INTO job_events (job_id, created_at, kind, stage, progress) VALUES "
-                             "('job_1', CURRENT_TIMESTAMP, 'stage', 'calibrate', 0.25)")
+        conn.exec_driver_sql(
+            "INSERT INTO job_events (job_id, created_at, kind, stage, progress) VALUES "
+            "('job_1', CURRENT_TIMESTAMP, 'stage', 'calibrate', 0.25)"
+        )
     migrate.upgrade(fresh_url, "0008")
     with engine.begin() as conn:
         assert conn.exec_driver_sql("SELECT id, progress, stage_progress FROM jobs").all() == [("job_1", 0.25, None)]
         assert conn.exec_driver_sql("SELECT stage, stage_progress, eta_seconds FROM job_events").all() == [
-            ("calibrate", None, None)]
+            ("calibrate", None, None)
+        ]
         conn.exec_driver_sql("UPDATE jobs SET stage_progress = 0.5")
         conn.exec_driver_sql("UPDATE job_events SET stage_progress = 0.5, eta_seconds = 12.5")
     migrate.downgrade(fresh_url, "0007")

@@ -8,10 +8,14 @@ from sqlalchemy import create_engine, exc, inspect, pool
 
 from service.core import migrate
 
-RATE = ("INSERT INTO stage_rates (job_id, worker_class, shape, stage, weight, seconds, created_at) "
-        "VALUES ('job_1', 'nbl-cpu', '30x576', 'load', 100.0, 2.5, '2026-12-04 10:00:00')")
-NOTE = ("INSERT INTO class_caches (worker_class, kind, key, job_id, created_at) "
-        "VALUES ('nbl-cpu', 'model', 'org/m@main', 'job_1', '2026-12-04 10:00:00')")
+RATE = (
+    "INSERT INTO stage_rates (job_id, worker_class, shape, stage, weight, seconds, created_at) "
+    "VALUES ('job_1', 'nbl-cpu', '30x576', 'load', 100.0, 2.5, '2026-12-04 10:00:00')"
+)
+NOTE = (
+    "INSERT INTO class_caches (worker_class, kind, key, job_id, created_at) "
+    "VALUES ('nbl-cpu', 'model', 'org/m@main', 'job_1', '2026-12-04 10:00:00')"
+)
 
 
 def test_0012_adds_and_drops_class_caches(fresh_url, seed_job):

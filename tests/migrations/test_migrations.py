@@ -60,8 +60,10 @@ def test_0005_adds_and_drops_last_used_at_keeping_the_keys(fresh_url):
     migrate.upgrade(fresh_url, "0004")
     with engine.begin() as conn:
         conn.exec_driver_sql("INSERT INTO teams (id, name, created_at) VALUES (1, 'alpha', CURRENT_TIMESTAMP)")
-        conn.exec_driver_sql("INSERT INTO api_keys (id, team_id, prefix, key_hash, created_at) "
-                             "VALUES (1, 1, 'nbl_x', 'h', CURRENT_TIMESTAMP)")
+        conn.exec_driver_sql(
+            "INSERT INTO api_keys (id, team_id, prefix, key_hash, created_at) "
+            "VALUES (1, 1, 'nbl_x', 'h', CURRENT_TIMESTAMP)"
+        )
     migrate.upgrade(fresh_url)
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT id, last_used_at FROM api_keys").all() == [(1, None)]

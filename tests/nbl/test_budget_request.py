@@ -12,19 +12,35 @@ BUDGET = 0.01
 JOB = {
     "model": {"id": "local:tiny"},
     "calibration": {"dataset": "c4", "num_samples": 20, "seq_len": 32},
-    "compression": {"mode": "attn", "method": "drop", "criterion": "cca", "k": "auto",
-                    "budget": {"max_ppl_increase": BUDGET}},
+    "compression": {
+        "mode": "attn",
+        "method": "drop",
+        "criterion": "cca",
+        "k": "auto",
+        "budget": {"max_ppl_increase": BUDGET},
+    },
     "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 1024},
 }
 
 
-@pytest.mark.parametrize("body,loc,needs", [
-    ({"calibration": {"num_samples": 20, "seq_len": 32}}, ["body", "selection"], "give a selection dataset (selection.dataset) with num_samples >= "),
-    ({"selection": {"dataset": "wikitext2", "num_samples": 4}}, ["body", "selection", "num_samples"],
-     "give selection.num_samples >= "),
-])
-def test_k_auto_is_refused_at_submit_when_the_selection_cannot_resolve_the_budget(settings, client, auth, body, loc,
-                                                                                   needs):
+@pytest.mark.parametrize(
+    "body,loc,needs",
+    [
+        (
+            {"calibration": {"num_samples": 20, "seq_len": 32}},
+            ["body", "selection"],
+            "give a selection dataset (selection.dataset) with num_samples >= ",
+        ),
+        (
+            {"selection": {"dataset": "wikitext2", "num_samples": 4}},
+            ["body", "selection", "num_samples"],
+            "give selection.num_samples >= ",
+        ),
+    ],
+)
+def test_k_auto_is_refused_at_submit_when_the_selection_cannot_resolve_the_budget(
+    settings, client, auth, body, loc, needs
+):
     save_tiny_checkpoint(settings.models_dir / "tiny")
     job = {**JOB, "calibration": {"num_samples": 20, "seq_len": 32}, **body}
     r = client.post("/v1/jobs", json=job, headers=auth)

@@ -26,12 +26,15 @@ def test_form_reaches_the_recipe_and_is_left_out_when_absent():
     assert "form" not in job().model_dump(mode="json")["compression"]  # stored and hashed as before it existed
 
 
-@pytest.mark.parametrize("compression,msg", [
-    ({"form": "gguf"}, "'nbl', 'linear' or 'fold'"),
-    ({"form": "fold", "method": "drop"}, "method must be 'nbl'"),
-    ({"form": "linear", "criterion": "loss"}, "ranks layers on its own fit"),
-    ({"form": "fold", "k": "auto", "budget": {"max_ppl_increase": 0.1}}, "explicit k"),
-])
+@pytest.mark.parametrize(
+    "compression,msg",
+    [
+        ({"form": "gguf"}, "'nbl', 'linear' or 'fold'"),
+        ({"form": "fold", "method": "drop"}, "method must be 'nbl'"),
+        ({"form": "linear", "criterion": "loss"}, "ranks layers on its own fit"),
+        ({"form": "fold", "k": "auto", "budget": {"max_ppl_increase": 0.1}}, "explicit k"),
+    ],
+)
 def test_bad_forms_are_refused(compression, msg):
     with pytest.raises(ValidationError, match=msg):
         job(**compression)

@@ -16,14 +16,18 @@ GATES = {"max_ppl_increase": {"wikitext2": 0.10}, "max_acc_drop": {"arc_easy": 0
 EVAL = {"perplexity": ["wikitext2"], "tasks": ["arc_easy"]}
 
 
-@pytest.mark.parametrize("gates, evaluation, field", [
-    ({"max_ppl_increase": {"c4": 0.1}}, {}, "gates.max_ppl_increase.c4"),  # the default evaluation: wikitext2
-    ({"max_acc_drop": {"arc_easy": 0.02}}, {}, "gates.max_acc_drop.arc_easy"),
-    (GATES, {"perplexity": [], "tasks": ["arc_easy"]}, "gates.max_ppl_increase.wikitext2"),
-    ({"max_acc_drop": {"boolq": 0.02}}, EVAL, "gates.max_acc_drop.boolq"),
-])
-def test_a_gate_on_an_unmeasured_metric_is_a_422_naming_the_field(client, auth, settings, sessions, gates,
-                                                                  evaluation, field):
+@pytest.mark.parametrize(
+    "gates, evaluation, field",
+    [
+        ({"max_ppl_increase": {"c4": 0.1}}, {}, "gates.max_ppl_increase.c4"),  # the default evaluation: wikitext2
+        ({"max_acc_drop": {"arc_easy": 0.02}}, {}, "gates.max_acc_drop.arc_easy"),
+        (GATES, {"perplexity": [], "tasks": ["arc_easy"]}, "gates.max_ppl_increase.wikitext2"),
+        ({"max_acc_drop": {"boolq": 0.02}}, EVAL, "gates.max_acc_drop.boolq"),
+    ],
+)
+def test_a_gate_on_an_unmeasured_metric_is_a_422_naming_the_field(
+    client, auth, settings, sessions, gates, evaluation, field
+):
     r = client.post("/v1/jobs", json=body(gates=gates, evaluation=evaluation), headers=auth)
     p = assert_problem(r, 422, "validation-error")
     assert [".".join(str(x) for x in e["loc"][1:]) for e in p["errors"]] == [field], p
@@ -33,13 +37,16 @@ def test_a_gate_on_an_unmeasured_metric_is_a_422_naming_the_field(client, auth, 
     assert sqla_broker_messages(settings) == []
 
 
-@pytest.mark.parametrize("gates, field", [
-    ({"max_ppl_increase": {"wikitext2": -0.1}}, "gates.max_ppl_increase.wikitext2"),
-    ({"max_acc_drop": {"arc_easy": 1.5}}, "gates.max_acc_drop.arc_easy"),
-    ({"max_acc_drop": {"arc_easy": "0.02"}}, "gates.max_acc_drop.arc_easy"),
-    ({"max_ppl_rise": {"wikitext2": 0.1}}, "gates.max_ppl_rise"),
-    ({"max_ppl_increase": {"../x": 0.1}}, "gates.max_ppl_increase.../x"),
-])
+@pytest.mark.parametrize(
+    "gates, field",
+    [
+        ({"max_ppl_increase": {"wikitext2": -0.1}}, "gates.max_ppl_increase.wikitext2"),
+        ({"max_acc_drop": {"arc_easy": 1.5}}, "gates.max_acc_drop.arc_easy"),
+        ({"max_acc_drop": {"arc_easy": "0.02"}}, "gates.max_acc_drop.arc_easy"),
+        ({"max_ppl_rise": {"wikitext2": 0.1}}, "gates.max_ppl_rise"),
+        ({"max_ppl_increase": {"../x": 0.1}}, "gates.max_ppl_increase.../x"),
+    ],
+)
 def test_a_malformed_gate_is_a_422(client, auth, gates, field):
     r = client.post("/v1/jobs", json=body(gates=gates, evaluation=EVAL), headers=auth)
     p = assert_problem(r, 422, "validation-error")
@@ -55,7 +62,10 @@ def test_measured_gates_are_accepted_and_reach_the_recipe(client, auth):
     assert recipe.gates == Gates(max_ppl_increase={"wikitext2": 0.10}, max_acc_drop={"arc_easy": 0.02})
     assert from_request(JobCreate.model_validate(body())).gates is None
     # an integer is a number: 0 allows no rise at all
-    assert client.post("/v1/jobs", json=body(gates={"max_ppl_increase": {"wikitext2": 0}}), headers=auth).status_code == 201
+    assert (
+        client.post("/v1/jobs", json=body(gates={"max_ppl_increase": {"wikitext2": 0}}), headers=auth).status_code
+        == 201
+    )
 
 
 def test_nbl_submit_gate_flags_go_on_top_of_the_file(tmp_path):
@@ -67,26 +77,67 @@ def test_nbl_submit_gate_flags_go_on_top_of_the_file(tmp_path):
 
     path = tmp_path / "job.json"
     path.write_text(json.dumps(body(gates={"max_acc_drop": {"arc_easy": 0.05}}, evaluation=EVAL)))
-    flags = {k: None for k in ("model", "revision", "dataset", "dataset_config", "split", "text_field", "num_samples",
-                               "seq_len", "seed", "shuffle", "mode", "method", "criterion", "k", "perplexity", "tasks",
-                               "limit", "max_tokens", "speed", "publish_repo", "public", "publish_revision",
-                               "create_pr", "local_dir", "webhook_url")}
-    args = SimpleNamespace(**flags, file=path, metadata=[], task_file=[],
-                           gate=[parse_gate("wikitext2:ppl:+10%"), parse_gate("arc_easy:acc:-0.02")])
+    flags = {
+        k: None
+        for k in (
+            "model",
+            "revision",
+            "dataset",
+            "dataset_config",
+            "split",
+            "text_field",
+            "num_samples",
+            "seq_len",
+            "seed",
+            "shuffle",
+            "mode",
+            "method",
+            "criterion",
+            "k",
+            "perplexity",
+            "tasks",
+            "limit",
+            "max_tokens",
+            "speed",
+            "publish_repo",
+            "public",
+            "publish_revision",
+            "create_pr",
+            "local_dir",
+            "webhook_url",
+        )
+    }
+    args = SimpleNamespace(
+        **flags,
+        file=path,
+        metadata=[],
+        task_file=[],
+        gate=[parse_gate("wikitext2:ppl:+10%"), parse_gate("arc_easy:acc:-0.02")],
+    )
     gates = build_request(args)["gates"]
-    assert gates["max_acc_drop"] == {"arc_easy": 0.02} and gates["max_ppl_increase"] == {"wikitext2": pytest.approx(0.1)}
+    assert gates["max_acc_drop"] == {"arc_easy": 0.02} and gates["max_ppl_increase"] == {
+        "wikitext2": pytest.approx(0.1)
+    }
     assert JobCreate.model_validate(build_request(args)).gates is not None
 
 
-@pytest.mark.parametrize("gate, spelling", [
-    ("wikitext2:ppl:10", "wikitext2:ppl:+10%"),  # was max_ppl_increase 10: +1,000 %, every output passed
-    ("wikitext2:ppl:+0.10", "wikitext2:ppl:+10%"),
-    ("wikitext2:ppl:2.5", "wikitext2:ppl:+2.5%"),
-    ("arc_easy:acc:-1", "arc_easy:acc:-1%"),  # was a drop of 1: any accuracy passed
-    ("arc_easy:acc:3", "arc_easy:acc:-3%"),
-])
-@pytest.mark.parametrize("command", [["submit", "--model", "acme/m", "--api-url", "http://127.0.0.1:9"],
-                                     ["compress", "--model", "acme/m", "--k", "1", "--eval"]])
+@pytest.mark.parametrize(
+    "gate, spelling",
+    [
+        ("wikitext2:ppl:10", "wikitext2:ppl:+10%"),  # was max_ppl_increase 10: +1,000 %, every output passed
+        ("wikitext2:ppl:+0.10", "wikitext2:ppl:+10%"),
+        ("wikitext2:ppl:2.5", "wikitext2:ppl:+2.5%"),
+        ("arc_easy:acc:-1", "arc_easy:acc:-1%"),  # was a drop of 1: any accuracy passed
+        ("arc_easy:acc:3", "arc_easy:acc:-3%"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["submit", "--model", "acme/m", "--api-url", "http://127.0.0.1:9"],
+        ["compress", "--model", "acme/m", "--k", "1", "--eval"],
+    ],
+)
 def test_a_gate_without_its_percent_is_refused_with_the_right_spelling(capsys, command, gate, spelling):
     from cli.main import main
 

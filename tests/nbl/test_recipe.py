@@ -11,21 +11,36 @@ from service.jobs.responses import LayerModeScores
 
 def test_a_minimal_request_gets_the_recipes_defaults():
     r = from_request(JobCreate.model_validate({"model": {"id": "acme/m"}, "compression": {"k": 4}}))
-    assert r == R.Recipe(model="acme/m", compression=R.Compression(ks=(4,)),
-                         evaluation=R.Evaluation(perplexity=R.PERPLEXITY))
+    assert r == R.Recipe(
+        model="acme/m", compression=R.Compression(ks=(4,)), evaluation=R.Evaluation(perplexity=R.PERPLEXITY)
+    )
     assert (r.calibration.dataset, r.calibration.num_samples, r.calibration.seq_len) == ("c4", 256, 2048)
     assert (r.compression.mode, r.compression.method, r.compression.criterion) == ("attn", "nbl", "cca")
-    assert r.publishing is None and r.request["compression"] == {"mode": "attn", "method": "nbl",
-                                                                 "criterion": "cca", "k": 4}
+    assert r.publishing is None and r.request["compression"] == {
+        "mode": "attn",
+        "method": "nbl",
+        "criterion": "cca",
+        "k": 4,
+    }
 
 
 def test_every_field_of_a_full_request_reaches_the_recipe_and_no_token_does():
-    body = {"model": {"id": "local:m", "revision": "v1"},
-            "calibration": {"dataset": "wikitext2", "config": "raw", "split": "validation", "text_field": "body",
-                            "num_samples": 8, "seq_len": 64, "seed": 3, "shuffle": True},
-            "compression": {"k": [2, 4], "mode": "block", "method": "drop", "criterion": "loss"},
-            "evaluation": {"perplexity": ["c4"], "tasks": ["boolq"], "limit": 5, "max_tokens": 99, "speed": True},
-            "publish": {"repo_id": "acme/out", "private": False, "revision": "b", "create_pr": True, "token": "hf_x"}}
+    body = {
+        "model": {"id": "local:m", "revision": "v1"},
+        "calibration": {
+            "dataset": "wikitext2",
+            "config": "raw",
+            "split": "validation",
+            "text_field": "body",
+            "num_samples": 8,
+            "seq_len": 64,
+            "seed": 3,
+            "shuffle": True,
+        },
+        "compression": {"k": [2, 4], "mode": "block", "method": "drop", "criterion": "loss"},
+        "evaluation": {"perplexity": ["c4"], "tasks": ["boolq"], "limit": 5, "max_tokens": 99, "speed": True},
+        "publish": {"repo_id": "acme/out", "private": False, "revision": "b", "create_pr": True, "token": "hf_x"},
+    }
     r = from_request(JobCreate.model_validate(body))
     assert r.model == "local:m" and r.revision == "v1" and r.ks == (2, 4)
     assert dataclasses.asdict(r.calibration) == body["calibration"]
@@ -54,7 +69,8 @@ def test_nbl_compress_flags_build_the_same_recipe_as_a_request():
     args = parser.parse_args(["compress", "--model", "acme/m", "--k", "4"])
     assert recipe(args) == dataclasses.replace(
         from_request(JobCreate.model_validate({"model": {"id": "acme/m"}, "compression": {"k": 4}})),
-        evaluation=R.Evaluation())  # a job evaluates by default; `nbl compress` only with --eval
+        evaluation=R.Evaluation(),
+    )  # a job evaluates by default; `nbl compress` only with --eval
 
 
 def test_the_score_fields_are_the_schemas_and_the_criteria_rank_by_them():

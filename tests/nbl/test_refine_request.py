@@ -32,16 +32,19 @@ def test_the_engine_config_carries_them():
     cfg.check()
 
 
-@pytest.mark.parametrize("compression,msg", [
-    ({"refit": "twice"}, "'none' or 'sequential'"),
-    ({"heal": {"tokens": 0}}, "greater than or equal to 1"),
-    ({"heal": {"tokens": 512, "lr": 0}}, "greater than 0"),
-    ({"heal": {"tokens": 512, "epochs": 2}}, "Extra inputs are not permitted"),
-    ({"heal": {"tokens": "512"}}, "valid integer"),
-    ({"refit": "sequential", "method": "drop"}, "method 'drop' has none"),
-    ({"heal": {"tokens": 512}, "form": "fold", "mode": "block"}, "not offered for form 'fold'"),
-    ({"heal": {"tokens": 512}, "form": "linear"}, "heal trains nbl's maps"),
-])
+@pytest.mark.parametrize(
+    "compression,msg",
+    [
+        ({"refit": "twice"}, "'none' or 'sequential'"),
+        ({"heal": {"tokens": 0}}, "greater than or equal to 1"),
+        ({"heal": {"tokens": 512, "lr": 0}}, "greater than 0"),
+        ({"heal": {"tokens": 512, "epochs": 2}}, "Extra inputs are not permitted"),
+        ({"heal": {"tokens": "512"}}, "valid integer"),
+        ({"refit": "sequential", "method": "drop"}, "method 'drop' has none"),
+        ({"heal": {"tokens": 512}, "form": "fold", "mode": "block"}, "not offered for form 'fold'"),
+        ({"heal": {"tokens": 512}, "form": "linear"}, "heal trains nbl's maps"),
+    ],
+)
 def test_bad_refinements_are_refused(compression, msg):
     with pytest.raises(ValidationError, match=msg):
         job(**compression)
@@ -51,10 +54,13 @@ def test_linear_refit_is_accepted():
     assert from_request(job(refit="sequential", form="linear")).compression.refit == "sequential"
 
 
-@pytest.mark.parametrize("compression,field,msg", [
-    ({"refit": "sequential", "method": "drop"}, "compression", "method 'drop' has none"),
-    ({"heal": {"tokens": 0}}, "tokens", "greater than or equal to 1"),
-])
+@pytest.mark.parametrize(
+    "compression,field,msg",
+    [
+        ({"refit": "sequential", "method": "drop"}, "compression", "method 'drop' has none"),
+        ({"heal": {"tokens": 0}}, "tokens", "greater than or equal to 1"),
+    ],
+)
 def test_the_api_answers_422_and_queues_nothing(compression, field, msg, client, auth, settings, sessions):
     r = client.post("/v1/jobs", json=body(compression={"k": 4, **compression}), headers=auth)
     p = assert_problem(r, 422, "validation-error")
@@ -68,10 +74,22 @@ def test_the_typed_result_carries_each_outputs_refit_and_heal():
     from nbl.result import REFINE, job_result, refine_flat
     from nbl.result_schema import JobResult
 
-    engine_outputs = [{"k": 4, "refit": {"method": "sequential", "seconds": 3.5, "cached": False, "nmse": {}},
-                       "heal": {"steps": 8, "tokens": 2048, "seconds": 9.0, "perplexity_before": 40.0,
-                                "perplexity_after": 37.5, "kept": True, "lr": 1e-4}},
-                      {"k": 8}]
+    engine_outputs = [
+        {
+            "k": 4,
+            "refit": {"method": "sequential", "seconds": 3.5, "cached": False, "nmse": {}},
+            "heal": {
+                "steps": 8,
+                "tokens": 2048,
+                "seconds": 9.0,
+                "perplexity_before": 40.0,
+                "perplexity_after": 37.5,
+                "kept": True,
+                "lr": 1e-4,
+            },
+        },
+        {"k": 8},
+    ]
     spec = {"compression": {"k": [4, 8], "refit": "sequential"}}
     res = JobResult.model_validate(job_result(spec, [], {REFINE: refine_flat(engine_outputs)}))
     four, eight = res.outputs
@@ -91,8 +109,21 @@ def test_nbl_submit_flags_make_a_request_the_api_takes():
 
     parser = argparse.ArgumentParser()
     add_client_commands(parser.add_subparsers())
-    args = parser.parse_args(["submit", "--model", "acme/m", "--k", "4", "--refit", "sequential",
-                              "--heal-tokens", "4096", "--heal-lr", "3e-4"])
+    args = parser.parse_args(
+        [
+            "submit",
+            "--model",
+            "acme/m",
+            "--k",
+            "4",
+            "--refit",
+            "sequential",
+            "--heal-tokens",
+            "4096",
+            "--heal-lr",
+            "3e-4",
+        ]
+    )
     req = build_request(args)
     assert req["compression"]["refit"] == "sequential" and req["compression"]["heal"] == {"tokens": 4096, "lr": 3e-4}
     comp = from_request(JobCreate.model_validate(req)).compression
@@ -103,11 +134,14 @@ def test_nbl_submit_flags_make_a_request_the_api_takes():
         build_request(parser.parse_args(["submit", "--model", "acme/m", "--k", "4", "--heal-steps", "3"]))
 
 
-@pytest.mark.parametrize("flags,msg", [
-    (["--heal-tokens", "0"], "--heal-tokens: Input should be greater than or equal to 1"),
-    (["--heal-lr", "1e-3"], "--heal-lr needs --heal-tokens"),
-    (["--refit", "sequential", "--method", "drop"], "method 'drop' has none"),
-])
+@pytest.mark.parametrize(
+    "flags,msg",
+    [
+        (["--heal-tokens", "0"], "--heal-tokens: Input should be greater than or equal to 1"),
+        (["--heal-lr", "1e-3"], "--heal-lr needs --heal-tokens"),
+        (["--refit", "sequential", "--method", "drop"], "method 'drop' has none"),
+    ],
+)
 def test_nbl_compress_refuses_bad_refinements_with_exit_2(flags, msg, capsys):
     from cli.main import main
 
@@ -122,7 +156,21 @@ def test_nbl_compress_flags_reach_the_recipe():
 
     sub = argparse.ArgumentParser().add_subparsers()
     add_compress(sub)
-    args = sub.choices["compress"].parse_args(["--model", "m", "--k", "4", "--refit", "sequential", "--heal-tokens",
-                                               "512", "--heal-steps", "6", "--heal-seconds", "60"])
+    args = sub.choices["compress"].parse_args(
+        [
+            "--model",
+            "m",
+            "--k",
+            "4",
+            "--refit",
+            "sequential",
+            "--heal-tokens",
+            "512",
+            "--heal-steps",
+            "6",
+            "--heal-seconds",
+            "60",
+        ]
+    )
     comp = recipe(args).compression
     assert comp.refit == "sequential" and comp.heal == Heal(tokens=512, steps=6, max_seconds=60.0)

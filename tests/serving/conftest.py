@@ -46,8 +46,7 @@ def reference(tmp_path_factory) -> dict:
     work = Path(os.environ.get("NBL_SERVING_WORK") or tmp_path_factory.mktemp("serving"))
     if not (work / "reference.json").exists():
         env = {**os.environ, "NBL_HOME": str(work / "home")}
-        subprocess.run([str(PROJECT_PYTHON), str(HERE / "prepare.py"), str(work)], env=env, check=True,
-                       timeout=1800)
+        subprocess.run([str(PROJECT_PYTHON), str(HERE / "prepare.py"), str(work)], env=env, check=True, timeout=1800)
     return json.loads((work / "reference.json").read_text())
 
 

@@ -23,10 +23,15 @@ from prepare import SMOLLM2_PROMPTS, TINY_PROMPTS, TINY_SHAPE, compress, greedy 
 from testkit.models import DATA_DIR, save_tiny_checkpoint, smollm2_gguf  # noqa: E402
 
 # name -> (family, mode, k); every one form fold
-FORM_OUTPUTS = {"tiny-llama-fold-block": ("llama", "block", 2), "tiny-mistral-fold-block": ("mistral", "block", 2),
-                "tiny-qwen2-fold-block": ("qwen2", "block", 2), "tiny-qwen3-fold-block": ("qwen3", "block", 2),
-                "tiny-llama-fold-attn": ("llama", "attn", 2), "smollm2-fold-block": ("smollm2", "block", 2),
-                "smollm2-fold-attn": ("smollm2", "attn", 4)}
+FORM_OUTPUTS = {
+    "tiny-llama-fold-block": ("llama", "block", 2),
+    "tiny-mistral-fold-block": ("mistral", "block", 2),
+    "tiny-qwen2-fold-block": ("qwen2", "block", 2),
+    "tiny-qwen3-fold-block": ("qwen3", "block", 2),
+    "tiny-llama-fold-attn": ("llama", "attn", 2),
+    "smollm2-fold-block": ("smollm2", "block", 2),
+    "smollm2-fold-attn": ("smollm2", "attn", 4),
+}
 
 
 def main(work: Path) -> None:
@@ -38,21 +43,43 @@ def main(work: Path) -> None:
     ref = {}
     for name, (family, mode, k) in FORM_OUTPUTS.items():
         if family == "smollm2":
-            base, data, prompts = smollm2_gguf(), ["--dataset", "c4", "--num-samples", 8, "--seq-len", 128], SMOLLM2_PROMPTS
+            base, data, prompts = (
+                smollm2_gguf(),
+                ["--dataset", "c4", "--num-samples", 8, "--seq-len", 128],
+                SMOLLM2_PROMPTS,
+            )
         else:
-            base = save_tiny_checkpoint(work / f"base-{family}", family, seed=1, layers=6, intermediate_size=256,
-                                        **TINY_SHAPE)
+            base = save_tiny_checkpoint(
+                work / f"base-{family}", family, seed=1, layers=6, intermediate_size=256, **TINY_SHAPE
+            )
             data, prompts = ["--dataset", calib, "--num-samples", 8, "--seq-len", 64], TINY_PROMPTS
-        path = compress(base, work / name, *data, "--mode", mode, "--form", "fold", "--criterion", "nmse", "--k", k,
-                        "--no-load-check")[k]
+        path = compress(
+            base,
+            work / name,
+            *data,
+            "--mode",
+            mode,
+            "--form",
+            "fold",
+            "--criterion",
+            "nmse",
+            "--k",
+            k,
+            "--no-load-check",
+        )[k]
         remote = mode == "attn"  # DeciLM: our modeling file; fold block: the argument is never passed
         kw = {"trust_remote_code": True} if remote else {}
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, **kw).eval()
         tok = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
         ids = [tok(p).input_ids for p in prompts]
         runs = [greedy(model, i) for i in ids]
-        ref[name] = {"path": str(path), "remote": remote, "prompts": ids, "tokens": [r[0] for r in runs],
-                     "logprobs": [r[1] for r in runs]}
+        ref[name] = {
+            "path": str(path),
+            "remote": remote,
+            "prompts": ids,
+            "tokens": [r[0] for r in runs],
+            "logprobs": [r[1] for r in runs],
+        }
     (work / "forms_reference.json").write_text(json.dumps(ref, indent=1))
 
 

@@ -33,7 +33,11 @@ from cli import main as cli  # noqa: E402
 
 SMOLLM2_PROMPTS = ["The capital of France is", "def fibonacci(n):", "Neural networks learn by"]
 TINY_PROMPTS = ["hello world", "The quick brown fox", "0123456789"]
-TINY_SHAPE = {"num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32}  # vLLM's CPU attention: head_dim >= 32
+TINY_SHAPE = {
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 32,
+}  # vLLM's CPU attention: head_dim >= 32
 
 
 def compress(model: str | Path, out: Path, *args: str) -> dict[int, Path]:
@@ -63,8 +67,19 @@ def make_outputs(work: Path) -> dict[str, Path]:
             source = save_tiny_checkpoint(work / f"tiny-{model}-base", model, seed=1, **TINY_SHAPE)
             data = ["--dataset", calib, "--num-samples", 8, "--seq-len", 64]
         ks = ",".join(str(OUTPUTS[n][3]) for n in names)
-        paths = compress(source, work / f"{model}-{mode}-{method}-{criterion}", *data, "--mode", mode,
-                         "--method", method, "--criterion", criterion, "--k", ks)
+        paths = compress(
+            source,
+            work / f"{model}-{mode}-{method}-{criterion}",
+            *data,
+            "--mode",
+            mode,
+            "--method",
+            method,
+            "--criterion",
+            criterion,
+            "--k",
+            ks,
+        )
         made.update({n: paths[OUTPUTS[n][3]] for n in names})
     # the GGUF converted by the runs above (NBL_HOME/models), served as the base
     made["smollm2-base"] = next((Path(os.environ["NBL_HOME"]) / "models").glob("gguf-*"))
@@ -110,8 +125,10 @@ def reference(path: Path, prompts: list[str]) -> dict:
 
 def main(work: Path) -> None:
     made = make_outputs(work)
-    ref = {name: reference(path, SMOLLM2_PROMPTS if name.startswith("smollm2") else TINY_PROMPTS)
-           for name, path in made.items()}
+    ref = {
+        name: reference(path, SMOLLM2_PROMPTS if name.startswith("smollm2") else TINY_PROMPTS)
+        for name, path in made.items()
+    }
     (work / "reference.json").write_text(json.dumps(ref, indent=1))
 
 

@@ -34,6 +34,10 @@ def test_complete_load_has_no_problems(loading):
 
 
 def test_an_unused_tensor_and_an_unloaded_parameter_are_reported(loading):
-    problems = loading.load_problems(_Tiny(), ["embed.weight", "map.weight", "maps.bias"], {"embed.weight", "map.weight"})
-    assert problems == ["checkpoint tensor without a parameter: maps.bias",
-                        "parameter not loaded from the checkpoint: map.bias"]
+    problems = loading.load_problems(
+        _Tiny(), ["embed.weight", "map.weight", "maps.bias"], {"embed.weight", "map.weight"}
+    )
+    assert problems == [
+        "checkpoint tensor without a parameter: maps.bias",
+        "parameter not loaded from the checkpoint: map.bias",
+    ]

@@ -27,11 +27,14 @@ def test_a_kept_layer_of_a_good_plan_is_the_family_layer(build):
     assert build(config=config(GOOD), quant_config=None, prefix="model.layers.0") == "the family's own layer"
 
 
-@pytest.mark.parametrize("plan,says", [
-    ({**GOOD, "mode": "mlp"}, "nbl.mode must be one of"),
-    ({**GOOD, "method": "NBL"}, "nbl.method must be one of"),
-    ({**GOOD, "layers": [1, 5]}, r"nbl.layers must be a list of distinct layer indices in \[0, 2\)"),
-])
+@pytest.mark.parametrize(
+    "plan,says",
+    [
+        ({**GOOD, "mode": "mlp"}, "nbl.mode must be one of"),
+        ({**GOOD, "method": "NBL"}, "nbl.method must be one of"),
+        ({**GOOD, "layers": [1, 5]}, r"nbl.layers must be a list of distinct layer indices in \[0, 2\)"),
+    ],
+)
 def test_a_bad_plan_is_refused_before_any_layer_is_built(build, plan, says):
     with pytest.raises(ValueError, match=says):
         build(config=config(plan), quant_config=None, prefix="model.layers.0")

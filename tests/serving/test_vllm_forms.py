@@ -15,27 +15,48 @@ from plan import LOGPROB_TOL
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
 PROJECT_PYTHON = Path(os.environ.get("NBL_PROJECT_PYTHON", HERE.parents[1] / ".venv" / "bin" / "python"))
-NAMES = ["tiny-llama-fold-block", "tiny-mistral-fold-block", "tiny-qwen2-fold-block", "tiny-qwen3-fold-block",
-         "tiny-llama-fold-attn", "smollm2-fold-block", "smollm2-fold-attn"]
+NAMES = [
+    "tiny-llama-fold-block",
+    "tiny-mistral-fold-block",
+    "tiny-qwen2-fold-block",
+    "tiny-qwen3-fold-block",
+    "tiny-llama-fold-attn",
+    "smollm2-fold-block",
+    "smollm2-fold-attn",
+]
 
 
 @pytest.fixture(scope="session")
 def form_reference(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("forms")
-    subprocess.run([str(PROJECT_PYTHON), str(HERE / "forms_prepare.py"), str(work)],
-                   env={**os.environ, "NBL_HOME": str(work / "home")}, check=True, timeout=1800)
+    subprocess.run(
+        [str(PROJECT_PYTHON), str(HERE / "forms_prepare.py"), str(work)],
+        env={**os.environ, "NBL_HOME": str(work / "home")},
+        check=True,
+        timeout=1800,
+    )
     return json.loads((work / "forms_reference.json").read_text())
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_fold_outputs_run_in_vllm_without_plugins(name, form_reference):
     ref = form_reference[name]
-    run = subprocess.run([sys.executable, str(HERE / "vllm_plain.py"), ref["path"], "1" if ref["remote"] else "0",
-                          json.dumps(ref["prompts"])], env={**os.environ, "VLLM_PLUGINS": ""},
-                         capture_output=True, text=True, timeout=1200)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "vllm_plain.py"),
+            ref["path"],
+            "1" if ref["remote"] else "0",
+            json.dumps(ref["prompts"]),
+        ],
+        env={**os.environ, "VLLM_PLUGINS": ""},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     lines = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
     assert run.returncode == 0 and lines, run.stderr[-3000:]
-    got = json.loads(lines[-1][len("RESULT "):])
+    got = json.loads(lines[-1][len("RESULT ") :])
     assert got["tokens"] == ref["tokens"], name
     worst = max(abs(a - b) for la, lb in zip(got["logprobs"], ref["logprobs"]) for a, b in zip(la, lb))
     assert worst <= LOGPROB_TOL, (name, worst)

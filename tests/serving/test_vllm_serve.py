@@ -30,9 +30,26 @@ def server(reference, served, tmp_path):
     """After the offline runs (`served`), so that one engine runs at a time."""
     port = _free_port()
     log = (tmp_path / "serve.log").open("w")
-    cmd = [sys.executable, "-m", "nbl_vllm.cli", "serve", reference[SERVED]["path"], "--served-model-name", "nbl", "--host", "127.0.0.1",
-           "--port", str(port), "--dtype", "float32", "--generation-config", "vllm", "--max-model-len", "256",
-           "--enforce-eager"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nbl_vllm.cli",
+        "serve",
+        reference[SERVED]["path"],
+        "--served-model-name",
+        "nbl",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--generation-config",
+        "vllm",
+        "--max-model-len",
+        "256",
+        "--enforce-eager",
+    ]
     env = {k: v for k, v in os.environ.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}  # vLLM's own processes
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
@@ -70,7 +87,13 @@ def test_openai_server_gives_the_transformers_tokens(reference, server):
     client = OpenAI(base_url=f"{server}/v1", api_key="unused")
     ref = reference[SERVED]
     for prompt, want in zip(ref["prompts"], ref["tokens"]):
-        r = client.completions.create(model="nbl", prompt=prompt, max_tokens=NEW_TOKENS, temperature=0, logprobs=1,
-                                      extra_body={"ignore_eos": True, "return_tokens_as_token_ids": True})
+        r = client.completions.create(
+            model="nbl",
+            prompt=prompt,
+            max_tokens=NEW_TOKENS,
+            temperature=0,
+            logprobs=1,
+            extra_body={"ignore_eos": True, "return_tokens_as_token_ids": True},
+        )
         got = [int(t.removeprefix("token_id:")) for t in r.choices[0].logprobs.tokens]
         assert got == want

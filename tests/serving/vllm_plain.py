@@ -18,13 +18,29 @@ def main(path: str, trust: bool, prompts: list[list[int]]) -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    llm = LLM(model=path, dtype="float32", generation_config="vllm", max_model_len=256, seed=0, enforce_eager=True,
-              distributed_executor_backend="uni", trust_remote_code=trust)
+    llm = LLM(
+        model=path,
+        dtype="float32",
+        generation_config="vllm",
+        max_model_len=256,
+        seed=0,
+        enforce_eager=True,
+        distributed_executor_backend="uni",
+        trust_remote_code=trust,
+    )
     params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True, logprobs=1)
     outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
-    print("RESULT " + json.dumps({
-        "tokens": [list(o.outputs[0].token_ids) for o in outs],
-        "logprobs": [[s[t].logprob for t, s in zip(o.outputs[0].token_ids, o.outputs[0].logprobs)] for o in outs]}))
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "tokens": [list(o.outputs[0].token_ids) for o in outs],
+                "logprobs": [
+                    [s[t].logprob for t, s in zip(o.outputs[0].token_ids, o.outputs[0].logprobs)] for o in outs
+                ],
+            }
+        )
+    )
     llm.llm_engine.engine_core.shutdown()
 
 

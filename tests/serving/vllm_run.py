@@ -23,16 +23,27 @@ def run_one(path: str, prompts: list[list[int]]) -> dict:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    llm = LLM(model=path, dtype="float32", generation_config="vllm", max_model_len=256, seed=0,
-              enforce_eager=True, distributed_executor_backend="uni")
+    llm = LLM(
+        model=path,
+        dtype="float32",
+        generation_config="vllm",
+        max_model_len=256,
+        seed=0,
+        enforce_eager=True,
+        distributed_executor_backend="uni",
+    )
     try:
         params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True, logprobs=1)
         outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         tokens = [list(o.outputs[0].token_ids) for o in outs]
         logprobs = [[step[t].logprob for t, step in zip(o.outputs[0].token_ids, o.outputs[0].logprobs)] for o in outs]
         cache = llm.llm_engine.vllm_config.cache_config
-        return {"tokens": tokens, "logprobs": logprobs, "block_size": cache.block_size,
-                "kv_cache_tokens": cache.num_gpu_blocks * cache.block_size}
+        return {
+            "tokens": tokens,
+            "logprobs": logprobs,
+            "block_size": cache.block_size,
+            "kv_cache_tokens": cache.num_gpu_blocks * cache.block_size,
+        }
     finally:
         llm.llm_engine.engine_core.shutdown()
         del llm

@@ -29,11 +29,25 @@ class Browser:
 
         self.timeout = timeout
         self.proc = subprocess.Popen(
-            [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars",
-             "--remote-debugging-port=0", "--remote-allow-origins=*", f"--user-data-dir={profile}",
-             f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                chromium_binary(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--hide-scrollbars",
+                "--remote-debugging-port=0",
+                "--remote-allow-origins=*",
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         port_file = profile / "DevToolsActivePort"  # the browser writes its port here
         deadline = time.monotonic() + timeout
         while not (port_file.exists() and port_file.read_text().strip()):
@@ -72,8 +86,11 @@ class Browser:
             self.events.append(json.loads(self.ws.recv()))
 
     def _document_status(self) -> int | None:
-        statuses = [ev["params"]["response"]["status"] for ev in self.events
-                    if ev.get("method") == "Network.responseReceived" and ev["params"].get("type") == "Document"]
+        statuses = [
+            ev["params"]["response"]["status"]
+            for ev in self.events
+            if ev.get("method") == "Network.responseReceived" and ev["params"].get("type") == "Document"
+        ]
         return statuses[-1] if statuses else None
 
     def load(self, action) -> int | None:
@@ -112,8 +129,12 @@ class Browser:
     def screenshot(self, path: Path) -> None:
         """The whole page, not only the window."""
         size = self.send("Page.getLayoutMetrics")["cssContentSize"]
-        shot = self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                         clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1})
+        shot = self.send(
+            "Page.captureScreenshot",
+            format="png",
+            captureBeyondViewport=True,
+            clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))
 

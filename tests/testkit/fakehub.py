@@ -145,8 +145,15 @@ class FakeHub:
                 auth = self.headers.get("Authorization")
                 if method == "GET" and parts.path == AGENT_REGISTRY:
                     return self._send(200, {"standardEnvVars": [], "harnesses": {}})
-                hub.requests.append({"method": method, "path": parts.path, "query": parts.query,
-                                     "authorization": auth, "body": body[:2000].decode("utf-8", "replace")})
+                hub.requests.append(
+                    {
+                        "method": method,
+                        "path": parts.path,
+                        "query": parts.query,
+                        "authorization": auth,
+                        "body": body[:2000].decode("utf-8", "replace"),
+                    }
+                )
                 for m, rx, name in ROUTES:
                     match = rx.match(parts.path) if m == method else None
                     if match:
@@ -155,8 +162,11 @@ class FakeHub:
                     return self._send(404, {"error": f"fake hub: no route {method} {parts.path}"})
                 token = auth.removeprefix("Bearer ").strip() if auth else None
                 if token not in hub.tokens and name not in ANONYMOUS:
-                    return self._send(401, {"error": "Invalid credentials in Authorization header"},
-                                      {"X-Error-Message": "Invalid credentials in Authorization header"})
+                    return self._send(
+                        401,
+                        {"error": "Invalid credentials in Authorization header"},
+                        {"X-Error-Message": "Invalid credentials in Authorization header"},
+                    )
                 if name in hub.fail:
                     status = hub._injected(name)
                     return self._send(status, {"error": f"fake hub: injected {status}"})
@@ -182,8 +192,9 @@ class FakeHub:
 
         return Handler
 
-    def _new_commit(self, repo: Repo, ref: str, title: str, message: str, added: dict[str, bytes],
-                    deleted: list[str] = ()) -> Commit:
+    def _new_commit(
+        self, repo: Repo, ref: str, title: str, message: str, added: dict[str, bytes], deleted: list[str] = ()
+    ) -> Commit:
         parent = self.commits[repo.refs[ref][-1]] if repo.refs.get(ref) else None
         files = dict(parent.files) if parent else {}
         for path in deleted:
@@ -192,8 +203,16 @@ class FakeHub:
         h = hashlib.sha1(f"{repo.id}\0{ref}\0{title}\0{len(self.commits)}".encode())
         for path in sorted(files):
             h.update(path.encode() + b"\0" + files[path])
-        c = Commit(id=h.hexdigest(), repo=repo.id, ref=ref, title=title, message=message, files=files,
-                   added=sorted(added), date=datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"))
+        c = Commit(
+            id=h.hexdigest(),
+            repo=repo.id,
+            ref=ref,
+            title=title,
+            message=message,
+            files=files,
+            added=sorted(added),
+            date=datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+        )
         self.commits[c.id] = c
         repo.refs.setdefault(ref, []).append(c.id)
         return c
@@ -228,15 +247,24 @@ class FakeHub:
 
     def _resolve(self, body: bytes, query: dict, repo: str, rev: str, path: str):
         if repo in self.gated:
-            return self.gated[repo], {"error": f"Access to model {repo} is restricted."}, {
-                "X-Error-Code": "GatedRepo", "X-Error-Message": f"Access to model {repo} is restricted."}
+            return (
+                self.gated[repo],
+                {"error": f"Access to model {repo} is restricted."},
+                {"X-Error-Code": "GatedRepo", "X-Error-Message": f"Access to model {repo} is restricted."},
+            )
         files = self.models.get(repo)
         if files is None:
             return 404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"}
         if path not in files:
             return 404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"}
-        return 200, files[path], {"X-Repo-Commit": hashlib.sha1(repo.encode()).hexdigest(),
-                                  "ETag": f'"{hashlib.sha1(files[path]).hexdigest()}"'}
+        return (
+            200,
+            files[path],
+            {
+                "X-Repo-Commit": hashlib.sha1(repo.encode()).hexdigest(),
+                "ETag": f'"{hashlib.sha1(files[path]).hexdigest()}"',
+            },
+        )
 
     def _create_branch(self, body: bytes, query: dict, repo: str, rev: str):
         r = self._repo(repo)
@@ -255,8 +283,15 @@ class FakeHub:
         if self._repo(repo) is None:
             return 404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"}
         files = json.loads(body)["files"]
-        return 200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None}
-                               for f in files]}, None
+        return (
+            200,
+            {
+                "files": [
+                    {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None} for f in files
+                ]
+            },
+            None,
+        )
 
     def _commit(self, body: bytes, query: dict, repo: str, rev: str):
         r = self._repo(repo)
@@ -281,11 +316,26 @@ class FakeHub:
             ref = f"refs/pr/{num}"
             r.refs[ref] = list(r.refs[rev])
             pr_url = f"{self.url}/{repo}/discussions/{num}"
-            r.prs.append({"num": num, "title": header["summary"], "status": "open", "target": rev,
-                          "createdAt": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")})
+            r.prs.append(
+                {
+                    "num": num,
+                    "title": header["summary"],
+                    "status": "open",
+                    "target": rev,
+                    "createdAt": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+                }
+            )
         c = self._new_commit(r, ref, header["summary"], header.get("description", ""), added, deleted)
-        return 200, {"commitUrl": f"{self.url}/{repo}/commit/{c.id}", "commitOid": c.id,
-                     "pullRequestUrl": pr_url, "success": True}, None
+        return (
+            200,
+            {
+                "commitUrl": f"{self.url}/{repo}/commit/{c.id}",
+                "commitOid": c.id,
+                "pullRequestUrl": pr_url,
+                "success": True,
+            },
+            None,
+        )
 
     def _list_commits(self, body: bytes, query: dict, repo: str, rev: str):
         r = self._repo(repo)
@@ -293,14 +343,29 @@ class FakeHub:
             return 404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"}
         if rev not in r.refs:
             return 404, {"error": f"Invalid rev id: {rev}"}, {"X-Error-Code": "RevisionNotFound"}
-        return 200, [{"id": c.id, "title": c.title, "message": c.message, "authors": [{"user": "nbl"}], "date": c.date}
-                     for c in (self.commits[i] for i in reversed(r.refs[rev]))], None
+        return (
+            200,
+            [
+                {"id": c.id, "title": c.title, "message": c.message, "authors": [{"user": "nbl"}], "date": c.date}
+                for c in (self.commits[i] for i in reversed(r.refs[rev]))
+            ],
+            None,
+        )
 
     def _discussions(self, body: bytes, query: dict, repo: str):
         r = self._repo(repo)
         if r is None:
             return 404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"}
-        prs = [{"title": p["title"], "num": p["num"], "author": {"name": "nbl"}, "createdAt": p["createdAt"],
-                "status": p["status"], "repo": {"name": repo, "type": "model"}, "isPullRequest": True}
-               for p in reversed(r.prs)]
+        prs = [
+            {
+                "title": p["title"],
+                "num": p["num"],
+                "author": {"name": "nbl"},
+                "createdAt": p["createdAt"],
+                "status": p["status"],
+                "repo": {"name": repo, "type": "model"},
+                "isPullRequest": True,
+            }
+            for p in reversed(r.prs)
+        ]
         return 200, {"discussions": prs, "count": len(prs), "start": 0}, None

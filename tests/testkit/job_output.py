@@ -51,7 +51,9 @@ def job_output(pg_url, settings_for, team_key_for, live_server, monkeypatch) -> 
     save_tiny_checkpoint(settings.models_dir / "tiny")
     monkeypatch.setattr(tasks, "settings", settings)
     monkeypatch.setattr(tasks, "_sessions", None)
-    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None)  # test_loadcheck.py's
+    monkeypatch.setattr(
+        pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None
+    )  # test_loadcheck.py's
     url = live_server(create_app(settings))
     auth, other = team_key_for(settings, "alpha"), team_key_for(settings, "beta")
     resp = httpx.post(f"{url}/v1/jobs", json=JOB, headers=auth)
@@ -71,9 +73,11 @@ def hub_and_old_rows(s: Served) -> str:
     from service.core.db import make_engine, make_sessionmaker
     from service.jobs import states, store
 
-    job_id = httpx.post(f"{s.url}/v1/jobs", json={"model": {"id": "local:tiny"}, "compression": {"k": 1},
-                                                  "calibration": {"num_samples": 8, "seq_len": 32}},
-                        headers=s.auth).json()["id"]
+    job_id = httpx.post(
+        f"{s.url}/v1/jobs",
+        json={"model": {"id": "local:tiny"}, "compression": {"k": 1}, "calibration": {"num_samples": 8, "seq_len": 32}},
+        headers=s.auth,
+    ).json()["id"]
     engine = make_engine(s.settings)
     with make_sessionmaker(engine)() as session:
         token = states.claim_job(session, job_id, 60)

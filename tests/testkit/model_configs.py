@@ -8,26 +8,74 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-LLAMA_70B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
-             "num_hidden_layers": 80, "intermediate_size": 28672, "num_attention_heads": 64,
-             "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
-             "torch_dtype": "bfloat16", "tie_word_embeddings": False}
-LLAMA_8B = {**LLAMA_70B, "hidden_size": 4096, "num_hidden_layers": 32, "intermediate_size": 14336,
-            "num_attention_heads": 32}
-TINY = {**LLAMA_70B, "hidden_size": 64, "num_hidden_layers": 4, "intermediate_size": 128, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "vocab_size": 128, "max_position_embeddings": 256}
+LLAMA_70B = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 8192,
+    "num_hidden_layers": 80,
+    "intermediate_size": 28672,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
+LLAMA_8B = {
+    **LLAMA_70B,
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+}
+TINY = {
+    **LLAMA_70B,
+    "hidden_size": 64,
+    "num_hidden_layers": 4,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 128,
+    "max_position_embeddings": 256,
+}
 HUGE = {**LLAMA_70B, "hidden_size": 65536, "num_attention_heads": 512}  # its sums alone: 172 GB a layer
 # mixtures of experts, as their public config.json give them (the numbers that size them; docs/sizing.md)
-QWEN3_235B_A22B = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 4096,
-                   "num_hidden_layers": 94, "intermediate_size": 12288, "num_attention_heads": 64,
-                   "num_key_value_heads": 4, "head_dim": 128, "attention_bias": False, "num_experts": 128,
-                   "num_experts_per_tok": 8, "moe_intermediate_size": 1536, "decoder_sparse_step": 1,
-                   "mlp_only_layers": [], "norm_topk_prob": True, "vocab_size": 151936,
-                   "max_position_embeddings": 40960, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
-MIXTRAL_8X22B = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 6144,
-                 "num_hidden_layers": 56, "intermediate_size": 16384, "num_attention_heads": 48,
-                 "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 32768,
-                 "max_position_embeddings": 65536, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+QWEN3_235B_A22B = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "model_type": "qwen3_moe",
+    "hidden_size": 4096,
+    "num_hidden_layers": 94,
+    "intermediate_size": 12288,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "attention_bias": False,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "moe_intermediate_size": 1536,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "norm_topk_prob": True,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
+MIXTRAL_8X22B = {
+    "architectures": ["MixtralForCausalLM"],
+    "model_type": "mixtral",
+    "hidden_size": 6144,
+    "num_hidden_layers": 56,
+    "intermediate_size": 16384,
+    "num_attention_heads": 48,
+    "num_key_value_heads": 8,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "vocab_size": 32768,
+    "max_position_embeddings": 65536,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
 
 
 def write_config(directory: Path, config: dict) -> Path:

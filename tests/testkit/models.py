@@ -24,14 +24,25 @@ FAMILY_CONFIGS = {
     "qwen2": ("Qwen2Config", {}),
     "qwen3": ("Qwen3Config", {"head_dim": 16}),
     # mixtures of experts: 4 experts, 2 per token (Qwen2-MoE with its shared expert, gpt-oss with sinks and biases)
-    "qwen3_moe": ("Qwen3MoeConfig", {"head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
-                                     "moe_intermediate_size": 32}),
+    "qwen3_moe": (
+        "Qwen3MoeConfig",
+        {"head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
+    ),
     "mixtral": ("MixtralConfig", {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": None}),
-    "qwen2_moe": ("Qwen2MoeConfig", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
-                                     "shared_expert_intermediate_size": 32}),
+    "qwen2_moe": (
+        "Qwen2MoeConfig",
+        {
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 32,
+        },
+    ),
     "olmoe": ("OlmoeConfig", {"num_experts": 4, "num_experts_per_tok": 2}),
-    "gpt_oss": ("GptOssConfig", {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 16,
-                                 "sliding_window": 8}),
+    "gpt_oss": (
+        "GptOssConfig",
+        {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 16, "sliding_window": 8},
+    ),
     "phi3": ("Phi3Config", {}),
     # Gemma: norms after attention and MLP, soft-capping (2), sliding windows shorter than the tests' blocks
     "gemma2": ("Gemma2Config", {"head_dim": 16, "sliding_window": 8}),
@@ -58,9 +69,17 @@ def tiny_config(family: str = "llama", layers: int = 4, vocab: int = 128, **over
 
     name, extra = FAMILY_CONFIGS[family]
     kw = dict(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=layers, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=256,
-        bos_token_id=0, eos_token_id=1, pad_token_id=1, tie_word_embeddings=False,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=vocab,
+        max_position_embeddings=256,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=1,
+        tie_word_embeddings=False,
     )
     kw.update(extra)
     kw.update(overrides)

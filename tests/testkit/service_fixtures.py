@@ -32,8 +32,11 @@ def _pg_admin_connect():
     try:
         return psycopg.connect(url, autocommit=True, connect_timeout=5)
     except psycopg.OperationalError as e:
-        pytest.fail(f"Postgres is not reachable at {PG_ADMIN_URL} ({e}); the service tests need it "
-                    "(.ci/run starts it; or set NBL_TEST_POSTGRES_URL)", pytrace=False)
+        pytest.fail(
+            f"Postgres is not reachable at {PG_ADMIN_URL} ({e}); the service tests need it "
+            "(.ci/run starts it; or set NBL_TEST_POSTGRES_URL)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -239,7 +242,9 @@ SERVICE_DIRS = ("service", "cli", "client", "ui", "migrations")
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "service: the service tests (real Postgres and Redis); `-m 'not service'` skips them")
+    config.addinivalue_line(
+        "markers", "service: the service tests (real Postgres and Redis); `-m 'not service'` skips them"
+    )
 
 
 def pytest_collection_modifyitems(items):

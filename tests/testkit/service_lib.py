@@ -8,17 +8,36 @@ import os
 
 PG_ADMIN_URL = os.environ.get("NBL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("NBL_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-TABLES = ["teams", "api_keys", "jobs", "job_events", "layer_scores", "metrics", "artifacts",
-          "webhook_secrets", "webhook_deliveries", "webhook_attempts", "stage_rates",
-          "class_caches"]
+TABLES = [
+    "teams",
+    "api_keys",
+    "jobs",
+    "job_events",
+    "layer_scores",
+    "metrics",
+    "artifacts",
+    "webhook_secrets",
+    "webhook_deliveries",
+    "webhook_attempts",
+    "stage_rates",
+    "class_caches",
+]
 
 PROBLEM_JSON = "application/problem+json"
 PROBLEM_PREFIX = "tag:nbl-service,2025:problems/"
 
 
 # The sizes of a tiny Llama's config.json: the API sizes every local job from them at submit (service/estimates).
-TINY_CONFIG = {"model_type": "llama", "num_hidden_layers": 4, "max_position_embeddings": 256, "hidden_size": 64,
-               "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
+TINY_CONFIG = {
+    "model_type": "llama",
+    "num_hidden_layers": 4,
+    "max_position_embeddings": 256,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+}
 
 
 def body(k=4, model="HuggingFaceTB/SmolLM2-135M-Instruct", **extra) -> dict:
@@ -49,8 +68,11 @@ def sqla_broker_messages(settings) -> list[dict]:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "kombu_message" not in tables:
             return []
-        rows = con.execute("SELECT m.payload FROM kombu_message m JOIN kombu_queue q ON m.queue_id = q.id "
-                           "WHERE q.name = ? AND m.visible = 1 ORDER BY m.id", (default_queue(settings),)).fetchall()
+        rows = con.execute(
+            "SELECT m.payload FROM kombu_message m JOIN kombu_queue q ON m.queue_id = q.id "
+            "WHERE q.name = ? AND m.visible = 1 ORDER BY m.id",
+            (default_queue(settings),),
+        ).fetchall()
     finally:
         con.close()
     return [decode_message(r[0]) for r in rows]

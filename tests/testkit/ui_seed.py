@@ -19,11 +19,27 @@ CCA = [2.9, 1.2, 0.4, 0.3, 0.5, 0.9, 1.6, 3.1]
 def layer_rows() -> list[dict]:
     rows = []
     for i, c in enumerate(CCA):
-        rows.append({"layer": i,
-                     "attn": {"cca_bound": c, "nmse": c / 10, "cosine": 0.99 - c / 50, "cond": 10.0 + i,
-                              "heldout_nmse": c / 9, "loss_rise": c / 100 - 0.004},
-                     "block": {"cca_bound": c * 2, "nmse": c / 5, "cosine": 0.95 - c / 40, "cond": 20.0 + i,
-                               "heldout_nmse": c / 4, "loss_rise": None}})
+        rows.append(
+            {
+                "layer": i,
+                "attn": {
+                    "cca_bound": c,
+                    "nmse": c / 10,
+                    "cosine": 0.99 - c / 50,
+                    "cond": 10.0 + i,
+                    "heldout_nmse": c / 9,
+                    "loss_rise": c / 100 - 0.004,
+                },
+                "block": {
+                    "cca_bound": c * 2,
+                    "nmse": c / 5,
+                    "cosine": 0.95 - c / 40,
+                    "cond": 20.0 + i,
+                    "heldout_nmse": c / 4,
+                    "loss_rise": None,
+                },
+            }
+        )
     return rows
 
 
@@ -31,19 +47,37 @@ def lowest(k: int) -> list[int]:
     return sorted(sorted(range(LAYERS), key=lambda i: CCA[i])[:k])
 
 
-def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/SmolLM2-135M-Instruct",
-             metadata=None, finish: str | None = "succeeded", error_message: str | None = None,
-             ppl_shift: float = 0.0, pause: float = 0.0, gate: float | None = None,
-             files: dict[str, bytes] | None = None, compression: dict | None = None, logs: int = 0) -> str:
+def seed_job(
+    sessions,
+    settings,
+    key: str,
+    *,
+    ks=(2, 4),
+    model="HuggingFaceTB/SmolLM2-135M-Instruct",
+    metadata=None,
+    finish: str | None = "succeeded",
+    error_message: str | None = None,
+    ppl_shift: float = 0.0,
+    pause: float = 0.0,
+    gate: float | None = None,
+    files: dict[str, bytes] | None = None,
+    compression: dict | None = None,
+    logs: int = 0,
+) -> str:
     """A job of the key's team; `finish=None` leaves it running in the evaluate stage. `pause`
     seconds between stages give the timeline visible widths (the browser test's screenshots).
     `files` are published as each k's local output by the worker's own local publisher (the API
     serves them); without them the artifact rows point nowhere. `compression`: more of that section
     (mode, form, ...). `logs`: that many calibration log events, as a real job writes hundreds."""
     compression = {"k": list(ks), **(compression or {})}
-    spec = JobCreate.model_validate({"model": {"id": model}, "compression": compression,
-                                     "calibration": {"num_samples": 16, "seq_len": 256},
-                                     "metadata": metadata or {}})
+    spec = JobCreate.model_validate(
+        {
+            "model": {"id": model},
+            "compression": compression,
+            "calibration": {"num_samples": 16, "seq_len": 256},
+            "metadata": metadata or {},
+        }
+    )
     with sessions() as s:
         who = authenticate(s, f"Bearer {key}")
         s.commit()
@@ -57,17 +91,31 @@ def seed_job(sessions, settings, key: str, *, ks=(2, 4), model="HuggingFaceTB/Sm
                 store.add_event(s, job_id, "log", f"calibrating: batch {i + 1} of {logs}", stage="calibrate")
             time.sleep(pause)
         store.save_layer_scores(s, job_id, layer_rows(), lease_token=token)
-        store.set_selected_layers(s, job_id, [{"k": k, "mode": compression.get("mode", "attn"),
-                                                    "layers": lowest(k)} for k in ks],
-                                  lease_token=token)
+        store.set_selected_layers(
+            s,
+            job_id,
+            [{"k": k, "mode": compression.get("mode", "attn"), "layers": lowest(k)} for k in ks],
+            lease_token=token,
+        )
         store.set_progress(s, job_id, "evaluate", 0.5, eta=42, lease_token=token)
         store.add_event(s, job_id, "warning", "evaluation.limit unset: all of WikiText-2", stage="evaluate")
-        store.save_metrics(s, job_id, "base", {"perplexity/wikitext2/ppl": 20.52, "tasks/arc_easy/acc": 0.61,
-                                               "perplexity/wikitext2/tokens": 287644})
+        store.save_metrics(
+            s,
+            job_id,
+            "base",
+            {"perplexity/wikitext2/ppl": 20.52, "tasks/arc_easy/acc": 0.61, "perplexity/wikitext2/tokens": 287644},
+        )
         for k in ks:
-            store.save_metrics(s, job_id, f"k{k}", {"perplexity/wikitext2/ppl": 20.52 + k * 0.7 + ppl_shift,
-                                                    "tasks/arc_easy/acc": 0.61 - k * 0.01,
-                                                    "perplexity/wikitext2/tokens": 287644})
+            store.save_metrics(
+                s,
+                job_id,
+                f"k{k}",
+                {
+                    "perplexity/wikitext2/ppl": 20.52 + k * 0.7 + ppl_shift,
+                    "tasks/arc_easy/acc": 0.61 - k * 0.01,
+                    "perplexity/wikitext2/tokens": 287644,
+                },
+            )
             if files is None:
                 store.save_artifact(s, job_id, k, "model", f"/v1/jobs/{job_id}/outputs/{k}/files", lease_token=token)
             else:

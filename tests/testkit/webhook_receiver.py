@@ -80,7 +80,7 @@ class Trickler:
                     raise ConnectionResetError("the client closed the connection")
                 if self._stop.is_set() or time.monotonic() - start > self.max_s:
                     break
-                conn.sendall(answer[i:i + 1])
+                conn.sendall(answer[i : i + 1])
         except OSError:
             with self._lock:
                 self.hung_up += 1

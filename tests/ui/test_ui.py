@@ -53,18 +53,25 @@ def test_login_sets_a_strict_httponly_cookie_and_logout_clears_it(client, alpha,
 
 def test_login_only_redirects_inside_the_dashboard(client, alpha):
     token = csrf_field(client.get("/ui/login").text)
-    r = client.post("/ui/login", content=f"a=1&b=2&c=3&csrf={token}&e=5&key=" + _key(alpha),
-                    headers={"content-type": "application/x-www-form-urlencoded"}, follow_redirects=False)
+    r = client.post(
+        "/ui/login",
+        content=f"a=1&b=2&c=3&csrf={token}&e=5&key=" + _key(alpha),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+        follow_redirects=False,
+    )
     assert r.status_code == 401  # not our form (too many fields): refused, not a 500
     for target in ("https://evil.example/", "//evil.example/ui/", "/v1/jobs", "/ui\\..\\x"):
         r = ui_login(client, _key(alpha), target)
         assert r.headers["location"] == "/ui/jobs", target
 
 
-@pytest.mark.parametrize("trust, https_header, secure", [(False, False, False), (False, True, False),
-                                                         (True, True, True), (True, False, False)])
-def test_cookie_secure_over_https_or_a_trusted_forwarded_proto(db_url, settings_for, team_key_for,
-                                                               trust, https_header, secure):
+@pytest.mark.parametrize(
+    "trust, https_header, secure",
+    [(False, False, False), (False, True, False), (True, True, True), (True, False, False)],
+)
+def test_cookie_secure_over_https_or_a_trusted_forwarded_proto(
+    db_url, settings_for, team_key_for, trust, https_header, secure
+):
     s = settings_for(db_url, trust_forwarded_proto=trust)
     key = _key(team_key_for(s))
     with TestClient(create_app(s)) as c:
@@ -111,18 +118,21 @@ def test_job_page_draws_the_chart_results_timeline_events_and_outputs(client, al
     assert "287,644" not in results and "calibration" not in results  # how much was measured is no column
     assert [r for r in re.findall(r'<tr class="variant"><th>(\w+)</th>', results)] == ["base", "k2", "k4"]
     assert '<ul class="warnings"><li>submit: evaluation not given' in html  # said at submit (JobOut.warnings)
-    assert '<li>evaluate: evaluation.limit unset' in html  # the worker's warning event
+    assert "<li>evaluate: evaluation.limit unset" in html  # the worker's warning event
     assert f'href="/ui/jobs/{job}/outputs/4/files"' in html  # the dashboard's own page of it (cookie)
 
 
 def test_job_page_shows_each_outputs_form_and_where_it_runs(client, alpha, sessions, settings):
-    fold = seed_job(sessions, settings, _key(alpha), ks=(2,),
-                    compression={"mode": "block", "form": "fold", "criterion": "cosine"})
+    fold = seed_job(
+        sessions, settings, _key(alpha), ks=(2,), compression={"mode": "block", "form": "fold", "criterion": "cosine"}
+    )
     html = client.get(f"/ui/jobs/{fold}", headers=alpha).text
     row = re.search(r"<tr><td>block k=2</td>.*?</tr>", html, re.S).group(0)
     assert "<td>fold</td>" in row and "<td>transformers, vllm, sglang, tensorrt-llm, llama.cpp</td>" in row
     plain = seed_job(sessions, settings, _key(alpha), ks=(2,))  # no form asked: nbl, our code
-    row = re.search(r"<tr><td>attn k=2</td>.*?</tr>", client.get(f"/ui/jobs/{plain}", headers=alpha).text, re.S).group(0)
+    row = re.search(r"<tr><td>attn k=2</td>.*?</tr>", client.get(f"/ui/jobs/{plain}", headers=alpha).text, re.S).group(
+        0
+    )
     assert "<td>nbl</td>" in row and "<td>transformers+file, vllm+plugin</td>" in row
 
 
@@ -178,7 +188,9 @@ def test_compare_shows_recipe_differences_selected_layers_and_metric_deltas(clie
     assert "compression.k" in diff and "[2]" in diff and "[2, 4]" in diff and "model.id" not in diff
     layers = re.search(r'<table class="layers-compare">.*?</table>', html, re.S).group(0)
     assert "attn k=2" in layers and "attn k=4" in layers and "—" in layers  # a has no k=4 output
-    chart = re.search(r'<svg class="compare-chart".*?data-metric="perplexity/wikitext2/ppl".*?</svg>', html, re.S).group(0)
+    chart = re.search(
+        r'<svg class="compare-chart".*?data-metric="perplexity/wikitext2/ppl".*?</svg>', html, re.S
+    ).group(0)
     assert f'data-job="{b}" data-variant="k2"' in chart and "+2.4 (+11.7%)" in chart  # b's k2 against b's base
     html = client.get(f"/ui/compare?ids={a},{b}&baseline={a}", headers=alpha).text
     assert "+1 (+4.6%)" in html  # k2 perplexity: b is 1.0 above a's k2
@@ -193,5 +205,7 @@ def test_job_page_shows_the_gate_checks(client, alpha, sessions, settings):
     assert "<h2>Gates: passed</h2>" in html
     rows = html.split('<table class="gates">')[1].split("</table>")[0].split("<tr>")[2:]
     assert [("k2" in r, "k4" in r, "pass" in r, "FAIL" in r) for r in rows] == [
-        (True, False, True, False), (False, True, False, True)], rows
+        (True, False, True, False),
+        (False, True, False, True),
+    ], rows
     assert "22.57" in rows[0] and "23.32" in rows[1]  # the limit 20.52 x 1.1, and k=4's perplexity

@@ -25,8 +25,11 @@ from testkit.ui_seed import lowest, seed_job
 
 REPO = Path(__file__).resolve().parents[2]
 # A published output's files (README.md as HTML: downloaded, never rendered on the dashboard's origin).
-FILES = {"config.json": b'{"model_type": "llama"}\n', "weights/model.safetensors": bytes(range(256)) * 64,
-         "README.md": b"<script>alert(1)</script>\n"}
+FILES = {
+    "config.json": b'{"model_type": "llama"}\n',
+    "weights/model.safetensors": bytes(range(256)) * 64,
+    "README.md": b"<script>alert(1)</script>\n",
+}
 SHOTS = Path(os.environ.get("NBL_UI_SHOTS") or tempfile.mkdtemp(prefix="nbl-ui-shots-"))
 _SCRIPT = Path(sys.executable).with_name("nbl")  # the installed console script, as a user runs it
 NBL = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
@@ -45,8 +48,14 @@ def _free_port() -> int:
 
 
 def _create_key(env: dict, team: str) -> str:
-    out = subprocess.run([*NBL, "admin", "create-key", "--team", team, "--create-team"], env=env, cwd=REPO,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [*NBL, "admin", "create-key", "--team", team, "--create-team"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     return re.search(r"^(nbl_[A-Za-z0-9_-]{43})$", out.stdout, re.M).group(1)
 
@@ -56,8 +65,14 @@ def nbl_serve(env: dict):
     """A real `nbl serve` on a free port; yields a function that waits until it answers, then its URL.
     Started before the jobs are written and the browser starts, so the three start-ups overlap."""
     port = _free_port()
-    proc = subprocess.Popen([*NBL, "serve", "--port", str(port), "--log-level", "warning"], env=env, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [*NBL, "serve", "--port", str(port), "--log-level", "warning"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
 
     def ready() -> str:
@@ -84,8 +99,12 @@ def test_dashboard_in_headless_chromium(tmp_path):
     from service.core.settings import Settings
     from service.keys.auth import create_key, get_or_create_team
 
-    env = {**env_without("DATABASE_URL", "BROKER_URL"), "NBL_HOME": str(tmp_path / "home"),
-           "PYTHONPATH": str(REPO), "NBL_STREAM_POLL_S": "0.2"}
+    env = {
+        **env_without("DATABASE_URL", "BROKER_URL"),
+        "NBL_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(REPO),
+        "NBL_STREAM_POLL_S": "0.2",
+    }
     alpha = _create_key(env, "alpha")  # also migrates the fresh SQLite database
     settings = Settings(home=env["NBL_HOME"])
     engine = make_engine(settings)
@@ -94,8 +113,17 @@ def test_dashboard_in_headless_chromium(tmp_path):
         with sessions() as s:
             beta, _ = create_key(s, get_or_create_team(s, "beta")[0])
         base = seed_job(sessions, settings, alpha, ks=(2,), metadata={"ci": "nightly"})
-        job = seed_job(sessions, settings, alpha, ks=(2, 4), metadata={"ci": "nightly", "branch": "main"},
-                       ppl_shift=0.3, pause=0.25, files=FILES, logs=300)
+        job = seed_job(
+            sessions,
+            settings,
+            alpha,
+            ks=(2, 4),
+            metadata={"ci": "nightly", "branch": "main"},
+            ppl_shift=0.3,
+            pause=0.25,
+            files=FILES,
+            logs=300,
+        )
         running = seed_job(sessions, settings, alpha, ks=(8,), model="HuggingFaceTB/SmolLM2-360M-Instruct", finish=None)
         theirs = seed_job(sessions, settings, beta)
         browser = Browser(tmp_path / "chrome")
@@ -135,27 +163,35 @@ def _results_read(browser: Browser) -> None:
 
 def _cross_site_login(browser: Browser, url: str, key: str) -> None:
     """Another site's page (an opaque data: origin) posts a login form with `key` to the dashboard: refused."""
-    form = (f'<form method="post" action="{url}/ui/login"><input name="key" value="{key}">'
-            '<input name="csrf" value="guessed"></form>')
+    form = (
+        f'<form method="post" action="{url}/ui/login"><input name="key" value="{key}">'
+        '<input name="csrf" value="guessed"></form>'
+    )
     assert browser.goto("data:text/html," + quote(form)) == 200
     assert browser.load(lambda: browser.eval("document.forms[0].submit()")) == 403
     assert "another site" in browser.eval("document.body.innerText")
 
 
-def _check_pages(browser: Browser, url: str, alpha: str, beta: str, base: str, job: str, theirs: str,
-                 downloads: Path) -> None:
+def _check_pages(
+    browser: Browser, url: str, alpha: str, beta: str, base: str, job: str, theirs: str, downloads: Path
+) -> None:
     _cross_site_login(browser, url, beta)
     assert browser.goto(f"{url}/ui/jobs") == 200  # not logged in: redirected to the login form
     assert browser.eval("location.pathname") == "/ui/login"
-    status = browser.load(lambda: browser.eval(
-        f"document.getElementById('key').value = {alpha!r}; document.querySelector('form.login').submit()"))
+    status = browser.load(
+        lambda: browser.eval(
+            f"document.getElementById('key').value = {alpha!r}; document.querySelector('form.login').submit()"
+        )
+    )
     assert status == 200 and browser.eval("location.pathname") == "/ui/jobs"
     _cross_site_login(browser, url, beta)  # logged in: still team alpha after
     assert browser.goto(f"{url}/ui/jobs") == 200 and "team alpha" in browser.eval("document.body.innerText")
     assert browser.eval("document.cookie") == ""  # HttpOnly: no script sees the key
     assert browser.eval("document.querySelectorAll('tr.job').length") == 3
     # each metric cell names the output its value comes from (the job's best), and the list fits the page
-    cells = browser.eval("[...document.querySelectorAll('tr.job td.num')].map(td => td.innerText.replace(/\\s+/g, ' '))")
+    cells = browser.eval(
+        "[...document.querySelectorAll('tr.job td.num')].map(td => td.innerText.replace(/\\s+/g, ' '))"
+    )
     assert "22.22 k2" in cells and "26.12 k8" in cells, cells
     assert browser.eval("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     browser.screenshot(SHOTS / "jobs.png")
@@ -192,11 +228,16 @@ def _check_pages(browser: Browser, url: str, alpha: str, beta: str, base: str, j
     bars = browser.eval("""[...document.querySelectorAll('svg.compare-chart[data-metric="perplexity/wikitext2/ppl"] rect.cbar')]
         .map(r => ({job: r.dataset.job, variant: r.dataset.variant, fill: getComputedStyle(r).fill,
                     width: r.getBBox().width}))""")
-    assert {(b["job"], b["variant"]) for b in bars} == {(base, "base"), (base, "k2"), (job, "base"), (job, "k2"), (job, "k4")}
+    assert {(b["job"], b["variant"]) for b in bars} == {
+        (base, "base"),
+        (base, "k2"),
+        (job, "base"),
+        (job, "k2"),
+        (job, "k4"),
+    }
     k2 = next(b for b in bars if b["job"] == job and b["variant"] == "k2")
     assert k2["fill"] == "rgb(225, 87, 89)" and k2["width"] > 50  # above the baseline job's k2 perplexity: worse, red
     browser.screenshot(SHOTS / "compare.png")
-
 
 
 def _click(text: str) -> str:
@@ -253,10 +294,14 @@ def _live_cancel_and_rerun(browser: Browser, url: str, sessions, running: str, t
     assert browser.eval("window.notReloaded === true && !document.querySelector('form.cancel')")
 
     # Another team's job, with this team's cookie and a valid CSRF token: its stream and its cancel are 404s.
-    status = browser.send("Runtime.evaluate", awaitPromise=True, returnByValue=True, expression=(
-        f"fetch('/ui/jobs/{theirs}/events/stream').then(r => r.status)"))["result"]["value"]
+    status = browser.send(
+        "Runtime.evaluate",
+        awaitPromise=True,
+        returnByValue=True,
+        expression=(f"fetch('/ui/jobs/{theirs}/events/stream').then(r => r.status)"),
+    )["result"]["value"]
     assert status == 404
-    forged = (f"const f = document.querySelector('form.rerun'); f.action = '/ui/jobs/{theirs}/cancel'; f.submit()")
+    forged = f"const f = document.querySelector('form.rerun'); f.action = '/ui/jobs/{theirs}/cancel'; f.submit()"
     assert browser.load(lambda: browser.eval(forged)) == 404
     with sessions() as s:
         assert s.get(Job, theirs).status == "succeeded"
@@ -266,7 +311,10 @@ def _live_cancel_and_rerun(browser: Browser, url: str, sessions, running: str, t
     again = browser.eval("location.pathname").rsplit("/", 1)[1]
     assert again != running and browser.eval("document.getElementById('status').textContent") == "queued"
     with sessions() as s:
-        assert s.get(Job, again).spec == s.get(Job, running).spec and s.get(Job, again).team_id == s.get(Job, running).team_id
+        assert (
+            s.get(Job, again).spec == s.get(Job, running).spec
+            and s.get(Job, again).team_id == s.get(Job, running).team_id
+        )
 
     browser.load(lambda: browser.eval("document.querySelector('form.logout').submit()"))
     assert browser.eval("location.pathname") == "/ui/login"

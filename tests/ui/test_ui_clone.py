@@ -50,8 +50,12 @@ def test_clone_shows_the_request_and_an_edit_makes_a_job_of_the_team(teams):
     spec = json.loads(_textarea(form.text))
     assert spec == source["spec"] and _field(form.text, "source") == source["id"]
     spec["compression"]["k"] = 2
-    data = {"spec": json.dumps(spec), "source": source["id"], "nonce": _field(form.text, "nonce"),
-            "csrf": csrf_field(form.text)}
+    data = {
+        "spec": json.dumps(spec),
+        "source": source["id"],
+        "nonce": _field(form.text, "nonce"),
+        "csrf": csrf_field(form.text),
+    }
     r = browser.post("/ui/jobs/new", data=data, follow_redirects=False)
     assert r.status_code == 303, r.text
     new_id = r.headers["location"].rsplit("/", 1)[1]
@@ -64,11 +68,14 @@ def test_clone_shows_the_request_and_an_edit_makes_a_job_of_the_team(teams):
     assert browser.get(f"/v1/jobs/{new_id}", headers=beta).status_code == 404  # alpha's, not beta's
 
 
-@pytest.mark.parametrize("edit", [
-    lambda s: s["compression"].update(k="four"),
-    lambda s: s.update(colour="blue"),
-    lambda s: s["model"].pop("id"),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda s: s["compression"].update(k="four"),
+        lambda s: s.update(colour="blue"),
+        lambda s: s["model"].pop("id"),
+    ],
+)
 def test_an_invalid_edit_comes_back_with_the_apis_messages(teams, edit):
     browser, alpha, _ = teams
     source = browser.post("/v1/jobs", json=body(), headers=alpha).json()
@@ -78,16 +85,20 @@ def test_an_invalid_edit_comes_back_with_the_apis_messages(teams, edit):
     text = json.dumps(spec, indent=1)
     api = browser.post("/v1/jobs", json=spec, headers=alpha)
     assert api.status_code == 422
-    r = browser.post("/ui/jobs/new", data={"spec": text, "source": source["id"], "nonce": _field(form.text, "nonce"),
-                                           "csrf": csrf_field(form.text)}, follow_redirects=False)
+    r = browser.post(
+        "/ui/jobs/new",
+        data={"spec": text, "source": source["id"], "nonce": _field(form.text, "nonce"), "csrf": csrf_field(form.text)},
+        follow_redirects=False,
+    )
     assert r.status_code == 422 and 'role="alert"' in r.text
     shown = html.unescape(re.search(r'<ul class="error".*?</ul>', r.text, re.S).group(0))
     for err in api.json()["errors"]:  # each of the API's messages, at the same place in the request
         assert f"{'.'.join(str(x) for x in err['loc'][1:])}: {err['msg']}" in shown, (err, shown)
     assert _textarea(r.text) == text  # the edit is kept, to fix
     assert csrf_field(r.text) and _field(r.text, "nonce") != _field(form.text, "nonce")
-    not_json = browser.post("/ui/jobs/new", data={"spec": "{k: 4", "csrf": csrf_field(form.text)},
-                            follow_redirects=False)
+    not_json = browser.post(
+        "/ui/jobs/new", data={"spec": "{k: 4", "csrf": csrf_field(form.text)}, follow_redirects=False
+    )
     assert not_json.status_code == 422 and "not a JSON object" in not_json.text
     assert _job_ids(browser, alpha) == [source["id"]]
 

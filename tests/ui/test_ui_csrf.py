@@ -47,9 +47,14 @@ def test_a_cross_site_login_is_refused(browsers, team_key):
     _refused(victim.post("/ui/login", data={"key": theirs, "csrf": ""}, follow_redirects=False))
     # Even with the right token, a browser that says the form is from elsewhere is refused.
     token = victim.cookies[CSRF_COOKIE]
-    for headers in ({"Origin": "https://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"},
-                    {"Sec-Fetch-Site": "same-site"}, {"Origin": "http://testserver.evil.example"},
-                    {"Sec-Fetch-Site": "cross-site", "Origin": "http://testserver"}):
+    for headers in (
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},
+        {"Origin": "http://testserver.evil.example"},
+        {"Sec-Fetch-Site": "cross-site", "Origin": "http://testserver"},
+    ):
         r = victim.post("/ui/login", data={"key": theirs, "csrf": token}, headers=headers, follow_redirects=False)
         _refused(r)
         assert "another site" in r.text and csrf_field(r.text) == token  # a form to log in from, here

@@ -26,8 +26,10 @@ def _browser(s, headers: dict) -> Iterator[httpx.Client]:
 
 
 def _hrefs(page: str, pattern: str) -> list:
-    return [tuple(html.unescape(g) for g in m) if isinstance(m, tuple) else html.unescape(m)
-            for m in re.findall(pattern, page)]
+    return [
+        tuple(html.unescape(g) for g in m) if isinstance(m, tuple) else html.unescape(m)
+        for m in re.findall(pattern, page)
+    ]
 
 
 def test_outputs_and_json_links_work_with_the_cookie_alone(job_output):

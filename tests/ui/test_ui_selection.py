@@ -8,12 +8,19 @@ from testkit.ui_seed import seed_job
 
 from service.core.models import Job
 
-SELECTION = {"criterion": "greedy", "k": 2, "tokens": 2040, "base_ppl": 28.84,
-             "data": {"source": "selection dataset", "in_distribution": False, "path": "wikitext2", "split": "validation"},
-             "chosen": [{"k": 2, "criterion": "greedy", "layers": [6, 7]}],
-             "tried": [{"k": 2, "criterion": "cca", "layers": [28, 29], "heldout_ppl": 36.47},
-                       {"k": 2, "criterion": "greedy", "layers": [6, 7], "heldout_ppl": 31.05}],
-             "greedy_steps": []}
+SELECTION = {
+    "criterion": "greedy",
+    "k": 2,
+    "tokens": 2040,
+    "base_ppl": 28.84,
+    "data": {"source": "selection dataset", "in_distribution": False, "path": "wikitext2", "split": "validation"},
+    "chosen": [{"k": 2, "criterion": "greedy", "layers": [6, 7]}],
+    "tried": [
+        {"k": 2, "criterion": "cca", "layers": [28, 29], "heldout_ppl": 36.47},
+        {"k": 2, "criterion": "greedy", "layers": [6, 7], "heldout_ppl": 31.05},
+    ],
+    "greedy_steps": [],
+}
 
 
 def test_job_page_shows_the_selection_table(client, team_key, sessions, settings):

@@ -41,32 +41,45 @@ def test_chart_is_valid_svg_with_selected_bars_and_escaped_text():
 
 
 def test_job_charts_one_per_scored_criterion_own_mode_first():
-    layers = [{"layer": i, "attn": {"cca_bound": 1.0 + i, "cosine": 0.9}, "block": {"nmse": 0.1 * i}}
-              for i in range(4)]
+    layers = [{"layer": i, "attn": {"cca_bound": 1.0 + i, "cosine": 0.9}, "block": {"nmse": 0.1 * i}} for i in range(4)]
     spec = {"compression": {"mode": "block", "criterion": "nmse"}}
     charts = chart.job_charts(layers, [{"k": 1, "mode": "block", "layers": [0]}], spec)
     assert [(c["mode"], c["criterion"], c["chosen"]) for c in charts] == [
-        ("block", "nmse", True), ("attn", "cca", False), ("attn", "cosine", False)]
+        ("block", "nmse", True),
+        ("attn", "cca", False),
+        ("attn", "cosine", False),
+    ]
     assert 'class="bar selected" data-layer="0"' in charts[0]["svg"]
     assert "selected" not in charts[1]["svg"].replace("(selected)", "")  # attn: this job selected none
 
 
 def typed_result(base: dict, outputs: dict[int, dict | None]) -> dict:
     """A job's typed `result` (nbl/result.py's shape) of perplexity and task figures."""
-    def metrics(m: dict | None) -> dict | None:
-        return None if m is None else {
-            "perplexity": {"wikitext2": {"ppl": m.get("ppl"), "bits_per_byte": None, "tokens": m.get("tokens")}},
-            "tasks": {"arc_easy": {"acc": m.get("acc"), "acc_norm": None, "n": None, "ppl": None}},
-            "speed": None, "params": None}
 
-    return {"calibration": {"tokens": 2048, "seconds": 1.5, "cached": False}, "base": metrics(base),
-            "outputs": [output_entry(k, "attn", "nbl", "cca", [1], metrics(m), metrics(base)) for k, m in outputs.items()]}
+    def metrics(m: dict | None) -> dict | None:
+        return (
+            None
+            if m is None
+            else {
+                "perplexity": {"wikitext2": {"ppl": m.get("ppl"), "bits_per_byte": None, "tokens": m.get("tokens")}},
+                "tasks": {"arc_easy": {"acc": m.get("acc"), "acc_norm": None, "n": None, "ppl": None}},
+                "speed": None,
+                "params": None,
+            }
+        )
+
+    return {
+        "calibration": {"tokens": 2048, "seconds": 1.5, "cached": False},
+        "base": metrics(base),
+        "outputs": [output_entry(k, "attn", "nbl", "cca", [1], metrics(m), metrics(base)) for k, m in outputs.items()],
+    }
 
 
 def test_result_table_reads_the_typed_result_deltas_from_the_base_in_readable_numbers():
-    result = typed_result({"ppl": 20.0, "acc": 0.6, "tokens": 106200000},
-                          {8: {"ppl": 30.0, "acc": 0.5, "tokens": 106200000}, 4: {"ppl": 25.0, "acc": None},
-                           16: None})  # k=16: not measured yet
+    result = typed_result(
+        {"ppl": 20.0, "acc": 0.6, "tokens": 106200000},
+        {8: {"ppl": 30.0, "acc": 0.5, "tokens": 106200000}, 4: {"ppl": 25.0, "acc": None}, 16: None},
+    )  # k=16: not measured yet
     table = views.result_table(result)
     assert table == views.result_table(JobResult.model_validate(result))  # JobOut.result, or its JSON
     assert [r["variant"] for r in table["rows"]] == ["base", "k4", "k8"]  # by k, not as listed
@@ -84,24 +97,44 @@ def test_result_table_reads_the_typed_result_deltas_from_the_base_in_readable_nu
 
 
 def test_timeline_spans_end_where_the_next_stage_starts():
-    ev = [NS(kind="status", stage=None, message="queued", progress=None, created_at=T0),
-          NS(kind="stage", stage="calibrate", message="calibrate", progress=0.0, created_at=T0 + timedelta(seconds=5)),
-          NS(kind="progress", stage="calibrate", message=None, progress=0.6, created_at=T0 + timedelta(seconds=20)),
-          NS(kind="stage", stage="score", message="score", progress=0.0, created_at=T0 + timedelta(seconds=35))]
+    ev = [
+        NS(kind="status", stage=None, message="queued", progress=None, created_at=T0),
+        NS(kind="stage", stage="calibrate", message="calibrate", progress=0.0, created_at=T0 + timedelta(seconds=5)),
+        NS(kind="progress", stage="calibrate", message=None, progress=0.6, created_at=T0 + timedelta(seconds=20)),
+        NS(kind="stage", stage="score", message="score", progress=0.0, created_at=T0 + timedelta(seconds=35)),
+    ]
     running = NS(status="running", progress=0.25, finished_at=None)
     spans = views.timeline(ev, running, now=T0 + timedelta(seconds=45))
     assert [(s["stage"], s["seconds"], s["progress"], s["current"], s["done"]) for s in spans] == [
-        ("calibrate", 30.0, None, False, True), ("score", 10.0, 0.25, True, False)]
+        ("calibrate", 30.0, None, False, True),
+        ("score", 10.0, 0.25, True, False),
+    ]
     assert [s["fraction"] for s in spans] == [0.75, 0.25]
     done = NS(status="succeeded", progress=1.0, finished_at=T0 + timedelta(seconds=40))
     assert views.timeline(ev, done, now=T0 + timedelta(days=1))[-1]["seconds"] == 5.0
     failed = NS(status="failed", progress=0.3, finished_at=T0 + timedelta(seconds=40))
-    (_, last) = views.timeline(ev + [NS(kind="progress", stage="score", message=None, progress=0.3,
-                                        created_at=T0 + timedelta(seconds=38))], failed, now=T0)
+    (_, last) = views.timeline(
+        ev + [NS(kind="progress", stage="score", message=None, progress=0.3, created_at=T0 + timedelta(seconds=38))],
+        failed,
+        now=T0,
+    )
     assert (last["progress"], last["current"], last["done"]) == (0.3, False, False)  # where it stopped
     # since migration 0008: each stage's own fraction, the job's beside it
-    (_, last) = views.timeline(ev + [NS(kind="progress", stage="score", message=None, progress=0.3, stage_progress=0.8,
-                                        created_at=T0 + timedelta(seconds=38))], failed, now=T0)
+    (_, last) = views.timeline(
+        ev
+        + [
+            NS(
+                kind="progress",
+                stage="score",
+                message=None,
+                progress=0.3,
+                stage_progress=0.8,
+                created_at=T0 + timedelta(seconds=38),
+            )
+        ],
+        failed,
+        now=T0,
+    )
     assert last["progress"] == 0.8
     (_, now_) = views.timeline(ev, NS(status="running", progress=0.25, stage_progress=0.5, finished_at=None), now=T0)
     assert (now_["progress"], now_["current"]) == (0.5, True)
@@ -112,14 +145,20 @@ def test_recipe_diff_and_layers_side_by_side():
     b = {"model": {"id": "m"}, "compression": {"k": [4, 8], "criterion": "cca"}, "metadata": {"ci": "2"}}
     assert views.recipe_diff([a, b]) == [{"field": "compression.k", "values": ["[4]", "[4, 8]"]}]
     ja = NS(selected_layers=[{"k": 4, "mode": "attn", "layers": [9, 3]}], result=typed_result({"ppl": 10.0}, {}))
-    jb = NS(selected_layers=[{"k": 4, "mode": "attn", "layers": [3, 5]}, {"k": 8, "mode": "attn", "layers": [1]}],
-            result=typed_result({"ppl": 12.5}, {}))
-    assert views.selected_side_by_side([ja, jb]) == [{"mode": "attn", "k": 4, "layers": [[3, 9], [3, 5]]},
-                                                     {"mode": "attn", "k": 8, "layers": [None, [1]]}]
+    jb = NS(
+        selected_layers=[{"k": 4, "mode": "attn", "layers": [3, 5]}, {"k": 8, "mode": "attn", "layers": [1]}],
+        result=typed_result({"ppl": 12.5}, {}),
+    )
+    assert views.selected_side_by_side([ja, jb]) == [
+        {"mode": "attn", "k": 4, "layers": [[3, 9], [3, 5]]},
+        {"mode": "attn", "k": 8, "layers": [None, [1]]},
+    ]
     ja.id, jb.id = "job_a", "job_b"
     (row,) = compare.rows([ja, jb], "job_a")  # against job a: b's base is 2.5 above a's
-    assert [(e["job"], e["delta_text"], e["relative"]) for e in row["entries"]] == [("job_a", "", ""),
-                                                                                   ("job_b", "+2.5", "+25.0%")]
+    assert [(e["job"], e["delta_text"], e["relative"]) for e in row["entries"]] == [
+        ("job_a", "", ""),
+        ("job_b", "+2.5", "+25.0%"),
+    ]
     assert row["entries"][1]["judge"] == "worse" and 'class="cbar worse"' in compare.chart(row, "job a")
     (row,) = compare.rows([ja, jb], "base")  # against their own base: nothing to compare
     assert all(e["delta"] is None for e in row["entries"])
@@ -138,7 +177,13 @@ def test_cosine_is_drawn_as_one_minus_cosine_on_a_log_axis():
 
 def test_metric_names_units_and_directions():
     ppl, acc, tok = (metrics.describe(p) for p in ("perplexity/c4/ppl", "tasks/arc_easy/acc", "perplexity/c4/tokens"))
-    assert (ppl.label, ppl.better, acc.label, acc.better, tok.shown) == ("C4 perplexity", -1, "ARC-Easy accuracy %", 1, False)
+    assert (ppl.label, ppl.better, acc.label, acc.better, tok.shown) == (
+        "C4 perplexity",
+        -1,
+        "ARC-Easy accuracy %",
+        1,
+        False,
+    )
     assert metrics.judge(ppl, -0.5) == "better" and metrics.judge(acc, -0.01) == "worse" and metrics.judge(tok, 5) == ""
     assert metrics.describe("speed/decode_tokens_per_s").label == "decode (tokens/s)"
     assert views.stage_class("evaluate") != views.stage_class("publish") and views.stage_class("x") == "stage-other"
@@ -146,6 +191,13 @@ def test_metric_names_units_and_directions():
 
 def test_numbers_and_durations():
     assert [views.num(x) for x in (None, 3, 0.61234, 1234.5678, float("inf"))] == ["—", "3", "0.6123", "1,234.6", "—"]
-    assert [views.duration(s) for s in (None, 0.25, 42, 61, 3700, 90000)] == ["—", "0.2s", "42s", "1m 01s", "1h 01m", "1d 1h"]
+    assert [views.duration(s) for s in (None, 0.25, 42, 61, 3700, 90000)] == [
+        "—",
+        "0.2s",
+        "42s",
+        "1m 01s",
+        "1h 01m",
+        "1d 1h",
+    ]
     assert views.artifact_href("/srv/nbl/out") is None and views.artifact_href("/v1/jobs/x") == "/ui/jobs/x"
     assert re.fullmatch(r"[+-].*", views.signed(-0.5)) and views.signed(0.1234, True) == "+12.3%"

@@ -82,9 +82,11 @@ def test_hub_answers_are_classed_by_cause(hub):
 
 def test_http_libraries_status_and_transport_errors():
     port = closed_port()
-    refused = [raised(lambda: requests.get(f"http://127.0.0.1:{port}/", timeout=2)),
-               raised(lambda: httpx.get(f"http://127.0.0.1:{port}/", timeout=2)),
-               raised(lambda: httpx.get(f"http://127.0.0.1:{port}/", timeout=2), DataError)]
+    refused = [
+        raised(lambda: requests.get(f"http://127.0.0.1:{port}/", timeout=2)),
+        raised(lambda: httpx.get(f"http://127.0.0.1:{port}/", timeout=2)),
+        raised(lambda: httpx.get(f"http://127.0.0.1:{port}/", timeout=2), DataError),
+    ]
     timeout = httpx.ReadTimeout("timed out", request=httpx.Request("GET", "https://huggingface.co/x"))
     for exc in [*refused, timeout, raised(lambda: (_ for _ in ()).throw(timeout), ModelError)]:
         got = classify(exc)
@@ -96,8 +98,14 @@ def test_http_libraries_status_and_transport_errors():
         req = httpx.Request("GET", "https://huggingface.co/api/models/x")
         return [raised(r.raise_for_status), raised(httpx.Response(code, request=req).raise_for_status, DataError)]
 
-    for code, want in ((500, ("system", True)), (502, ("system", True)), (429, ("system", True)),
-                       (401, ("user", False)), (403, ("user", False)), (404, ("user", False))):
+    for code, want in (
+        (500, ("system", True)),
+        (502, ("system", True)),
+        (429, ("system", True)),
+        (401, ("user", False)),
+        (403, ("user", False)),
+        (404, ("user", False)),
+    ):
         for exc in status(code):
             got = classify(exc)
             assert (got.type, got.retry) == want, (code, exc, got)
@@ -130,12 +138,17 @@ def test_retrying_is_bounded_and_only_for_transient_causes(caplog):
             if failures:
                 raise failures.pop(0)
             return "ok"
+
         return fn
 
     from worker.errors import HubUnavailable
 
-    assert retrying(flaky([HubUnavailable("503"), HubUnavailable("502")]), "x", attempts=3, backoff_s=1,
-                    sleep=waits.append) == "ok"
+    assert (
+        retrying(
+            flaky([HubUnavailable("503"), HubUnavailable("502")]), "x", attempts=3, backoff_s=1, sleep=waits.append
+        )
+        == "ok"
+    )
     assert len(calls) == 3 and waits == [1, 2]
     calls.clear()
     with pytest.raises(HubUnavailable):

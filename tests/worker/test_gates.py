@@ -24,8 +24,13 @@ GATES = Gates(max_ppl_increase={"wikitext2": 0.10}, max_acc_drop={"arc_easy": 0.
 def test_checks_compare_each_output_with_the_base():
     found = G.checks(GATES, METRICS, ["k4", "k8", "k12"])
     assert [(c["output"], c["metric"], c["passed"]) for c in found] == [
-        ("k4", PPL, True), ("k4", ACC, True), ("k8", PPL, False), ("k8", ACC, True),
-        ("k12", PPL, True), ("k12", ACC, False)]
+        ("k4", PPL, True),
+        ("k4", ACC, True),
+        ("k8", PPL, False),
+        ("k8", ACC, True),
+        ("k12", PPL, True),
+        ("k12", ACC, False),
+    ]
     ppl = found[2]
     assert ppl["base"] == 20.0 and ppl["value"] == 22.2 and ppl["limit"] == pytest.approx(22.0)
     assert ppl["gate"] == "max_ppl_increase" and ppl["allowed"] == 0.10
@@ -40,8 +45,9 @@ def test_a_bound_reached_exactly_passes():
     assert all(c["passed"] for c in found)
 
 
-@pytest.mark.parametrize("base,value", [(20.0, None), (20.0, math.nan), (20.0, math.inf), (None, 20.0),
-                                        (math.nan, 20.0)])
+@pytest.mark.parametrize(
+    "base,value", [(20.0, None), (20.0, math.nan), (20.0, math.inf), (None, 20.0), (math.nan, 20.0)]
+)
 def test_a_number_that_is_missing_or_not_finite_passes_nothing(base, value):
     (check,) = G.checks(Gates({"wikitext2": 0.5}), {"base": {PPL: base}, "k1": {PPL: value}}, ["k1"])
     assert check["passed"] is False

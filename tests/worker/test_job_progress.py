@@ -33,7 +33,9 @@ def here(sqlite_clean_url, settings_for, team_key_for, monkeypatch):
     save_tiny_checkpoint(settings.models_dir / "tiny")
     monkeypatch.setattr(tasks, "settings", settings)
     monkeypatch.setattr(tasks, "_sessions", None)
-    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None)  # 5 s a fresh process
+    monkeypatch.setattr(
+        pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None
+    )  # 5 s a fresh process
     calls: list[tuple[str, float]] = []
     hooks: dict = {"slow": {}}
     progress = tasks.DbSink.progress
@@ -94,8 +96,11 @@ def test_a_cancel_during_scoring_is_seen_inside_the_scoring(here, route):
     if route == "cache hit":
         assert tasks.run_job(submit(client, auth, body)) == "succeeded"  # fills the statistics cache
     else:
-        body = {**body, "compression": {"mode": "attn", "k": 1, "criterion": "loss"},
-                "calibration": {**JOB["calibration"], "num_samples": 20}}
+        body = {
+            **body,
+            "compression": {"mode": "attn", "k": 1, "criterion": "loss"},
+            "calibration": {**JOB["calibration"], "num_samples": 20},
+        }
     job_id = submit(client, auth, body)
     asked: list[float] = []
 
@@ -109,7 +114,7 @@ def test_a_cancel_during_scoring_is_seen_inside_the_scoring(here, route):
     assert tasks.run_job(job_id) == "cancelled"
     job = client.get(f"/v1/jobs/{job_id}", headers=auth).json()
     assert job["status"] == "cancelled" and job["stage"] == "score" and 0 < job["stage_progress"] < 1, job
-    assert asked and not any(s == "compress" for s, _ in calls[calls.index(("score", asked[0])):])
+    assert asked and not any(s == "compress" for s, _ in calls[calls.index(("score", asked[0])) :])
 
 
 def test_a_cancel_during_evaluation_is_seen_inside_a_forward_pass(here):
@@ -145,8 +150,14 @@ def test_evaluation_reports_within_each_window_and_climbs_to_one(tmp_path):
 
     lm = LoadedModel(tiny_model(), tiny_tokenizer(), "tiny", None, "f" * 16, "llama", tmp_path)
     reports: list[float] = []
-    evaluate_outputs(lm, {}, EvalSpec(perplexity=("wikitext2",), max_tokens=1024), use_cache=False,
-                     report=lambda stage, f, msg: reports.append(f), data_dir=DATA_DIR)
+    evaluate_outputs(
+        lm,
+        {},
+        EvalSpec(perplexity=("wikitext2",), max_tokens=1024),
+        use_cache=False,
+        report=lambda stage, f, msg: reports.append(f),
+        data_dir=DATA_DIR,
+    )
     assert reports == sorted(reports) and reports[0] == 0.0 and reports[-1] == 1.0
     windows = 1024 // 256
     assert len(reports) >= windows * 4  # 4 layer forwards a window

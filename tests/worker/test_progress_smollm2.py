@@ -33,7 +33,13 @@ def test_evaluation_reports_inside_a_window(smollm2_home):
     lm = load_smollm2(smollm2_home)
     evaluate = CancelAt("evaluate", 20)
     with pytest.raises(Cancelled):
-        evaluate_outputs(lm, {}, EvalSpec(perplexity=("wikitext2",), max_tokens=4096), use_cache=False,
-                         report=evaluate, data_dir=DATA_DIR)
+        evaluate_outputs(
+            lm,
+            {},
+            EvalSpec(perplexity=("wikitext2",), max_tokens=4096),
+            use_cache=False,
+            report=evaluate,
+            data_dir=DATA_DIR,
+        )
     # 20 reports before the first of two 2048-token windows is done: one before each of its 30 layers
     assert evaluate.seen == [0.0] * 20

@@ -10,8 +10,12 @@ from worker.progress import STAGES, StageCost, Tracker, plan
 
 
 def recipe(criterion="cca", **evaluation) -> Recipe:
-    return Recipe(model="local:m", compression=Compression(ks=(2, 4), criterion=criterion),
-                  calibration=Calibration(num_samples=32, seq_len=512), evaluation=Evaluation(**evaluation))
+    return Recipe(
+        model="local:m",
+        compression=Compression(ks=(2, 4), criterion=criterion),
+        calibration=Calibration(num_samples=32, seq_len=512),
+        evaluation=Evaluation(**evaluation),
+    )
 
 
 class Clock:
@@ -63,8 +67,12 @@ def test_progress_never_goes_back():
 
 
 def test_eta_is_none_before_the_first_measurement_then_from_the_measured_rate():
-    costs = {"load": StageCost(1, "models", 0.0), "calibrate": StageCost(1000, "tokens", 1000.0),
-             "score": StageCost(10, "layers", 500.0), "evaluate": StageCost(20, "documents", 1500.0)}
+    costs = {
+        "load": StageCost(1, "models", 0.0),
+        "calibrate": StageCost(1000, "tokens", 1000.0),
+        "score": StageCost(10, "layers", 500.0),
+        "evaluate": StageCost(20, "documents", 1500.0),
+    }
     clock = Clock()
     tr = Tracker(costs, clock)
     assert tr.update("load", 0.0).eta_seconds is None

@@ -35,22 +35,38 @@ def test_fewer_than_ten_tokens_per_hidden_dimension_warn():
 
 
 METRICS = {
-    "base": {"perplexity/wikitext2/ppl": 20.0, "perplexity/wikitext2/tokens": 4094.0,
-             "perplexity/wikitext2/corpus_tokens": 287_645.0, "perplexity/c4/tokens": 900.0,
-             "tasks/arc_easy/acc": 0.6, "tasks/arc_easy/n": 500.0, "tasks/boolq/n": 40.0},
-    "k4": {"perplexity/wikitext2/ppl": 21.0, "perplexity/wikitext2/tokens": 4094.0,
-           "perplexity/wikitext2/corpus_tokens": 287_645.0, "perplexity/c4/tokens": 900.0,
-           "tasks/arc_easy/acc": 0.58, "tasks/arc_easy/n": 500.0, "tasks/boolq/n": 40.0},
+    "base": {
+        "perplexity/wikitext2/ppl": 20.0,
+        "perplexity/wikitext2/tokens": 4094.0,
+        "perplexity/wikitext2/corpus_tokens": 287_645.0,
+        "perplexity/c4/tokens": 900.0,
+        "tasks/arc_easy/acc": 0.6,
+        "tasks/arc_easy/n": 500.0,
+        "tasks/boolq/n": 40.0,
+    },
+    "k4": {
+        "perplexity/wikitext2/ppl": 21.0,
+        "perplexity/wikitext2/tokens": 4094.0,
+        "perplexity/wikitext2/corpus_tokens": 287_645.0,
+        "perplexity/c4/tokens": 900.0,
+        "tasks/arc_easy/acc": 0.58,
+        "tasks/arc_easy/n": 500.0,
+        "tasks/boolq/n": 40.0,
+    },
 }
 
 
 def test_an_evaluation_cut_short_says_how_much_it_scored():
     cut = scored(METRICS, limit=500, max_tokens=4096)
     # c4 was scored whole (no corpus_tokens); boolq has fewer documents than the limit
-    assert cut == {"perplexity/wikitext2": {"tokens": 4094, "corpus_tokens": 287_645, "max_tokens": 4096},
-                   "tasks/arc_easy": {"documents": 500, "limit": 500}}
-    assert describe("perplexity/wikitext2", cut["perplexity/wikitext2"]) == \
-        "wikitext2 perplexity on 4,094 of 287,645 tokens (max_tokens 4,096)"
+    assert cut == {
+        "perplexity/wikitext2": {"tokens": 4094, "corpus_tokens": 287_645, "max_tokens": 4096},
+        "tasks/arc_easy": {"documents": 500, "limit": 500},
+    }
+    assert (
+        describe("perplexity/wikitext2", cut["perplexity/wikitext2"])
+        == "wikitext2 perplexity on 4,094 of 287,645 tokens (max_tokens 4,096)"
+    )
     assert scored(METRICS, None, None) == {}
     w = W.RunWarnings()
     (msg,) = W.after_evaluation(w, METRICS, 500, 4096)
@@ -64,8 +80,17 @@ def test_the_card_lists_the_warnings_and_its_model_index_the_scored_sample(tmp_p
     cut = scored(METRICS, 500, 4096)
     warning = W.truncated(cut)
     path = tmp_path / "README.md"
-    path.write_text(card_text(CardInfo(report=report, metrics={"base": METRICS["base"], "compressed": METRICS["k4"]},
-                                       warnings=["k=1: held-out NMSE above 1", warning], scored=cut, plot=None)))
+    path.write_text(
+        card_text(
+            CardInfo(
+                report=report,
+                metrics={"base": METRICS["base"], "compressed": METRICS["k4"]},
+                warnings=["k=1: held-out NMSE above 1", warning],
+                scored=cut,
+                plot=None,
+            )
+        )
+    )
     card = ModelCard.load(path)
     assert "## Warnings\n\n- k=1: held-out NMSE above 1\n- evaluation truncated" in card.text
     assert "**Truncated evaluation**, scored on a sample: wikitext2 perplexity on 4,094 of 287,645 tokens" in card.text
@@ -76,19 +101,33 @@ def test_the_card_lists_the_warnings_and_its_model_index_the_scored_sample(tmp_p
     assert "## Warnings" not in whole and "Truncated" not in whole and "args:" not in whole
 
 
-@pytest.mark.parametrize("text, parsed", [
-    ("wikitext2:ppl:+10%", ("max_ppl_increase", "wikitext2", 0.10)),
-    ("wikitext2:ppl:+1000%", ("max_ppl_increase", "wikitext2", 10.0)),  # said with %: meant
-    ("arc_easy:acc:-0.02", ("max_acc_drop", "arc_easy", 0.02)),
-    ("arc_easy:acc:-2%", ("max_acc_drop", "arc_easy", 0.02)),
-])
+@pytest.mark.parametrize(
+    "text, parsed",
+    [
+        ("wikitext2:ppl:+10%", ("max_ppl_increase", "wikitext2", 0.10)),
+        ("wikitext2:ppl:+1000%", ("max_ppl_increase", "wikitext2", 10.0)),  # said with %: meant
+        ("arc_easy:acc:-0.02", ("max_acc_drop", "arc_easy", 0.02)),
+        ("arc_easy:acc:-2%", ("max_acc_drop", "arc_easy", 0.02)),
+    ],
+)
 def test_gate_flags_parse(text, parsed):
     kind, name, value = parse_gate(text)
     assert (kind, name) == parsed[:2] and value == pytest.approx(parsed[2])
 
 
-@pytest.mark.parametrize("text", ["wikitext2:ppl:-10%", "arc_easy:acc:+0.02", "wikitext2:loss:+1", "wikitext2:+10%",
-                                  "arc_easy:acc:-150%", "../x:ppl:+1", "wikitext2:ppl:0.1", "arc_easy:acc:-1"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "wikitext2:ppl:-10%",
+        "arc_easy:acc:+0.02",
+        "wikitext2:loss:+1",
+        "wikitext2:+10%",
+        "arc_easy:acc:-150%",
+        "../x:ppl:+1",
+        "wikitext2:ppl:0.1",
+        "arc_easy:acc:-1",
+    ],
+)
 def test_bad_gate_flags_are_refused(text):
     with pytest.raises(argparse.ArgumentTypeError):
         parse_gate(text)
@@ -112,5 +151,7 @@ def test_the_hidden_size_comes_from_the_config_when_the_weights_are_not_loaded(t
 
     (tmp_path / "config.json").write_text(json.dumps({"text_config": {"hidden_size": 576}}))
     assert W.hidden_size(SimpleNamespace(model=None, path=tmp_path)) == 576
-    assert W.hidden_size(SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(hidden_size=64)), path=None)) == 64
+    assert (
+        W.hidden_size(SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(hidden_size=64)), path=None)) == 64
+    )
     assert W.hidden_size(SimpleNamespace(model=None, path=tmp_path / "missing")) is None

@@ -59,12 +59,20 @@ def test_the_pipeline_hands_its_estimate_to_the_sink_before_loading(tmp_path):
             return lambda *args: self.calls.append((name, args))
 
     model = save_tiny_checkpoint(tmp_path / "tiny")
-    recipe = Recipe(model=str(model), calibration=Calibration(dataset="csv", num_samples=4, seq_len=32),
-                    compression=Compression(ks=(1,)))
+    recipe = Recipe(
+        model=str(model),
+        calibration=Calibration(dataset="csv", num_samples=4, seq_len=32),
+        compression=Compression(ks=(1,)),
+    )
     sink = Sink()
     with pytest.raises(ValueError):
-        run(recipe, sink, Paths(work_dir=tmp_path / "work", publish_dir=tmp_path / "pub"),
-            LocalDir(tmp_path / "pub", "alpha", "out", "job_x"), Options(devices="cpu"))
+        run(
+            recipe,
+            sink,
+            Paths(work_dir=tmp_path / "work", publish_dir=tmp_path / "pub"),
+            LocalDir(tmp_path / "pub", "alpha", "out", "job_x"),
+            Options(devices="cpu"),
+        )
     names = [name for name, _ in sink.calls]
     assert "estimate" in names and names.index("estimate") < len(names)
     figures = dict(sink.calls)["estimate"][0]

@@ -60,8 +60,13 @@ class CompressResult:
         return asdict(self)
 
 
-def run(cfg: CompressConfig, report: Report = no_report, progress: bool = True, lm: LoadedModel | None = None,
-        on_saved: Callable[[dict, LayerwiseModel], None] | None = None) -> CompressResult:
+def run(
+    cfg: CompressConfig,
+    report: Report = no_report,
+    progress: bool = True,
+    lm: LoadedModel | None = None,
+    on_saved: Callable[[dict, LayerwiseModel], None] | None = None,
+) -> CompressResult:
     """`on_saved(output, model)` runs after each output is saved; `model` gives the compressed model's
     logits one decoder layer at a time (the job's load check takes its reference logits there). Without
     `lm`, the model is loaded without weights and calibrated layer by layer from its checkpoint."""
@@ -70,8 +75,16 @@ def run(cfg: CompressConfig, report: Report = no_report, progress: bool = True, 
     t = time.perf_counter()
     if lm is None:  # the job pipeline loads (and reports) the model itself
         report("load", 0.0, f"loading {cfg.model}")
-        lm = load_model(cfg.model, cfg.revision, cfg.dtype, cfg.device, max_bytes=cfg.max_model_bytes, weights=False,
-                        models_dir=cfg.models_dir, home=cfg.home)
+        lm = load_model(
+            cfg.model,
+            cfg.revision,
+            cfg.dtype,
+            cfg.device,
+            max_bytes=cfg.max_model_bytes,
+            weights=False,
+            models_dir=cfg.models_dir,
+            home=cfg.home,
+        )
     source = layer_source(lm)
     n_layers = source.config.num_hidden_layers
     if cfg.ks and max(cfg.ks) >= n_layers:
@@ -93,23 +106,44 @@ def run(cfg: CompressConfig, report: Report = no_report, progress: bool = True, 
         cal.cleanup()
 
 
-def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult, timings: dict,
-                        report: Report, progress: bool, on_saved, stream: torch.Tensor | None = None) -> CompressResult:
+def _score_and_compress(
+    cfg: CompressConfig,
+    lm: LoadedModel,
+    cal: CalibrationResult,
+    timings: dict,
+    report: Report,
+    progress: bool,
+    on_saved,
+    stream: torch.Tensor | None = None,
+) -> CompressResult:
     t = time.perf_counter()
     report("score", 0.0, "scoring layers")
-    scores = cal.scores if cal.scores is not None else score_stage(
-        cal.stats, cfg.ridge, progress, on_layer=lambda i, n: report("score", i / n, f"scored layer {i}/{n}"),
-        form=cfg.form)
+    scores = (
+        cal.scores
+        if cal.scores is not None
+        else score_stage(
+            cal.stats,
+            cfg.ridge,
+            progress,
+            on_layer=lambda i, n: report("score", i / n, f"scored layer {i}/{n}"),
+            form=cfg.form,
+        )
+    )
     if cfg.criterion == "loss":
         if len(cal.held_blocks) == 0:
             raise ValueError("criterion 'loss' needs held-out blocks: use num_samples >= 2 and holdout_fraction > 0")
         # Maps fitted on the other blocks, one layer's shard at a time, as the probe reaches it.
         rises = loss_rise(
-            layer_source(lm), cal.held_blocks, cfg.mode, cfg.method,
+            layer_source(lm),
+            cal.held_blocks,
+            cfg.mode,
+            cfg.method,
             lambda i: fit_maps(cal.stats, cfg.mode, [i], cfg.ridge, split="fit")[i],
-            batch_size=cal.meta.get("batch_size", 1), progress=progress,
+            batch_size=cal.meta.get("batch_size", 1),
+            progress=progress,
             on_pass=lambda done, total: report("score", done / total, f"loss probe {done}/{total} layer passes"),
-            host_bytes=cfg.host_cache_bytes, spill_dir=spill_dir(cfg),
+            host_bytes=cfg.host_cache_bytes,
+            spill_dir=spill_dir(cfg),
         )
         for s, r in zip(scores, rises):
             s[cfg.mode]["loss_rise"] = r
@@ -138,7 +172,9 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
 
     t, refiner, refine_s = time.perf_counter(), Refiner(cfg, lm, cal, report, stream), 0.0
     for j, k in enumerate(ks):
-        layers, criterion = chosen[k] if chosen is not None else (choose(scores, cfg.mode, cfg.criterion, k), cfg.criterion)
+        layers, criterion = (
+            chosen[k] if chosen is not None else (choose(scores, cfg.mode, cfg.criterion, k), cfg.criterion)
+        )
         plan = Plan(cfg.mode, cfg.method, tuple(layers), cfg.form)
         if cfg.form != "nbl":  # bias-free, on the form's own regressor; fold block: one map per run
             maps = fit_form_maps(layer_reader(cal.stats)[1], cfg.form, cfg.mode, layers, cfg.ridge)
@@ -150,20 +186,46 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
             maps, refined = refiner.refine(plan, maps, k)
             refine_s += time.perf_counter() - r
         out = None if cfg.out is None else Path(cfg.out) if len(ks) == 1 else Path(cfg.out) / f"k{k}"
-        output = {"k": k, "mode": cfg.mode, "method": cfg.method, "criterion": criterion, "form": cfg.form,
-                  "runs_in": runs_in(cfg.form, cfg.mode, cfg.method, lm.family), "family": lm.family,
-                  "replaced_layers": layers,
-                  "path": str(out) if out else None, **refined}
+        output = {
+            "k": k,
+            "mode": cfg.mode,
+            "method": cfg.method,
+            "criterion": criterion,
+            "form": cfg.form,
+            "runs_in": runs_in(cfg.form, cfg.mode, cfg.method, lm.family),
+            "family": lm.family,
+            "replaced_layers": layers,
+            "path": str(out) if out else None,
+            **refined,
+        }
         if out is not None:
             report("compress", j / len(ks), f"k={k}: layers {layers} -> {out}")
             # written tensor by tensor from the base's shards: the whole model is never in memory
             saved = output_dtype(cfg.out_dtype, lm.dtype, lm.path, lm.fingerprint)
             if cfg.form != "nbl":
-                write_form(lm.path, plan, maps, saved, lm.tokenizer, out, lm.family,
-                           _scores_report(cfg, lm, result, plan, refined), cfg.max_shard_size)
+                write_form(
+                    lm.path,
+                    plan,
+                    maps,
+                    saved,
+                    lm.tokenizer,
+                    out,
+                    lm.family,
+                    _scores_report(cfg, lm, result, plan, refined),
+                    cfg.max_shard_size,
+                )
             else:
-                write_compressed(lm.path, plan.as_config(), maps, saved, lm.tokenizer, out, lm.family,
-                                 _scores_report(cfg, lm, result, plan, refined), cfg.max_shard_size)
+                write_compressed(
+                    lm.path,
+                    plan.as_config(),
+                    maps,
+                    saved,
+                    lm.tokenizer,
+                    out,
+                    lm.family,
+                    _scores_report(cfg, lm, result, plan, refined),
+                    cfg.max_shard_size,
+                )
             if on_saved is not None:
                 on_saved(output, LayerwiseModel(layer_source(lm), plan, maps))
         result.outputs.append(output)
@@ -174,8 +236,9 @@ def _score_and_compress(cfg: CompressConfig, lm: LoadedModel, cal: CalibrationRe
     return result
 
 
-def _scores_report(cfg: CompressConfig, lm: LoadedModel, result: CompressResult, plan: Plan,
-                   refined: dict | None = None) -> dict:
+def _scores_report(
+    cfg: CompressConfig, lm: LoadedModel, result: CompressResult, plan: Plan, refined: dict | None = None
+) -> dict:
     return {
         "base_model": lm.source,
         "base_family": lm.family,  # what the card's "Runs in" claims depends on (nbl/families.py)
@@ -183,9 +246,16 @@ def _scores_report(cfg: CompressConfig, lm: LoadedModel, result: CompressResult,
         "base_fingerprint": lm.fingerprint,
         "base_license": lm.license,
         "recipe": {
-            "dataset": cfg.dataset.key(), "num_samples": cfg.num_samples, "seq_len": cfg.seq_len,
-            "seed": cfg.seed, "shuffle": cfg.shuffle, "mode": plan.mode, "method": plan.method,
-            "criterion": cfg.criterion, "k": len(plan.layers), "ridge": cfg.ridge,
+            "dataset": cfg.dataset.key(),
+            "num_samples": cfg.num_samples,
+            "seq_len": cfg.seq_len,
+            "seed": cfg.seed,
+            "shuffle": cfg.shuffle,
+            "mode": plan.mode,
+            "method": plan.method,
+            "criterion": cfg.criterion,
+            "k": len(plan.layers),
+            "ridge": cfg.ridge,
             **({"form": plan.form} if plan.form != "nbl" else {}),  # an nbl report reads as before
             **({"refit": cfg.refit} if cfg.refit != "none" else {}),
             **({"heal": asdict(cfg.heal)} if cfg.heal is not None else {}),

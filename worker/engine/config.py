@@ -97,8 +97,19 @@ def from_recipe(recipe: R.Recipe, model: str | None = None, **machine) -> Compre
     if comp.max_ppl_increase is not None:
         machine.setdefault("max_ppl_increase", comp.max_ppl_increase)
     return CompressConfig(
-        model=model or recipe.model, revision=recipe.revision,
-        dataset=DatasetSpec(cal.dataset, cal.config, cal.split, cal.text_field), ks=list(comp.ks),
-        num_samples=cal.num_samples, seq_len=cal.seq_len, seed=cal.seed, shuffle=cal.shuffle,
-        mode=comp.mode, method=comp.method, criterion=comp.criterion, form=comp.form, refit=comp.refit,
-        heal=comp.heal, **machine)
+        model=model or recipe.model,
+        revision=recipe.revision,
+        dataset=DatasetSpec(cal.dataset, cal.config, cal.split, cal.text_field),
+        ks=list(comp.ks),
+        num_samples=cal.num_samples,
+        seq_len=cal.seq_len,
+        seed=cal.seed,
+        shuffle=cal.shuffle,
+        mode=comp.mode,
+        method=comp.method,
+        criterion=comp.criterion,
+        form=comp.form,
+        refit=comp.refit,
+        heal=comp.heal,
+        **machine,
+    )

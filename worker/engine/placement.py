@@ -30,8 +30,9 @@ def gpu_indices(devices: list[str] | None) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def plan(weights: int, devices: list[str] | None, free: dict[int, int], host: int,
-         headroom: float = HEADROOM) -> dict | None:
+def plan(
+    weights: int, devices: list[str] | None, free: dict[int, int], host: int, headroom: float = HEADROOM
+) -> dict | None:
     """None when `weights` (x headroom) fit the free memory of the first GPU, or the devices are the CPU
     (host memory is the one device there); else accelerate's max_memory over every GPU of `devices` and
     half the free host memory `host`. `free`: GPU index -> free bytes."""

@@ -23,13 +23,23 @@ def _noop(*args) -> None:
     pass
 
 
-def evaluate_outputs(lm, outputs: dict[int, Path], spec: EvalSpec, *, use_cache: bool = True,
-                     progress: bool = False, report: Callable[[str, float, str], None] = _noop,
-                     on_result: Callable[[str, dict], None] = _noop, data_dir: Path | None = None,
-                     home: Path | None = None, devices: list[str] | None = None) -> tuple[dict, dict[int, dict]]:
+def evaluate_outputs(
+    lm,
+    outputs: dict[int, Path],
+    spec: EvalSpec,
+    *,
+    use_cache: bool = True,
+    progress: bool = False,
+    report: Callable[[str, float, str], None] = _noop,
+    on_result: Callable[[str, dict], None] = _noop,
+    data_dir: Path | None = None,
+    home: Path | None = None,
+    devices: list[str] | None = None,
+) -> tuple[dict, dict[int, dict]]:
     """(base result, {k: output result}); `on_result(variant, result)` sees "base", then "k{K}" each.
     `data_dir`: the shipped data sets; `home`: where the base's result is cached (evaluate.py); `devices`:
     the run's devices (a base not loaded yet, lm.model None, is loaded over them too)."""
+
     def load() -> None:
         load_weights(lm, max_memory_for(lm.path, devices))
 
@@ -39,8 +49,17 @@ def evaluate_outputs(lm, outputs: dict[int, Path], spec: EvalSpec, *, use_cache:
         return lambda f: report("evaluate", (j + f) / parts[0], what)
 
     report("evaluate", 0.0, "evaluating the base model")
-    base = evaluate_cached(lm, spec, use_cache=use_cache, progress=progress, data_dir=data_dir, home=home,
-                           on_progress=within(0, "evaluating the base model"), devices=devices, load=load)
+    base = evaluate_cached(
+        lm,
+        spec,
+        use_cache=use_cache,
+        progress=progress,
+        data_dir=data_dir,
+        home=home,
+        on_progress=within(0, "evaluating the base model"),
+        devices=devices,
+        load=load,
+    )
     if base.get("cached"):
         parts[0] = max(1, len(outputs))  # the outputs make the whole stage now: output j is model j - 1 of it
         report("evaluate", 0.0, "the base model's evaluation reused from the cache (same model and evaluation)")
@@ -55,8 +74,14 @@ def evaluate_outputs(lm, outputs: dict[int, Path], spec: EvalSpec, *, use_cache:
         report("evaluate", j / parts[0], what)
         started = time.monotonic()
         out = load_compressed(path, dtype, device, home, max_memory_for(path, devices))
-        results[k] = evaluate_model(out, spec, base_non_embedding=base["params"]["non_embedding_params"],
-                                    progress=progress, data_dir=data_dir, on_progress=within(j, what))
+        results[k] = evaluate_model(
+            out,
+            spec,
+            base_non_embedding=base["params"]["non_embedding_params"],
+            progress=progress,
+            data_dir=data_dir,
+            on_progress=within(j, what),
+        )
         results[k]["seconds"] = time.monotonic() - started  # reload and evaluation: the JUnit case's time
         del out  # one compressed copy in memory at a time
         on_result(f"k{k}", results[k])

@@ -40,8 +40,9 @@ def is_compressed_dir(path: str | Path) -> bool:
     return str(config.get("model_type", "")).startswith("nbl_") and (path / MODELING_FILE).is_file()
 
 
-def load_compressed(path: str | Path, dtype=None, device: str | None = None, home: Path | None = None,
-                    max_memory: dict | None = None) -> LoadedModel:
+def load_compressed(
+    path: str | Path, dtype=None, device: str | None = None, home: Path | None = None, max_memory: dict | None = None
+) -> LoadedModel:
     """`home`: where weight digests are memoised (fingerprint.py; None: hashed every time); `max_memory`:
     spread it with device_map="auto" within that (placement.py: larger than one device), else on `device`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -68,29 +69,53 @@ def load_compressed(path: str | Path, dtype=None, device: str | None = None, hom
     kw = spread_kwargs(max_memory)
     if ours:
         with contextlib.redirect_stdout(sys.stderr):
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=not plain,
-                                                         use_safetensors=True, **kw)
+            model = AutoModelForCausalLM.from_pretrained(
+                path, dtype=torch_dtype, trust_remote_code=not plain, use_safetensors=True, **kw
+            )
     else:
-        log.warning("%s: %s differs from the installed one; loading with the installed classes, not its code",
-                    path, file)
-        cls = modeling_decilm.DeciLMForCausalLM if decilm else getattr(modeling_nbl, modeling_nbl.class_names(family)[1])
+        log.warning(
+            "%s: %s differs from the installed one; loading with the installed classes, not its code", path, file
+        )
+        cls = (
+            modeling_decilm.DeciLMForCausalLM if decilm else getattr(modeling_nbl, modeling_nbl.class_names(family)[1])
+        )
         model = cls.from_pretrained(path, dtype=torch_dtype, use_safetensors=True, **kw)
     model = place(model, device, kw)
     return LoadedModel(
-        model=model, tokenizer=tokenizer, source=str(path), revision=None,
-        fingerprint="dir:" + dir_digest(path, home), family=family, path=path,
+        model=model,
+        tokenizer=tokenizer,
+        source=str(path),
+        revision=None,
+        fingerprint="dir:" + dir_digest(path, home),
+        family=family,
+        path=path,
     )
 
 
-def load_for_eval(model: str, revision: str | None = None, dtype=None, device: str | None = None,
-                  max_bytes: int | None = None, models_dir: Path | None = None,
-                  home: Path | None = None, devices: list[str] | None = None) -> LoadedModel:
+def load_for_eval(
+    model: str,
+    revision: str | None = None,
+    dtype=None,
+    device: str | None = None,
+    max_bytes: int | None = None,
+    models_dir: Path | None = None,
+    home: Path | None = None,
+    devices: list[str] | None = None,
+) -> LoadedModel:
     """A compressed output or any input model; `models_dir`, `home` and `devices` (over which a model
     larger than one device is spread) as load_model takes them."""
     if is_compressed_dir(model):
         return load_compressed(model, dtype, device, home, max_memory_for(Path(model).expanduser(), devices))
-    return load_model(model, revision=revision, dtype=dtype, device=device, max_bytes=max_bytes,
-                      models_dir=models_dir, home=home, devices=devices)
+    return load_model(
+        model,
+        revision=revision,
+        dtype=dtype,
+        device=device,
+        max_bytes=max_bytes,
+        models_dir=models_dir,
+        home=home,
+        devices=devices,
+    )
 
 
 def recorded_base(path: str | Path) -> tuple[str, str | None] | None:

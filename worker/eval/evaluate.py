@@ -59,8 +59,14 @@ class EvalSpec:
         return tuple(t for t in suite_tasks(self.suite) if t not in self.tasks) if self.suite else ()
 
 
-def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, progress: bool = True,
-                   data_dir: Path | None = None, on_progress: Callable[[float], None] | None = None) -> dict:
+def evaluate_model(
+    lm,
+    spec: EvalSpec,
+    base_non_embedding: int | None = None,
+    progress: bool = True,
+    data_dir: Path | None = None,
+    on_progress: Callable[[float], None] | None = None,
+) -> dict:
     """Every evaluation `spec` asks for, on a loaded model (LoadedModel from load_for_eval); named corpora
     and tasks read the shipped files under `data_dir` (Settings.data_dir) when given. `on_progress(fraction)`
     is called before every decoder layer's forward and after every window or batch (steps.py); it may
@@ -69,17 +75,25 @@ def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, pr
     steps = Steps(part_weights(spec), on_progress)
     parts = iter(range(len(steps.weights)))
     result = {
-        "model": {"source": lm.source, "fingerprint": lm.fingerprint, "family": lm.family,
-                  "nbl": getattr(model.config, "nbl", None)},
+        "model": {
+            "source": lm.source,
+            "fingerprint": lm.fingerprint,
+            "family": lm.family,
+            "nbl": getattr(model.config, "nbl", None),
+        },
         "params": count_parameters(model),
-        "perplexity": {}, "tasks": {}, "speed": None, "seconds": {},
+        "perplexity": {},
+        "tasks": {},
+        "speed": None,
+        "seconds": {},
     }
     for name in spec.perplexity:
         start = time.perf_counter()
         text = corpus_text(name, data_dir)
         with beating(model, on_progress and steps.beat):
-            result["perplexity"][name] = perplexity(model, tok, text, max_tokens=spec.max_tokens, progress=progress,
-                                                    on_window=steps.part(next(parts)))
+            result["perplexity"][name] = perplexity(
+                model, tok, text, max_tokens=spec.max_tokens, progress=progress, on_window=steps.part(next(parts))
+            )
         result["seconds"][f"perplexity/{name}"] = time.perf_counter() - start
     tasks = [(None, lambda n=n: load_task(n, spec.limit, data_dir)) for n in spec.tasks]
     tasks += [(n, lambda n=n: load_task(n, spec.limit, data_dir)) for n in spec.suite_only()]
@@ -104,13 +118,16 @@ def evaluate_model(lm, spec: EvalSpec, base_non_embedding: int | None = None, pr
     if spec.suite:
         result["suite"] = summary(spec.suite, result["tasks"], skipped)
         if not result["suite"]["tasks_run"]:  # an average of nothing is no answer: say what is missing
-            raise ValueError(f"suite {spec.suite}: no task has its data here ({', '.join(skipped)}); set "
-                             "NBL_DATA_DIR to the shipped files or fill the Hugging Face cache")
+            raise ValueError(
+                f"suite {spec.suite}: no task has its data here ({', '.join(skipped)}); set "
+                "NBL_DATA_DIR to the shipped files or fill the Hugging Face cache"
+            )
     if spec.speed:
         steps.part(next(parts))
         start = time.perf_counter()
-        result["speed"] = measure_speed(model, spec.speed_lengths, spec.new_tokens, repeats=spec.repeats,
-                                        base_non_embedding=base_non_embedding)
+        result["speed"] = measure_speed(
+            model, spec.speed_lengths, spec.new_tokens, repeats=spec.repeats, base_non_embedding=base_non_embedding
+        )
         result["seconds"]["speed"] = time.perf_counter() - start
     steps.finish()
     return result
@@ -140,18 +157,23 @@ def evals_dir(home: Path) -> Path:
 def cache_key(fingerprint: str, spec: EvalSpec, dtype: str, device: str, data_dir: Path | None = None) -> str:
     d = asdict(spec)
     d.pop("batch_tokens")
-    d["task_files"] = [[Path(f).stem, hashlib.sha256(Path(f).expanduser().read_bytes()).hexdigest()]
-                       for f in spec.task_files]
+    d["task_files"] = [
+        [Path(f).stem, hashlib.sha256(Path(f).expanduser().read_bytes()).hexdigest()] for f in spec.task_files
+    ]
     d["data_dir"] = str(data_dir) if data_dir else None  # other files, other numbers
     extra = [n for n in OPTIONAL if present(n, data_dir)]  # a file added there later: a suite no longer skips it
     if extra:
         d["optional"] = extra
     hardware = None
     if spec.speed:
-        hardware = [device, torch.get_num_threads(),
-                    torch.cuda.get_device_name(device) if device.startswith("cuda") else None]
-    blob = json.dumps({"v": CACHE_VERSION, "model": fingerprint, "spec": d, "dtype": dtype, "hardware": hardware},
-                      sort_keys=True)
+        hardware = [
+            device,
+            torch.get_num_threads(),
+            torch.cuda.get_device_name(device) if device.startswith("cuda") else None,
+        ]
+    blob = json.dumps(
+        {"v": CACHE_VERSION, "model": fingerprint, "spec": d, "dtype": dtype, "hardware": hardware}, sort_keys=True
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -182,10 +204,17 @@ def placed_as(lm, devices: list[str] | None = None) -> tuple[str, str]:
     return str(lm.dtype).removeprefix("torch."), str(device)
 
 
-def evaluate_cached(lm, spec: EvalSpec, use_cache: bool = True, progress: bool = True,
-                    data_dir: Path | None = None, home: Path | None = None,
-                    on_progress: Callable[[float], None] | None = None, devices: list[str] | None = None,
-                    load: Callable[[], None] | None = None) -> dict:
+def evaluate_cached(
+    lm,
+    spec: EvalSpec,
+    use_cache: bool = True,
+    progress: bool = True,
+    data_dir: Path | None = None,
+    home: Path | None = None,
+    on_progress: Callable[[float], None] | None = None,
+    devices: list[str] | None = None,
+    load: Callable[[], None] | None = None,
+) -> dict:
     """evaluate_model, read from / written to the cache under `home` (Settings.home; None: no cache);
     `result["cached"]` says which, `result["seconds"]` how long this call took. The key is the model's
     content fingerprint and the evaluation spec (with dtype, device and data), nothing of the job's or
@@ -207,8 +236,9 @@ def evaluate_cached(lm, spec: EvalSpec, use_cache: bool = True, progress: bool =
     if lm.model is None:
         load()
     own = count_parameters(lm.model)["non_embedding_params"]  # a base is its own base: sparsity 0
-    result = evaluate_model(lm, spec, base_non_embedding=own, progress=progress, data_dir=data_dir,
-                            on_progress=on_progress)
+    result = evaluate_model(
+        lm, spec, base_non_embedding=own, progress=progress, data_dir=data_dir, on_progress=on_progress
+    )
     if use_cache:
         store(home, key, result)
     return {**result, "cached": False, "seconds": time.monotonic() - started}

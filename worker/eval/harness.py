@@ -9,8 +9,14 @@ from .loglikelihood import loglikelihoods
 from .metrics import aggregate, choice_metrics, perplexity_of
 
 
-def run_task(model, tokenizer, task: Task, batch_tokens: int = 2048, progress: bool = False,
-             on_batch: Callable[[int, int], None] | None = None) -> dict:
+def run_task(
+    model,
+    tokenizer,
+    task: Task,
+    batch_tokens: int = 2048,
+    progress: bool = False,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> dict:
     """{"acc", "acc_norm", "n", ...} of `task`; LAMBADA-style tasks add "ppl". `on_batch(done, total)`
     after each batch of continuations (it may raise to cancel)."""
     pairs = [pair for d in task.docs for pair in d.pairs()]

@@ -35,9 +35,14 @@ def _write(path: Path, docs: list[dict]) -> str:
 
 
 def _local(files: dict[str, str], eval_split: str = "test") -> dict:
-    return {"dataset_path": "json", "dataset_name": None, "dataset_kwargs": {"data_files": files},
-            "training_split": None, "validation_split": "validation" if eval_split == "validation" else None,
-            "test_split": eval_split if eval_split == "test" else None}
+    return {
+        "dataset_path": "json",
+        "dataset_name": None,
+        "dataset_kwargs": {"data_files": files},
+        "training_split": None,
+        "validation_split": "validation" if eval_split == "validation" else None,
+        "test_split": eval_split if eval_split == "test" else None,
+    }
 
 
 def lmeval_overrides(name: str, root: Path, tmp: Path) -> dict[str, dict]:
@@ -45,8 +50,9 @@ def lmeval_overrides(name: str, root: Path, tmp: Path) -> dict[str, dict]:
     if name == "mmlu":
         out = {}
         for subject in local_data.mmlu_subjects(root):
-            files = {s: _write(tmp / f"{subject}_{s}.jsonl", local_data.read_mmlu(root, subject, s))
-                     for s in ("test", "dev")}
+            files = {
+                s: _write(tmp / f"{subject}_{s}.jsonl", local_data.read_mmlu(root, subject, s)) for s in ("test", "dev")
+            }
             out[f"mmlu_{subject}"] = {**_local(files), "fewshot_split": "dev"}
         return out
     split = SPLIT.get(name, "test")
@@ -67,8 +73,15 @@ def compare_prompts(name: str, root: Path, limit: int | None = None) -> list[tup
     return diffs
 
 
-def lmeval_results(model, tokenizer, tasks: list, leaves: list[str], limit: int | None,
-                   num_fewshot: int | None = None, batch_size: int = 8) -> tuple[dict, list[float]]:
+def lmeval_results(
+    model,
+    tokenizer,
+    tasks: list,
+    leaves: list[str],
+    limit: int | None,
+    num_fewshot: int | None = None,
+    batch_size: int = 8,
+) -> tuple[dict, list[float]]:
     """lm-eval's own evaluation (HFLM, simple_evaluate) of `tasks` (names or configs): acc / acc_norm
     over the documents of `leaves` (None where lm-eval does not report it), and the log-likelihood of
     every request, subtasks by name, documents by index, requests in option order (our order)."""
@@ -77,8 +90,13 @@ def lmeval_results(model, tokenizer, tasks: list, leaves: list[str], limit: int 
 
     with offline():
         res = simple_evaluate(
-            model=HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size), tasks=tasks, limit=limit,
-            num_fewshot=num_fewshot, task_manager=task_manager(), bootstrap_iters=0, log_samples=True,
+            model=HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size),
+            tasks=tasks,
+            limit=limit,
+            num_fewshot=num_fewshot,
+            task_manager=task_manager(),
+            bootstrap_iters=0,
+            log_samples=True,
         )
     samples = [s for leaf in sorted(leaves) for s in sorted(res["samples"][leaf], key=lambda s: s["doc_id"])]
     lls = [r[0][0] for s in samples for r in s["resps"]]
@@ -92,7 +110,8 @@ def side_by_side(model, tokenizer, task: Task, theirs: dict, their_lls: list[flo
     our_lls = [ll for ll, _ in loglikelihoods(model, tokenizer, [p for d in task.docs for p in d.pairs()])]
     same = len(our_lls) == len(their_lls)
     return {
-        "task": task.name, "documents": len(task.docs),
+        "task": task.name,
+        "documents": len(task.docs),
         "lm_eval": theirs,
         "ours": {m: ours[m] for m in ("acc", "acc_norm")},
         "requests": len(our_lls),
@@ -104,12 +123,16 @@ def compare_scores(model, tokenizer, name: str, limit: int, root: Path, batch_si
     """lm-eval's end-to-end numbers next to ours on the first `limit` documents of a shipped task
     (of each subject, for mmlu, 5-shot), read under `root` (the shipped data sets, NBL_DATA_DIR)."""
     if not local_data.present(name, root):
-        raise ValueError(f"compare_scores takes a task whose data is under {root}: {', '.join(SHIPPED)}, or "
-                         f"{', '.join(local_data.OPTIONAL)} when there")
+        raise ValueError(
+            f"compare_scores takes a task whose data is under {root}: {', '.join(SHIPPED)}, or "
+            f"{', '.join(local_data.OPTIONAL)} when there"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         overrides = lmeval_overrides(name, root, Path(tmp))
         configs = [{**leaf_config(leaf), **cfg} for leaf, cfg in overrides.items()]
-        theirs, lls = lmeval_results(model, tokenizer, configs, list(overrides), limit, NUM_FEWSHOT.get(name), batch_size)
+        theirs, lls = lmeval_results(
+            model, tokenizer, configs, list(overrides), limit, NUM_FEWSHOT.get(name), batch_size
+        )
     return {**side_by_side(model, tokenizer, local_task(name, root, limit), theirs, lls), "limit": limit}
 
 
@@ -125,11 +148,21 @@ def task_file_config(path: Path, form: str) -> dict:
     """An lm-eval task config that reads a task file as lm-eval would score its records: a choices
     file as multiple_choice with the choices as continuations, a contexts file as multiple_input
     (doc_to_text an index, doc_to_choice the contexts); no delimiter, the file's strings as given."""
-    fields = ({"doc_to_text": "context", "doc_to_choice": "choices", "doc_to_target": "label"} if form == CHOICES
-              else {"doc_to_text": "label", "doc_to_choice": "contexts", "doc_to_target": "continuation"})
-    return {"task": path.stem, "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(path)}},
-            "test_split": "test", "output_type": "multiple_choice", "target_delimiter": "", **fields,
-            "metric_list": [{"metric": m, "aggregation": "mean", "higher_is_better": True} for m in METRICS[form]]}
+    fields = (
+        {"doc_to_text": "context", "doc_to_choice": "choices", "doc_to_target": "label"}
+        if form == CHOICES
+        else {"doc_to_text": "label", "doc_to_choice": "contexts", "doc_to_target": "continuation"}
+    )
+    return {
+        "task": path.stem,
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(path)}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "target_delimiter": "",
+        **fields,
+        "metric_list": [{"metric": m, "aggregation": "mean", "higher_is_better": True} for m in METRICS[form]],
+    }
 
 
 def compare_task_file_scores(model, tokenizer, path: str | Path, batch_size: int = 8) -> dict:

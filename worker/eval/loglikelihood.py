@@ -38,8 +38,9 @@ def common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     return n
 
 
-def plan_batches(inputs: dict[tuple[int, ...], int], batch_tokens: int,
-                 min_shared: int = MIN_SHARED) -> list[tuple[int, list[tuple[int, ...]]]]:
+def plan_batches(
+    inputs: dict[tuple[int, ...], int], batch_tokens: int, min_shared: int = MIN_SHARED
+) -> list[tuple[int, list[tuple[int, ...]]]]:
     """Batches (shared, rows) of model inputs; `inputs` maps each input to how many of its last
     positions are scored.
 
@@ -85,7 +86,10 @@ def _prefix_cache(model, prefix: tuple[int, ...], device, memo: dict):
     for one subject's prefix batch after batch)."""
     if memo.get("prefix") != prefix:
         ids = torch.tensor([prefix], device=device)  # (1, P)
-        memo["prefix"], memo["cache"] = prefix, cache_of(model(input_ids=ids, use_cache=True, **keep_last_logits(model)))
+        memo["prefix"], memo["cache"] = (
+            prefix,
+            cache_of(model(input_ids=ids, use_cache=True, **keep_last_logits(model))),
+        )
     return copy.deepcopy(memo["cache"])
 
 
@@ -145,9 +149,15 @@ def score(
     return out  # type: ignore[return-value]
 
 
-def loglikelihoods(model, tokenizer, pairs: list[tuple[str, str]], batch_tokens: int = 2048,
-                   progress: bool = False, share_prefix: bool = True,
-                   on_batch: Callable[[int, int], None] | None = None) -> list[tuple[float, bool]]:
+def loglikelihoods(
+    model,
+    tokenizer,
+    pairs: list[tuple[str, str]],
+    batch_tokens: int = 2048,
+    progress: bool = False,
+    share_prefix: bool = True,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> list[tuple[float, bool]]:
     """(log-likelihood, greedy) of each (context, continuation) string pair."""
     requests = [encode_pair(tokenizer, c, k) for c, k in pairs]
     return score(model, requests, max_length(model, tokenizer), batch_tokens, progress, share_prefix, on_batch)

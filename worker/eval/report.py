@@ -33,8 +33,13 @@ def delta(model: dict, base: dict) -> dict:
 def report(model: dict, base: dict | None = None) -> dict:
     out = {**json_view(model), "model": model["model"], "params": model["params"], "seconds": model["seconds"]}
     if base is not None:
-        out["base"] = {**json_view(base), "model": base["model"], "params": base["params"], "cached": base.get("cached"),
-                       "seconds": base.get("seconds")}
+        out["base"] = {
+            **json_view(base),
+            "model": base["model"],
+            "params": base["params"],
+            "cached": base.get("cached"),
+            "seconds": base.get("seconds"),
+        }
         out["delta"] = delta(model, base)
         out["relative"] = relative(json_view(model), json_view(base))
     return finite(out)
@@ -44,13 +49,31 @@ def compress_result(view: dict, base: dict | None, results: dict[int, dict]) -> 
     """`nbl compress --json`'s "result": the API's JobResult shape (nbl/result.py) from its
     calibration, its outputs and the evaluation results (base, and {k: result} of each output)."""
     base_m = metrics_of(base) if base else None
-    return {"calibration": calibration_of(view["calibration"]), "base": base_m,
-            "base_evaluation": base_evaluation_of({"cached": float(bool(base.get("cached"))),
-                                                   "seconds": base.get("seconds")}) if base else None,
-            "outputs": [output_entry(o["k"], o["mode"], o["method"], o["criterion"], o["replaced_layers"],
-                                     metrics_of(results[o["k"]]) if o["k"] in results else None, base_m,
-                                     o.get("form"), (results.get(o["k"]) or {}).get("seconds"), o, o.get("family"))
-                        for o in view["outputs"]]}
+    return {
+        "calibration": calibration_of(view["calibration"]),
+        "base": base_m,
+        "base_evaluation": base_evaluation_of(
+            {"cached": float(bool(base.get("cached"))), "seconds": base.get("seconds")}
+        )
+        if base
+        else None,
+        "outputs": [
+            output_entry(
+                o["k"],
+                o["mode"],
+                o["method"],
+                o["criterion"],
+                o["replaced_layers"],
+                metrics_of(results[o["k"]]) if o["k"] in results else None,
+                base_m,
+                o.get("form"),
+                (results.get(o["k"]) or {}).get("seconds"),
+                o,
+                o.get("family"),
+            )
+            for o in view["outputs"]
+        ],
+    }
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -83,20 +106,32 @@ def rows(model: dict, base: dict | None) -> list[tuple[str, str, str, str]]:
     suite = model.get("suite")
     if suite is not None:
         bsuite = base.get("suite") or {}
-        add(f"{suite['name']} average ({suite['tasks_run']}/{suite['tasks_total']} tasks)", suite["average"],
-            bsuite.get("average"))
+        add(
+            f"{suite['name']} average ({suite['tasks_run']}/{suite['tasks_total']} tasks)",
+            suite["average"],
+            bsuite.get("average"),
+        )
     s, bs = model["speed"], base["speed"] or {}
     if s:
         for t, v in s["prefill_tokens_per_s"].items():
             add(f"prefill tok/s @{t}", v, (bs.get("prefill_tokens_per_s") or {}).get(t), 1, ratio=True)
-        add(f"decode tok/s ({s['new_tokens']} @{s['decode_context']})", s["decode_tokens_per_s"],
-            bs.get("decode_tokens_per_s"), 1, ratio=True)
+        add(
+            f"decode tok/s ({s['new_tokens']} @{s['decode_context']})",
+            s["decode_tokens_per_s"],
+            bs.get("decode_tokens_per_s"),
+            1,
+            ratio=True,
+        )
         add("KV cache bytes/token", s["kv_cache_bytes_per_token"], bs.get("kv_cache_bytes_per_token"), 0, ratio=True)
         add("non-embedding params", s["non_embedding_params"], bs.get("non_embedding_params"), 0)
         add("sparsity", s["sparsity"], bs.get("sparsity"))
     else:
-        add("non-embedding params", model["params"]["non_embedding_params"],
-            base["params"].get("non_embedding_params"), 0)
+        add(
+            "non-embedding params",
+            model["params"]["non_embedding_params"],
+            base["params"].get("non_embedding_params"),
+            0,
+        )
     return out
 
 

@@ -106,6 +106,7 @@ def measure_speed(
             _prefill(model, ids[:, :t], **keep)
             _sync(device)
             return time.perf_counter() - start
+
         return run
 
     def decode_run() -> float:

@@ -22,8 +22,11 @@ def part_weights(spec) -> list[float]:
     the suite's others, task files), speed."""
     task_tokens = (spec.limit or TASK_DOCS) * TASK_TOKENS_PER_DOC
     n_tasks = len(spec.tasks) + len(spec.suite_only()) + len(spec.task_files)
-    return ([float(spec.max_tokens or EVAL_TOKENS_PER_CORPUS)] * len(spec.perplexity) + [float(task_tokens)] * n_tasks
-            + ([float(SPEED_TOKENS)] if spec.speed else []))
+    return (
+        [float(spec.max_tokens or EVAL_TOKENS_PER_CORPUS)] * len(spec.perplexity)
+        + [float(task_tokens)] * n_tasks
+        + ([float(SPEED_TOKENS)] if spec.speed else [])
+    )
 
 
 class Steps:
@@ -62,7 +65,9 @@ def decoder_layers(model) -> list:
 @contextmanager
 def beating(model, beat: Callable[[], None] | None) -> Iterator[None]:
     """`beat()` before every decoder layer's forward while inside (nothing when beat is None)."""
-    hooks = [] if beat is None else [layer.register_forward_pre_hook(lambda *_: beat()) for layer in decoder_layers(model)]
+    hooks = (
+        [] if beat is None else [layer.register_forward_pre_hook(lambda *_: beat()) for layer in decoder_layers(model)]
+    )
     try:
         yield
     finally:

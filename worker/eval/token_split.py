@@ -1,11 +1,11 @@
 """lm-eval's split of a (context, continuation) pair into tokens (HFLM, lm-eval 0.4), and its window.
 
-  - whitespace at the end of the context moves to the front of the continuation;
-  - whole = encode(context + continuation), ctx = encode(context), cont = whole[len(ctx):],
-    so a BPE merge across the boundary is charged to the continuation;
-  - an empty context becomes the prefix token (BOS, else EOS);
-  - encode() keeps the tokenizer's own special-token default (a BOS for Llama tokenizers, none for
-    GPT-2 style ones), unless the text already starts with the prefix token's text.
+- whitespace at the end of the context moves to the front of the continuation;
+- whole = encode(context + continuation), ctx = encode(context), cont = whole[len(ctx):],
+  so a BPE merge across the boundary is charged to the continuation;
+- an empty context becomes the prefix token (BOS, else EOS);
+- encode() keeps the tokenizer's own special-token default (a BOS for Llama tokenizers, none for
+  GPT-2 style ones), unless the text already starts with the prefix token's text.
 """
 
 from __future__ import annotations

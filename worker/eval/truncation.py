@@ -19,8 +19,11 @@ def scored(metrics: dict[str, dict], limit: int | None, max_tokens: int | None) 
         if value is None:
             continue
         if max_tokens is not None and leaf == "corpus_tokens" and section.startswith("perplexity/"):
-            out[section] = {"tokens": int(flat.get(f"{section}/tokens") or 0), "corpus_tokens": int(value),
-                            "max_tokens": max_tokens}
+            out[section] = {
+                "tokens": int(flat.get(f"{section}/tokens") or 0),
+                "corpus_tokens": int(value),
+                "max_tokens": max_tokens,
+            }
         elif limit is not None and leaf == "n" and section.startswith("tasks/") and value >= limit:
             out[section] = {"documents": int(value), "limit": limit}
     return out
@@ -35,6 +38,8 @@ def label(section: str) -> str:
 def describe(section: str, info: dict) -> str:
     """'wikitext2 perplexity on 4,094 of 287,645 tokens (max_tokens 4,096)', 'arc_easy on 500 documents (limit 500)'."""
     if "tokens" in info:
-        return (f"{label(section)} on {info['tokens']:,} of {info['corpus_tokens']:,} tokens "
-                f"(max_tokens {info['max_tokens']:,})")
+        return (
+            f"{label(section)} on {info['tokens']:,} of {info['corpus_tokens']:,} tokens "
+            f"(max_tokens {info['max_tokens']:,})"
+        )
     return f"{label(section)} on {info['documents']:,} documents (limit {info['limit']:,})"

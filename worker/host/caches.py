@@ -24,8 +24,15 @@ def note(session: Session, job_id: str, kind: str, key: str) -> bool:
     """Whether a note was added (False: the class had it already, or the job names no class). Commits."""
     estimate = session.scalar(select(Job.estimate).where(Job.id == job_id)) or {}
     queue = estimate.get("worker_class") if isinstance(estimate, dict) else None
-    if not queue or session.scalar(select(ClassCache.id).where(ClassCache.worker_class == queue, ClassCache.kind == kind,
-                                                               ClassCache.key == key)) is not None:
+    if (
+        not queue
+        or session.scalar(
+            select(ClassCache.id).where(
+                ClassCache.worker_class == queue, ClassCache.kind == kind, ClassCache.key == key
+            )
+        )
+        is not None
+    ):
         session.rollback()
         return False
     session.add(ClassCache(worker_class=queue, kind=kind, key=key, job_id=job_id, created_at=utcnow()))

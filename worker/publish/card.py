@@ -34,6 +34,7 @@ TAGS = ["nbl", "compression"]
 # The score fields (nbl/selection/score_fields.py) the card's table shows, in its order, when present.
 SCORE_COLUMNS = [(f, SCORE_LABELS[f]) for f in ("cca_bound", "nmse", "heldout_nmse", "cosine", "loss_rise")]
 
+
 @dataclass
 class CardInfo:
     report: dict  # nbl_scores.json of the output
@@ -112,17 +113,24 @@ def method_section(report: dict, base: str) -> str:
     layers = report.get("replaced_layers") or []
     n = len(report.get("layers") or []) or None
     what = "attention branch" if mode == "attn" else "whole decoder block (attention and MLP)"
-    how = ("replaced by its linear least-squares (LMMSE) approximation `y = W x + b`, fitted in closed form "
-           "on calibration activations" if method == "nbl" else "removed (the DROP baseline: the residual "
-           "stream passes through)")
+    how = (
+        "replaced by its linear least-squares (LMMSE) approximation `y = W x + b`, fitted in closed form "
+        "on calibration activations"
+        if method == "nbl"
+        else "removed (the DROP baseline: the residual stream passes through)"
+    )
     crit = r.get("criterion", "cca")
     return (
         f"This model is **{base}** compressed with **Neural Block Linearization** "
         f"([NBL, arXiv 2505.21077]({PAPER})).\n\n"
         f"In {len(layers)} of its {n or '?'} decoder layers the {what} was {how}. "
         f"Layers were chosen by the `{crit}` criterion"
-        + (" (the CCA bound Σ(1 − ρᵢ²) between a layer's input and output: the lower, the more linear the "
-           "layer, as the paper ranks)" if crit == "cca" else "")
+        + (
+            " (the CCA bound Σ(1 − ρᵢ²) between a layer's input and output: the lower, the more linear the "
+            "layer, as the paper ranks)"
+            if crit == "cca"
+            else ""
+        )
         + ". Replaced attention branches hold no KV cache, so the KV cache shrinks by the same fraction.\n"
         + form_sentence(r.get("form", "nbl"), mode)
     )
@@ -130,8 +138,11 @@ def method_section(report: dict, base: str) -> str:
 
 def recipe_section(report: dict, recipe: dict | None) -> str:
     if recipe:
-        return ("The job request, as the service ran it (defaults filled in):\n\n```json\n"
-                + json.dumps(recipe, indent=2, sort_keys=True) + "\n```\n")
+        return (
+            "The job request, as the service ran it (defaults filled in):\n\n```json\n"
+            + json.dumps(recipe, indent=2, sort_keys=True)
+            + "\n```\n"
+        )
     r = report.get("recipe") or {}
     ds = r.get("dataset") or {}
     args = [f"--model {report.get('base_model')}"]
@@ -142,8 +153,11 @@ def recipe_section(report: dict, recipe: dict | None) -> str:
     for key in ("num_samples", "seq_len", "seed", "mode", "method", "criterion", "form", "k"):
         if key in r:
             auto = key == "k" and r.get("max_ppl_increase") is not None  # k auto: the budget, not the k it found
-            args.append(f"--k auto --max-ppl-increase {r['max_ppl_increase']}" if auto
-                        else f"--{key.replace('_', '-')} {r[key]}")
+            args.append(
+                f"--k auto --max-ppl-increase {r['max_ppl_increase']}"
+                if auto
+                else f"--{key.replace('_', '-')} {r[key]}"
+            )
     if r.get("shuffle"):
         args.append("--shuffle")
     args += refine_args(r)
@@ -233,13 +247,19 @@ def eval_section(metrics: dict, scored: dict[str, dict] | None = None) -> str:
     base, comp = metrics.get("base") or {}, metrics.get("compressed") or {}
     rows = eval_rows(base, comp)
     if not rows:
-        return ("Not evaluated here. `nbl eval --model <this directory>` measures perplexity, accuracy, speed and "
-                "KV cache against the base.\n")
+        return (
+            "Not evaluated here. `nbl eval --model <this directory>` measures perplexity, accuracy, speed and "
+            "KV cache against the base.\n"
+        )
     text = "| metric | base | compressed | change |\n|---|---:|---:|---:|\n"
     text += "".join(f"| {m} | {b} | {c} | {d} |\n" for m, b, c, d in rows)
     text += "\nMeasured by the nbl-service evaluation (`worker/eval`); the base and this model on the same data.\n"
     if scored:
-        text += "\n**Truncated evaluation**, scored on a sample: " + "; ".join(describe(s, i) for s, i in scored.items()) + ".\n"
+        text += (
+            "\n**Truncated evaluation**, scored on a sample: "
+            + "; ".join(describe(s, i) for s, i in scored.items())
+            + ".\n"
+        )
     return text
 
 
@@ -262,8 +282,10 @@ def card_text(info: CardInfo) -> str:
     cal = report.get("calibration") or {}
     recipe = recipe_section(report, info.recipe)
     if cal.get("tokens"):
-        recipe += (f"\nCalibration: {format_number(cal.get('num_samples'))} × {format_number(cal.get('seq_len'))} = "
-                   f"{format_number(cal['tokens'])} tokens.\n")
+        recipe += (
+            f"\nCalibration: {format_number(cal.get('num_samples'))} × {format_number(cal.get('seq_len'))} = "
+            f"{format_number(cal['tokens'])} tokens.\n"
+        )
     selection = selection_section(report.get("selection"), len(report.get("replaced_layers") or []))
     rec, refine = report.get("recipe") or {}, refine_section(report.get("refine"))
     sections = [
@@ -274,8 +296,17 @@ def card_text(info: CardInfo) -> str:
         ("## Replaced layers and their scores", layers_section(report, info.plot)),
         ("## Evaluation: base vs compressed", eval_section(info.metrics, info.scored)),
         *([("## Warnings", "".join(f"- {w}\n" for w in info.warnings))] if info.warnings else []),
-        ("## Runs in", runs_in_section(rec.get("form"), rec.get("mode", "attn"), rec.get("method", "nbl"),
-                                       info.repo_id, info.subfolder, report.get("base_family"))),
+        (
+            "## Runs in",
+            runs_in_section(
+                rec.get("form"),
+                rec.get("mode", "attn"),
+                rec.get("method", "nbl"),
+                info.repo_id,
+                info.subfolder,
+                report.get("base_family"),
+            ),
+        ),
         *([("## How to load", usage_section(info.repo_id, info.subfolder))] if rec.get("form", "nbl") == "nbl" else []),
         ("## Citation", f"Neural Block Linearization, [arXiv 2505.21077]({PAPER}).\n"),
     ]

@@ -17,10 +17,14 @@ def selection_section(selection: dict | None, k: int) -> str | None:
     if data.get("in_distribution") and data.get("source") == "calibration held-out":
         where = "the calibration's held-out tenth (in-distribution: it may favour maps that do not travel)"
     else:
-        where = f"`{data.get('path')}` split `{data.get('split')}`" + (" (the calibration's own data)" if data.get("in_distribution") else "")
+        where = f"`{data.get('path')}` split `{data.get('split')}`" + (
+            " (the calibration's own data)" if data.get("in_distribution") else ""
+        )
     won = next((c for c in selection.get("chosen") or [] if c["k"] == k), None)
-    text = (f"Layers chosen by measurement on {where}: {selection.get('tokens')} tokens, base perplexity "
-            f"{_ppl(selection.get('base_ppl'))}.\n")
+    text = (
+        f"Layers chosen by measurement on {where}: {selection.get('tokens')} tokens, base perplexity "
+        f"{_ppl(selection.get('base_ppl'))}.\n"
+    )
     if won is not None:
         text += f"\nThis output (k={k}): **{won['criterion']}**, the lowest selection perplexity of the sets below.\n"
     text += "\n| k | criterion | layers | selection ppl | kept |\n|---:|---|---|---:|:---:|\n"

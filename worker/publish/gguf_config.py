@@ -20,10 +20,12 @@ CONVERTER_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
     "num_attention_heads": (("num_attention_heads", "n_head", "n_heads"), ("n_heads", "num_attention_heads")),
     "num_key_value_heads": (("num_key_value_heads", "n_kv_heads"), ("n_kv_heads", "num_key_value_heads")),
     "hidden_size": (("hidden_size", "n_embd", "dim"),),
-    "intermediate_size": (("prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size",
-                           "n_inner", "hidden_dim"),),
-    "max_position_embeddings": (("max_position_embeddings", "n_ctx", "n_positions", "max_length",
-                                 "max_sequence_length", "model_max_length"),),
+    "intermediate_size": (
+        ("prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size", "n_inner", "hidden_dim"),
+    ),
+    "max_position_embeddings": (
+        ("max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length", "model_max_length"),
+    ),
     "rope_theta": (("global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta", "rotary_emb_base"),),
     "partial_rotary_factor": (("partial_rotary_factor", "rope_pct", "rope_percent"),),
     "rms_norm_eps": (("rms_norm_eps", "norm_eps"),),
@@ -37,12 +39,16 @@ def check_converter_keys(config: dict, where: str) -> None:
     another value, or a nested config over it."""
     for key in LIFTED:
         if key in config:
-            raise ValueError(f"{where}: config.json has {key!r}, whose keys llama.cpp's converter reads over the "
-                             "model's own; a plain checkpoint of the families exported has none")
+            raise ValueError(
+                f"{where}: config.json has {key!r}, whose keys llama.cpp's converter reads over the "
+                "model's own; a plain checkpoint of the families exported has none"
+            )
     for own, orders in CONVERTER_KEYS.items():
         for order in orders:
             read = next((k for k in order if k in config), None)
             if read is not None and read != own and config[read] != config.get(own):
                 theirs = f"{config[own]!r} for transformers" if own in config else "not set: transformers' default"
-                raise ValueError(f"{where}: config.json's {read!r} ({config[read]!r}) is what llama.cpp's converter "
-                                 f"reads as {own} ({theirs}): remove {read!r}")
+                raise ValueError(
+                    f"{where}: config.json's {read!r} ({config[read]!r}) is what llama.cpp's converter "
+                    f"reads as {own} ({theirs}): remove {read!r}"
+                )

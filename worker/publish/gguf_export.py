@@ -35,8 +35,10 @@ def gguf_python(python: Path | None = None) -> Path:
     .venv-gguf; ValueError when there is none."""
     exe = Path(python) if python else DEFAULT_VENV / "bin" / "python"
     if not exe.is_file():
-        raise ValueError(f"GGUF export needs llama.cpp's converter in the GGUF venv, and {exe} is missing: run "
-                         "`make gguf-env` or set NBL_GGUF_PYTHON")
+        raise ValueError(
+            f"GGUF export needs llama.cpp's converter in the GGUF venv, and {exe} is missing: run "
+            "`make gguf-env` or set NBL_GGUF_PYTHON"
+        )
     return exe
 
 
@@ -56,8 +58,9 @@ def exportable(model_dir: Path) -> str:
     return arch
 
 
-def export_gguf(model_dir: Path, out: Path, kind: str, python: Path | None = None, timeout_s: float = 3600,
-                should_stop=None) -> dict:
+def export_gguf(
+    model_dir: Path, out: Path, kind: str, python: Path | None = None, timeout_s: float = 3600, should_stop=None
+) -> dict:
     """Write `model_dir` as a GGUF of TYPE `kind` at `out` (replaced atomically); returns {path, type, arch, size}.
     `should_stop`: polled while llama.cpp runs (worker/subproc.py; a job's sink raises Cancelled from it).
 
@@ -75,15 +78,22 @@ def export_gguf(model_dir: Path, out: Path, kind: str, python: Path | None = Non
     try:
         tmp = work / out.name
         try:
-            proc = subproc.run([str(exe), str(SCRIPT), str(model_dir), str(tmp), kind], timeout_s=timeout_s,
-                               should_stop=should_stop, cwd=work, env=subproc.child_env(str(work / "hf")))
+            proc = subproc.run(
+                [str(exe), str(SCRIPT), str(model_dir), str(tmp), kind],
+                timeout_s=timeout_s,
+                should_stop=should_stop,
+                cwd=work,
+                env=subproc.child_env(str(work / "hf")),
+            )
         except subprocess.TimeoutExpired:
-            raise GgufExportError(f"GGUF export of {model_dir} as {kind} did not finish within {timeout_s:g} s") \
-                from None
+            raise GgufExportError(
+                f"GGUF export of {model_dir} as {kind} did not finish within {timeout_s:g} s"
+            ) from None
         if proc.returncode != 0:
             tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-3:])
-            raise GgufExportError(f"GGUF export of {model_dir} as {kind} failed (exit {proc.returncode}): "
-                                  f"{tail[-600:]}")
+            raise GgufExportError(
+                f"GGUF export of {model_dir} as {kind} failed (exit {proc.returncode}): {tail[-600:]}"
+            )
         tmp.rename(out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -105,5 +115,7 @@ def export_formats(model_dir: Path, formats, python: Path | None = None, should_
     """The GGUF files of a job's publish.formats, written into the output's own folder (model-TYPE.gguf), so
     they are published, listed and hashed with its other files."""
     clear_partials(model_dir)
-    return [export_gguf(model_dir, Path(model_dir) / gguf_file(kind), kind, python, should_stop=should_stop)
-            for kind in gguf_types(formats)]
+    return [
+        export_gguf(model_dir, Path(model_dir) / gguf_file(kind), kind, python, should_stop=should_stop)
+        for kind in gguf_types(formats)
+    ]

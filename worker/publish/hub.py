@@ -57,13 +57,26 @@ def operations(staged: Path, prefix: str) -> list:
     opens a pull request against a branch other than main."""
     from huggingface_hub import CommitOperationAdd
 
-    return [CommitOperationAdd(path_in_repo=prefix + f.relative_to(staged).as_posix(), path_or_fileobj=str(f))
-            for f in sorted(staged.rglob("*")) if f.is_file()]
+    return [
+        CommitOperationAdd(path_in_repo=prefix + f.relative_to(staged).as_posix(), path_or_fileobj=str(f))
+        for f in sorted(staged.rglob("*"))
+        if f.is_file()
+    ]
 
 
 class HubRepo:
-    def __init__(self, repo_id: str, token: str, job_id: str, *, private: bool = True, revision: str | None = None,
-                 create_pr: bool = False, endpoint: str | None = None, title: str = "NBL compressed model"):
+    def __init__(
+        self,
+        repo_id: str,
+        token: str,
+        job_id: str,
+        *,
+        private: bool = True,
+        revision: str | None = None,
+        create_pr: bool = False,
+        endpoint: str | None = None,
+        title: str = "NBL compressed model",
+    ):
         self.repo_id, self.job_id, self.title = repo_id, job_id, title
         self.private, self.revision, self.create_pr = private, revision, create_pr
         self.endpoint = endpoint
@@ -79,8 +92,9 @@ class HubRepo:
         """The Hub's storage is not ours to bound: no quota."""
 
     def publish(self, staged: Path, k: int, several: bool) -> Published:
-        return self._commit_once(Path(staged), f"k{k}/" if several else "", marker(self.job_id, k),
-                                 f"{self.title} (k={k})")
+        return self._commit_once(
+            Path(staged), f"k{k}/" if several else "", marker(self.job_id, k), f"{self.title} (k={k})"
+        )
 
     def publish_root(self, staged: Path) -> Published:
         """The folder holding the root README.md, committed at the repo's root (once, like an output)."""
@@ -97,17 +111,23 @@ class HubRepo:
             status = e.response.status_code if e.response is not None else None
             detail = scrub(str(e).strip().splitlines()[0] if str(e).strip() else "", self._token)
             if status in (401, 403, 404):
-                what = {401: "rejected the token (401 Unauthorized)",
-                        403: "refused write access (403 Forbidden)",
-                        404: "cannot find the repo, or the token cannot see it (404)"}[status]
-                raise HubRefused(f"publishing to the Hub: {self._host()} {what} for {self.repo_id}; give a valid "
-                                 "write token (`nbl admin set-hub-token --team NAME`, or publish.token)"
-                                 f" [{detail}]") from None
-            raise HubUnavailable(f"publishing to the Hub: {self._host()} answered {status} for {self.repo_id} "
-                                 f"[{detail}]") from None
+                what = {
+                    401: "rejected the token (401 Unauthorized)",
+                    403: "refused write access (403 Forbidden)",
+                    404: "cannot find the repo, or the token cannot see it (404)",
+                }[status]
+                raise HubRefused(
+                    f"publishing to the Hub: {self._host()} {what} for {self.repo_id}; give a valid "
+                    "write token (`nbl admin set-hub-token --team NAME`, or publish.token)"
+                    f" [{detail}]"
+                ) from None
+            raise HubUnavailable(
+                f"publishing to the Hub: {self._host()} answered {status} for {self.repo_id} [{detail}]"
+            ) from None
         except transport_errors() as e:
-            raise HubUnavailable(f"publishing to the Hub: cannot reach {self._host()}: "
-                                 f"{scrub(f'{type(e).__name__}: {e}', self._token)}") from None
+            raise HubUnavailable(
+                f"publishing to the Hub: cannot reach {self._host()}: {scrub(f'{type(e).__name__}: {e}', self._token)}"
+            ) from None
 
     def _host(self) -> str:
         return self.endpoint or "the Hub"
@@ -121,11 +141,13 @@ class HubRepo:
             log.info("%s %s already published as %s@%s: adopted", self.repo_id, mark, found.revision, found.commit_sha)
             return found
         info = api.create_commit(
-            self.repo_id, operations=operations(staged, prefix),
+            self.repo_id,
+            operations=operations(staged, prefix),
             commit_message=f"{summary} {mark}",
             commit_description="Published by nbl-service: Neural Block Linearization (arXiv 2505.21077). "
-                               "See README.md for the recipe and the evaluation.",
-            revision=self.revision, create_pr=self.create_pr,
+            "See README.md for the recipe and the evaluation.",
+            revision=self.revision,
+            create_pr=self.create_pr,
         )
         revision = f"refs/pr/{info.pr_num}" if self.create_pr and info.pr_num is not None else self.revision or "main"
         return Published(kind="hub", uri=info.pr_url or repo_url, revision=revision, commit_sha=info.oid)
@@ -142,8 +164,11 @@ class HubRepo:
             return None
         revision = self.revision or "main"
         sha = self._marked_commit(api, revision, mark)
-        return None if sha is None else Published(kind="hub", uri=repo_url, revision=revision, commit_sha=sha,
-                                                  adopted=True)
+        return (
+            None
+            if sha is None
+            else Published(kind="hub", uri=repo_url, revision=revision, commit_sha=sha, adopted=True)
+        )
 
     def _marked_commit(self, api, revision: str, mark: str) -> str | None:
         for commit in api.list_repo_commits(self.repo_id, revision=revision):

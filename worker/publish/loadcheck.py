@@ -121,8 +121,14 @@ def max_memory_for(path: Path, ref: Reference, devices: list[str] | None = None)
     return placement.max_memory_for(path, devices or default_devices(torch.cuda.device_count()))
 
 
-def check(path: str | Path, ref: Reference, timeout_s: float = 900, max_memory: dict | None = None,
-          devices: list[str] | None = None, should_stop=None) -> dict:
+def check(
+    path: str | Path,
+    ref: Reference,
+    timeout_s: float = 900,
+    max_memory: dict | None = None,
+    devices: list[str] | None = None,
+    should_stop=None,
+) -> dict:
     """Reload `path` in a fresh process and compare; returns {"max_abs_diff", "tolerance", "class", "placed"
     (where the weights went: the device, or device_map's devices and "disk"), "devices" (those it could
     spread over)}. `max_memory` (accelerate's, e.g. {0: bytes, "cpu": bytes}): load with device_map="auto"
@@ -137,29 +143,51 @@ def check(path: str | Path, ref: Reference, timeout_s: float = 900, max_memory: 
     with tempfile.TemporaryDirectory(prefix="nbl-loadcheck-") as tmp:
         probe, out = Path(tmp) / "probe.pt", Path(tmp) / "out.pt"
         device = devices[0] if devices[0].startswith(ref.device) else ref.device  # one device: the run's first
-        torch.save({"ids": ref.ids, "dtype": ref.dtype, "device": device, "prompt": PROMPT_TOKENS,
-                    "new": NEW_TOKENS, "max_memory": max_memory, "offload": str(Path(tmp) / "offload")}, probe)
+        torch.save(
+            {
+                "ids": ref.ids,
+                "dtype": ref.dtype,
+                "device": device,
+                "prompt": PROMPT_TOKENS,
+                "new": NEW_TOKENS,
+                "max_memory": max_memory,
+                "offload": str(Path(tmp) / "offload"),
+            },
+            probe,
+        )
         cwd = Path(tmp) / "cwd"
         cwd.mkdir()
         try:
-            proc = subproc.run([sys.executable, "-c", CHILD, str(path), str(probe), str(out)], timeout_s=timeout_s,
-                               should_stop=should_stop, cwd=cwd, env=subproc.child_env(str(Path(tmp) / "hf")))
+            proc = subproc.run(
+                [sys.executable, "-c", CHILD, str(path), str(probe), str(out)],
+                timeout_s=timeout_s,
+                should_stop=should_stop,
+                cwd=cwd,
+                env=subproc.child_env(str(Path(tmp) / "hf")),
+            )
         except subprocess.TimeoutExpired:
-            raise LoadCheckError(f"load check: {path.name} did not load and generate within {timeout_s:g} s "
-                                 "in a fresh process") from None
+            raise LoadCheckError(
+                f"load check: {path.name} did not load and generate within {timeout_s:g} s in a fresh process"
+            ) from None
         if proc.returncode != 0:
             tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-3:])
-            raise LoadCheckError(f"load check: {path.name} does not load in a fresh process with from_pretrained "
-                                 f"(exit {proc.returncode}): {tail[-600:]}")
+            raise LoadCheckError(
+                f"load check: {path.name} does not load in a fresh process with from_pretrained "
+                f"(exit {proc.returncode}): {tail[-600:]}"
+            )
         got = torch.load(out, weights_only=True)
     if got["logits"].shape != ref.logits.shape:
-        raise LoadCheckError(f"load check: {path.name} reloaded gives logits of shape {tuple(got['logits'].shape)}, "
-                             f"expected {tuple(ref.logits.shape)}")
+        raise LoadCheckError(
+            f"load check: {path.name} reloaded gives logits of shape {tuple(got['logits'].shape)}, "
+            f"expected {tuple(ref.logits.shape)}"
+        )
     diff = (got["logits"] - ref.logits).abs().max().item()
     tol = tolerance(ref, saved_dtype(path))
     if not diff <= tol:  # also catches NaN
-        raise LoadCheckError(f"load check: {path.name} reloaded in a fresh process does not reproduce the compressed "
-                             f"model: max |logit difference| {diff:.3g} > tolerance {tol:.3g}")
+        raise LoadCheckError(
+            f"load check: {path.name} reloaded in a fresh process does not reproduce the compressed "
+            f"model: max |logit difference| {diff:.3g} > tolerance {tol:.3g}"
+        )
     generated = got["generated"].shape[-1] - PROMPT_TOKENS
     if generated != NEW_TOKENS:
         raise LoadCheckError(f"load check: {path.name} generated {generated} tokens, expected {NEW_TOKENS}")

@@ -83,8 +83,9 @@ class LocalConflict(ValueError):
 
 
 class LocalDir:
-    def __init__(self, publish_dir: Path, team: str, name: str, job_id: str, overwrite: bool = False,
-                 quota: int | None = None):
+    def __init__(
+        self, publish_dir: Path, team: str, name: str, job_id: str, overwrite: bool = False, quota: int | None = None
+    ):
         """`team` and `name` are validated simple names (service.core.paths.publish_dir checks them);
         `quota`: the team's disk quota in bytes (None: no limit)."""
         self.base, self.team, self.name, self.job_id = Path(publish_dir), team, name, job_id
@@ -159,15 +160,18 @@ class LocalDir:
         owner = self.owner()
         where = f"local_dir {self.name!r}"
         if owner is None:
-            raise LocalConflict(f"{where} already exists and was not created by a job; it is never replaced: "
-                                "choose another name")
+            raise LocalConflict(
+                f"{where} already exists and was not created by a job; it is never replaced: choose another name"
+            )
         if not owner or owner["job_id"] == self.job_id:
             return  # new, or ours (a retried attempt replaces its own output)
         if owner.get("team") != self.team:
             raise LocalConflict(f"{where} belongs to another team; it is never replaced: choose another name")
         if not self.overwrite:
-            raise LocalConflict(f"{where} already holds the output of job {owner['job_id']}; choose another name, "
-                                'or give "overwrite": true in publish to replace it')
+            raise LocalConflict(
+                f"{where} already holds the output of job {owner['job_id']}; choose another name, "
+                'or give "overwrite": true in publish to replace it'
+            )
 
     def _claim_root(self) -> None:
         """Several k: <name> is a folder of k{K} outputs marked with this job; another job's (overwrite,

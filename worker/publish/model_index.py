@@ -45,10 +45,17 @@ def eval_results(metrics: dict, name: str, scored: dict[str, dict] | None = None
                 mtype, task = ("accuracy" if metric == "acc" else "acc_norm"), "text-generation"
             else:
                 continue
-            out.append(EvalResult(task_type=task, dataset_type=ds[0], dataset_name=ds[1], dataset_config=ds[2],
-                                  dataset_split=ds[3], metric_type=mtype, metric_value=float(value),
-                                  metric_name=f"{what} {metric} ({label})",
-                                  dataset_args=(scored or {}).get(f"{section}/{what}")))
+            out.append(
+                EvalResult(
+                    task_type=task,
+                    dataset_type=ds[0],
+                    dataset_name=ds[1],
+                    dataset_config=ds[2],
+                    dataset_split=ds[3],
+                    metric_type=mtype,
+                    metric_value=float(value),
+                    metric_name=f"{what} {metric} ({label})",
+                    dataset_args=(scored or {}).get(f"{section}/{what}"),
+                )
+            )
     return out
-
-

@@ -20,8 +20,12 @@ from nbl.selection.score_fields import CRITERION_FIELD, HIGHER_FIRST, MEASURED
 
 from .plot_selection import GREEDY, draw_greedy, greedy_panel
 
-LABELS = {"cca_bound": "CCA bound Σ(1 − ρ²)  (lower = more linear)", "nmse": "NMSE of the linear fit",
-          "cosine": "cosine(h, h + y)  (higher = more skippable)", "loss_rise": "loss rise when replaced"}
+LABELS = {
+    "cca_bound": "CCA bound Σ(1 − ρ²)  (lower = more linear)",
+    "nmse": "NMSE of the linear fit",
+    "cosine": "cosine(h, h + y)  (higher = more skippable)",
+    "loss_rise": "loss rise when replaced",
+}
 REPLACED, KEPT = "#d62728", "#9ab3cf"
 
 

@@ -37,10 +37,14 @@ def greedy_panel(report: dict) -> GreedyPanel | None:
         return None
     base = selection.get("base_ppl")
     budget = (report.get("recipe") or {}).get("max_ppl_increase")
-    return GreedyPanel(added=[s["added"] for s in steps],
-                       ppl=[math.nan if s.get("heldout_ppl") is None else float(s["heldout_ppl"]) for s in steps],
-                       base_ppl=base, budget_ppl=base * (1 + budget) if base is not None and budget is not None else None,
-                       k=len(report.get("replaced_layers") or []), max_ppl_increase=budget)
+    return GreedyPanel(
+        added=[s["added"] for s in steps],
+        ppl=[math.nan if s.get("heldout_ppl") is None else float(s["heldout_ppl"]) for s in steps],
+        base_ppl=base,
+        budget_ppl=base * (1 + budget) if base is not None and budget is not None else None,
+        k=len(report.get("replaced_layers") or []),
+        max_ppl_increase=budget,
+    )
 
 
 def draw_greedy(ax, panel: GreedyPanel) -> None:
@@ -51,8 +55,13 @@ def draw_greedy(ax, panel: GreedyPanel) -> None:
     if panel.budget_ppl is not None:
         low, high = ax.get_ylim()
         off = panel.budget_ppl > high  # a loose budget would flatten the curve: named, not drawn to scale
-        ax.axhline(panel.budget_ppl, color="#ff7f0e", linestyle=":", linewidth=1.2,
-                   label=f"budget +{panel.max_ppl_increase:.0%} ({panel.budget_ppl:.4g}{', off the top' if off else ''})")
+        ax.axhline(
+            panel.budget_ppl,
+            color="#ff7f0e",
+            linestyle=":",
+            linewidth=1.2,
+            label=f"budget +{panel.max_ppl_increase:.0%} ({panel.budget_ppl:.4g}{', off the top' if off else ''})",
+        )
         if off:
             ax.set_ylim(low, high)
     if panel.cut is not None:

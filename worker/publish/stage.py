@@ -36,9 +36,17 @@ class PublishSink(Protocol):
     def output(self, k: int, layers: list[int], published: Published) -> None: ...
 
 
-def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destination: Destination,
-            metrics: dict[str, dict], recipe: Mapping | None, sink: PublishSink, retry: RetryPolicy = RetryPolicy(),
-            several: bool | None = None, caveats: RunWarnings | None = None) -> dict[int, Published]:
+def publish(
+    outputs: dict[int, Path],
+    selected: dict[int, list[int]],
+    destination: Destination,
+    metrics: dict[str, dict],
+    recipe: Mapping | None,
+    sink: PublishSink,
+    retry: RetryPolicy = RetryPolicy(),
+    several: bool | None = None,
+    caveats: RunWarnings | None = None,
+) -> dict[int, Published]:
     """Rewrite each output's card with the evaluation and the recipe, then hand the folder to the
     destination; record each as soon as it is published. `recipe`: the request the card quotes;
     `several`: the job made several outputs (k{K} folders and a root card), even if its gates kept one;
@@ -49,9 +57,18 @@ def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destinatio
     for k, path in outputs.items():
         where, subfolder = destination.location(k, several)
         card_metrics = {"base": metrics.get("base") or {}, "compressed": metrics.get(f"k{k}") or {}}
-        write_card(path, CardInfo(report=json.loads((path / SCORES_FILE).read_text()), metrics=card_metrics,
-                                  recipe=recipe, repo_id=where, subfolder=subfolder, warnings=caveats.for_k(k),
-                                  scored=caveats.scored))
+        write_card(
+            path,
+            CardInfo(
+                report=json.loads((path / SCORES_FILE).read_text()),
+                metrics=card_metrics,
+                recipe=recipe,
+                repo_id=where,
+                subfolder=subfolder,
+                warnings=caveats.for_k(k),
+                scored=caveats.scored,
+            ),
+        )
     destination.check_space(sum(tree_size(path) for path in outputs.values()))
     if hasattr(sink, "begin_publish"):  # a job's sink: from here on, no cancel
         sink.begin_publish()
@@ -62,11 +79,14 @@ def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destinatio
         done[k] = pub
         sink.progress("publish", j / len(outputs), f"k={k}: {_published(pub)}")
     if several:  # the Hub renders only the root README.md: a card over the k{K} folders
-        entries = [RootEntry(k, json.loads((path / SCORES_FILE).read_text()), metrics.get(f"k{k}") or {})
-                   for k, path in outputs.items()]
+        entries = [
+            RootEntry(k, json.loads((path / SCORES_FILE).read_text()), metrics.get(f"k{k}") or {})
+            for k, path in outputs.items()
+        ]
         with tempfile.TemporaryDirectory() as staged:
-            write_root_card(Path(staged), entries, metrics.get("base") or {}, destination.location(entries[0].k, True),
-                            recipe)
+            write_root_card(
+                Path(staged), entries, metrics.get("base") or {}, destination.location(entries[0].k, True), recipe
+            )
             root = retry.run(lambda: destination.publish_root(Path(staged)), "publishing the root card")
             sink.progress("publish", 1.0, f"root card: {_published(root)}")
     sink.progress("publish", 1.0, "published")
@@ -74,5 +94,6 @@ def publish(outputs: dict[int, Path], selected: dict[int, list[int]], destinatio
 
 
 def _published(pub: Published) -> str:
-    return (f"{'found already published' if pub.adopted else 'published'} at {pub.uri}"
-            + (f" ({pub.revision}@{pub.commit_sha[:12]})" if pub.commit_sha else ""))
+    return f"{'found already published' if pub.adopted else 'published'} at {pub.uri}" + (
+        f" ({pub.revision}@{pub.commit_sha[:12]})" if pub.commit_sha else ""
+    )

@@ -57,8 +57,15 @@ def _deadline(timeout: float | None) -> float | None:
 
 
 class Client:
-    def __init__(self, url: str | None = None, key: str | None = None, *, connect_timeout: float = 60.0,
-                 warn: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        url: str | None = None,
+        key: str | None = None,
+        *,
+        connect_timeout: float = 60.0,
+        warn: Callable[[str], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         url = url or os.environ.get("NBL_API_URL") or DEFAULT_URL
         key = key or os.environ.get("NBL_API_KEY")
         self._api = Api(url, key or "", connect_timeout=connect_timeout, warn=warn, sleep=sleep)
@@ -76,19 +83,30 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def submit(self, request: Mapping[str, Any], *, idempotency_key: str | None = None,
-               timeout: float | None = 120.0) -> Job:
+    def submit(
+        self, request: Mapping[str, Any], *, idempotency_key: str | None = None, timeout: float | None = 120.0
+    ) -> Job:
         """POST /v1/jobs. One Idempotency-Key for all retries (a fresh one by default), so a retried
         request still makes one job."""
         key = idempotency_key or f"nbl-client-{uuid.uuid4().hex}"
-        return Job.model_validate(self._api.request("POST", "/v1/jobs", json=dict(request), deadline=_deadline(timeout),
-                                                    headers={"Idempotency-Key": key}))
+        return Job.model_validate(
+            self._api.request(
+                "POST", "/v1/jobs", json=dict(request), deadline=_deadline(timeout), headers={"Idempotency-Key": key}
+            )
+        )
 
     def job(self, job_id: str, *, timeout: float | None = None) -> Job:
         return Job.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}", deadline=_deadline(timeout)))
 
-    def jobs(self, *, status: str | Sequence[str] | None = None, metadata: Mapping[str, str] | None = None,
-             limit: int = 20, after: str | None = None, timeout: float | None = None) -> JobList:
+    def jobs(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        limit: int = 20,
+        after: str | None = None,
+        timeout: float | None = None,
+    ) -> JobList:
         """One page of the team's jobs, newest first; `metadata` filters are ANDed; pass the page's
         `next_cursor` as `after` for the next one."""
         params: list[tuple[str, str | int]] = [("limit", limit)]
@@ -104,18 +122,28 @@ class Client:
         .../invalid-job-state) or one that began publishing (.../job-publishing: it ends succeeded or failed)."""
         return Job.model_validate(self._api.request("POST", f"/v1/jobs/{job_id}/cancel", deadline=_deadline(timeout)))
 
-    def events(self, job_id: str, *, after: int | None = None, limit: int = 100,
-               timeout: float | None = None) -> EventList:
+    def events(
+        self, job_id: str, *, after: int | None = None, limit: int = 100, timeout: float | None = None
+    ) -> EventList:
         """Events newer than `after` (an event id; the page's `last_id` for the next poll), oldest first."""
         return self._events(job_id, after, limit, _deadline(timeout))
 
     def _events(self, job_id: str, after: int | None, limit: int, deadline: float | None) -> EventList:
         params: dict[str, int] = {"limit": limit} | ({} if after is None else {"after": after})
-        return EventList.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}/events", params=params,
-                                                          deadline=deadline))
+        return EventList.model_validate(
+            self._api.request("GET", f"/v1/jobs/{job_id}/events", params=params, deadline=deadline)
+        )
 
-    def wait(self, job_id: str, *, timeout: float | None = None, interval: float = 1.0, max_interval: float = 15.0,
-             on_poll: Callable[[Job, EventList], None] | None = None, stream: bool = True) -> Job:
+    def wait(
+        self,
+        job_id: str,
+        *,
+        timeout: float | None = None,
+        interval: float = 1.0,
+        max_interval: float = 15.0,
+        on_poll: Callable[[Job, EventList], None] | None = None,
+        stream: bool = True,
+    ) -> Job:
         """Follow the job until it ends and return it: over its event stream (as each event is
         written), or, where the server has none (or `stream=False`), by polling every `interval`
         seconds, growing by half each poll up to `max_interval`. `on_poll(job, new_events)` is
@@ -145,8 +173,9 @@ class Client:
             interval = min(interval * 1.5, max_interval)
             job = Job.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}", deadline=deadline))
 
-    def _wait_streaming(self, job: Job, deadline: float | None, timeout: float | None,
-                        on_poll: Callable[[Job, EventList], None] | None) -> Job:
+    def _wait_streaming(
+        self, job: Job, deadline: float | None, timeout: float | None, on_poll: Callable[[Job, EventList], None] | None
+    ) -> Job:
         """wait() over the stream: on_poll at each event and at each change of the job's figures; the
         whole job read once more at the end. A stream that fails after some events: _Resume (poll on)."""
         seen: list = []
@@ -178,8 +207,9 @@ class Client:
             on_poll(job, EventList(data=seen, last_id=after))
         return Job.model_validate(self._api.request("GET", f"/v1/jobs/{job.id}", deadline=deadline))
 
-    def follow(self, job_id: str, *, after: int | None = None, timeout: float | None = None,
-               interval: float = 1.0) -> Iterator[Event]:
+    def follow(
+        self, job_id: str, *, after: int | None = None, timeout: float | None = None, interval: float = 1.0
+    ) -> Iterator[Event]:
         """The job's events as they are written (after event id `after`), until the job ends: over
         the event stream, else by polling /events every `interval` s (backing off to 5 s).
         TimeoutError after `timeout` seconds."""
@@ -209,14 +239,17 @@ class Client:
 
     def files(self, job_id: str, k: int, *, timeout: float | None = None) -> OutputFileList:
         """The files of the job's local output k: path, size, sha256 and URL of each."""
-        return OutputFileList.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}/outputs/{k}/files",
-                                                               deadline=_deadline(timeout)))
+        return OutputFileList.model_validate(
+            self._api.request("GET", f"/v1/jobs/{job_id}/outputs/{k}/files", deadline=_deadline(timeout))
+        )
 
     def models(self, *, limit: int = 50, after: str | None = None, timeout: float | None = None) -> ModelList:
         """One page of the models the team can run: the server's `local:` models, then the Hub ids of its
         recent jobs, with their shapes; pass the page's `next_cursor` as `after` for the next one."""
         params: list[tuple[str, str | int]] = [("limit", limit)] + ([("after", after)] if after else [])
-        return ModelList.model_validate(self._api.request("GET", "/v1/models", params=params, deadline=_deadline(timeout)))
+        return ModelList.model_validate(
+            self._api.request("GET", "/v1/models", params=params, deadline=_deadline(timeout))
+        )
 
     def usage(self, *, limit: int = 12, after: str | None = None, timeout: float | None = None) -> Usage:
         """The team's usage by month, newest first (jobs, worker-hours, GPU-hours), and its disk now."""
@@ -236,8 +269,15 @@ class Client:
             raise ValueError(f"job {job_id} has outputs k={','.join(map(str, ks))}: choose one")
         return ks[0]
 
-    def download(self, job_id: str, k: int | None, dest: str | os.PathLike, *, timeout: float | None = None,
-                 on_file: Callable[[Fetched], None] | None = None) -> list[Fetched]:
+    def download(
+        self,
+        job_id: str,
+        k: int | None,
+        dest: str | os.PathLike,
+        *,
+        timeout: float | None = None,
+        on_file: Callable[[Fetched], None] | None = None,
+    ) -> list[Fetched]:
         """Every file of the job's output k into `dest` (created), each checked against its listed
         sha256 and renamed into place whole; a partial file from an earlier run is resumed. k=None:
         the job's only output (ValueError if it has several, NoOutput if none). Raises ChecksumMismatch,

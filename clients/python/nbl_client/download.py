@@ -43,8 +43,10 @@ class ChecksumMismatch(Exception):
     """A downloaded file's sha256 is not the listed one (corrupted on the server or on the way)."""
 
     def __init__(self, path: str, expected: str, got: str):
-        super().__init__(f"{path}: sha256 {got} is not the listed {expected}; the partial file was removed, "
-                         "run the download again to fetch it anew")
+        super().__init__(
+            f"{path}: sha256 {got} is not the listed {expected}; the partial file was removed, "
+            "run the download again to fetch it anew"
+        )
         self.path, self.expected, self.got = path, expected, got
 
 
@@ -79,8 +81,10 @@ def fetch_file(api, f: OutputFile, root: Path, deadline: float | None = None, at
             return _fetch(api, f, root, deadline)
         except httpx.TransportError as e:
             if attempt == attempts:
-                raise Unavailable(f"{f.path}: the connection was lost {attempts} times ({type(e).__name__}); "
-                                  "run the download again to resume it") from None
+                raise Unavailable(
+                    f"{f.path}: the connection was lost {attempts} times ({type(e).__name__}); "
+                    "run the download again to resume it"
+                ) from None
     raise AssertionError("unreachable")
 
 
@@ -121,8 +125,10 @@ def _open_folder(root: Path, folders: list[str], path: str) -> int:
             child = os.open(folder, _DIR, dir_fd=d)
         except OSError as e:
             if e.errno in (errno.ENOTDIR, errno.ELOOP):
-                raise UnsafePath(f"refusing to write {path!r}: {'/'.join(folders[:i + 1])!r} in {root} is a "
-                                 "symlink or a file, not a folder") from None
+                raise UnsafePath(
+                    f"refusing to write {path!r}: {'/'.join(folders[: i + 1])!r} in {root} is a "
+                    "symlink or a file, not a folder"
+                ) from None
             raise
         finally:
             os.close(d)
@@ -169,8 +175,9 @@ def _remove(d: int, name: str) -> None:
     except FileNotFoundError:
         pass
     except (IsADirectoryError, PermissionError) as e:
-        raise UnsafePath(f"refusing to write {name!r}: something that is not a file is in its place ({e.strerror})") \
-            from None
+        raise UnsafePath(
+            f"refusing to write {name!r}: something that is not a file is in its place ({e.strerror})"
+        ) from None
 
 
 def _receive(api, f: OutputFile, fd: int, have: int, deadline: float | None) -> str:
@@ -183,8 +190,9 @@ def _receive(api, f: OutputFile, fd: int, have: int, deadline: float | None) -> 
     try:
         resumed = bool(have) and resp.status_code == 206
         if resumed and not resp.headers.get("content-range", "").startswith(f"bytes {have}-"):
-            raise ValueError(f"{f.path}: the API answered another range than asked "
-                             f"({resp.headers.get('content-range')!r})")
+            raise ValueError(
+                f"{f.path}: the API answered another range than asked ({resp.headers.get('content-range')!r})"
+            )
         if not resumed:
             os.ftruncate(fd, 0)
             have = 0
@@ -192,7 +200,7 @@ def _receive(api, f: OutputFile, fd: int, have: int, deadline: float | None) -> 
             view = memoryview(block)[: f.size + 1 - have]  # a byte past the listed size is enough to fail the check
             have += len(view)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             if have > f.size:
                 break
         os.fsync(fd)
@@ -201,8 +209,13 @@ def _receive(api, f: OutputFile, fd: int, have: int, deadline: float | None) -> 
     return "resumed" if resumed else "downloaded"
 
 
-def fetch_all(api, files: list[OutputFile], root: Path, deadline: float | None = None,
-              on_file: Callable[[Fetched], None] | None = None) -> list[Fetched]:
+def fetch_all(
+    api,
+    files: list[OutputFile],
+    root: Path,
+    deadline: float | None = None,
+    on_file: Callable[[Fetched], None] | None = None,
+) -> list[Fetched]:
     """Every listed file; the listing is checked whole before any byte is written."""
     check(files)
     done = []

@@ -74,9 +74,16 @@ def backoff_s(attempt: int) -> float:
 class Api:
     """`Api(url, key).request("GET", "/v1/jobs/...")` -> the JSON body, retried as above."""
 
-    def __init__(self, url: str, key: str, *, connect_timeout: float = 60.0,
-                 warn: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        url: str,
+        key: str,
+        *,
+        connect_timeout: float = 60.0,
+        warn: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         import httpx
 
         if connect_timeout <= 0:

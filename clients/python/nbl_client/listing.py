@@ -77,4 +77,4 @@ def check(files: Iterable) -> None:
         if path in folders:
             raise _refuse(path, "listed both as a file and as a folder")
         if path.endswith(PART) and path[: -len(PART)] in seen:
-            raise _refuse(path, f"it is where {path[:-len(PART)]!r} is written while it downloads")
+            raise _refuse(path, f"it is where {path[: -len(PART)]!r} is written while it downloads")

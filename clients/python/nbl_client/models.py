@@ -89,6 +89,7 @@ class Speed(Model):
 class Metrics(Model):
     """Nested metrics: perplexity[corpus], tasks[task], speed, params; also the shape of `delta`.
     A null number was not measured (or was not finite)."""
+
     perplexity: dict[str, Perplexity] = {}
     tasks: dict[str, Task] = {}
     speed: Speed | None = None
@@ -97,6 +98,7 @@ class Metrics(Model):
 
 class Relative(Model):
     """(output - base) / |base| in the shape of Metrics, every number a float (null over a base of 0)."""
+
     perplexity: dict[str, dict[str, float | None]] = {}
     tasks: dict[str, dict[str, float | None]] = {}
     speed: dict[str, Any] | None = None
@@ -128,6 +130,7 @@ class OutputResult(Model):
 
 class Result(Model):
     """What the job measured: calibration, the base model, and each output with its delta and relative change."""
+
     calibration: Calibration | None = None
     base: Metrics | None = None
     base_evaluation: BaseEvaluation | None = None
@@ -207,6 +210,7 @@ class OutputFileList(Items, Model):
 
 class ModelInfo(Model):
     """GET /v1/models: a `local:` model of the server, or a Hub id the team's recent jobs named."""
+
     id: str
     source: str | None = None  # local | hub
     shape: dict[str, Any] | None = None  # layers, hidden_size, ..., params (null: unknown)
@@ -230,6 +234,7 @@ class UsageMonth(Model):
 
 class Usage(Items, Model):
     """GET /v1/usage: the team's months, newest first, and its disk now."""
+
     team: str | None = None
     disk: dict[str, int | None] = {}
     data: list[UsageMonth]

@@ -58,8 +58,9 @@ def parse(lines: Iterable[str]) -> Iterator[tuple[str, str, str | None]]:
             ident = value
 
 
-def follow(api: Api, job_id: str, after: int | None, deadline: float | None,
-           clock=time.monotonic, sleep=time.sleep) -> Iterator[tuple[str, object]]:
+def follow(
+    api: Api, job_id: str, after: int | None, deadline: float | None, clock=time.monotonic, sleep=time.sleep
+) -> Iterator[tuple[str, object]]:
     """The stream's items until the job ends (module docstring). Raises StreamUnavailable (also once
     the stream has kept failing: module docstring), ApiError, or TimeoutError once `deadline`
     (monotonic) passes."""
@@ -77,8 +78,12 @@ def follow(api: Api, job_id: str, after: int | None, deadline: float | None,
         headers = {"Accept": "text/event-stream"} | ({} if after is None else {"Last-Event-ID": str(after)})
         got_event = got_data = False
         try:
-            resp = api.stream(f"/v1/jobs/{job_id}/events/stream", deadline=give_up if deadline is None
-                              else min(give_up, deadline), headers=headers, timeout=httpx.Timeout(read, connect=10.0))
+            resp = api.stream(
+                f"/v1/jobs/{job_id}/events/stream",
+                deadline=give_up if deadline is None else min(give_up, deadline),
+                headers=headers,
+                timeout=httpx.Timeout(read, connect=10.0),
+            )
         except ApiError as e:
             if e.status in (404, 405, 406, 501) or e.status >= 500:  # the job was read just before: the stream fails
                 raise StreamUnavailable(str(e)) from None

@@ -12,8 +12,13 @@ import re
 from torch import nn
 
 _STACKED = re.compile(r"\.(q_proj|k_proj|v_proj|gate_proj|up_proj)\.")
-_STACK_OF = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
-             "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"}
+_STACK_OF = {
+    "q_proj": "qkv_proj",
+    "k_proj": "qkv_proj",
+    "v_proj": "qkv_proj",
+    "gate_proj": "gate_up_proj",
+    "up_proj": "gate_up_proj",
+}
 
 
 def vllm_name(checkpoint_name: str) -> str:

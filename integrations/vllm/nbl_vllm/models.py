@@ -25,18 +25,31 @@ from .plan_rules import checked_plan
 
 
 def _llama_mlp(config, quant_config, prefix):
-    return llama.LlamaMLP(config.hidden_size, config.intermediate_size, config.hidden_act,
-                          quant_config=quant_config, bias=getattr(config, "mlp_bias", False), prefix=prefix)
+    return llama.LlamaMLP(
+        config.hidden_size,
+        config.intermediate_size,
+        config.hidden_act,
+        quant_config=quant_config,
+        bias=getattr(config, "mlp_bias", False),
+        prefix=prefix,
+    )
 
 
 def _mistral_mlp(config, quant_config, prefix):
-    return mistral.MistralMLP(config.hidden_size, config.intermediate_size, config.hidden_act,
-                              quant_config=quant_config, bias=getattr(config, "mlp_bias", False), prefix=prefix)
+    return mistral.MistralMLP(
+        config.hidden_size,
+        config.intermediate_size,
+        config.hidden_act,
+        quant_config=quant_config,
+        bias=getattr(config, "mlp_bias", False),
+        prefix=prefix,
+    )
 
 
 def _qwen_mlp(config, quant_config, prefix):
-    return qwen2.Qwen2MLP(config.hidden_size, config.intermediate_size, config.hidden_act,
-                          quant_config=quant_config, prefix=prefix)
+    return qwen2.Qwen2MLP(
+        config.hidden_size, config.intermediate_size, config.hidden_act, quant_config=quant_config, prefix=prefix
+    )
 
 
 def layer_factory(family_layer, make_mlp):

@@ -42,9 +42,14 @@ def validate_plan(plan, num_layers: int) -> None:
     if plan.get("method") not in METHODS:
         raise ValueError(f"nbl.method must be one of {METHODS}, got {_shown(plan.get('method'))}")
     layers = plan.get("layers")
-    if (not isinstance(layers, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in layers)
-            or len(set(layers)) != len(layers) or not all(0 <= i < num_layers for i in layers)):
-        raise ValueError(f"nbl.layers must be a list of distinct layer indices in [0, {num_layers}), "
-                         f"got {_shown(layers)}")
+    if (
+        not isinstance(layers, list)
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in layers)
+        or len(set(layers)) != len(layers)
+        or not all(0 <= i < num_layers for i in layers)
+    ):
+        raise ValueError(
+            f"nbl.layers must be a list of distinct layer indices in [0, {num_layers}), got {_shown(layers)}"
+        )
     if not isinstance(plan.get("bias", True), bool):
         raise ValueError(f"nbl.bias must be true or false, got {_shown(plan['bias'])}")

@@ -140,7 +140,9 @@ def test_measured_selection_is_a_phase_that_streams_a_model_larger_than_its_devi
     small = estimate(shape_of(LLAMA_8B), opts, ["cuda:0"], Memory(80 * GiB, 256 * GiB))
     big = estimate(shape_of(LLAMA_70B), opts, ["cuda:0"], Memory(80 * GiB, 256 * GiB))
     assert small.phases["select"]["device"] > shape_of(LLAMA_8B).params * 2  # the whole 8B model stays on the GPU
-    assert big.phases["select"]["device"] < shape_of(LLAMA_70B).params * 2 / 4  # 70B: a layer and a batch's logits at a time
+    assert (
+        big.phases["select"]["device"] < shape_of(LLAMA_70B).params * 2 / 4
+    )  # 70B: a layer and a batch's logits at a time
     plain = estimate(shape_of(LLAMA_8B), Options(num_samples=256, seq_len=2048, ks=(8,)), ["cuda:0"])
     assert "select" not in plain.phases and small.seconds[0] > plain.seconds[0]
 
@@ -162,13 +164,16 @@ def test_fold_counts_its_lag_sums_and_the_mlp_outputs_it_keeps():
     from worker.engine.calibration.stats import LayerAccumulator
 
     for lags in ((2,), (2, 3, 4)):
-        assert sums_bytes(64, 1, len(lags)) == LayerAccumulator(64, "cpu", torch.float32, ("block",), lags=lags).nbytes()
+        assert (
+            sums_bytes(64, 1, len(lags)) == LayerAccumulator(64, "cpu", torch.float32, ("block",), lags=lags).nbytes()
+        )
     shape = shape_of(LLAMA_8B)
     base = dict(num_samples=32, seq_len=512, outputs=False, whole_model=False, dtype="bfloat16")
     d, layer = 4096, 32 * 512 * 4096 * 2  # one layer's MLP outputs over the calibration set, bf16
     for mode, ks, kept, lags in (("attn", (4, 8), 1, 0), ("block", (2, 4), 4, 3)):
-        nbl, linear, fold = (estimate(shape, Options(mode=mode, ks=ks, form=f, **base), ["cpu"])
-                             for f in ("nbl", "linear", "fold"))
+        nbl, linear, fold = (
+            estimate(shape, Options(mode=mode, ks=ks, form=f, **base), ["cpu"]) for f in ("nbl", "linear", "fold")
+        )
         assert linear.phases == nbl.phases and linear.disk == nbl.disk  # linear regresses LN(h): nothing kept
         extra = kept * layer + 2 * lags * d * d * 8  # the sums are held twice while a shard is written
         assert fold.phases["calibrate"]["host"] - nbl.phases["calibrate"]["host"] == extra

@@ -23,20 +23,37 @@ def test_stage_times_use_each_stages_rate_and_the_overall_one_for_the_rest():
 
 
 def test_budget_prices_and_shape_key():
-    assert budget((3600.0, 7200.0), 8, 2.0) == {"worker_hours": [1.0, 2.0], "gpu_hours": [8.0, 16.0], "cost": [2.0, 4.0]}
+    assert budget((3600.0, 7200.0), 8, 2.0) == {
+        "worker_hours": [1.0, 2.0],
+        "gpu_hours": [8.0, 16.0],
+        "cost": [2.0, 4.0],
+    }
     assert budget((3600.0, 3600.0), 0, None)["cost"] is None
     assert parse_prices("gpu-80g=4.10, cpu=0.2") == {"gpu-80g": 4.1, "cpu": 0.2} and parse_prices("") == {}
     for bad in ("gpu", "cpu=-1", "cpu=x", "=3"):
         with pytest.raises(ValueError, match="NAME=PRICE"):
             parse_prices(bad)
-    shape = {"layers": 30, "hidden_size": 576, "intermediate_size": 1536, "heads": 9, "kv_heads": 3, "vocab_size": 49152}
+    shape = {
+        "layers": 30,
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "heads": 9,
+        "kv_heads": 3,
+        "vocab_size": 49152,
+    }
     assert shape_key(shape) == "30x576x1536h9/3v49152" and shape_key(None) is None and shape_key({"layers": 1}) is None
 
 
 def test_the_tracker_keeps_each_stages_work_and_time():
     now = [0.0]
-    t = Tracker({"calibrate": StageCost(100, "tokens", 1000.0), "evaluate": StageCost(4, "documents", 400.0),
-                 "publish": StageCost(1, "outputs", 0.0)}, clock=lambda: now[0])
+    t = Tracker(
+        {
+            "calibrate": StageCost(100, "tokens", 1000.0),
+            "evaluate": StageCost(4, "documents", 400.0),
+            "publish": StageCost(1, "outputs", 0.0),
+        },
+        clock=lambda: now[0],
+    )
     t.update("calibrate", 0.0)
     now[0] = 10.0
     t.update("calibrate", 1.0)
@@ -45,8 +62,9 @@ def test_the_tracker_keeps_each_stages_work_and_time():
     t.update("evaluate", 1.0)
     t.update("publish", 0.5)  # no work: nothing to rate
     assert t.close() == {"calibrate": (1000.0, 10.0), "evaluate": (400.0, 4.0)}
-    quick = Tracker({"score": StageCost(8, "layers", 800.0), "evaluate": StageCost(4, "documents", 400.0)},
-                    clock=lambda: now[0])
+    quick = Tracker(
+        {"score": StageCost(8, "layers", 800.0), "evaluate": StageCost(4, "documents", 400.0)}, clock=lambda: now[0]
+    )
     quick.update("score", 0.0)  # scores made during calibration: the stage ends at once, and counts as such
     quick.update("evaluate", 0.0)
     assert quick.close() == {"score": (800.0, 0.01), "evaluate": (400.0, 0.01)}

@@ -32,31 +32,70 @@ REPO = Path(__file__).resolve().parents[3]
 GiB = 2**30
 
 # A tiny config of each family, in transformers' config class: every number that sizes it, and ids inside the vocab
-BASE = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "vocab_size": 128, "max_position_embeddings": 256, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
-        "tie_word_embeddings": False}
+BASE = {
+    "hidden_size": 64,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 128,
+    "max_position_embeddings": 256,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "tie_word_embeddings": False,
+}
 TINY_FAMILIES = {
     "llama": ("LlamaConfig", {"intermediate_size": 96}),
-    "llama-biases": ("LlamaConfig", {"intermediate_size": 96, "attention_bias": True, "mlp_bias": True,
-                                     "head_dim": 24}),
+    "llama-biases": (
+        "LlamaConfig",
+        {"intermediate_size": 96, "attention_bias": True, "mlp_bias": True, "head_dim": 24},
+    ),
     "llama-tied": ("LlamaConfig", {"intermediate_size": 96, "tie_word_embeddings": True}),
     "mistral": ("MistralConfig", {"intermediate_size": 96, "head_dim": 32}),
     "qwen2": ("Qwen2Config", {"intermediate_size": 96}),
     "qwen3": ("Qwen3Config", {"intermediate_size": 96, "head_dim": 16}),
     "mixtral": ("MixtralConfig", {"intermediate_size": 32, "num_local_experts": 4, "num_experts_per_tok": 2}),
     # every other layer sparse, less layer 3 (and 0, dense anyway): layers 1 MoE, 0 2 3 4 dense
-    "qwen2_moe": ("Qwen2MoeConfig", {"num_hidden_layers": 5, "intermediate_size": 96, "num_experts": 4,
-                                     "num_experts_per_tok": 2, "moe_intermediate_size": 32,
-                                     "shared_expert_intermediate_size": 48, "decoder_sparse_step": 2,
-                                     "mlp_only_layers": [3, 0]}),
-    "qwen2_moe-no-bias": ("Qwen2MoeConfig", {"intermediate_size": 96, "num_experts": 4, "num_experts_per_tok": 1,
-                                             "moe_intermediate_size": 32, "shared_expert_intermediate_size": 16,
-                                             "qkv_bias": False}),
-    "qwen3_moe": ("Qwen3MoeConfig", {"intermediate_size": 96, "num_experts": 4, "num_experts_per_tok": 2,
-                                     "moe_intermediate_size": 32, "head_dim": 16, "mlp_only_layers": [1]}),
+    "qwen2_moe": (
+        "Qwen2MoeConfig",
+        {
+            "num_hidden_layers": 5,
+            "intermediate_size": 96,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 48,
+            "decoder_sparse_step": 2,
+            "mlp_only_layers": [3, 0],
+        },
+    ),
+    "qwen2_moe-no-bias": (
+        "Qwen2MoeConfig",
+        {
+            "intermediate_size": 96,
+            "num_experts": 4,
+            "num_experts_per_tok": 1,
+            "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 16,
+            "qkv_bias": False,
+        },
+    ),
+    "qwen3_moe": (
+        "Qwen3MoeConfig",
+        {
+            "intermediate_size": 96,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "head_dim": 16,
+            "mlp_only_layers": [1],
+        },
+    ),
     "olmoe": ("OlmoeConfig", {"intermediate_size": 32, "num_experts": 4, "num_experts_per_tok": 2}),
-    "gpt_oss": ("GptOssConfig", {"intermediate_size": 32, "num_local_experts": 4, "num_experts_per_tok": 2,
-                                 "head_dim": 16}),
+    "gpt_oss": (
+        "GptOssConfig",
+        {"intermediate_size": 32, "num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 16},
+    ),
 }
 
 
@@ -109,14 +148,18 @@ def test_a_forwards_products_are_the_active_parameters(name):
     products = counts.get(torch.ops.aten.mm, 0) + counts.get(torch.ops.aten.addmm, 0)  # addmm: a biased linear
     vectors = shape.layers * (2 * shape.hidden + shape.attn_extra)  # norms, attention biases, q/k norms, sinks
     if shape.expert_bias:  # each routed expert's gate_up and down biases, the router's
-        vectors += shape.moe_layers * (shape.experts_per_token * (2 * shape.expert_intermediate + shape.hidden)
-                                       + shape.experts)
+        vectors += shape.moe_layers * (
+            shape.experts_per_token * (2 * shape.expert_intermediate + shape.hidden) + shape.experts
+        )
     assert products == 2 * T * (shape.active_layers_params - vectors) + 2 * T * shape.embed_params
     assert shape.active_layer_params * shape.layers == shape.active_layers_params
 
 
-@pytest.mark.parametrize("config", [TINY, LLAMA_8B, LLAMA_70B, {**LLAMA_8B, "model_type": "mistral", "head_dim": 96}],
-                         ids=["tiny", "8b", "70b", "mistral"])
+@pytest.mark.parametrize(
+    "config",
+    [TINY, LLAMA_8B, LLAMA_70B, {**LLAMA_8B, "model_type": "mistral", "head_dim": 96}],
+    ids=["tiny", "8b", "70b", "mistral"],
+)
 def test_a_dense_shape_is_what_it_was(config):
     """Llama and Mistral: no field beyond the old ones is set, and every count is the old formula's."""
     s = shape_of(config)
@@ -137,17 +180,42 @@ def test_the_published_sizes():
     for (total, active), (published, published_active) in ((qwen, (235e9, 22e9)), (mixtral, (141e9, 39e9))):
         assert abs(total / published - 1) < 0.01 and abs(active / published_active - 1) < 0.01
     # Qwen3-30B-A3B: 30.5B, 3.3B activated (Qwen counts the embedding as active, as param_counts does)
-    small = shape_of({**QWEN3_235B_A22B, "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32,
-                      "moe_intermediate_size": 768})
+    small = shape_of(
+        {
+            **QWEN3_235B_A22B,
+            "hidden_size": 2048,
+            "num_hidden_layers": 48,
+            "num_attention_heads": 32,
+            "moe_intermediate_size": 768,
+        }
+    )
     assert param_counts(small) == ParamCounts(30_532_122_624, 3_353_032_704)
 
 
-GPT_OSS_120B = {"model_type": "gpt_oss", "hidden_size": 2880, "num_hidden_layers": 36, "num_local_experts": 128,
-                "num_experts_per_tok": 4, "intermediate_size": 2880, "head_dim": 64, "num_attention_heads": 64,
-                "num_key_value_heads": 8, "vocab_size": 201088, "tie_word_embeddings": False,
-                "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
-                "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
-                    "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}}
+GPT_OSS_120B = {
+    "model_type": "gpt_oss",
+    "hidden_size": 2880,
+    "num_hidden_layers": 36,
+    "num_local_experts": 128,
+    "num_experts_per_tok": 4,
+    "intermediate_size": 2880,
+    "head_dim": 64,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "vocab_size": 201088,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+    "quantization_config": {
+        "quant_method": "mxfp4",
+        "modules_to_not_convert": [
+            "model.layers.*.self_attn",
+            "model.layers.*.mlp.router",
+            "model.embed_tokens",
+            "lm_head",
+        ],
+    },
+}
 
 
 def test_gpt_oss_downloads_its_experts_in_mxfp4():
@@ -179,8 +247,9 @@ def test_memory_counts_every_expert_and_time_the_active_ones():
     one, two = estimate(base, opts, ["cuda:0"]), estimate(more, opts, ["cuda:0"])
     # calibration holds one layer with all its experts, and the router's logits over all of them
     assert one.phases["calibrate"]["device"] > base.layer_params * dt > 128 * base.expert_params * dt
-    assert (two.phases["calibrate"]["device"] - one.phases["calibrate"]["device"]
-            == 128 * base.expert_params * dt + 128 * base.hidden * dt + tokens_b * 128 * (dt + 4))
+    assert two.phases["calibrate"]["device"] - one.phases["calibrate"][
+        "device"
+    ] == 128 * base.expert_params * dt + 128 * base.hidden * dt + tokens_b * 128 * (dt + 4)
     assert two.disk["download"] - one.disk["download"] == 94 * 128 * (base.expert_params + base.hidden) * dt
     # time: the experts a token goes through, not those the layer holds
     fast, slow = without_download(base, opts, ["cuda:0"])
@@ -196,10 +265,20 @@ def test_memory_counts_every_expert_and_time_the_active_ones():
 def test_a_model_with_dense_and_moe_layers_sizes_each_kind():
     """Qwen2-MoE's mlp_only_layers and decoder_sparse_step: the dense layers count intermediate_size, the others
     their experts; calibration holds the larger kind."""
-    qwen2_moe = {"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16,
-                 "num_key_value_heads": 16, "intermediate_size": 5632, "moe_intermediate_size": 1408,
-                 "shared_expert_intermediate_size": 5632, "num_experts": 60, "num_experts_per_tok": 4,
-                 "vocab_size": 151936, "tie_word_embeddings": False}
+    qwen2_moe = {
+        "model_type": "qwen2_moe",
+        "hidden_size": 2048,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "intermediate_size": 5632,
+        "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632,
+        "num_experts": 60,
+        "num_experts_per_tok": 4,
+        "vocab_size": 151936,
+        "tie_word_embeddings": False,
+    }
     every = shape_of(qwen2_moe)  # Qwen1.5-MoE-A2.7B: 14.3B parameters, 2.7B active
     assert (every.moe_layers, round(every.params / 1e9, 1), round(every.active_params / 1e9, 1)) == (24, 14.3, 2.7)
     mixed = shape_of({**qwen2_moe, "decoder_sparse_step": 3, "mlp_only_layers": [2, 5, 5, 4000]})
@@ -212,14 +291,24 @@ def test_a_model_with_dense_and_moe_layers_sizes_each_kind():
 # -- bounds: a config is user input ---------------------------------------------------------------------------------
 
 HOSTILE = [
-    ("qwen3_moe", "num_experts", 16385), ("qwen3_moe", "num_experts", 0), ("qwen3_moe", "num_experts", 10**300),
-    ("mixtral", "num_local_experts", 16385), ("olmoe", "num_experts", True), ("gpt_oss", "num_local_experts", "8"),
-    ("qwen3_moe", "num_experts_per_tok", 16385), ("mixtral", "num_experts_per_tok", -2),
-    ("qwen3_moe", "moe_intermediate_size", 2**20 + 1), ("qwen2_moe", "shared_expert_intermediate_size", 2**20 + 1),
-    ("qwen3_moe", "decoder_sparse_step", 0), ("qwen2_moe", "decoder_sparse_step", 4097),
-    ("qwen3_moe", "mlp_only_layers", "all"), ("qwen3_moe", "mlp_only_layers", [True]),
-    ("qwen2_moe", "mlp_only_layers", [-1]), ("qwen2_moe", "mlp_only_layers", [4096]),
-    ("qwen3_moe", "mlp_only_layers", [0] * (MAX_DENSE_LAYERS + 1)), ("qwen3_moe", "mlp_only_layers", [[0]]),
+    ("qwen3_moe", "num_experts", 16385),
+    ("qwen3_moe", "num_experts", 0),
+    ("qwen3_moe", "num_experts", 10**300),
+    ("mixtral", "num_local_experts", 16385),
+    ("olmoe", "num_experts", True),
+    ("gpt_oss", "num_local_experts", "8"),
+    ("qwen3_moe", "num_experts_per_tok", 16385),
+    ("mixtral", "num_experts_per_tok", -2),
+    ("qwen3_moe", "moe_intermediate_size", 2**20 + 1),
+    ("qwen2_moe", "shared_expert_intermediate_size", 2**20 + 1),
+    ("qwen3_moe", "decoder_sparse_step", 0),
+    ("qwen2_moe", "decoder_sparse_step", 4097),
+    ("qwen3_moe", "mlp_only_layers", "all"),
+    ("qwen3_moe", "mlp_only_layers", [True]),
+    ("qwen2_moe", "mlp_only_layers", [-1]),
+    ("qwen2_moe", "mlp_only_layers", [4096]),
+    ("qwen3_moe", "mlp_only_layers", [0] * (MAX_DENSE_LAYERS + 1)),
+    ("qwen3_moe", "mlp_only_layers", [[0]]),
 ]
 
 
@@ -252,10 +341,16 @@ def test_a_number_no_family_reads_is_not_judged():
 
 
 def test_the_bounds_themselves_are_sized_at_once():
-    edge = {**QWEN3_235B_A22B, "num_hidden_layers": BOUNDS["num_hidden_layers"], "hidden_size": BOUNDS["hidden_size"],
-            "num_experts": BOUNDS["num_experts"], "num_experts_per_tok": BOUNDS["num_experts_per_tok"],
-            "moe_intermediate_size": BOUNDS["moe_intermediate_size"], "head_dim": BOUNDS["head_dim"],
-            "mlp_only_layers": list(range(0, BOUNDS["num_hidden_layers"], 2))}
+    edge = {
+        **QWEN3_235B_A22B,
+        "num_hidden_layers": BOUNDS["num_hidden_layers"],
+        "hidden_size": BOUNDS["hidden_size"],
+        "num_experts": BOUNDS["num_experts"],
+        "num_experts_per_tok": BOUNDS["num_experts_per_tok"],
+        "moe_intermediate_size": BOUNDS["moe_intermediate_size"],
+        "head_dim": BOUNDS["head_dim"],
+        "mlp_only_layers": list(range(0, BOUNDS["num_hidden_layers"], 2)),
+    }
     shape = shape_of(edge)
     assert shape.moe_layers == BOUNDS["num_hidden_layers"] // 2
     est = estimate(shape, Options(k_auto=True, ks=(1,), criterion="greedy", perplexity=("wikitext2",)), ["cuda:0"])
@@ -275,13 +370,13 @@ def test_the_large_moe_shapes_go_to_eight_gpus_and_one_calibrates_them(config):
     # every expert's bf16 weights: more than one 80 GB GPU and half its 256 GB host hold without disk
     assert job.cls.name == "gpu-8x80g" and job.estimate.disk["offload"] == 0
     assert job.estimate.disk["download"] == shape.params * 2 and job.estimate.device_bytes <= 80 * GiB
-    alone = estimate(shape, Options(num_samples=256, seq_len=2048, ks=(8,), outputs=False, whole_model=False),
-                     ["cuda:0"])
+    alone = estimate(
+        shape, Options(num_samples=256, seq_len=2048, ks=(8,), outputs=False, whole_model=False), ["cuda:0"]
+    )
     assert shape.layer_params * 2 < alone.device_bytes <= 24 * GiB  # a layer and all its experts, on one GPU
 
 
-def test_nbl_estimate_and_post_estimates_size_them_alike(settings, client, auth, tmp_path,
-                                                         capsys, monkeypatch):
+def test_nbl_estimate_and_post_estimates_size_them_alike(settings, client, auth, tmp_path, capsys, monkeypatch):
     from cli.main import main
 
     monkeypatch.setenv("NBL_HOME", str(tmp_path / "home"))
@@ -289,8 +384,21 @@ def test_nbl_estimate_and_post_estimates_size_them_alike(settings, client, auth,
         write_config(settings.models_dir / name, config)
         api = client.post("/v1/estimates", json={**JOB, "model": {"id": f"local:{name}"}}, headers=auth)
         assert api.status_code == 200, api.text
-        code = main(["estimate", "--model", str(write_config(tmp_path / name, config)), "--num-samples", "256",
-                     "--seq-len", "2048", "--k", "8", "--job", "--json"])
+        code = main(
+            [
+                "estimate",
+                "--model",
+                str(write_config(tmp_path / name, config)),
+                "--num-samples",
+                "256",
+                "--seq-len",
+                "2048",
+                "--k",
+                "8",
+                "--job",
+                "--json",
+            ]
+        )
         cli = json.loads(capsys.readouterr().out)
         assert code == 0 and cli["worker_class"] == api.json()["worker_class"] == "nbl-gpu-8x80g"
         for key in ("device_bytes", "host_bytes", "disk", "phases"):

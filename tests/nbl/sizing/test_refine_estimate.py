@@ -39,7 +39,8 @@ def test_the_heals_guard_costs_two_forwards_of_the_selection_blocks_per_output()
     heal = Heal(tokens=10_000, steps=5)
     plain = refine_token_layers(8, 1000, 10, (2, 3), "none", heal, head_layers=1)
     assert refine_token_layers(8, 1000, 10, (2, 3), "none", heal, head_layers=1, guard_blocks=4) == (
-        plain + 2 * 2 * 4 * 1000 * 11)
+        plain + 2 * 2 * 4 * 1000 * 11
+    )
     cal = Calibration(dataset="c4")
     assert guard_blocks(cal, None) == 0
     assert guard_blocks(cal, Selection(dataset="wikitext2", num_samples=16)) == 16
@@ -51,8 +52,9 @@ def test_the_heals_guard_costs_two_forwards_of_the_selection_blocks_per_output()
 def test_healing_holds_the_whole_model_and_takes_longer():
     shape = shape_of(LLAMA_8B)
     base = Options(num_samples=128, seq_len=2048, ks=(8,), perplexity=("wikitext2",))
-    healed = Options(num_samples=128, seq_len=2048, ks=(8,), perplexity=("wikitext2",),
-                     heal=Heal(tokens=1 << 20, steps=200))
+    healed = Options(
+        num_samples=128, seq_len=2048, ks=(8,), perplexity=("wikitext2",), heal=Heal(tokens=1 << 20, steps=200)
+    )
     cpu, cpu_healed = estimate(shape, base, ["cpu"]), estimate(shape, healed, ["cpu"])
     assert "refine" not in cpu.phases and "refine" in cpu_healed.phases
     extra = heal_bytes(shape.hidden, shape.intermediate, shape.layers, shape.vocab, 2048, healed.heal, (8,), 4)

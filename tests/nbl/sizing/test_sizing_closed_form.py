@@ -36,17 +36,21 @@ def test_expected_sets_is_the_step_by_step_count():
     for n_layers in range(1, 40):
         for width in (1, 2, 3, 8, 39, 64):
             for criterion in ("greedy", "auto", "cca"):
-                assert expected_sets(criterion, (), n_layers, width, True) == \
-                    reference_sets(criterion, (), n_layers, width, True), (n_layers, width, criterion)
+                assert expected_sets(criterion, (), n_layers, width, True) == reference_sets(
+                    criterion, (), n_layers, width, True
+                ), (n_layers, width, criterion)
                 for k in range(1, n_layers):
-                    assert expected_sets(criterion, (k,), n_layers, width) == \
-                        reference_sets(criterion, (k,), n_layers, width, False), (n_layers, width, criterion, k)
+                    assert expected_sets(criterion, (k,), n_layers, width) == reference_sets(
+                        criterion, (k,), n_layers, width, False
+                    ), (n_layers, width, criterion, k)
 
 
 def test_a_huge_layer_count_is_counted_at_once():
     """In a child process, so that a loop over 10**12 layers fails this test instead of hanging the suite."""
-    code = ("from nbl.selection.sets import expected_sets as e; "
-            "print(e('greedy', (), 10**12, 8, True), e('auto', (10**9,), 10**12, 8), e('greedy', (), 10**300, 8, True))")
+    code = (
+        "from nbl.selection.sets import expected_sets as e; "
+        "print(e('greedy', (), 10**12, 8, True), e('auto', (10**9,), 10**12, 8), e('greedy', (), 10**300, 8, True))"
+    )
     try:
         out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=ANSWER_S)
     except subprocess.TimeoutExpired:
@@ -57,18 +61,34 @@ def test_a_huge_layer_count_is_counted_at_once():
     assert auto == 1 + 8 * 10**9 + 3
 
 
-SHAPES = {"tiny": TINY, "8b": LLAMA_8B, "70b": LLAMA_70B,
-          "edge": {**LLAMA_70B, "num_hidden_layers": 4096, "hidden_size": 65536, "num_attention_heads": 512,
-                   "vocab_size": 2**22, "max_position_embeddings": 2**24}}
+SHAPES = {
+    "tiny": TINY,
+    "8b": LLAMA_8B,
+    "70b": LLAMA_70B,
+    "edge": {
+        **LLAMA_70B,
+        "num_hidden_layers": 4096,
+        "hidden_size": 65536,
+        "num_attention_heads": 512,
+        "vocab_size": 2**22,
+        "max_position_embeddings": 2**24,
+    },
+}
 OPTIONS = {
     "calibrate": Options(num_samples=256, seq_len=2048, ks=(8,), outputs=False, whole_model=False),
     "job": Options(num_samples=256, seq_len=2048, ks=(4, 8), perplexity=("wikitext2",), tasks=("arc_easy",)),
-    "greedy k auto": Options(num_samples=64, seq_len=512, ks=(1,), criterion="greedy", k_auto=True,
-                             perplexity=("wikitext2",)),
+    "greedy k auto": Options(
+        num_samples=64, seq_len=512, ks=(1,), criterion="greedy", k_auto=True, perplexity=("wikitext2",)
+    ),
     "loss": Options(num_samples=32, seq_len=1024, ks=(2,), criterion="loss", stats_precision="float64"),
 }
-MACHINES = [(["cpu"], Memory()), (["cuda:0"], Memory()), (["cuda:0"], Memory(24 * GiB, 128 * GiB)),
-            (["cuda:0"], Memory(24 * GiB, 16 * GiB)), (["cuda:0", "cuda:1"], Memory(80 * GiB, 64 * GiB))]
+MACHINES = [
+    (["cpu"], Memory()),
+    (["cuda:0"], Memory()),
+    (["cuda:0"], Memory(24 * GiB, 128 * GiB)),
+    (["cuda:0"], Memory(24 * GiB, 16 * GiB)),
+    (["cuda:0", "cuda:1"], Memory(80 * GiB, 64 * GiB)),
+]
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -38,7 +38,7 @@ def test_docs_pages_load_only_local_assets(app_client, page, bundle):
         assert url.startswith("/"), url
         got = app_client.get(url)
         assert got.status_code == 200, url
-        ext = url[url.rfind("."):]
+        ext = url[url.rfind(".") :]
         assert TYPES[ext] in got.headers["content-type"], (url, got.headers["content-type"])
         assert len(got.content) > (100_000 if ext in (".js", ".css") else 100), url  # the real bundle, not a stub
 

@@ -41,8 +41,15 @@ def no_undeclared_server_error(ctx, response, case):
     return not_a_server_error(ctx, response, case)
 
 
-CHECKS = [no_undeclared_server_error, response_schema_conformance, status_code_conformance, content_type_conformance,
-          response_headers_conformance, negative_data_rejection, ignored_auth]
+CHECKS = [
+    no_undeclared_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    negative_data_rejection,
+    ignored_auth,
+]
 EXAMPLES = 40  # per operation and mode
 
 
@@ -52,9 +59,14 @@ def queued_job(s, team_id: int) -> str:
     from service.jobs.service import create_job
     from service.keys.auth import Principal
 
-    spec = JobCreate.model_validate({"model": {"id": "HuggingFaceTB/SmolLM2-135M-Instruct"},
-                                     "compression": {"k": [1, 2]},
-                                     "publish": {"local_dir": "out"}, "metadata": {"ci": "fuzz"}})
+    spec = JobCreate.model_validate(
+        {
+            "model": {"id": "HuggingFaceTB/SmolLM2-135M-Instruct"},
+            "compression": {"k": [1, 2]},
+            "publish": {"local_dir": "out"},
+            "metadata": {"ci": "fuzz"},
+        }
+    )
     return create_job(s, Principal(team_id, "fuzz", None), spec, None, Settings())[0].id
 
 
@@ -66,8 +78,14 @@ def finished_job(s, team_id: int) -> str:
     token = states.claim_job(s, job_id, 60)
     store.set_progress(s, job_id, "calibrate", 0.5, eta=30, message="half way", lease_token=token)
     store.add_event(s, job_id, "warning", "short blocks", stage="calibrate")
-    scores = [{"layer": i, "attn": {"cca_bound": 1.0 + i, "nmse": 0.1, "cosine": 0.9, "cond": 10.0,
-                                    "heldout_nmse": float("nan")}, "block": {"cca_bound": 2.0}} for i in range(3)]
+    scores = [
+        {
+            "layer": i,
+            "attn": {"cca_bound": 1.0 + i, "nmse": 0.1, "cosine": 0.9, "cond": 10.0, "heldout_nmse": float("nan")},
+            "block": {"cca_bound": 2.0},
+        }
+        for i in range(3)
+    ]
     store.save_layer_scores(s, job_id, scores, lease_token=token)
     store.set_selected_layers(s, job_id, [{"k": 1, "mode": "attn", "layers": [2]}], lease_token=token)
     store.save_metrics(s, job_id, "base", {"perplexity/wikitext2": 20.0, "inf": float("inf")}, lease_token=token)
@@ -84,8 +102,9 @@ def fuzz_env(pg_factory, tmp_path_factory):
     url = pg_factory("fuzz")
     upgrade(url)
     home = tmp_path_factory.mktemp("fuzz-home")
-    settings = Settings(home=home, database_url=url, broker_url=f"sqla+sqlite:///{home / 'broker.db'}",
-                        max_active_jobs_per_team=1000)
+    settings = Settings(
+        home=home, database_url=url, broker_url=f"sqla+sqlite:///{home / 'broker.db'}", max_active_jobs_per_team=1000
+    )
     engine = make_engine(settings)
     with make_sessionmaker(engine)() as s:
         team = get_or_create_team(s, "fuzz")[0]
@@ -128,12 +147,20 @@ def test_the_api_keeps_its_openapi_contract(api_schema, fuzz_env, label, mode):
 
     strategy = operation.as_strategy(generation_mode=mode)
     if "{job_id}" in label and mode == GenerationMode.POSITIVE:  # real jobs too, not only 404s
-        strategy = st.one_of(*(operation.as_strategy(generation_mode=mode, path_parameters={"job_id": j})
-                               for j in fuzz_env["job_ids"]), strategy)
+        strategy = st.one_of(
+            *(operation.as_strategy(generation_mode=mode, path_parameters={"job_id": j}) for j in fuzz_env["job_ids"]),
+            strategy,
+        )
 
     @given(case=strategy)
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     def check(case):
         case.call_and_validate(headers=fuzz_env["auth"], checks=CHECKS)
 

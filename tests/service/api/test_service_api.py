@@ -31,8 +31,16 @@ def test_create_job_defaults_and_enqueue_after_commit(client, auth, settings, se
     assert job["status"] == "queued" and job["progress"] == 0 and job["error"] is None
     spec = job["spec"]
     # The paper's defaults: C4, 256 x 2048, attention branches, NBL, CCA.
-    assert spec["calibration"] == {"dataset": "c4", "config": None, "split": "train", "text_field": "text",
-                                   "num_samples": 256, "seq_len": 2048, "seed": 0, "shuffle": False}
+    assert spec["calibration"] == {
+        "dataset": "c4",
+        "config": None,
+        "split": "train",
+        "text_field": "text",
+        "num_samples": 256,
+        "seq_len": 2048,
+        "seed": 0,
+        "shuffle": False,
+    }
     assert spec["compression"] == {"mode": "attn", "method": "nbl", "criterion": "cca", "k": [4, 8]}
 
     # One message, by task name, carrying the id of a row that is committed (read by another session).
@@ -49,11 +57,14 @@ def test_create_job_defaults_and_enqueue_after_commit(client, auth, settings, se
 def test_full_request_round_trips(client, auth, settings):
     (settings.models_dir / "my-model").mkdir(parents=True)  # local models are checked at submit (config.json)
     (settings.models_dir / "my-model" / "config.json").write_text(json.dumps(TINY_CONFIG))
-    req = body(k=2, model="local:my-model",
-               calibration={"dataset": "wikitext2", "num_samples": 8, "seq_len": 128, "seed": 3, "shuffle": True},
-               evaluation={"perplexity": ["wikitext2", "c4"], "tasks": ["arc_easy"], "limit": 10, "speed": True},
-               publish={"repo_id": "acme/smol-nbl", "private": False, "create_pr": True},
-               metadata={"pipeline": "ci-42"})
+    req = body(
+        k=2,
+        model="local:my-model",
+        calibration={"dataset": "wikitext2", "num_samples": 8, "seq_len": 128, "seed": 3, "shuffle": True},
+        evaluation={"perplexity": ["wikitext2", "c4"], "tasks": ["arc_easy"], "limit": 10, "speed": True},
+        publish={"repo_id": "acme/smol-nbl", "private": False, "create_pr": True},
+        metadata={"pipeline": "ci-42"},
+    )
     req["compression"].update(mode="block", method="drop", criterion="cosine")
     r = client.post("/v1/jobs", json=req, headers=auth)
     assert r.status_code == 201, r.text
@@ -136,8 +147,9 @@ def test_idempotency_key_with_different_body_is_422(client, auth, sessions):
 
 
 def test_malformed_idempotency_key_is_422(client, auth):
-    assert_problem(client.post("/v1/jobs", json=body(), headers=auth | {"Idempotency-Key": "x" * 256}),
-                   422, "validation-error")
+    assert_problem(
+        client.post("/v1/jobs", json=body(), headers=auth | {"Idempotency-Key": "x" * 256}), 422, "validation-error"
+    )
 
 
 # --- validation ----------------------------------------------------------------------------------
@@ -200,8 +212,9 @@ def test_server_limits_come_from_settings(db_url, settings_for, auth):
         small = {"num_samples": 16}
         p = assert_problem(c.post("/v1/jobs", json=body(k=4, calibration=small), headers=auth), 422, "validation-error")
         assert p["errors"][0]["loc"] == ["body", "compression", "k"]
-        p = assert_problem(c.post("/v1/jobs", json=body(k=2, calibration={"num_samples": 17}), headers=auth),
-                           422, "validation-error")
+        p = assert_problem(
+            c.post("/v1/jobs", json=body(k=2, calibration={"num_samples": 17}), headers=auth), 422, "validation-error"
+        )
         assert p["errors"][0]["loc"] == ["body", "calibration", "num_samples"]
         assert c.post("/v1/jobs", json=body(k=3, calibration={"num_samples": 16}), headers=auth).status_code == 201
 
@@ -212,9 +225,12 @@ def test_body_too_large_is_413(client, auth, sessions):
     big = body(metadata={f"k{i}": "x" * 500 for i in range(200)})
     assert_problem(client.post("/v1/jobs", json=big, headers=auth), 413, "payload-too-large")
     raw = json.dumps(big).encode()
-    chunked = (raw[i:i + 4096] for i in range(0, len(raw), 4096))  # no Content-Length
-    assert_problem(client.post("/v1/jobs", content=chunked, headers=auth | {"Content-Type": "application/json"}),
-                   413, "payload-too-large")
+    chunked = (raw[i : i + 4096] for i in range(0, len(raw), 4096))  # no Content-Length
+    assert_problem(
+        client.post("/v1/jobs", content=chunked, headers=auth | {"Content-Type": "application/json"}),
+        413,
+        "payload-too-large",
+    )
     assert job_count(sessions) == 0
 
 
@@ -307,10 +323,14 @@ def test_cursor_pagination_and_status_filter(client, auth, sessions):
 
 def engine_scores(n_layers: int = 3) -> list[dict]:
     """Scores in the engine's format (worker/engine: `nbl compress --json`)."""
+
     def mode(i, base):
         return {"cca_bound": base + i, "nmse": 0.1 * i, "cosine": 0.9, "cond": 1e3, "heldout_nmse": 0.2 * i}
-    return [{"layer": i, "attn": mode(i, 1.0) | ({"loss_rise": 0.01} if i == 0 else {}), "block": mode(i, 10.0)}
-            for i in range(n_layers)]
+
+    return [
+        {"layer": i, "attn": mode(i, 1.0) | ({"loss_rise": 0.01} if i == 0 else {}), "block": mode(i, 10.0)}
+        for i in range(n_layers)
+    ]
 
 
 def test_events_are_ordered_and_pollable_with_after(client, auth, sessions):
@@ -353,11 +373,16 @@ def test_results_layers_metrics_artifacts(client, auth, sessions):
         assert spec.publish.local_dir == "out" and spec.model.id == "HuggingFaceTB/SmolLM2-135M-Instruct"
         assert store.save_layer_scores(s, job_id, engine_scores(), lease_token=token)
         assert store.save_layer_scores(s, job_id, engine_scores(), lease_token=token)  # a retried stage
-        assert store.set_selected_layers(s, job_id, [{"k": 1, "mode": "attn", "layers": [0]},
-                                                     {"k": 2, "mode": "attn", "layers": [0, 1]}], lease_token=token)
+        assert store.set_selected_layers(
+            s,
+            job_id,
+            [{"k": 1, "mode": "attn", "layers": [0]}, {"k": 2, "mode": "attn", "layers": [0, 1]}],
+            lease_token=token,
+        )
         assert store.save_metrics(s, job_id, "base", {"perplexity/wikitext2": 20.5}, lease_token=token)
-        assert store.save_metrics(s, job_id, "k1", {"perplexity/wikitext2": 21.0, "nan": float("nan")},
-                                  lease_token=token)
+        assert store.save_metrics(
+            s, job_id, "k1", {"perplexity/wikitext2": 21.0, "nan": float("nan")}, lease_token=token
+        )
         assert store.save_artifact(s, job_id, 1, "local", "file:///published/x/k1", lease_token=token)
         assert store.save_artifact(s, job_id, 1, "hub", "hf://acme/x", "main", "a" * 40, lease_token=token)
         assert store.save_artifact(s, job_id, 1, "hub", "hf://acme/x", "main", "b" * 40, lease_token=token)  # again
@@ -371,8 +396,14 @@ def test_results_layers_metrics_artifacts(client, auth, sessions):
 
     layers = client.get(f"/v1/jobs/{job_id}/layers", headers=auth).json()["data"]
     assert [entry["layer"] for entry in layers] == [0, 1, 2]
-    assert layers[0]["attn"] == {"cca_bound": 1.0, "nmse": 0.0, "cosine": 0.9, "cond": 1e3, "heldout_nmse": 0.0,
-                                 "loss_rise": 0.01}
+    assert layers[0]["attn"] == {
+        "cca_bound": 1.0,
+        "nmse": 0.0,
+        "cosine": 0.9,
+        "cond": 1e3,
+        "heldout_nmse": 0.0,
+        "loss_rise": 0.01,
+    }
     assert layers[2]["block"]["cca_bound"] == 12.0 and layers[2]["block"]["loss_rise"] is None
 
 
@@ -414,7 +445,9 @@ def test_health_ready_metrics(client, auth, sessions):
         s.commit()
     text = client.get("/metrics").text
     assert 'nbl_jobs{status="queued"} 2.0' in text and 'nbl_jobs{status="succeeded"} 1.0' in text
-    age = float(next(line for line in text.splitlines() if line.startswith("nbl_oldest_queued_job_age_seconds ")).split()[1])
+    age = float(
+        next(line for line in text.splitlines() if line.startswith("nbl_oldest_queued_job_age_seconds ")).split()[1]
+    )
     assert 590 < age < 700
     for stage in ("load", "calibrate", "score"):
         assert f'nbl_stage_runs{{stage="{stage}"}} 1.0' in text
@@ -434,6 +467,11 @@ def test_readyz_reports_a_dead_broker(db_url, settings_for):
 
 def test_openapi_documents_v1(client):
     spec = client.get("/openapi.json").json()
-    assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/cancel", "/v1/jobs/{job_id}/events",
-            "/v1/jobs/{job_id}/layers"} <= set(spec["paths"])
+    assert {
+        "/v1/jobs",
+        "/v1/jobs/{job_id}",
+        "/v1/jobs/{job_id}/cancel",
+        "/v1/jobs/{job_id}/events",
+        "/v1/jobs/{job_id}/layers",
+    } <= set(spec["paths"])
     assert client.get("/docs").status_code == 200

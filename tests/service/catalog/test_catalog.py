@@ -39,8 +39,9 @@ def test_models_lists_local_models_then_the_teams_hub_ids(client, auth, team_key
     new, old = got["data"][2:]
     assert (new["source"], new["jobs"], new["shape"]) == ("hub", 2, {"layers": 30, "params": 134})
     assert old["shape"] is None and old["size_bytes"] is None and old["last_used_at"]
-    stored = client.get(f"/v1/jobs/{client.get('/v1/jobs?limit=1', headers=auth).json()['data'][0]['id']}",
-                        headers=auth)
+    stored = client.get(
+        f"/v1/jobs/{client.get('/v1/jobs?limit=1', headers=auth).json()['data'][0]['id']}", headers=auth
+    )
     assert stored.status_code == 200
 
     first = client.get("/v1/models?limit=3", headers=auth).json()
@@ -67,12 +68,26 @@ def test_usage_by_month_with_worker_and_gpu_hours(client, auth, team_key, settin
         states.finish(s, ids[0], token, "succeeded")
         nov, dec = datetime(2026, 11, 5, tzinfo=timezone.utc), datetime(2026, 12, 2, tzinfo=timezone.utc)
         gpu = f"{settings.queue_name}-gpu-24g"  # 1 GPU in the default NBL_WORKER_CLASSES
-        s.execute(update(Job).where(Job.id == ids[0]).values(
-            created_at=nov, started_at=nov, finished_at=nov + timedelta(hours=2), estimate={"worker_class": gpu}))
+        s.execute(
+            update(Job)
+            .where(Job.id == ids[0])
+            .values(
+                created_at=nov, started_at=nov, finished_at=nov + timedelta(hours=2), estimate={"worker_class": gpu}
+            )
+        )
         s.execute(update(Job).where(Job.id == ids[1]).values(created_at=dec))
-        s.execute(update(Job).where(Job.id == ids[2]).values(
-            created_at=dec, started_at=dec, finished_at=dec + timedelta(minutes=30), status="failed",
-            error_type="system", estimate={"worker_class": f"{settings.queue_name}-cpu"}))
+        s.execute(
+            update(Job)
+            .where(Job.id == ids[2])
+            .values(
+                created_at=dec,
+                started_at=dec,
+                finished_at=dec + timedelta(minutes=30),
+                status="failed",
+                error_type="system",
+                estimate={"worker_class": f"{settings.queue_name}-cpu"},
+            )
+        )
         s.commit()
     got = client.get("/v1/usage", headers=auth).json()
     assert got["object"] == "usage" and got["team"] == "alpha" and got["disk"]["outputs_bytes"] == 0

@@ -75,8 +75,17 @@ def test_two_homes_never_interfere(tmp_path, team_key_for):
     assert sqla_broker_messages(b) == []
 
 
-@pytest.mark.parametrize("model_id", ["gpt2", "openai-community/gpt2", "meta-llama/Llama-3.1-8B-Instruct",
-                                      "Qwen/Qwen2.5-0.5B", "local:smol_v2.1", "a/b"])
+@pytest.mark.parametrize(
+    "model_id",
+    [
+        "gpt2",
+        "openai-community/gpt2",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "Qwen/Qwen2.5-0.5B",
+        "local:smol_v2.1",
+        "a/b",
+    ],
+)
 def test_valid_model_ids(model_id):
     assert JobCreate.model_validate(body(model=model_id)).model.id == model_id
 

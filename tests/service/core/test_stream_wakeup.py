@@ -35,6 +35,7 @@ def world(sqlite_clean_url, settings_for, team_key_for):
         settings = settings_for(sqlite_clean_url, **overrides)
         engine = make_engine(settings)
         return settings, engine, team_key_for(settings, "alpha")
+
     return make
 
 
@@ -87,17 +88,20 @@ def test_an_open_stream_sends_new_events_at_once_not_at_its_next_poll(world, liv
     job = seed_job(worker, settings, _key(auth), finish=None)
     seen: list = []
     # No byte for 5 s fails the read: a stream left to its poll would wait 15 s for its heartbeat.
-    with httpx.stream("GET", f"{url}/v1/jobs/{job}/events/stream", headers=auth,
-                      timeout=httpx.Timeout(30, read=5)) as r:
+    with httpx.stream(
+        "GET", f"{url}/v1/jobs/{job}/events/stream", headers=auth, timeout=httpx.Timeout(30, read=5)
+    ) as r:
         for kind, data, _ in parse(r.iter_lines()):
             seen.append((kind, data))
             if kind == "job" and len([k for k, _ in seen if k == "job"]) == 1:
+
                 def work():
                     with worker() as s:
                         store.add_event(s, job, "log", "late news", stage="evaluate")
                     time.sleep(0.5)
                     with worker() as s:
                         states.finish(s, job, s.get(Job, job).lease_token, "succeeded")
+
                 threading.Thread(target=work).start()
             if kind == "end":
                 break

@@ -116,7 +116,10 @@ def test_set_hub_token_reads_stdin_never_argv(settings, sessions, monkeypatch, c
     monkeypatch.setenv("NBL_HUB_TOKEN", "hf_from_env")
     assert main(["admin", "set-hub-token", "--team", "alpha"]) == 0
     with sessions() as s:
-        assert secrets.decrypt(settings, s.scalar(select(Team.hub_token_encrypted).where(Team.name == "alpha"))) == "hf_from_env"
+        assert (
+            secrets.decrypt(settings, s.scalar(select(Team.hub_token_encrypted).where(Team.name == "alpha")))
+            == "hf_from_env"
+        )
     assert main(["admin", "set-hub-token", "--team", "alpha", "--clear"]) == 0
     with sessions() as s:
         assert s.scalar(select(Team.hub_token_encrypted).where(Team.name == "alpha")) is None

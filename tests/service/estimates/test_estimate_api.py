@@ -8,8 +8,7 @@ from testkit.service_lib import assert_problem
 
 from service.core.models import Job
 
-TINY_JOB = {"model": {"id": "local:tiny"}, "calibration": {"num_samples": 8, "seq_len": 32},
-            "compression": {"k": 1}}
+TINY_JOB = {"model": {"id": "local:tiny"}, "calibration": {"num_samples": 8, "seq_len": 32}, "compression": {"k": 1}}
 
 
 def test_estimate_answers_without_creating_a_job(settings, client, auth, sessions):
@@ -28,16 +27,23 @@ def test_estimate_answers_without_creating_a_job(settings, client, auth, session
 
 def test_estimate_checks_the_body_as_jobs_do(settings, client, auth):
     write_config(settings.models_dir / "tiny", TINY)
-    assert_problem(client.post("/v1/estimates", json={**TINY_JOB, "compression": {"k": 4}}, headers=auth),
-                   422, "validation-error")  # k at the layer count
-    assert_problem(client.post("/v1/estimates", json={**TINY_JOB, "model": {"id": "local:nope"}}, headers=auth),
-                   422, "validation-error")
+    assert_problem(
+        client.post("/v1/estimates", json={**TINY_JOB, "compression": {"k": 4}}, headers=auth), 422, "validation-error"
+    )  # k at the layer count
+    assert_problem(
+        client.post("/v1/estimates", json={**TINY_JOB, "model": {"id": "local:nope"}}, headers=auth),
+        422,
+        "validation-error",
+    )
 
 
 def test_estimate_of_an_unreachable_hub_model_is_a_503(settings, client, auth, monkeypatch):
     monkeypatch.setattr(settings, "hf_read_endpoint", "http://127.0.0.1:1")  # HF_ENDPOINT
-    p = assert_problem(client.post("/v1/estimates", json={"model": {"id": "org/model"}, "compression": {"k": 1}},
-                                   headers=auth), 503, "not-ready")
+    p = assert_problem(
+        client.post("/v1/estimates", json={"model": {"id": "org/model"}, "compression": {"k": 1}}, headers=auth),
+        503,
+        "not-ready",
+    )
     assert "cannot fetch config.json from the Hub" in p["detail"]
 
 

@@ -18,15 +18,23 @@ from service.core.models import utcnow
 from service.core.stage_rate import StageRate
 from service.estimates.reuse import reuse
 
-JOB = {"model": {"id": "local:tiny"}, "calibration": {"num_samples": 8, "seq_len": 32},
-       "compression": {"k": 1}, "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 512}}
+JOB = {
+    "model": {"id": "local:tiny"},
+    "calibration": {"num_samples": 8, "seq_len": 32},
+    "compression": {"k": 1},
+    "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 512},
+}
 
 
 def rows(sessions, queue, shape, job_id, **stages):
     """stages: name=(work, seconds)"""
     with sessions() as s:
-        s.add_all(StageRate(job_id=job_id, worker_class=queue, shape=shape, stage=stage, weight=w, seconds=sec,
-                            created_at=utcnow()) for stage, (w, sec) in stages.items())
+        s.add_all(
+            StageRate(
+                job_id=job_id, worker_class=queue, shape=shape, stage=stage, weight=w, seconds=sec, created_at=utcnow()
+            )
+            for stage, (w, sec) in stages.items()
+        )
         s.commit()
 
 
@@ -42,9 +50,16 @@ def test_a_cached_base_is_not_priced_and_a_new_model_adds_its_fetch(settings, cl
     est = job["estimate"]
     queue, recipe = est["worker_class"], from_request(JobCreate.model_validate(JOB))
     weights = plan(recipe, TINY["num_hidden_layers"])
-    rows(sessions, queue, shape_key(est["shape"]), job["id"], load=(weights["load"].weight, 2.0),
-         calibrate=(weights["calibrate"].weight, 10.0), evaluate=(weights["evaluate"].weight, 8.0),
-         fetch=(1e9, 10.0))  # 100 MB/s
+    rows(
+        sessions,
+        queue,
+        shape_key(est["shape"]),
+        job["id"],
+        load=(weights["load"].weight, 2.0),
+        calibrate=(weights["calibrate"].weight, 10.0),
+        evaluate=(weights["evaluate"].weight, 8.0),
+        fetch=(1e9, 10.0),
+    )  # 100 MB/s
     first = client.post("/v1/estimates", json=JOB, headers=auth).json()
     assert first["basis"] == "measured" and first["base_evaluation_cached"] is False and first["warm_load"] is False
     assert first["stages"]["fetch"] == {"seconds": round(first["disk"]["download"] / 1e8, 1), "measured": True}

@@ -49,8 +49,11 @@ def test_nbl_estimate_refuses_what_the_worker_refuses(tmp_path, capsys, monkeypa
 
 def test_post_estimates_refuses_a_local_falcon_with_the_workers_reason(settings, client, auth):
     write_config(settings.models_dir / "falcon", FALCON)
-    p = assert_problem(client.post("/v1/estimates", json={**JOB, "model": {"id": "local:falcon"}}, headers=auth),
-                       422, "validation-error")
+    p = assert_problem(
+        client.post("/v1/estimates", json={**JOB, "model": {"id": "local:falcon"}}, headers=auth),
+        422,
+        "validation-error",
+    )
     assert p["errors"][0]["loc"] == ["body", "model", "id"] and p["errors"][0]["msg"] == worker_reason(FALCON), p
 
 
@@ -59,8 +62,9 @@ def test_a_hub_falcon_is_refused_by_the_estimate_and_at_submit(settings, client,
     with hub_serving({"org/falcon": json.dumps(FALCON).encode()}) as url:
         monkeypatch.setattr(settings, "hf_read_endpoint", url)
         for path in ("/v1/estimates", "/v1/jobs"):
-            p = assert_problem(client.post(path, json={**JOB, "model": {"id": "org/falcon"}}, headers=auth),
-                               422, "validation-error")
+            p = assert_problem(
+                client.post(path, json={**JOB, "model": {"id": "org/falcon"}}, headers=auth), 422, "validation-error"
+            )
             assert p["errors"][0]["loc"] == ["body", "model", "id"], p
             assert p["errors"][0]["msg"] == worker_reason(FALCON), p
         # a family the rule admits is sized as before

@@ -22,8 +22,11 @@ def db_url(sqlite_clean_url):
 
 
 def job(tokens: int, dataset: str = "c4") -> dict:
-    return {"model": {"id": "local:tiny"}, "calibration": {"dataset": dataset, "num_samples": 8, "seq_len": 32},
-            "compression": {"k": 1, "heal": {"tokens": tokens}}}
+    return {
+        "model": {"id": "local:tiny"},
+        "calibration": {"dataset": dataset, "num_samples": 8, "seq_len": 32},
+        "compression": {"k": 1, "heal": {"tokens": tokens}},
+    }
 
 
 def test_the_bound_of_the_shipped_c4():

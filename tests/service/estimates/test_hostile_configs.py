@@ -19,14 +19,25 @@ from service.core.models import Job
 from service.estimates import placement
 
 BODY = {"calibration": {"num_samples": 8, "seq_len": 32}, "compression": {"k": 1}}
-AUTO_GREEDY = {**BODY, "compression": {"k": "auto", "criterion": "greedy", "budget": {"max_ppl_increase": 0.1}},
-               "selection": {"dataset": "wikitext2", "num_samples": -(-tokens_needed(0.1) // 31)}}  # enough to resolve it
+AUTO_GREEDY = {
+    **BODY,
+    "compression": {"k": "auto", "criterion": "greedy", "budget": {"max_ppl_increase": 0.1}},
+    "selection": {"dataset": "wikitext2", "num_samples": -(-tokens_needed(0.1) // 31)},
+}  # enough to resolve it
 ANSWER_S = 60  # generous: the answer takes milliseconds; before the fix it never came
 HOSTILE = [
-    ("num_hidden_layers", 10**12), ("num_hidden_layers", 10**18), ("num_hidden_layers", 10**300),
-    ("num_hidden_layers", 4097), ("num_hidden_layers", True), ("hidden_size", 65537), ("vocab_size", 2**22 + 1),
-    ("max_position_embeddings", 2**24 + 1), ("intermediate_size", 2**20 + 1), ("num_attention_heads", 16385),
-    ("num_key_value_heads", 64), ("head_dim", 16385),
+    ("num_hidden_layers", 10**12),
+    ("num_hidden_layers", 10**18),
+    ("num_hidden_layers", 10**300),
+    ("num_hidden_layers", 4097),
+    ("num_hidden_layers", True),
+    ("hidden_size", 65537),
+    ("vocab_size", 2**22 + 1),
+    ("max_position_embeddings", 2**24 + 1),
+    ("intermediate_size", 2**20 + 1),
+    ("num_attention_heads", 16385),
+    ("num_key_value_heads", 64),
+    ("head_dim", 16385),
 ]
 
 
@@ -75,8 +86,9 @@ def test_out_of_bounds_shapes_are_a_422_naming_the_field(settings, client, auth,
     for model in ("local:bad", hub("org/bad", config)):
         for path in ("/v1/estimates", "/v1/jobs"):
             # k=1 by cca: no set count, so that before the fix this answered (200, 500) instead of hanging
-            p = assert_problem(client.post(path, json={**BODY, "model": {"id": model}}, headers=auth),
-                               422, "validation-error")
+            p = assert_problem(
+                client.post(path, json={**BODY, "model": {"id": model}}, headers=auth), 422, "validation-error"
+            )
             assert f"config.json: {field} " in p["detail"] and " must be " in p["detail"], (model, path, p)
             assert p["errors"][0]["loc"] == ["body", "model", "id"] and field in p["errors"][0]["msg"]
     with sessions() as s:
@@ -86,10 +98,14 @@ def test_out_of_bounds_shapes_are_a_422_naming_the_field(settings, client, auth,
 # A llama's config.json with a text_config: transformers' LlamaConfig takes the top level's numbers, the estimate
 # took text_config's, so a bound on text_config alone let 10**12 layers by (low finding 5). Both are bounded.
 TWO_LEVELS = [
-    ({**LLAMA_8B, "num_hidden_layers": 10**12, "text_config": {**LLAMA_8B, "num_hidden_layers": 30}},
-     "config.json: num_hidden_layers must be at most 4,096, got 1000000000000"),
-    ({**LLAMA_8B, "text_config": {**LLAMA_8B, "vocab_size": 2**22 + 1}},
-     "config.json: text_config.vocab_size must be at most 4,194,304"),
+    (
+        {**LLAMA_8B, "num_hidden_layers": 10**12, "text_config": {**LLAMA_8B, "num_hidden_layers": 30}},
+        "config.json: num_hidden_layers must be at most 4,096, got 1000000000000",
+    ),
+    (
+        {**LLAMA_8B, "text_config": {**LLAMA_8B, "vocab_size": 2**22 + 1}},
+        "config.json: text_config.vocab_size must be at most 4,194,304",
+    ),
 ]
 
 
@@ -102,8 +118,9 @@ def test_the_top_level_and_text_config_are_both_bounded(settings, client, auth, 
     write_config(settings.models_dir / "two", config)
     for model in ("local:two", hub("org/two", config)):
         for path in ("/v1/estimates", "/v1/jobs"):
-            p = assert_problem(client.post(path, json={**BODY, "model": {"id": model}}, headers=auth),
-                               422, "validation-error")
+            p = assert_problem(
+                client.post(path, json={**BODY, "model": {"id": model}}, headers=auth), 422, "validation-error"
+            )
             assert says in p["detail"] and p["errors"][0]["loc"] == ["body", "model", "id"], (model, path, p)
     with sessions() as s:
         assert s.scalars(select(Job)).all() == []
@@ -128,8 +145,9 @@ def test_a_config_nested_past_the_parsers_depth_is_a_422(settings, client, auth,
     (settings.models_dir / "deep" / "config.json").write_bytes(deep)
     for model, says in (("local:deep", "nested too deep"), (hub("org/deep", deep), "nests too deep")):
         for path in ("/v1/estimates", "/v1/jobs"):
-            p = assert_problem(client.post(path, json={**BODY, "model": {"id": model}}, headers=auth),
-                               422, "validation-error")
+            p = assert_problem(
+                client.post(path, json={**BODY, "model": {"id": model}}, headers=auth), 422, "validation-error"
+            )
             assert says in p["detail"] and p["errors"][0]["loc"] == ["body", "model", "id"], (model, path, p)
 
 
@@ -157,9 +175,15 @@ def test_a_gguf_whose_metadata_is_out_of_bounds_is_refused_before_it_is_built(tm
     from worker.engine.loading.load import ModelError
 
     writer = gguf.GGUFWriter(tmp_path / "bad.gguf", "llama")
-    for add, value in ((writer.add_block_count, 4_000_000_000), (writer.add_embedding_length, 64),
-                       (writer.add_feed_forward_length, 128), (writer.add_head_count, 4), (writer.add_head_count_kv, 2),
-                       (writer.add_context_length, 256), (writer.add_vocab_size, 128)):
+    for add, value in (
+        (writer.add_block_count, 4_000_000_000),
+        (writer.add_embedding_length, 64),
+        (writer.add_feed_forward_length, 128),
+        (writer.add_head_count, 4),
+        (writer.add_head_count_kv, 2),
+        (writer.add_context_length, 256),
+        (writer.add_vocab_size, 128),
+    ):
         add(value)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_tensor("token_embd.weight", np.zeros((128, 64), dtype=np.float32))

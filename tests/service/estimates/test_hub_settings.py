@@ -43,11 +43,20 @@ def test_the_config_fetch_uses_the_settings_endpoint_and_token(monkeypatch, tmp_
     assert "hf_secret" not in repr(with_token)
 
 
-@pytest.mark.parametrize("env,offline", [
-    ({"HF_HUB_OFFLINE": "1"}, True), ({"HF_HUB_OFFLINE": "true"}, True), ({"HF_HUB_OFFLINE": "YES"}, True),
-    ({"TRANSFORMERS_OFFLINE": "1"}, True), ({"HF_HUB_OFFLINE": "0"}, False), ({"HF_HUB_OFFLINE": ""}, False),
-    ({"HF_HUB_OFFLINE": "no"}, False), ({"HF_HUB_OFFLINE": "maybe"}, False), ({}, False),
-])
+@pytest.mark.parametrize(
+    "env,offline",
+    [
+        ({"HF_HUB_OFFLINE": "1"}, True),
+        ({"HF_HUB_OFFLINE": "true"}, True),
+        ({"HF_HUB_OFFLINE": "YES"}, True),
+        ({"TRANSFORMERS_OFFLINE": "1"}, True),
+        ({"HF_HUB_OFFLINE": "0"}, False),
+        ({"HF_HUB_OFFLINE": ""}, False),
+        ({"HF_HUB_OFFLINE": "no"}, False),
+        ({"HF_HUB_OFFLINE": "maybe"}, False),
+        ({}, False),
+    ],
+)
 def test_hf_hub_offline_is_a_setting_read_as_huggingface_hub_reads_it(monkeypatch, tmp_path, env, offline):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)

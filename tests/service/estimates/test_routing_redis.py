@@ -21,8 +21,9 @@ REPO = Path(__file__).resolve().parents[3]
 JOB = {"calibration": {"num_samples": 8, "seq_len": 32}, "compression": {"k": 1}}
 
 
-def test_jobs_go_to_their_class_queue_and_a_cpu_worker_takes_only_its_own(pg_url, settings_for, redis_queue,
-                                                                           team_key_for, tmp_path):
+def test_jobs_go_to_their_class_queue_and_a_cpu_worker_takes_only_its_own(
+    pg_url, settings_for, redis_queue, team_key_for, tmp_path
+):
     broker, queue, r = redis_queue
     settings = settings_for(pg_url, broker_url=broker, queue_name=queue, lease_seconds=5)
     write_config(settings.models_dir / "tiny", TINY)  # config only: the worker fails it at load, after taking it
@@ -36,11 +37,19 @@ def test_jobs_go_to_their_class_queue_and_a_cpu_worker_takes_only_its_own(pg_url
     assert [decode_message(m)["args"] for m in r.lrange(gpu_q, 0, -1)] == [[big]]
 
     log = tmp_path / "worker.log"
-    env = {**os.environ, "NBL_HOME": str(settings.home), "DATABASE_URL": settings.database_url,
-           "BROKER_URL": settings.broker_url, "NBL_QUEUE": queue, "NBL_LEASE_SECONDS": "5",
-           "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(REPO)}
-    worker = subprocess.Popen([sys.executable, "-m", "cli.main", "worker"], cwd=REPO, env=env,
-                              stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    env = {
+        **os.environ,
+        "NBL_HOME": str(settings.home),
+        "DATABASE_URL": settings.database_url,
+        "BROKER_URL": settings.broker_url,
+        "NBL_QUEUE": queue,
+        "NBL_LEASE_SECONDS": "5",
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONPATH": str(REPO),
+    }
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "worker"], cwd=REPO, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT
+    )
     sessions = make_sessionmaker(make_engine(settings))
     try:
         deadline = time.monotonic() + 120

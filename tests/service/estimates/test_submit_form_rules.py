@@ -44,8 +44,9 @@ def refused(client, auth, path, body, words) -> str:
 
 
 @pytest.mark.parametrize("config, form, mode, words", CASES)
-def test_a_form_the_local_model_cannot_take_is_a_422_at_submit(settings, client, auth, sessions, tmp_path,
-                                                               config, form, mode, words):
+def test_a_form_the_local_model_cannot_take_is_a_422_at_submit(
+    settings, client, auth, sessions, tmp_path, config, form, mode, words
+):
     (settings.models_dir / "m").mkdir(parents=True)
     (settings.models_dir / "m" / "config.json").write_text(json.dumps(config))
     msg = refused(client, auth, "/v1/jobs", job("local:m", form, mode), words)
@@ -62,8 +63,9 @@ def test_a_form_the_local_model_cannot_take_is_a_422_at_submit(settings, client,
 
 
 @pytest.mark.parametrize("config, form, mode, words", CASES)
-def test_a_hub_model_whose_config_the_api_has_is_refused_at_submit(settings, client, auth, monkeypatch,
-                                                                   config, form, mode, words):
+def test_a_hub_model_whose_config_the_api_has_is_refused_at_submit(
+    settings, client, auth, monkeypatch, config, form, mode, words
+):
     monkeypatch.setattr(placement, "_hub_down_until", 0.0)
     with hub_serving({"org/m": json.dumps(config).encode()}) as url:
         monkeypatch.setattr(settings, "hf_read_endpoint", url)

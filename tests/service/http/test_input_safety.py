@@ -16,22 +16,78 @@ from service.api import create_app
 
 # Every one of these must be refused by the grammar, wherever an identifier goes.
 HOSTILE_IDS = [
-    "../x", "owner/../x", "owner/..", "..", ".", "a/./b", "/etc/passwd", "./model", "~/model", "~root/x",
-    "%2e%2e/x", "owner/%2e%2e", "..%2f..%2fetc", "owner%2Fname",
-    "https://evil.example/x", "http:/x", "file:///etc/passwd", "hf://owner/name", "s3://bucket/key",
-    "C:\\Windows", "C:/Windows", "owner\\name", "\\\\server\\share",
-    "-rf", "owner/-name", "-owner/name", "owner/name-", "_owner/name", ".owner/name", "owner/name.git",
-    "own--er/name", "owner/na..me",
-    "owner/name\x00", "own\x00er/name", "owner/name\n", "owner/name ", " owner/name", "owner /name", "owner/na\tme",
-    "ｏwner/name", "owner/nаme",  # fullwidth o; Cyrillic a
-    "owner/name\u200b", "owner\u2215name", "owner\u2044name", "owner\uff0fname", "o\u0301wner/name",
-    "a/b/c", "owner/", "/name", "", "a" * 97 + "/x", "x/" + "a" * 97, "a" * 10_000,
-    "owner/name;rm -rf", "owner/name|x", "$(id)/x", "`id`/x", "owner/name?x=1", "owner/name#x", "owner/name@main",
+    "../x",
+    "owner/../x",
+    "owner/..",
+    "..",
+    ".",
+    "a/./b",
+    "/etc/passwd",
+    "./model",
+    "~/model",
+    "~root/x",
+    "%2e%2e/x",
+    "owner/%2e%2e",
+    "..%2f..%2fetc",
+    "owner%2Fname",
+    "https://evil.example/x",
+    "http:/x",
+    "file:///etc/passwd",
+    "hf://owner/name",
+    "s3://bucket/key",
+    "C:\\Windows",
+    "C:/Windows",
+    "owner\\name",
+    "\\\\server\\share",
+    "-rf",
+    "owner/-name",
+    "-owner/name",
+    "owner/name-",
+    "_owner/name",
+    ".owner/name",
+    "owner/name.git",
+    "own--er/name",
+    "owner/na..me",
+    "owner/name\x00",
+    "own\x00er/name",
+    "owner/name\n",
+    "owner/name ",
+    " owner/name",
+    "owner /name",
+    "owner/na\tme",
+    "ｏwner/name",
+    "owner/nаme",  # fullwidth o; Cyrillic a
+    "owner/name\u200b",
+    "owner\u2215name",
+    "owner\u2044name",
+    "owner\uff0fname",
+    "o\u0301wner/name",
+    "a/b/c",
+    "owner/",
+    "/name",
+    "",
+    "a" * 97 + "/x",
+    "x/" + "a" * 97,
+    "a" * 10_000,
+    "owner/name;rm -rf",
+    "owner/name|x",
+    "$(id)/x",
+    "`id`/x",
+    "owner/name?x=1",
+    "owner/name#x",
+    "owner/name@main",
 ]
 
 # Not repo ids, but legal git branch names (the Hub URL-quotes a revision whole): harmless there.
-LEGAL_BRANCH_NAMES = {"owner/-name", "owner/name-", "owner/name.git", "own--er/name", "a/b/c", "a" * 97 + "/x",
-                      "x/" + "a" * 97}
+LEGAL_BRANCH_NAMES = {
+    "owner/-name",
+    "owner/name-",
+    "owner/name.git",
+    "own--er/name",
+    "a/b/c",
+    "a" * 97 + "/x",
+    "x/" + "a" * 97,
+}
 
 
 # The same hostile strings in every place a request names something, plus oversize values.
@@ -48,31 +104,41 @@ def hostile_bodies() -> dict[str, object]:
         bodies[f"revision {s[:20]!r}"] = {"model": {"id": "a/b", "revision": s}, "compression": {"k": 4}}
     for name in ("owner/calib.jsonl", "data.json", "owner/x.parquet", "notes.TXT"):  # read as local files
         bodies[f"dataset file {name}"] = body(calibration={"dataset": name})
-    for field, value in (("config", "../x"), ("split", "train;drop"), ("split", "train/../x"),
-                         ("text_field", "../text"), ("text_field", "x" * 100)):
+    for field, value in (
+        ("config", "../x"),
+        ("split", "train;drop"),
+        ("split", "train/../x"),
+        ("text_field", "../text"),
+        ("text_field", "x" * 100),
+    ):
         bodies[f"calibration {field} {value[:20]!r}"] = body(calibration={field: value})
-    bodies.update({
-        "trust_remote_code on the model": {"model": {"id": "a/b", "trust_remote_code": True}, "compression": {"k": 4}},
-        "trust_remote_code at the top": body(trust_remote_code=True),
-        "num_samples huge": body(calibration={"num_samples": 10**12}),
-        "seq_len huge": body(calibration={"seq_len": 2**63}),
-        "k huge": body(k=2**40),
-        "k list too long": body(k=list(range(1, 40))),
-        "eval limit huge": body(evaluation={"limit": 10**9}),
-        "metadata too many keys": body(metadata={f"k{i}": "v" for i in range(17)}),
-        "metadata value too long": body(metadata={"k": "v" * 513}),
-        "metadata key with NUL": body(metadata={"k\x00": "v"}),
-        "metadata key not ASCII": body(metadata={"ключ": "v"}),
-        "metadata value with NUL": body(metadata={"k": "a\x00b"}),  # was a 500 on Postgres (JSONB)
-        "metadata value with a lone surrogate":  # raw JSON: the escape decodes to a str UTF-8 cannot hold
+    bodies.update(
+        {
+            "trust_remote_code on the model": {
+                "model": {"id": "a/b", "trust_remote_code": True},
+                "compression": {"k": 4},
+            },
+            "trust_remote_code at the top": body(trust_remote_code=True),
+            "num_samples huge": body(calibration={"num_samples": 10**12}),
+            "seq_len huge": body(calibration={"seq_len": 2**63}),
+            "k huge": body(k=2**40),
+            "k list too long": body(k=list(range(1, 40))),
+            "eval limit huge": body(evaluation={"limit": 10**9}),
+            "metadata too many keys": body(metadata={f"k{i}": "v" for i in range(17)}),
+            "metadata value too long": body(metadata={"k": "v" * 513}),
+            "metadata key with NUL": body(metadata={"k\x00": "v"}),
+            "metadata key not ASCII": body(metadata={"ключ": "v"}),
+            "metadata value with NUL": body(metadata={"k": "a\x00b"}),  # was a 500 on Postgres (JSONB)
+            "metadata value with a lone surrogate":  # raw JSON: the escape decodes to a str UTF-8 cannot hold
             b'{"model": {"id": "a/b"}, "compression": {"k": 4}, "metadata": {"k": "a\\ud800b"}}',
-        "webhook file url": body(webhook_url="file:///etc/passwd"),
-        "webhook credentials": body(webhook_url="https://user:pass@hooks.example.com/x"),
-        "webhook too long": body(webhook_url="https://hooks.example.com/" + "a" * 3000),
-        "webhook unicode host": body(webhook_url="https://hооks.example.com/"),
-        "webhook loopback": body(webhook_url="http://127.0.0.1:9/x"),
-        "webhook metadata service": body(webhook_url="http://169.254.169.254/latest/meta-data/"),
-    })
+            "webhook file url": body(webhook_url="file:///etc/passwd"),
+            "webhook credentials": body(webhook_url="https://user:pass@hooks.example.com/x"),
+            "webhook too long": body(webhook_url="https://hooks.example.com/" + "a" * 3000),
+            "webhook unicode host": body(webhook_url="https://hооks.example.com/"),
+            "webhook loopback": body(webhook_url="http://127.0.0.1:9/x"),
+            "webhook metadata service": body(webhook_url="http://169.254.169.254/latest/meta-data/"),
+        }
+    )
     return bodies
 
 
@@ -88,8 +154,15 @@ def test_grammars_refuse_hostile_identifiers(value):
 
 
 def test_the_grammar_still_takes_real_ids():
-    for good in ("HuggingFaceTB/SmolLM2-135M-Instruct", "meta-llama/Llama-3.1-8B", "gpt2", "Qwen/Qwen3-0.6B",
-                 "deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "local:smollm2", "local:my_model.v2"):
+    for good in (
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "meta-llama/Llama-3.1-8B",
+        "gpt2",
+        "Qwen/Qwen3-0.6B",
+        "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+        "local:smollm2",
+        "local:my_model.v2",
+    ):
         assert model_id(good) == good
     assert revision("refs/pr/1") == "refs/pr/1" and revision("a" * 40) == "a" * 40
 
@@ -109,14 +182,26 @@ def test_hostile_and_oversized_requests_are_4xx_with_nothing_queued(pg_url, sett
             assert_problem(resp, resp.status_code, "validation-error")
         # Oversized: declared, chunked, and a lying Content-Length.
         huge = json.dumps(body(metadata={"k": "x" * 20_000})).encode()
-        assert_problem(c.post("/v1/jobs", content=huge, headers=auth | {"Content-Type": "application/json"}),
-                       413, "payload-too-large")
-        chunks = (huge[i:i + 1024] for i in range(0, len(huge), 1024))
-        assert_problem(c.post("/v1/jobs", content=chunks, headers=auth | {"Content-Type": "application/json"}),
-                       413, "payload-too-large")
-        assert_problem(c.post("/v1/jobs", content=b"{}", headers=auth | {"Content-Type": "application/json",
-                                                                        "Content-Length": "99999999999"}),
-                       413, "payload-too-large")
+        assert_problem(
+            c.post("/v1/jobs", content=huge, headers=auth | {"Content-Type": "application/json"}),
+            413,
+            "payload-too-large",
+        )
+        chunks = (huge[i : i + 1024] for i in range(0, len(huge), 1024))
+        assert_problem(
+            c.post("/v1/jobs", content=chunks, headers=auth | {"Content-Type": "application/json"}),
+            413,
+            "payload-too-large",
+        )
+        assert_problem(
+            c.post(
+                "/v1/jobs",
+                content=b"{}",
+                headers=auth | {"Content-Type": "application/json", "Content-Length": "99999999999"},
+            ),
+            413,
+            "payload-too-large",
+        )
         # Deeply nested JSON: refused, not a recursion crash.
         nested = b'{"model":' * 5000 + b"{}" + b"}" * 5000
         resp = c.post("/v1/jobs", content=nested[:15000], headers=auth | {"Content-Type": "application/json"})

@@ -9,8 +9,14 @@ import json
 import pytest
 from testkit.service_lib import assert_problem, body
 
-QUERIES = ["/v1/jobs?metadata.x=%00", "/v1/jobs?metadata.x=a%00b&metadata.y=1", "/v1/jobs?metadata.%00=1",
-           "/v1/jobs?after=%00", "/v1/jobs?status=%00", "/v1/jobs?limit=1%00"]
+QUERIES = [
+    "/v1/jobs?metadata.x=%00",
+    "/v1/jobs?metadata.x=a%00b&metadata.y=1",
+    "/v1/jobs?metadata.%00=1",
+    "/v1/jobs?after=%00",
+    "/v1/jobs?status=%00",
+    "/v1/jobs?limit=1%00",
+]
 
 
 @pytest.mark.parametrize("url", QUERIES)
@@ -22,24 +28,35 @@ def test_nul_in_the_query_is_a_422(client, auth, url):
 
 def test_nul_in_the_path_headers_and_body_is_a_422(client, auth):
     job = client.post("/v1/jobs", json=body(), headers=auth).json()["id"]
-    for method, path in (("GET", "/v1/jobs/job_%00"), ("GET", f"/v1/jobs/{job}%00/events"),
-                         ("POST", f"/v1/jobs/{job}%00/cancel"), ("GET", f"/v1/jobs/{job}/outputs/1/files/a%00b")):
+    for method, path in (
+        ("GET", "/v1/jobs/job_%00"),
+        ("GET", f"/v1/jobs/{job}%00/events"),
+        ("POST", f"/v1/jobs/{job}%00/cancel"),
+        ("GET", f"/v1/jobs/{job}/outputs/1/files/a%00b"),
+    ):
         p = assert_problem(client.request(method, path, headers=auth), 422, "validation-error")
         assert p["errors"][0]["loc"] == ["path"], p
     r = client.post("/v1/jobs", json=body(), headers=auth | {"Idempotency-Key": "key\x00"})
     assert assert_problem(r, 422, "validation-error")["errors"][0]["loc"] == ["header", "idempotency-key"]
-    for hostile, loc in ((body(metadata={"a": "x\x00"}), ["body", "metadata", "a"]),
-                         (body(metadata={"a\x00": "x"}), ["body", "metadata", "a\\x00"]),
-                         (body(webhook_url="http://a\x00.example/"), ["body", "webhook_url"]),
-                         (body(model="acme/a\x00b"), ["body", "model", "id"]),
-                         (body(evaluation={"task_files": [{"name": "t", "jsonl": "{}\n\x00"}]}),
-                          ["body", "evaluation", "task_files", 0, "jsonl"])):
+    for hostile, loc in (
+        (body(metadata={"a": "x\x00"}), ["body", "metadata", "a"]),
+        (body(metadata={"a\x00": "x"}), ["body", "metadata", "a\\x00"]),
+        (body(webhook_url="http://a\x00.example/"), ["body", "webhook_url"]),
+        (body(model="acme/a\x00b"), ["body", "model", "id"]),
+        (
+            body(evaluation={"task_files": [{"name": "t", "jsonl": "{}\n\x00"}]}),
+            ["body", "evaluation", "task_files", 0, "jsonl"],
+        ),
+    ):
         r = client.post("/v1/jobs", content=json.dumps(hostile), headers=auth | {"content-type": "application/json"})
         assert assert_problem(r, 422, "validation-error")["errors"][0]["loc"] == loc
     assert [j["id"] for j in client.get("/v1/jobs", headers=auth).json()["data"]] == [job]  # nothing stored
     # An escaped backslash then the text `u0000` is no NUL: six characters, stored and read back.
-    r = client.post("/v1/jobs", content=json.dumps(body(metadata={"a": "\\u0000"})),
-                    headers=auth | {"content-type": "application/json"})
+    r = client.post(
+        "/v1/jobs",
+        content=json.dumps(body(metadata={"a": "\\u0000"})),
+        headers=auth | {"content-type": "application/json"},
+    )
     assert r.status_code == 201 and r.json()["metadata"] == {"a": "\\u0000"}, r.text
 
 

@@ -17,8 +17,9 @@ def test_huge_event_cursor_is_a_422_not_a_500(client, auth):
     ok = client.get(f"/v1/jobs/{job_id}/events", params={"after": INT64_MAX}, headers=auth)
     assert ok.status_code == 200 and ok.json()["data"] == [], ok.text
     for limit in (0, 10**30):
-        assert_problem(client.get(f"/v1/jobs/{job_id}/events", params={"limit": limit}, headers=auth), 422,
-                       "validation-error")
+        assert_problem(
+            client.get(f"/v1/jobs/{job_id}/events", params={"limit": limit}, headers=auth), 422, "validation-error"
+        )
         assert_problem(client.get("/v1/jobs", params={"limit": limit}, headers=auth), 422, "validation-error")
 
 

@@ -10,8 +10,14 @@ from testkit.service_lib import assert_problem, body
 from testkit.ui_seed import seed_job
 
 # The routes of the finding, which answered 200 and ignored the parameter.
-NAMED = {"/v1/models", "/v1/usage", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/events", "/v1/jobs/{job_id}/layers",
-         "/v1/jobs/{job_id}/events/stream"}
+NAMED = {
+    "/v1/models",
+    "/v1/usage",
+    "/v1/jobs/{job_id}",
+    "/v1/jobs/{job_id}/events",
+    "/v1/jobs/{job_id}/layers",
+    "/v1/jobs/{job_id}/events/stream",
+}
 
 
 def _routes(routes):
@@ -45,9 +51,15 @@ def test_every_route_refuses_an_undeclared_query_parameter(client, auth, session
 
 def test_declared_parameters_are_still_taken(client, auth, sessions, settings):
     job = seed_job(sessions, settings, auth["Authorization"].split()[1], metadata={"ci": "1"})
-    for path in ("/v1/models?limit=1", "/v1/usage?limit=1", f"/v1/jobs/{job}/events?after=0&limit=5",
-                 "/v1/jobs?metadata.ci=1&limit=5&status=succeeded", "/ui/jobs?metadata.ci=1&status=succeeded",
-                 "/ui/login?next=/ui/jobs", f"/v1/jobs/{job}/events/stream?after=0"):
+    for path in (
+        "/v1/models?limit=1",
+        "/v1/usage?limit=1",
+        f"/v1/jobs/{job}/events?after=0&limit=5",
+        "/v1/jobs?metadata.ci=1&limit=5&status=succeeded",
+        "/ui/jobs?metadata.ci=1&status=succeeded",
+        "/ui/login?next=/ui/jobs",
+        f"/v1/jobs/{job}/events/stream?after=0",
+    ):
         r = client.get(path, headers=auth)
         assert r.status_code == 200, (path, r.text[:300])
     assert job in client.get("/ui/jobs?metadata.ci=1", headers=auth).text

@@ -24,8 +24,11 @@ CHOICES = '{"context": "q", "choices": [" a", " b"], "label": 0}\n'
 
 def post(client, auth, payload: dict, raw: bool = False):
     """The body as JSON: the surrogate as a `\\ud800` escape, or (raw) as the bytes ED A0 80."""
-    data = (json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass") if raw
-            else json.dumps(payload).encode())
+    data = (
+        json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        if raw
+        else json.dumps(payload).encode()
+    )
     return client.post("/v1/jobs", content=data, headers=auth | {"content-type": "application/json"})
 
 
@@ -34,15 +37,20 @@ def no_jobs(client, auth) -> bool:
 
 
 @pytest.mark.parametrize("raw", [False, True], ids=["escape", "raw-bytes"])
-@pytest.mark.parametrize("hostile, loc", [
-    (body(publish={**HUB, "token": LONE}), ["body", "publish", "token"]),  # the 500
-    (body(metadata={"a": LONE}), ["body", "metadata", "a"]),
-    (body(metadata={LONE: "a"}), ["body", "metadata", "\\ud800x"]),  # the key, shown escaped
-    (body(model="a/b" + LONE), ["body", "model", "id"]),
-    (body(evaluation={"task_files": [{"name": "t", "jsonl": CHOICES + LONE}]}),
-     ["body", "evaluation", "task_files", 0, "jsonl"]),
-    ({**body(), LONE: 1}, ["body", "\\ud800x"]),  # an unknown key: named too, not just `body`
-])
+@pytest.mark.parametrize(
+    "hostile, loc",
+    [
+        (body(publish={**HUB, "token": LONE}), ["body", "publish", "token"]),  # the 500
+        (body(metadata={"a": LONE}), ["body", "metadata", "a"]),
+        (body(metadata={LONE: "a"}), ["body", "metadata", "\\ud800x"]),  # the key, shown escaped
+        (body(model="a/b" + LONE), ["body", "model", "id"]),
+        (
+            body(evaluation={"task_files": [{"name": "t", "jsonl": CHOICES + LONE}]}),
+            ["body", "evaluation", "task_files", 0, "jsonl"],
+        ),
+        ({**body(), LONE: 1}, ["body", "\\ud800x"]),  # an unknown key: named too, not just `body`
+    ],
+)
 def test_an_unpaired_surrogate_anywhere_in_the_body_is_a_422_naming_the_field(client, auth, hostile, loc, raw):
     p = assert_problem(post(client, auth, hostile, raw), 422, "validation-error")
     assert p["errors"][0]["loc"] == loc, p
@@ -58,8 +66,11 @@ def test_paired_surrogates_and_escaped_backslashes_are_text(client, auth):
 
 
 def test_the_estimate_endpoint_is_covered_too(client, auth):
-    r = client.post("/v1/estimates", content=json.dumps(body(publish={**HUB, "token": LONE})),
-                    headers=auth | {"content-type": "application/json"})
+    r = client.post(
+        "/v1/estimates",
+        content=json.dumps(body(publish={**HUB, "token": LONE})),
+        headers=auth | {"content-type": "application/json"},
+    )
     assert assert_problem(r, 422, "validation-error")["errors"][0]["loc"] == ["body", "publish", "token"]
 
 

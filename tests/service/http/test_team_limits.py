@@ -59,8 +59,10 @@ def test_a_teams_flood_gets_429s_while_another_team_is_answered(db_url, settings
         with ThreadPoolExecutor(FLOOD + 2) as pool:
             try:
                 flood = [pool.submit(client.get, "/v1/models", headers=alpha) for _ in range(FLOOD)]
-                _until(lambda: sum(f.done() for f in flood) >= FLOOD - LIMIT,
-                       f"{FLOOD - LIMIT} of alpha's {FLOOD} reads answered while the thread is busy")
+                _until(
+                    lambda: sum(f.done() for f in flood) >= FLOOD - LIMIT,
+                    f"{FLOOD - LIMIT} of alpha's {FLOOD} reads answered while the thread is busy",
+                )
                 read = pool.submit(client.get, f"/v1/jobs/{job}", headers=beta)
                 submit = pool.submit(client.post, "/v1/jobs", json=body(), headers=alpha)
             finally:
@@ -168,7 +170,8 @@ def test_every_event_stream_route_counts_as_a_stream(client):
 
 
 def test_made_up_keys_holding_slow_bodies_do_not_lock_a_stale_session_out_of_logging_in(
-        sqlite_clean_url, settings_for, live_server, team_key_for):
+    sqlite_clean_url, settings_for, live_server, team_key_for
+):
     """Keys that are not live share one set of limits. Without any key of its own, a client held them all with
     request bodies it never finished (POST /v1/jobs with a made-up `nbl_...` key: the body is read before the key
     is checked), and then a browser whose login cookie held a revoked key was a 429 at the login form, and could
@@ -187,8 +190,10 @@ def test_made_up_keys_holding_slow_bodies_do_not_lock_a_stale_session_out_of_log
     try:
         for _ in range(LIMIT + 1):  # every slot of the keys that are not live, and one more
             s = socket.create_connection(("127.0.0.1", port))
-            s.sendall(f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nbl_{secrets.token_urlsafe(32)}\r\n"
-                      "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode())
+            s.sendall(
+                f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nbl_{secrets.token_urlsafe(32)}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode()
+            )
             held.append(s)
         # The server takes the connections in its own order: whichever came last is refused, not always held[-1].
         readable, _, _ = select.select(held, [], [], 30)
@@ -198,11 +203,16 @@ def test_made_up_keys_holding_slow_bodies_do_not_lock_a_stale_session_out_of_log
             browser.cookies.set("nbl_ui_key", "nbl_" + "r" * 43, path="/ui")  # a revoked key's cookie, say
             form = browser.get("/ui/login")
             assert form.status_code == 200
-            logged_in = browser.post("/ui/login", data={"key": alpha, "csrf": csrf_field(form.text)},
-                                     follow_redirects=False)
+            logged_in = browser.post(
+                "/ui/login", data={"key": alpha, "csrf": csrf_field(form.text)}, follow_redirects=False
+            )
             assert logged_in.status_code == 303, logged_in.status_code
-            assert browser.post("/ui/logout", data={"csrf": csrf_field(browser.get("/ui/jobs").text)},
-                                follow_redirects=False).status_code == 303
+            assert (
+                browser.post(
+                    "/ui/logout", data={"csrf": csrf_field(browser.get("/ui/jobs").text)}, follow_redirects=False
+                ).status_code
+                == 303
+            )
     finally:
         for s in held:
             s.close()

@@ -20,6 +20,7 @@ from service.jobs import states
 @pytest.fixture
 def running(sessions):
     """running(team="alpha") -> (team id, job id, lease token) of a freshly claimed job."""
+
     def make(team: str = "alpha") -> tuple[int, str, str]:
         with sessions() as s:
             row = s.scalar(select(Team).where(Team.name == team)) or Team(name=team)
@@ -73,8 +74,9 @@ def test_a_job_queued_again_after_dying_mid_publish_cannot_be_cancelled(sessions
     with sessions() as s:  # its worker dies: the reconciler queues it again
         s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
         s.commit()
-        lost = s.execute(select(Job.id, Job.lease_token, Job.attempt, Job.stage, Job.lease_owner)
-                         .where(Job.id == job_id)).one()
+        lost = s.execute(
+            select(Job.id, Job.lease_token, Job.attempt, Job.stage, Job.lease_owner).where(Job.id == job_id)
+        ).one()
         assert states.requeue_lost(s, lost, 3, utcnow())
         with pytest.raises(CancelNotPossible):
             api_jobs.cancel_job(s, team_id, job_id)
@@ -124,8 +126,11 @@ def test_cancel_and_begin_publish_racing_have_exactly_one_winner(sessions, runni
 
 def test_the_api_answers_409_problem_json(client, auth, sessions):
     with sessions() as s:  # a job of the key's team, claimed and publishing
-        job = Job(id=new_job_id(), team_id=s.scalar(select(Team.id).where(Team.name == "alpha")),
-                  spec={"model": {"id": "a/b"}})
+        job = Job(
+            id=new_job_id(),
+            team_id=s.scalar(select(Team.id).where(Team.name == "alpha")),
+            spec={"model": {"id": "a/b"}},
+        )
         s.add(job)
         s.commit()
         job_id = job.id

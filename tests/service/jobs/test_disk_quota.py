@@ -17,11 +17,25 @@ from service.core.models import Job
 from service.core.settings import Settings
 from service.estimates.placement import placement_for
 
-LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
-            "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-            "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
-JOB = {"model": {"id": "local:eight"}, "calibration": {"num_samples": 8, "seq_len": 32}, "compression": {"k": 1},
-       "evaluation": {"perplexity": []}}
+LLAMA_8B = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
+JOB = {
+    "model": {"id": "local:eight"},
+    "calibration": {"num_samples": 8, "seq_len": 32},
+    "compression": {"k": 1},
+    "evaluation": {"perplexity": []},
+}
 
 
 def write_config(directory: Path, config: dict) -> None:
@@ -71,12 +85,17 @@ def jobs(settings) -> int:
 
 def test_a_job_planning_more_than_the_quota_is_a_422_naming_the_numbers(deploy):
     settings, client, auth, one = deploy(1.5)
-    p = assert_problem(client.post("/v1/jobs", json={**JOB, "compression": {"k": [1, 2]}}, headers=auth),
-                       422, "validation-error")
+    p = assert_problem(
+        client.post("/v1/jobs", json={**JOB, "compression": {"k": [1, 2]}}, headers=auth), 422, "validation-error"
+    )
     quota = int(1.5 * one)
     assert p["errors"][0]["type"] == "disk_quota_exceeded" and p["errors"][0]["loc"] == ["body", "publish"]
     assert {k: p["errors"][0][k] for k in ("quota_bytes", "planned_bytes", "used_bytes", "reserved_bytes")} == {
-        "quota_bytes": quota, "planned_bytes": 2 * one, "used_bytes": 0, "reserved_bytes": 0}
+        "quota_bytes": quota,
+        "planned_bytes": 2 * one,
+        "used_bytes": 0,
+        "reserved_bytes": 0,
+    }
     assert p["detail"].startswith(f"this job's estimated {2 * one} bytes (")
     assert f"over its disk quota of {quota} bytes" in p["detail"] and "NBL_TEAM_DISK_QUOTA_BYTES" in p["detail"]
     assert "its outputs use 0 bytes" in p["detail"] and jobs(settings) == 0

@@ -36,8 +36,11 @@ def test_stream_of_an_ended_job_resumes_and_is_team_scoped(client, auth, team_ke
     assert [e for e, _ in events] == [e["id"] for e in listed] and all(str(e) == i for e, i in events)
     assert items[-1][0] == "end" and items[-1][1]["status"] == "succeeded"
     middle = events[len(events) // 2][0]
-    resumed = _items(client.get(f"/v1/jobs/{job}/events/stream", params={"after": 0},
-                                headers=auth | {"Last-Event-ID": str(middle)}).text)
+    resumed = _items(
+        client.get(
+            f"/v1/jobs/{job}/events/stream", params={"after": 0}, headers=auth | {"Last-Event-ID": str(middle)}
+        ).text
+    )
     assert [d["id"] for k, d, _ in resumed if k == "message"] == [e for e, _ in events if e > middle]
     assert client.get(f"/v1/jobs/{job}/events/stream", headers=auth | {"Last-Event-ID": "x"}).status_code == 422
     other = client.get(f"/v1/jobs/{job}/events/stream", headers=team_key("beta"))
@@ -61,11 +64,13 @@ def test_a_running_job_streams_its_new_events_then_ends(sqlite_clean_url, settin
         for kind, data, _ in parse(lines):
             seen.append((kind, data))
             if kind == "job" and len([k for k, _ in seen if k == "job"]) == 1:
+
                 def worker():  # written while the stream is open
                     with sessions() as s:
                         token = s.get(Job, job).lease_token
                         store.add_event(s, job, "log", "late news", stage="evaluate")
                         states.finish(s, job, token, "succeeded")
+
                 threading.Thread(target=worker).start()
             if kind == "end":
                 break
@@ -99,7 +104,10 @@ def test_a_last_event_id_of_other_digits_is_a_422(sqlite_clean_url, settings_for
     host, port = base.removeprefix("http://").split(":")
     for path in (f"/v1/jobs/{job}/events/stream", f"/ui/jobs/{job}/events/stream"):
         with socket.create_connection((host, int(port))) as conn:  # raw: an HTTP client would encode the header
-            conn.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth['Authorization']}\r\n"
-                         f"Connection: close\r\nLast-Event-ID: ".encode() + b"\xb2\r\n\r\n")
+            conn.sendall(
+                f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth['Authorization']}\r\n"
+                f"Connection: close\r\nLast-Event-ID: ".encode()
+                + b"\xb2\r\n\r\n"
+            )
             status = conn.makefile("rb").readline()
         assert status.split()[1] == b"422", (path, status)

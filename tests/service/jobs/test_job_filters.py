@@ -40,14 +40,17 @@ def test_metadata_filters_are_anded(client, auth, team_key):
     assert page["has_more"] and ids(client, auth, f"metadata.ci=1&limit=1&after={page['next_cursor']}") == [main]
 
 
-@pytest.mark.parametrize("query, param", [
-    ("stauts=failed", "stauts"),           # a misspelt filter used to list every job
-    ("metadata_ci=1", "metadata_ci"),
-    ("metadata=ci", "metadata"),
-    ("metadata.=1", "metadata."),
-    ("metadata.a%20b=1", "metadata.a b"),  # not a metadata key
-    ("limit=5&sort=asc", "sort"),
-])
+@pytest.mark.parametrize(
+    "query, param",
+    [
+        ("stauts=failed", "stauts"),  # a misspelt filter used to list every job
+        ("metadata_ci=1", "metadata_ci"),
+        ("metadata=ci", "metadata"),
+        ("metadata.=1", "metadata."),
+        ("metadata.a%20b=1", "metadata.a b"),  # not a metadata key
+        ("limit=5&sort=asc", "sort"),
+    ],
+)
 def test_unknown_query_parameter_is_a_422(client, auth, query, param):
     make(client, auth, ci="1")
     p = assert_problem(client.get(f"/v1/jobs?{query}", headers=auth), 422, "validation-error")

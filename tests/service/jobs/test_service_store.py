@@ -106,8 +106,12 @@ def test_a_takeover_says_the_worker_was_lost_as_a_requeue_does(sessions, new_job
         job = s.get(Job, requeued)
         assert states.requeue_lost(s, job, 3, utcnow())
         assert states.claim_job(s, requeued, 60, max_attempts=3, owner="w2@host")
-    want = [("queued again: worker w1@host lost at stage calibrate (attempt 1 of 3)",
-             {"status": "queued", "reason": "worker lost", "attempt": 1, "stage": "calibrate"})]
+    want = [
+        (
+            "queued again: worker w1@host lost at stage calibrate (attempt 1 of 3)",
+            {"status": "queued", "reason": "worker lost", "attempt": 1, "stage": "calibrate"},
+        )
+    ]
     assert lost_events(taken) == want and lost_events(requeued) == want
     with sessions() as s:
         assert s.get(Job, taken).attempt == 2 and s.get(Job, taken).status == "running"
@@ -162,8 +166,11 @@ def test_heartbeat_extends_the_lease(sessions, new_job):
     job_id = new_job()
     with sessions() as s:
         token = states.claim_job(s, job_id, 30)
-        s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=utcnow() + timedelta(seconds=2),
-                                                             heartbeat_at=utcnow() - timedelta(seconds=28)))
+        s.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(lease_expires_at=utcnow() + timedelta(seconds=2), heartbeat_at=utcnow() - timedelta(seconds=28))
+        )
         s.commit()
         assert states.heartbeat(s, job_id, token)
         assert s.get(Job, job_id, populate_existing=True).lease_expires_at > utcnow() + timedelta(seconds=25)

@@ -83,13 +83,16 @@ def writers(source: str) -> list[str]:
                 found.append(f"{line}: WebhookDelivery(...)")
         if isinstance(node, ast.Attribute) and node.attr == "enqueue" and _is(node.value, "outbox"):
             found.append(f"{line}: outbox.enqueue")
-        if (isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("service.jobs.outbox", "service.webhooks"))
-                and any(a.name == "enqueue" for a in node.names)):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith(("service.jobs.outbox", "service.webhooks"))
+            and any(a.name == "enqueue" for a in node.names)
+        ):
             found.append(f"{line}: import of the outbox's enqueue")
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                for el in t.elts if isinstance(t, ast.Tuple) else [t]:
                     if isinstance(el, ast.Attribute) and el.attr == "status" and _names_a_job(el.value):
                         found.append(f"{line}: job.status = ...")
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and RAW_SQL.search(node.value):

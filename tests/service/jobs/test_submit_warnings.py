@@ -29,7 +29,8 @@ def test_a_request_that_gives_both_gets_none_unless_it_is_slow():
     spec = JobCreate.model_validate(body(k=1, **CHEAP))
     assert submit_warnings(spec, {"seconds": [60.0, 600.0], "worker_class": "nbl-cpu"}) == []
     assert submit_warnings(spec, {"seconds": [7200.0, 9000.0], "worker_class": None}) == [
-        "this job is estimated to take 2.0 h to 2.5 h"]
+        "this job is estimated to take 2.0 h to 2.5 h"
+    ]
 
 
 def test_the_api_answers_with_the_warnings_and_keeps_them(client, auth, settings):
@@ -45,7 +46,8 @@ def test_the_api_answers_with_the_warnings_and_keeps_them(client, auth, settings
     assert [j["warnings"] for j in listed if j["id"] == job["id"]] == [job["warnings"]]
     events = client.get(f"/v1/jobs/{job['id']}/events", headers=auth).json()["data"]
     assert [(e["kind"], e["stage"], e["message"]) for e in events if e["kind"] == "warning"] == [
-        ("warning", "submit", job["warnings"][0])]
+        ("warning", "submit", job["warnings"][0])
+    ]
 
     quiet = client.post("/v1/jobs", json=body(k=1, model="local:tiny", **CHEAP), headers=auth)
     assert quiet.status_code == 201 and quiet.json()["warnings"] == []
@@ -57,7 +59,9 @@ def test_a_statistics_cache_over_the_cap_is_said_at_submit():
     (said,) = submit_warnings(spec, big, 50 * 10**9)
     assert "(215.0 GB) are over the statistics cache's cap (50.0 GB, NBL_STATS_CACHE_MAX_BYTES)" in said
     assert submit_warnings(spec, big, 300 * 10**9) == []  # it fits: kept
-    assert submit_warnings(spec, big, 0) == [] and submit_warnings(spec, big) == []  # no cache at all: nothing kept anyway
+    assert (
+        submit_warnings(spec, big, 0) == [] and submit_warnings(spec, big) == []
+    )  # no cache at all: nothing kept anyway
 
 
 def test_the_api_warns_when_the_cap_is_below_the_estimate(client, auth, settings):

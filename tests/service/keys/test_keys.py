@@ -46,8 +46,9 @@ def list_keys(admin, *flags: str) -> list[dict]:
     return json.loads(out)
 
 
-@pytest.mark.parametrize("name", ["", "Alpha", "-alpha", "al_pha", "al pha", "alpha\nbeta", "a" * 64, "x" * 5000,
-                                  "../alpha", "alpha\x00"])
+@pytest.mark.parametrize(
+    "name", ["", "Alpha", "-alpha", "al_pha", "al pha", "alpha\nbeta", "a" * 64, "x" * 5000, "../alpha", "alpha\x00"]
+)
 def test_create_key_refuses_a_bad_team_name(admin, db_url, name):
     rc, out, err = admin("create-key", f"--team={name}", "--create-team")
     assert rc == 2 and out == ""
@@ -144,12 +145,19 @@ def test_revoke_key_of_an_id_no_key_can_have_is_one_line(admin, key_id):
     assert rc == 2 and out == "" and err.startswith(f"nbl: error: no key with id {key_id} ") and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("argv", [
-    ["admin", "dispatch", "--stale-after", "1e300"], ["admin", "dispatch", "--stale-after", "inf"],
-    ["admin", "dispatch", "--stale-after", "nan"], ["admin", "dispatch", "--stale-after=-1"],
-    ["reconcile", "--interval", "inf"], ["reconcile", "--interval", "1e300"], ["reconcile", "--interval", "nan"],
-    ["reconcile", "--once", "--interval", "0"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["admin", "dispatch", "--stale-after", "1e300"],
+        ["admin", "dispatch", "--stale-after", "inf"],
+        ["admin", "dispatch", "--stale-after", "nan"],
+        ["admin", "dispatch", "--stale-after=-1"],
+        ["reconcile", "--interval", "inf"],
+        ["reconcile", "--interval", "1e300"],
+        ["reconcile", "--interval", "nan"],
+        ["reconcile", "--once", "--interval", "0"],
+    ],
+)
 def test_the_admin_commands_numbers_are_bounded(admin, capsys, argv):
     """An overflowing --stale-after was a traceback (OverflowError), --interval inf one at the first wait and
     nan a loop that never slept: now one line and exit 2, before any database or broker is reached."""

@@ -71,10 +71,13 @@ def test_gc_dry_run_reports_and_gc_frees(sqlite_clean_url, settings_for, monkeyp
     monkeypatch.setenv("DATABASE_URL", settings.database_url)
     monkeypatch.setenv("NBL_STATS_CACHE_MAX_BYTES", "250")
     expected = {
-        ("scratch", f"jobs/{ids['succeeded']}"), ("scratch", f"jobs/{ids['failed']}"),
-        ("scratch", f"jobs/{ids['cancelled']}"), ("scratch", f"jobs/{unknown}"),
+        ("scratch", f"jobs/{ids['succeeded']}"),
+        ("scratch", f"jobs/{ids['failed']}"),
+        ("scratch", f"jobs/{ids['cancelled']}"),
+        ("scratch", f"jobs/{unknown}"),
         ("staging", f"published/.nbl-staging/{ids['failed']}"),
-        ("stats", "stats/a.stats"), ("stats", "stats/old.99.tmp"),
+        ("stats", "stats/a.stats"),
+        ("stats", "stats/old.99.tmp"),
     }
 
     def gc(*flags) -> dict:
@@ -90,7 +93,13 @@ def test_gc_dry_run_reports_and_gc_frees(sqlite_clean_url, settings_for, monkeyp
     gc()
     left = files(settings.home)
     assert left == {f for f in before if not any(f.startswith(p + "/") or f == p for _, p in expected)}
-    assert {f"jobs/{ids['queued']}/k1/model.safetensors", f"jobs/{ids['running']}/k1/model.safetensors",
-            f"published/.nbl-staging/{ids['running']}/k1/model.safetensors", "published/alpha/smol/model.safetensors",
-            "stats/b.stats", "stats/c.stats", "stats/new.98.tmp"} <= left
+    assert {
+        f"jobs/{ids['queued']}/k1/model.safetensors",
+        f"jobs/{ids['running']}/k1/model.safetensors",
+        f"published/.nbl-staging/{ids['running']}/k1/model.safetensors",
+        "published/alpha/smol/model.safetensors",
+        "stats/b.stats",
+        "stats/c.stats",
+        "stats/new.98.tmp",
+    } <= left
     assert main(["admin", "gc"]) == 0 and "freed 0 bytes in 0 item(s)" in capsys.readouterr().out  # nothing left

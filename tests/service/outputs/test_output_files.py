@@ -42,7 +42,8 @@ def test_list_and_download_match_the_published_files(job_output):
     on_disk = {str(p.relative_to(s.folder(1))): p.read_bytes() for p in s.folder(1).rglob("*") if p.is_file()}
     assert ".nbl-files.json" in on_disk  # the manifest, written by the publisher
     assert {f["path"]: (f["size"], f["sha256"]) for f in listing["data"]} == {
-        name: (len(data), sha(data)) for name, data in on_disk.items() if not name.startswith(".nbl-")}
+        name: (len(data), sha(data)) for name, data in on_disk.items() if not name.startswith(".nbl-")
+    }
     assert {"model.safetensors", "config.json", "README.md"} <= {f["path"] for f in listing["data"]}
     assert listing["job_id"] == job_id and listing["k"] == 1
 
@@ -58,12 +59,17 @@ def test_ranges(job_output):
     url = f"/v1/jobs/{s.job['id']}/outputs/1/files/model.safetensors"
     data = (s.folder(1) / "model.safetensors").read_bytes()
     n = len(data)
-    for header, first, last in (("bytes=0-9", 0, 9), ("bytes=100-1099", 100, 1099), ("bytes=-7", n - 7, n - 1),
-                                (f"bytes={n - 5}-", n - 5, n - 1), (f"bytes=10-{n + 50}", 10, n - 1)):
+    for header, first, last in (
+        ("bytes=0-9", 0, 9),
+        ("bytes=100-1099", 100, 1099),
+        ("bytes=-7", n - 7, n - 1),
+        (f"bytes={n - 5}-", n - 5, n - 1),
+        (f"bytes=10-{n + 50}", 10, n - 1),
+    ):
         r = s.get(url, headers={"Range": header})
         assert r.status_code == 206, header
         assert r.headers["content-range"] == f"bytes {first}-{last}/{n}"
-        assert r.content == data[first:last + 1] and int(r.headers["content-length"]) == last - first + 1
+        assert r.content == data[first : last + 1] and int(r.headers["content-length"]) == last - first + 1
     huge = "9" * 5000  # past Python's 4,300-digit int() limit (was a 500)
     for header in (f"bytes=0-{huge}", f"bytes=-{huge}", f"bytes=0000-{huge}"):  # to the end: the whole file
         r = s.get(url, headers={"Range": header})
@@ -75,19 +81,42 @@ def test_ranges(job_output):
         assert r.headers["content-range"] == f"bytes */{n}"
     etag = s.get(url, headers={"Range": "bytes=0-0"}).headers["etag"]
     assert s.get(url, headers={"Range": "bytes=5-", "If-Range": etag}).content == data[5:]
-    for header, extra in (("bytes=0-1,5-6", {}), ("items=0-1", {}), ("bytes=9-3", {}), (f"bytes={huge}1-{huge}", {}),
-                          ("bytes=\u0661-\u0663".encode(), {}),  # Arabic-Indic digits: not ASCII, not a range
-                          ("bytes=5-", {"If-Range": '"' + "0" * 64 + '"'})):  # ignored: the whole file
+    for header, extra in (
+        ("bytes=0-1,5-6", {}),
+        ("items=0-1", {}),
+        ("bytes=9-3", {}),
+        (f"bytes={huge}1-{huge}", {}),
+        ("bytes=\u0661-\u0663".encode(), {}),  # Arabic-Indic digits: not ASCII, not a range
+        ("bytes=5-", {"If-Range": '"' + "0" * 64 + '"'}),
+    ):  # ignored: the whole file
         r = s.get(url, headers={"Range": header, **extra})
         assert r.status_code == 200 and r.content == data, header
 
 
-@pytest.mark.parametrize(("header", "size", "expected"), [
-    ("bytes=0-0", 1, (0, 0)), ("bytes=3-", 3, Unsatisfiable), ("bytes=3-9", 3, Unsatisfiable), ("bytes=2-", 3, (2, 2)), ("bytes=-5", 3, (0, 2)), ("bytes=0-", 0, Unsatisfiable), ("bytes=-1", 0, Unsatisfiable),
-    (" bytes=2-4 ", 10, (2, 4)), ("bytes=", 10, None), ("bytes=a-b", 10, None), (None, 10, None),
-    ("bytes=0-" + "9" * 5000, 10, (0, 9)), ("bytes=-" + "9" * 5000, 10, (0, 9)), ("bytes=" + "9" * 5000 + "-", 10, Unsatisfiable),
-    ("bytes=" + "0" * 5000 + "7-", 10, (7, 9)), ("bytes=2-" + "0" * 5000 + "5", 10, (2, 5)),
-    ("bytes=" + "9" * 5000 + "-" + "9" * 4999, 10, None), ("bytes=\u0663-", 10, None), ("bytes=\uff13-", 10, None)])
+@pytest.mark.parametrize(
+    ("header", "size", "expected"),
+    [
+        ("bytes=0-0", 1, (0, 0)),
+        ("bytes=3-", 3, Unsatisfiable),
+        ("bytes=3-9", 3, Unsatisfiable),
+        ("bytes=2-", 3, (2, 2)),
+        ("bytes=-5", 3, (0, 2)),
+        ("bytes=0-", 0, Unsatisfiable),
+        ("bytes=-1", 0, Unsatisfiable),
+        (" bytes=2-4 ", 10, (2, 4)),
+        ("bytes=", 10, None),
+        ("bytes=a-b", 10, None),
+        (None, 10, None),
+        ("bytes=0-" + "9" * 5000, 10, (0, 9)),
+        ("bytes=-" + "9" * 5000, 10, (0, 9)),
+        ("bytes=" + "9" * 5000 + "-", 10, Unsatisfiable),
+        ("bytes=" + "0" * 5000 + "7-", 10, (7, 9)),
+        ("bytes=2-" + "0" * 5000 + "5", 10, (2, 5)),
+        ("bytes=" + "9" * 5000 + "-" + "9" * 4999, 10, None),
+        ("bytes=\u0663-", 10, None),
+        ("bytes=\uff13-", 10, None),
+    ],
+)
 def test_byte_range(header, size, expected):
     if expected is Unsatisfiable:
         with pytest.raises(Unsatisfiable):
@@ -99,8 +128,25 @@ def test_byte_range(header, size, expected):
 def test_byte_range_fuzz():
     """Random Range shapes: whole file, 416, or a range inside the file; never another exception."""
     rng = random.Random(24)
-    numbers = ["", "0", "1", "7", "10", "00", "0" * 40 + "3", "9" * 19, "9" * 5000, "1" + "0" * 4400, "-1", "+2",
-               " 3", "1e3", "0x1f", "\u0663", "\u00b2"]
+    numbers = [
+        "",
+        "0",
+        "1",
+        "7",
+        "10",
+        "00",
+        "0" * 40 + "3",
+        "9" * 19,
+        "9" * 5000,
+        "1" + "0" * 4400,
+        "-1",
+        "+2",
+        " 3",
+        "1e3",
+        "0x1f",
+        "\u0663",
+        "\u00b2",
+    ]
     for _ in range(3000):
         header = rng.choice(["bytes=", "bytes =", "Bytes=", "items=", "bytes=,", ""]) + rng.choice(numbers)
         header += rng.choice(["-", "--", "", ",", "-,-"]) + rng.choice(numbers) + rng.choice(["", ",0-1", " ", "\t"])
@@ -121,10 +167,24 @@ def test_what_is_refused(job_output, tmp_path):
     (s.folder(1) / "tokenizer.json").unlink()
     (s.folder(1) / "tokenizer.json").symlink_to(secret)  # a listed name, now a symlink
     os.symlink(tmp_path, s.folder(1) / "outside")  # a symlinked folder
-    paths = ["../../../../../../etc/passwd", "../k2/config.json", "%2e%2e/%2e%2e/%2e%2e/etc/passwd",
-             "..%2fk2%2fconfig.json", "%2e%2e%2f.nbl-owner.json", "/etc/passwd", "//etc/passwd",
-             "../.nbl-owner.json", ".nbl-files.json", "./config.json", "config.json/", "evil", "tokenizer.json",
-             "outside/secret.txt", f"{secret}", "%00config.json"]
+    paths = [
+        "../../../../../../etc/passwd",
+        "../k2/config.json",
+        "%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        "..%2fk2%2fconfig.json",
+        "%2e%2e%2f.nbl-owner.json",
+        "/etc/passwd",
+        "//etc/passwd",
+        "../.nbl-owner.json",
+        ".nbl-files.json",
+        "./config.json",
+        "config.json/",
+        "evil",
+        "tokenizer.json",
+        "outside/secret.txt",
+        f"{secret}",
+        "%00config.json",
+    ]
     for path in paths:
         status, body = raw_get(s, f"{base}/{path}", s.auth)
         assert status == (422 if "%00" in path else 404), (path, status, body[:200])  # NUL: service/http/nul.py
@@ -151,8 +211,10 @@ def test_hub_old_rows_and_outputs_without_a_manifest(job_output):
     s = job_output
     other = hub_and_old_rows(s)
     job = s.get(f"/v1/jobs/{other}").json()
-    assert {a["k"]: a["uri"] for a in job["artifacts"]} == {1: "https://huggingface.co/acme/x",
-                                                          2: f"/v1/jobs/{other}/outputs/2/files"}  # old row: mapped
+    assert {a["k"]: a["uri"] for a in job["artifacts"]} == {
+        1: "https://huggingface.co/acme/x",
+        2: f"/v1/jobs/{other}/outputs/2/files",
+    }  # old row: mapped
     r = s.get(f"/v1/jobs/{other}/outputs/1/files")
     problem = assert_problem(r, 409, "output-on-hub")
     assert problem["hub_url"] == "https://huggingface.co/acme/x" and problem["commit_sha"] == "a" * 40
@@ -166,7 +228,8 @@ def test_hub_old_rows_and_outputs_without_a_manifest(job_output):
     first = s.get(f"/v1/jobs/{s.job['id']}/outputs/2/files").json()["data"]
     assert json.loads(manifest.read_text()) == published
     assert [(f["path"], f["size"], f["sha256"]) for f in first] == [
-        (f["path"], f["size"], f["sha256"]) for f in published["files"]]
+        (f["path"], f["size"], f["sha256"]) for f in published["files"]
+    ]
     # the manifest, not the disk, is what is listed: a file changed afterwards keeps its published sum
     (s.folder(2) / "config.json").write_text("{}")
     again = {f["path"]: f["sha256"] for f in s.get(f"/v1/jobs/{s.job['id']}/outputs/2/files").json()["data"]}

@@ -33,11 +33,21 @@ def test_old_flat_outputs_move_under_their_team(sqlite_clean_url, settings_for, 
 
         def job(team, local_dir, k, outputs, at):
             job_id = new_job_id()
-            s.add(Job(id=job_id, team_id=team.id, status="succeeded",
-                      spec={"publish": {"local_dir": local_dir}, "compression": {"k": k}}))
+            s.add(
+                Job(
+                    id=job_id,
+                    team_id=team.id,
+                    status="succeeded",
+                    spec={"publish": {"local_dir": local_dir}, "compression": {"k": k}},
+                )
+            )
             s.flush()
             for kk, path in outputs:
-                s.add(Artifact(job_id=job_id, k=kk, kind="local_dir", uri=str(path), created_at=t0 + timedelta(seconds=at)))
+                s.add(
+                    Artifact(
+                        job_id=job_id, k=kk, kind="local_dir", uri=str(path), created_at=t0 + timedelta(seconds=at)
+                    )
+                )
             jobs[local_dir, team.name] = job_id
             return job_id
 
@@ -47,8 +57,13 @@ def test_old_flat_outputs_move_under_their_team(sqlite_clean_url, settings_for, 
         job(alpha, "alpha", 4, [(4, pub / "alpha")], 4)  # an output named like a team
         job(alpha, "gone", 4, [(4, pub / "gone")], 5)  # deleted by hand since
         s.commit()
-    for rel in ("smol/config.json", "multi/k1/config.json", "multi/k2/config.json", "alpha/config.json",
-                "stray/config.json"):
+    for rel in (
+        "smol/config.json",
+        "multi/k1/config.json",
+        "multi/k2/config.json",
+        "alpha/config.json",
+        "stray/config.json",
+    ):
         (pub / rel).parent.mkdir(parents=True, exist_ok=True)
         (pub / rel).write_text(rel)
     before = files(pub)
@@ -66,7 +81,11 @@ def test_old_flat_outputs_move_under_their_team(sqlite_clean_url, settings_for, 
 
     dry = run("--dry-run")
     assert {(m["name"], m["team"], m["status"]) for m in dry["moves"]} == {
-        ("smol", "beta", "moved"), ("multi", "beta", "moved"), ("alpha", "alpha", "moved"), ("gone", "alpha", "missing")}
+        ("smol", "beta", "moved"),
+        ("multi", "beta", "moved"),
+        ("alpha", "alpha", "moved"),
+        ("gone", "alpha", "missing"),
+    }
     assert dry["left"] == ["stray"]
     assert files(pub) == before and all(u.startswith("/") for u in uris())  # a dry run changes nothing
 
@@ -74,15 +93,26 @@ def test_old_flat_outputs_move_under_their_team(sqlite_clean_url, settings_for, 
     assert [m["status"] for m in report["moves"]] == [m["status"] for m in dry["moves"]]
     after = files(pub)
     owner = {p.rsplit("/", 1)[0]: json.loads(d) for p, d in after.items() if p.endswith(".nbl-owner.json")}
-    assert owner == {"beta/smol": {"team": "beta", "job_id": jobs["smol", "beta"]},
-                     "beta/multi": {"team": "beta", "job_id": jobs["multi", "beta"]},
-                     "alpha/alpha": {"team": "alpha", "job_id": jobs["alpha", "alpha"]}}
+    assert owner == {
+        "beta/smol": {"team": "beta", "job_id": jobs["smol", "beta"]},
+        "beta/multi": {"team": "beta", "job_id": jobs["multi", "beta"]},
+        "alpha/alpha": {"team": "alpha", "job_id": jobs["alpha", "alpha"]},
+    }
     assert {p: d for p, d in after.items() if not p.endswith(".nbl-owner.json")} == {
-        "beta/smol/config.json": b"smol/config.json", "beta/multi/k1/config.json": b"multi/k1/config.json",
-        "beta/multi/k2/config.json": b"multi/k2/config.json", "alpha/alpha/config.json": b"alpha/config.json",
-        "stray/config.json": b"stray/config.json"}
-    assert uris() == {"local:alpha/smol", "local:beta/smol", "local:beta/multi/k1", "local:beta/multi/k2",
-                      "local:alpha/alpha", "local:alpha/gone"}
+        "beta/smol/config.json": b"smol/config.json",
+        "beta/multi/k1/config.json": b"multi/k1/config.json",
+        "beta/multi/k2/config.json": b"multi/k2/config.json",
+        "alpha/alpha/config.json": b"alpha/config.json",
+        "stray/config.json": b"stray/config.json",
+    }
+    assert uris() == {
+        "local:alpha/smol",
+        "local:beta/smol",
+        "local:beta/multi/k1",
+        "local:beta/multi/k2",
+        "local:alpha/alpha",
+        "local:alpha/gone",
+    }
     assert run() == {"dry_run": False, "moves": [], "left": ["stray"]}  # again: nothing more to do
     engine.dispose()
 

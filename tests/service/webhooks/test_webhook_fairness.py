@@ -49,8 +49,14 @@ def env(db_url, settings_for):
 
         def attempts(self, team: str) -> list[WebhookAttempt]:
             with self.sessions() as s:
-                return list(s.scalars(select(WebhookAttempt).join(WebhookDelivery).join(Job)
-                                      .where(Job.team_id == self.teams[team].team_id)))
+                return list(
+                    s.scalars(
+                        select(WebhookAttempt)
+                        .join(WebhookDelivery)
+                        .join(Job)
+                        .where(Job.team_id == self.teams[team].team_id)
+                    )
+                )
 
     made = []
     yield lambda **kw: made.append(Env(**kw)) or made[-1]

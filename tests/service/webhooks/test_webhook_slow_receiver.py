@@ -44,8 +44,9 @@ def env(db_url, settings_for):
             """A job; with a URL and cancel, one job.cancelled delivery is due."""
             extra = {"webhook_url": url} if url else {}
             with self.sessions() as s:
-                job, _ = jobs.create_job(s, self.principal, JobCreate.model_validate(body(**extra)), None,
-                                         self.settings)
+                job, _ = jobs.create_job(
+                    s, self.principal, JobCreate.model_validate(body(**extra)), None, self.settings
+                )
                 if cancel:
                     jobs.cancel_job(s, self.principal.team_id, job.id)
             return job.id
@@ -184,4 +185,3 @@ def test_several_deliverers_at_once_send_each_event_once(env):
             assert s.scalar(select(WebhookAttempt.attempt).order_by(WebhookAttempt.attempt.desc()).limit(1)) == 1
     finally:
         rx.close()
-

@@ -18,8 +18,9 @@ STUCK_HOST = "hooks.stuck-dns.example"
 GENEROUS_S = 10.0
 
 
-def test_a_name_server_that_never_answers_gets_a_422_within_the_timeout(db_url, settings_for, team_key_for,
-                                                                         monkeypatch):
+def test_a_name_server_that_never_answers_gets_a_422_within_the_timeout(
+    db_url, settings_for, team_key_for, monkeypatch
+):
     settings = settings_for(db_url, webhook_timeout_s=1.0)
     auth = team_key_for(settings, "alpha")
     release, real = threading.Event(), socket.getaddrinfo
@@ -33,6 +34,7 @@ def test_a_name_server_that_never_answers_gets_a_422_within_the_timeout(db_url, 
     monkeypatch.setattr(socket, "getaddrinfo", stuck)
     answers = []
     with TestClient(create_app(settings)) as c:
+
         def submit():
             answers.append(c.post("/v1/jobs", json=body(webhook_url=f"https://{STUCK_HOST}/in"), headers=auth))
 

@@ -48,8 +48,9 @@ def env(db_url, settings_for):
     """Settings that allowlist 127.0.0.1, a team with a key and a webhook secret, a session maker."""
 
     class Env:
-        settings = settings_for(db_url, webhook_allowlist="127.0.0.1", webhook_backoff_s=1.0,
-                                webhook_max_attempts=3, webhook_timeout_s=5.0)
+        settings = settings_for(
+            db_url, webhook_allowlist="127.0.0.1", webhook_backoff_s=1.0, webhook_max_attempts=3, webhook_timeout_s=5.0
+        )
         engine = make_engine(settings)
         sessions = make_sessionmaker(engine)
 
@@ -127,8 +128,13 @@ def test_events_are_signed_per_standard_webhooks_and_carry_the_job(env, receiver
         text = payload + json.dumps({k: v for k, v in headers.items() if k != "webhook-signature"})
         for secret in (env.secret, env.secret.removeprefix("whsec_"), env.auth["Authorization"].split()[1]):
             assert secret not in text
-    assert set(seen) == {(ok, "job.running"), (ok, "job.succeeded"), (bad, "job.running"), (bad, "job.failed"),
-                         (cancelled, "job.cancelled")}
+    assert set(seen) == {
+        (ok, "job.running"),
+        (ok, "job.succeeded"),
+        (bad, "job.running"),
+        (bad, "job.failed"),
+        (cancelled, "job.cancelled"),
+    }
     # The data is the job resource, as GET /v1/jobs/{id} shows it.
     assert seen[(ok, "job.succeeded")] == api_views[ok]
     assert seen[(bad, "job.failed")]["error"] == {"type": "user", "message": "k=40 > 30 layers"}
@@ -149,8 +155,10 @@ def test_retries_after_500_with_exponential_backoff_and_the_same_webhook_id(env,
         assert webhooks.deliver_due(s, env.settings, now=t0 + timedelta(seconds=2.9)) == {}  # then 2 s
         assert webhooks.deliver_due(s, env.settings, now=t0 + timedelta(seconds=3)) == {"delivered": 1}
         assert webhooks.deliver_due(s, env.settings, now=t0 + timedelta(hours=1)) == {}
-        attempts = [(a.attempt, a.status_code, a.error) for a in
-                    s.scalars(select(WebhookAttempt).order_by(WebhookAttempt.attempt))]
+        attempts = [
+            (a.attempt, a.status_code, a.error)
+            for a in s.scalars(select(WebhookAttempt).order_by(WebhookAttempt.attempt))
+        ]
     assert attempts == [(1, 500, "HTTP 500"), (2, 503, "HTTP 503"), (3, 200, None)]
     [row] = deliveries(env, job_id)
     assert (row.status, row.attempts, row.last_error, row.event) == ("delivered", 3, None, "job.cancelled")
@@ -187,15 +195,35 @@ def test_gives_up_after_max_attempts_and_never_touches_the_job(env, receiver):
 # --- private networks ----------------------------------------------------------------------------
 
 PRIVATE_URLS = [
-    "http://127.0.0.1/x", "http://127.1/x", "http://2130706433/x", "http://0x7f000001/x", "http://0177.0.0.1/x",
-    "http://localhost/x", "http://LOCALHOST./x", "http://[::1]/x", "http://[::ffff:127.0.0.1]/x", "http://0.0.0.0/x",
-    "http://10.0.0.1/x", "http://172.16.5.4/x", "http://192.168.1.1/x", "http://100.64.0.1/x",
-    "http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/x", "http://[fd00::1]/x", "http://[fc00::1]/x",
-    "http://[64:ff9b::a9fe:a9fe]/x", "http://[2002:a9fe:a9fe::1]/x", "http://224.0.0.1/x", "http://[::]/x",
+    "http://127.0.0.1/x",
+    "http://127.1/x",
+    "http://2130706433/x",
+    "http://0x7f000001/x",
+    "http://0177.0.0.1/x",
+    "http://localhost/x",
+    "http://LOCALHOST./x",
+    "http://[::1]/x",
+    "http://[::ffff:127.0.0.1]/x",
+    "http://0.0.0.0/x",
+    "http://10.0.0.1/x",
+    "http://172.16.5.4/x",
+    "http://192.168.1.1/x",
+    "http://100.64.0.1/x",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fe80::1]/x",
+    "http://[fd00::1]/x",
+    "http://[fc00::1]/x",
+    "http://[64:ff9b::a9fe:a9fe]/x",
+    "http://[2002:a9fe:a9fe::1]/x",
+    "http://224.0.0.1/x",
+    "http://[::]/x",
     "http://name.invalid/x",  # does not resolve
     # issue 24: Python's is_global calls these global (IPv4-compatible, -translated, local-use NAT64,
     # site-local, the IPv4 dummy address)
-    "http://[::7f00:1]/x", "http://[::ffff:0:7f00:1]/x", "http://[64:ff9b:1::7f00:1]/x", "http://[fec0::1]/x",
+    "http://[::7f00:1]/x",
+    "http://[::ffff:0:7f00:1]/x",
+    "http://[64:ff9b:1::7f00:1]/x",
+    "http://[fec0::1]/x",
     "http://192.0.0.8/x",
 ]
 
@@ -221,8 +249,9 @@ def test_a_team_without_a_secret_cannot_ask_for_webhooks(env, receiver):
         team, _ = get_or_create_team(s, "beta")
         beta = {"Authorization": f"Bearer {create_key(s, team)[0]}"}
     with TestClient(create_app(env.settings)) as c:
-        p = assert_problem(c.post("/v1/jobs", json=body(webhook_url=receiver().url), headers=beta),
-                           422, "validation-error")
+        p = assert_problem(
+            c.post("/v1/jobs", json=body(webhook_url=receiver().url), headers=beta), 422, "validation-error"
+        )
         assert "nbl admin webhook-secret --team beta" in p["detail"]
 
 
@@ -245,7 +274,8 @@ def test_delivery_rechecks_the_address_against_dns_rebinding(env, receiver):
 
     with env.sessions() as s:
         assert webhooks.deliver_due(s, env.settings, now=utcnow() + timedelta(hours=1), resolve=loopback) == {
-            "delivered": 1}
+            "delivered": 1
+        }
     [(headers, payload)] = rx.requests
     assert headers["host"] == f"hooks.example.test:{rx.port}"
     Webhook(env.secret).verify(payload, headers)
@@ -297,8 +327,10 @@ def test_sign_matches_the_reference_library_and_the_spec_example():
     assert ours == Webhook(secret).sign("msg_1", datetime.fromtimestamp(ts, tz=timezone.utc), body_text)
     # The example of the Standard Webhooks specification (its README's test vector).
     spec_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-    assert signing.sign(spec_secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
-                         '{"test": 2432232314}') == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+    assert (
+        signing.sign(spec_secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}')
+        == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+    )
     with pytest.raises(ValueError):
         signing.sign("not-a-secret", "msg_1", ts, body_text)
 
@@ -308,13 +340,20 @@ def test_backoff_doubles_up_to_the_cap():
 
 
 def test_scrub_drops_secret_looking_keys_at_any_depth():
-    value = {"spec": {"publish": {"repo_id": "a/b", "token": "hf_x", "hub_token": "hf_y"}, "metadata": {"k": "v"},
-                      "evaluation": {"max_tokens": 10}},
-             "list": [{"api_key": "k", "Authorization": "Bearer x", "client_secret": "s", "password": "p"}],
-             "metrics": {"calibration": {"tokens": 4096}}}
-    assert outbox.scrub(value) == {"spec": {"publish": {"repo_id": "a/b"}, "metadata": {"k": "v"},
-                                              "evaluation": {"max_tokens": 10}},
-                                     "list": [{}], "metrics": {"calibration": {"tokens": 4096}}}
+    value = {
+        "spec": {
+            "publish": {"repo_id": "a/b", "token": "hf_x", "hub_token": "hf_y"},
+            "metadata": {"k": "v"},
+            "evaluation": {"max_tokens": 10},
+        },
+        "list": [{"api_key": "k", "Authorization": "Bearer x", "client_secret": "s", "password": "p"}],
+        "metrics": {"calibration": {"tokens": 4096}},
+    }
+    assert outbox.scrub(value) == {
+        "spec": {"publish": {"repo_id": "a/b"}, "metadata": {"k": "v"}, "evaluation": {"max_tokens": 10}},
+        "list": [{}],
+        "metrics": {"calibration": {"tokens": 4096}},
+    }
 
 
 def test_a_slow_receiver_cannot_hold_up_the_loop(env, receiver):

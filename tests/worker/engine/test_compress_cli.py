@@ -18,14 +18,28 @@ def _run(capsys, *args):
 
 def _base_args(tiny_dir, text_file, tmp_path, *extra, load_check=False):
     """The fresh-process load check costs a process start per output: only the tests about it run it."""
-    return ["--model", tiny_dir, "--dataset", text_file, "--num-samples", 12, "--seq-len", 64,
-            "--out", tmp_path / "out", "--json", *extra, *([] if load_check else ["--no-load-check"])]
+    return [
+        "--model",
+        tiny_dir,
+        "--dataset",
+        text_file,
+        "--num-samples",
+        12,
+        "--seq-len",
+        64,
+        "--out",
+        tmp_path / "out",
+        "--json",
+        *extra,
+        *([] if load_check else ["--no-load-check"]),
+    ]
 
 
 @pytest.mark.slow
 def test_several_k_json_and_cache_hit(tiny_dir, text_file, tmp_path, capsys, monkeypatch):
-    code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1,2", "--criterion", "nmse",
-                                              load_check=True))
+    code, out, err = _run(
+        capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1,2", "--criterion", "nmse", load_check=True)
+    )
     assert code == 0, err
     r = json.loads(out)
     assert r["calibration"]["cached"] is False
@@ -36,14 +50,17 @@ def test_several_k_json_and_cache_hit(tiny_dir, text_file, tmp_path, capsys, mon
     assert [(o["k"], len(o["replaced_layers"])) for o in r["outputs"]] == [(1, 1), (2, 2)]
     for o in r["outputs"]:
         assert o["path"].endswith(f"k{o['k']}")
-        assert json.loads((tmp_path / "out" / f"k{o['k']}" / "config.json").read_text())["nbl"]["layers"] == o["replaced_layers"]
+        assert (
+            json.loads((tmp_path / "out" / f"k{o['k']}" / "config.json").read_text())["nbl"]["layers"]
+            == o["replaced_layers"]
+        )
     # the job's pipeline: each output reloaded in a fresh process, its card written once, at publish, and a
     # root card over the k{K} folders
     assert sorted(r["load_check"]) == ["k1", "k2"]
     assert all(c["max_abs_diff"] <= c["tolerance"] and c["class"].startswith("NBL") for c in r["load_check"].values())
     for k in (1, 2):
         card = (tmp_path / "out" / f"k{k}" / "README.md").read_text()
-        assert f'"{tmp_path / "out"}", subfolder="k{k}"' in card or f"subfolder=\"k{k}\"" in card, card
+        assert f'"{tmp_path / "out"}", subfolder="k{k}"' in card or f'subfolder="k{k}"' in card, card
     assert "k1" in (tmp_path / "out" / "README.md").read_text()
     # the first choice of k=2 contains k=1's: one-shot ranking
     assert set(r["outputs"][0]["replaced_layers"]) <= set(r["outputs"][1]["replaced_layers"])
@@ -56,8 +73,9 @@ def test_several_k_json_and_cache_hit(tiny_dir, text_file, tmp_path, capsys, mon
 
     with monkeypatch.context() as mp:
         mp.setattr(calibration_stage, "calibrate", boom)
-        code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "3", "--method", "drop",
-                                                  "--criterion", "loss"))
+        code, out, err = _run(
+            capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "3", "--method", "drop", "--criterion", "loss")
+        )
         assert code == 0, err
         r2 = json.loads(out)
         assert r2["calibration"]["cached"] is True and r2["calibration"]["cache_key"] == r["calibration"]["cache_key"]
@@ -124,7 +142,9 @@ def test_refuses_auto_map_unsupported_and_pickled_models(tmp_path, text_file, ca
     code, _, err = _run(capsys, "--model", pickled, "--dataset", text_file, "--k", "1", "--seq-len", "32")
     assert code == 2 and "safetensors" in err
 
-    code, _, err = _run(capsys, "--model", tmp_path / "missing.jsonl", "--dataset", text_file, "--k", "1", "--seq-len", "32")
+    code, _, err = _run(
+        capsys, "--model", tmp_path / "missing.jsonl", "--dataset", text_file, "--k", "1", "--seq-len", "32"
+    )
     assert code == 2
 
 
@@ -141,8 +161,12 @@ def test_help_lists_options(capsys):
 def test_eval_after_compressing_reports_base_vs_each_k_and_rewrites_the_cards(tiny_dir, text_file, tmp_path, capsys):
     from huggingface_hub import ModelCard
 
-    code, out, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1,2", "--eval",
-                                              "--perplexity", "wikitext2", "--max-tokens", "256"))
+    code, out, err = _run(
+        capsys,
+        *_base_args(
+            tiny_dir, text_file, tmp_path, "--k", "1,2", "--eval", "--perplexity", "wikitext2", "--max-tokens", "256"
+        ),
+    )
     assert code == 0, err
     evaluation = json.loads(out)["evaluation"]
     assert sorted(evaluation) == ["k1", "k2"]
@@ -150,8 +174,9 @@ def test_eval_after_compressing_reports_base_vs_each_k_and_rewrites_the_cards(ti
         rep = evaluation[f"k{k}"]  # the report of `nbl eval --json`: the output, its base, the deltas
         ppl, base_ppl = rep["perplexity"]["wikitext2"]["ppl"], rep["base"]["perplexity"]["wikitext2"]["ppl"]
         assert rep["model"]["source"] == str(tmp_path / "out" / f"k{k}")  # reloaded from disk
-        assert rep["perplexity"]["wikitext2"]["tokens"] <= 256 and rep["delta"]["perplexity"]["wikitext2"]["ppl"] == \
-            pytest.approx(ppl - base_ppl)
+        assert rep["perplexity"]["wikitext2"]["tokens"] <= 256 and rep["delta"]["perplexity"]["wikitext2"][
+            "ppl"
+        ] == pytest.approx(ppl - base_ppl)
         card = ModelCard.load(tmp_path / "out" / f"k{k}" / "README.md")
         values = {r.metric_name: r.metric_value for r in card.data.eval_results}
         assert values == {"wikitext2 ppl (base model)": base_ppl, f"wikitext2 ppl (tiny-llama-nbl-attn-k{k})": ppl}
@@ -159,16 +184,25 @@ def test_eval_after_compressing_reports_base_vs_each_k_and_rewrites_the_cards(ti
     assert evaluation["k1"]["base"]["cached"] is False
 
     # the base's evaluation is cached per model and spec; the printed report is base vs each k
-    code, out, err = _run(capsys, *[a for a in _base_args(tiny_dir, text_file, tmp_path, "--k", "2", "--eval",
-                                                          "--perplexity", "wikitext2", "--max-tokens", "256")
-                                    if a != "--json"])
+    code, out, err = _run(
+        capsys,
+        *[
+            a
+            for a in _base_args(
+                tiny_dir, text_file, tmp_path, "--k", "2", "--eval", "--perplexity", "wikitext2", "--max-tokens", "256"
+            )
+            if a != "--json"
+        ],
+    )
     assert code == 0, err
     assert "(cached)" in out and "wikitext2 ppl" in out and "delta" in out and str(tmp_path / "out") in out
 
 
 def test_eval_options_are_checked_before_compressing(tiny_dir, text_file, tmp_path, capsys):
-    code, _, err = _run(capsys, *_base_args(tiny_dir, text_file, tmp_path, "--k", "1", "--eval",
-                                            "--task-file", tmp_path / "missing.jsonl"))
+    code, _, err = _run(
+        capsys,
+        *_base_args(tiny_dir, text_file, tmp_path, "--k", "1", "--eval", "--task-file", tmp_path / "missing.jsonl"),
+    )
     assert code == 2 and "task file not found" in err and not (tmp_path / "out").exists()
     code, _, err = _run(capsys, "--model", tiny_dir, "--dataset", text_file, "--k", "1", "--eval")
     assert code == 2 and "give --out" in err
@@ -185,10 +219,24 @@ def test_the_model_size_limit_is_a_flag_defaulting_to_the_variable(tiny_dir, tex
     assert code == 0, err  # the flag wins over the variable
 
 
-def test_host_cache_budget_spills_hidden_states_with_the_same_scores(tiny_dir, text_file, tmp_path, capsys, monkeypatch):
+def test_host_cache_budget_spills_hidden_states_with_the_same_scores(
+    tiny_dir, text_file, tmp_path, capsys, monkeypatch
+):
     spill = tmp_path / "spill"  # beside the statistics directory (tmp_path/stats here)
-    args = ["--model", tiny_dir, "--dataset", text_file, "--num-samples", 12, "--seq-len", 64, "--k", "1",
-            "--json", "--no-cache"]
+    args = [
+        "--model",
+        tiny_dir,
+        "--dataset",
+        text_file,
+        "--num-samples",
+        12,
+        "--seq-len",
+        64,
+        "--k",
+        "1",
+        "--json",
+        "--no-cache",
+    ]
     monkeypatch.setenv("NBL_STATS_DIR", str(tmp_path / "stats"))
     code, out, err = _run(capsys, *args)
     assert code == 0, err
@@ -208,8 +256,9 @@ def test_host_cache_budget_spills_hidden_states_with_the_same_scores(tiny_dir, t
 
 
 @pytest.mark.slow
-def test_an_output_that_does_not_reproduce_the_model_in_memory_exits_1(tiny_dir, text_file, tmp_path, capsys,
-                                                                        monkeypatch):
+def test_an_output_that_does_not_reproduce_the_model_in_memory_exits_1(
+    tiny_dir, text_file, tmp_path, capsys, monkeypatch
+):
     """The fresh-process load check of a job runs for `nbl compress` too: a reference that the reloaded
     output cannot match (logits shifted after they were taken) fails the run, and no card is written."""
     from dataclasses import replace

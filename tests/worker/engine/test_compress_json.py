@@ -14,6 +14,7 @@ from nbl.result_schema import JobResult
 def strict(text: str):
     def refuse(c):
         raise AssertionError(f"non-finite number {c} in --json output")
+
     data = json.loads(text, parse_constant=refuse)
     json.dumps(data, allow_nan=False)
     return data
@@ -21,9 +22,30 @@ def strict(text: str):
 
 @pytest.mark.slow
 def test_compress_json_is_finite_and_has_the_job_result(tiny_dir, text_file, tmp_path, capsys):
-    code = cli.main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), "--num-samples", "12",
-                     "--seq-len", "64", "--out", str(tmp_path / "out"), "--json", "--k", "1,2", "--eval",
-                     "--perplexity", "wikitext2", "--max-tokens", "128", "--no-load-check"])
+    code = cli.main(
+        [
+            "compress",
+            "--model",
+            str(tiny_dir),
+            "--dataset",
+            str(text_file),
+            "--num-samples",
+            "12",
+            "--seq-len",
+            "64",
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+            "--k",
+            "1,2",
+            "--eval",
+            "--perplexity",
+            "wikitext2",
+            "--max-tokens",
+            "128",
+            "--no-load-check",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     view = strict(captured.out)

@@ -28,8 +28,26 @@ def launches(monkeypatch):
 
 
 def _compress(capsys, tiny_dir, text_file, *extra):
-    code = main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), "--num-samples", "11",
-                 "--seq-len", "32", "--batch-size", "2", "--k", "1", "--json", "--no-cache", *extra])
+    code = main(
+        [
+            "compress",
+            "--model",
+            str(tiny_dir),
+            "--dataset",
+            str(text_file),
+            "--num-samples",
+            "11",
+            "--seq-len",
+            "32",
+            "--batch-size",
+            "2",
+            "--k",
+            "1",
+            "--json",
+            "--no-cache",
+            *extra,
+        ]
+    )
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -50,11 +68,14 @@ def test_compress_on_two_cpu_processes_prints_the_scores_of_one(tiny_dir, text_f
             assert got["attn"][key] == (None if value is None else pytest.approx(value, rel=1e-10)), key
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--devices", "cuda:0"], "0 CUDA device"),
-    (["--devices", "cpu,tpu"], "use cpu or cuda"),
-    (["--devices", "cpu,cpu", "--device", "cpu"], "not both"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--devices", "cuda:0"], "0 CUDA device"),
+        (["--devices", "cpu,tpu"], "use cpu or cuda"),
+        (["--devices", "cpu,cpu", "--device", "cpu"], "not both"),
+    ],
+)
 def test_compress_refuses_devices_it_cannot_use(tiny_dir, text_file, capsys, flags, message):
     code, _, err = _compress(capsys, tiny_dir, text_file, *flags)
     assert code == 2 and message in err
@@ -62,16 +83,25 @@ def test_compress_refuses_devices_it_cannot_use(tiny_dir, text_file, capsys, fla
 
 def test_worker_refuses_a_device_this_machine_lacks(tmp_path):
     env = {**os.environ, "NBL_HOME": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
-    run = subprocess.run([sys.executable, "-m", "cli.main", "worker", "--devices", "cpu,tpu"], env=env,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "cli.main", "worker", "--devices", "cpu,tpu"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2 and "'tpu': use cpu or cuda" in run.stderr
-    run = subprocess.run([sys.executable, "-m", "cli.main", "worker"], env={**env, "NBL_DEVICES": "cuda:3"},
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "cli.main", "worker"],
+        env={**env, "NBL_DEVICES": "cuda:3"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2 and "'cuda:3': 0 CUDA device(s) visible" in run.stderr
 
 
-def test_a_job_calibrates_on_the_workers_devices(sqlite_clean_url, settings_for, team_key_for, monkeypatch,
-                                                 launches):
+def test_a_job_calibrates_on_the_workers_devices(sqlite_clean_url, settings_for, team_key_for, monkeypatch, launches):
     from fastapi.testclient import TestClient
 
     from service.api import create_app
@@ -82,10 +112,16 @@ def test_a_job_calibrates_on_the_workers_devices(sqlite_clean_url, settings_for,
     save_tiny_checkpoint(settings.models_dir / "tiny")
     monkeypatch.setattr(tasks, "settings", settings)
     monkeypatch.setattr(tasks, "_sessions", None)
-    monkeypatch.setattr(pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None)  # fresh-process load check
-    job = {"model": {"id": "local:tiny"}, "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},
-           "compression": {"mode": "attn", "k": 1}, "evaluation": {"perplexity": []},
-           "publish": {"local_dir": "out"}}
+    monkeypatch.setattr(
+        pipeline, "check", lambda outputs, refs, sink, timeout_s, devices=None: None
+    )  # fresh-process load check
+    job = {
+        "model": {"id": "local:tiny"},
+        "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},
+        "compression": {"mode": "attn", "k": 1},
+        "evaluation": {"perplexity": []},
+        "publish": {"local_dir": "out"},
+    }
     with TestClient(create_app(settings)) as client:
         auth = team_key_for(settings, "alpha")
         resp = client.post("/v1/jobs", json=job, headers=auth)

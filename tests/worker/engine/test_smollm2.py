@@ -25,8 +25,15 @@ def smollm2(smollm2_home):
 def test_smollm2_nbl_beats_drop_on_wikitext2(smollm2, tmp_path):
     lm = smollm2
     assert lm.family == "llama" and len(lm.model.model.layers) == 30 and lm.model.config.hidden_size == 576
-    cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[4], num_samples=16, seq_len=256,
-                         stats_dir=tmp_path, data_dir=DATA_DIR)
+    cfg = CompressConfig(
+        model="smollm2",
+        dataset=DatasetSpec("c4"),
+        ks=[4],
+        num_samples=16,
+        seq_len=256,
+        stats_dir=tmp_path,
+        data_dir=DATA_DIR,
+    )
     cal = calibration_stage(cfg, lm, progress=False)
     assert cal.meta["tokens"] == 16 * 256
     scores = score_stage(cal.stats)
@@ -43,7 +50,10 @@ def test_smollm2_nbl_beats_drop_on_wikitext2(smollm2, tmp_path):
             maps = fit_maps(cal.stats, "attn", layers) if method == "nbl" else {}
             with replaced(lm.model, Plan("attn", method, tuple(layers)), maps):
                 table[(method, k)] = ppl()
-    print("\nWikiText-2 ppl (4096 tokens, window 512): base", round(base, 2),
-          {f"{m}-{k}": round(v, 2) for (m, k), v in table.items()})
+    print(
+        "\nWikiText-2 ppl (4096 tokens, window 512): base",
+        round(base, 2),
+        {f"{m}-{k}": round(v, 2) for (m, k), v in table.items()},
+    )
     for k in (4, 8):
         assert base < table[("nbl", k)] < table[("drop", k)], table

@@ -45,22 +45,46 @@ def bpe_tokenizer(vocab_size: int = 400):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<s>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(texts, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
 
 
-PEOPLE = [("Sarah", "Maria"), ("the trophy", "the suitcase"), ("Jim", "Kevin"), ("the cat", "the dog"),
-          ("Anna", "Beth"), ("the river", "the lake"), ("Tom", "Carl"), ("the pen", "the pencil")]
-ENDINGS = [" always got the harder cases.", " was too small.", " won the energy prize.", " from the Sun is warm.",
-           " could not answer the question.", "'s water froze first.", " is more than it seems.", " rolled away."]
+PEOPLE = [
+    ("Sarah", "Maria"),
+    ("the trophy", "the suitcase"),
+    ("Jim", "Kevin"),
+    ("the cat", "the dog"),
+    ("Anna", "Beth"),
+    ("the river", "the lake"),
+    ("Tom", "Carl"),
+    ("the pen", "the pencil"),
+]
+ENDINGS = [
+    " always got the harder cases.",
+    " was too small.",
+    " won the energy prize.",
+    " from the Sun is warm.",
+    " could not answer the question.",
+    "'s water froze first.",
+    " is more than it seems.",
+    " rolled away.",
+]
 
 
 def winogrande_rows(n: int = 8) -> list[dict]:
     """WinoGrande-schema records (sentence with a blank, two options, answer "1"/"2"), made up here."""
-    return [{"sentence": f"{a} was faster than {b}, so _{ENDINGS[i % len(ENDINGS)]}", "option1": a, "option2": b,
-             "answer": str(1 + i % 2)} for i, (a, b) in enumerate(PEOPLE[:n])]
+    return [
+        {
+            "sentence": f"{a} was faster than {b}, so _{ENDINGS[i % len(ENDINGS)]}",
+            "option1": a,
+            "option2": b,
+            "answer": str(1 + i % 2),
+        }
+        for i, (a, b) in enumerate(PEOPLE[:n])
+    ]
 
 
 def hf_cache_with_winogrande(root, rows: list[dict]) -> None:
@@ -79,5 +103,6 @@ def hf_cache_with_winogrande(root, rows: list[dict]) -> None:
                 w.write(r)
             n, nbytes = w.finalize()
         splits.add(SplitInfo(name=split, num_bytes=nbytes, num_examples=n, dataset_name="winogrande"))
-    DatasetInfo(features=features, config_name="winogrande_xl", dataset_name="winogrande",
-                splits=splits).write_to_directory(str(folder))
+    DatasetInfo(
+        features=features, config_name="winogrande_xl", dataset_name="winogrande", splits=splits
+    ).write_to_directory(str(folder))

@@ -17,9 +17,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def job(k: int, max_tokens: int = 512) -> dict:
-    return {"model": {"id": "local:tiny"}, "calibration": {"dataset": "c4", "num_samples": 8, "seq_len": 32},
-            "compression": {"mode": "attn", "k": k},
-            "evaluation": {"perplexity": ["wikitext2"], "max_tokens": max_tokens}}
+    return {
+        "model": {"id": "local:tiny"},
+        "calibration": {"dataset": "c4", "num_samples": 8, "seq_len": 32},
+        "compression": {"mode": "attn", "k": k},
+        "evaluation": {"perplexity": ["wikitext2"], "max_tokens": max_tokens},
+    }
 
 
 @pytest.fixture
@@ -89,7 +92,9 @@ def test_a_second_job_on_the_same_base_reuses_its_evaluation_across_teams(api):
     assert second["result"]["base"] == first["result"]["base"]  # the figures, not a second measurement
     assert first["estimate"]["base_evaluation_cached"] is False and est["base_evaluation_cached"] is True
     assert est["stages"]["evaluate"]["base_cached"] is True and est["stages"]["load"]["warm"] is True
-    assert first["estimate"]["warm_load"] is False  # its load hashed the model's files (a `fetch`): the second's did not
+    assert (
+        first["estimate"]["warm_load"] is False
+    )  # its load hashed the model's files (a `fetch`): the second's did not
     assert "fetch" in rows_of(client, first["id"]) and "fetch" not in rows_of(client, second["id"])
     assert "fetch" not in est["stages"]  # the class loaded this model: nothing to fetch
     # the second job's evaluation is priced and recorded as its output's alone, at the first job's rate per model

@@ -20,8 +20,13 @@ from worker.eval.speed import measure_speed
 
 SPREAD = {"cpu": 450_000}  # the embeddings and a layer or two in memory, the rest on disk
 TEXT = ("The quick brown fox jumps over the lazy dog. " * 6 + "Pack my box with five dozen liquor jugs. ") * 3
-PAIRS = [("The quick brown", " fox"), ("Pack my box with", " five dozen"), ("lazy", " dog."),
-         ("x" * 300, " y"), ("x" * 300, " z")]  # a shared prefix: its KV cache is computed once, then copied
+PAIRS = [
+    ("The quick brown", " fox"),
+    ("Pack my box with", " five dozen"),
+    ("lazy", " dog."),
+    ("x" * 300, " y"),
+    ("x" * 300, " z"),
+]  # a shared prefix: its KV cache is computed once, then copied
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +37,17 @@ def base(tmp_path_factory):
 def compressed(base, tmp_path, mode: str, layers=(1, 4)):
     plan_ = Plan(mode, "nbl", layers)
     g = torch.Generator().manual_seed(5)
-    maps = {i: LinearMap(torch.randn(64, 64, generator=g, dtype=torch.float64) / 64,
-                         torch.randn(64, generator=g, dtype=torch.float64), 0.0) for i in plan_.layers}
-    return write_compressed(base, plan_.as_config(), maps, torch.float32, tiny_tokenizer(), tmp_path / mode, "llama",
-                            {"layers": []})
+    maps = {
+        i: LinearMap(
+            torch.randn(64, 64, generator=g, dtype=torch.float64) / 64,
+            torch.randn(64, generator=g, dtype=torch.float64),
+            0.0,
+        )
+        for i in plan_.layers
+    }
+    return write_compressed(
+        base, plan_.as_config(), maps, torch.float32, tiny_tokenizer(), tmp_path / mode, "llama", {"layers": []}
+    )
 
 
 def scores(model, tokenizer) -> tuple[dict, list[tuple[float, bool]]]:
@@ -94,8 +106,11 @@ def test_the_plan_spreads_only_what_does_not_fit_the_first_device():
     gb = 10**9
     assert plan(100 * gb, ["cpu"], {}, 64 * gb) is None  # the CPU: host memory is the one device
     assert plan(10 * gb, ["cuda:1", "cuda:3"], {1: 20 * gb, 3: 20 * gb}, 64 * gb) is None  # fits the first
-    assert plan(30 * gb, ["cuda:1", "cuda:3"], {1: 20 * gb, 3: 40 * gb}, 64 * gb) == {1: 16 * gb, 3: 32 * gb,
-                                                                                        "cpu": 32 * gb}
+    assert plan(30 * gb, ["cuda:1", "cuda:3"], {1: 20 * gb, 3: 40 * gb}, 64 * gb) == {
+        1: 16 * gb,
+        3: 32 * gb,
+        "cpu": 32 * gb,
+    }
     assert plan(17 * gb, ["cuda"], {0: 20 * gb}, 8 * gb) == {0: 16 * gb, "cpu": 4 * gb}  # x1.25 headroom
 
 
@@ -104,9 +119,32 @@ def test_compress_hands_its_devices_to_the_load_check_and_evaluates_over_them(ba
     from cli.main import main
 
     (tmp_path / "t.txt").write_text(TEXT)
-    code = main(["compress", "--model", str(base), "--dataset", str(text_file), "--num-samples", "11",
-                 "--seq-len", "32", "--batch-size", "2", "--k", "1", "--json", "--no-cache", "--devices", "cpu,cpu",
-                 "--out", str(tmp_path / "out"), "--eval", "--perplexity", str(tmp_path / "t.txt")])
+    code = main(
+        [
+            "compress",
+            "--model",
+            str(base),
+            "--dataset",
+            str(text_file),
+            "--num-samples",
+            "11",
+            "--seq-len",
+            "32",
+            "--batch-size",
+            "2",
+            "--k",
+            "1",
+            "--json",
+            "--no-cache",
+            "--devices",
+            "cpu,cpu",
+            "--out",
+            str(tmp_path / "out"),
+            "--eval",
+            "--perplexity",
+            str(tmp_path / "t.txt"),
+        ]
+    )
     got = capsys.readouterr()
     assert code == 0, got.err
     view = json.loads(got.out)

@@ -20,17 +20,26 @@ from nbl.data.task_records import parse_lines
 from service.api import create_app
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-RECORDS = [{"contexts": [f"{a} was faster than {b}, so {x}" for x in (a, b)], "continuation": " won the race.",
-            "label": i % 2} for i, (a, b) in enumerate([("Sarah", "Maria"), ("Jim", "Kevin"), ("Anna", "Beth")])]
+RECORDS = [
+    {"contexts": [f"{a} was faster than {b}, so {x}" for x in (a, b)], "continuation": " won the race.", "label": i % 2}
+    for i, (a, b) in enumerate([("Sarah", "Maria"), ("Jim", "Kevin"), ("Anna", "Beth")])
+]
 TEXT = "".join(json.dumps(r) + "\n" for r in RECORDS)
 
 
 def job(tasks: list[str]) -> dict:
-    return {"model": {"id": "local:tiny"}, "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},
-            "compression": {"mode": "attn", "k": 1},
-            "evaluation": {"perplexity": [], "tasks": tasks, "limit": 4,
-                           "task_files": [{"name": "wino_like", "jsonl": TEXT}]},
-            "publish": {"local_dir": "out"}}
+    return {
+        "model": {"id": "local:tiny"},
+        "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},
+        "compression": {"mode": "attn", "k": 1},
+        "evaluation": {
+            "perplexity": [],
+            "tasks": tasks,
+            "limit": 4,
+            "task_files": [{"name": "wino_like", "jsonl": TEXT}],
+        },
+        "publish": {"local_dir": "out"},
+    }
 
 
 @pytest.fixture

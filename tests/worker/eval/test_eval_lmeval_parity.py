@@ -17,16 +17,26 @@ pytest.importorskip("lm_eval")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.mark.parametrize("name, limit", [("arc_easy", 300), ("arc_challenge", 100), ("hellaswag", 300),
-                                         ("boolq", 300), ("openbookqa", 100), ("lambada_openai", 300),
-                                         ("mmlu", 2)])
+@pytest.mark.parametrize(
+    "name, limit",
+    [
+        ("arc_easy", 300),
+        ("arc_challenge", 100),
+        ("hellaswag", 300),
+        ("boolq", 300),
+        ("openbookqa", 100),
+        ("lambada_openai", 300),
+        ("mmlu", 2),
+    ],
+)
 def test_prompts_equal_lm_evals(name, limit):
     assert compare_prompts(name, DATA_DIR, limit) == []
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["arc_easy", "arc_challenge", "hellaswag", "boolq", "openbookqa",
-                                  "lambada_openai", "mmlu"])
+@pytest.mark.parametrize(
+    "name", ["arc_easy", "arc_challenge", "hellaswag", "boolq", "openbookqa", "lambada_openai", "mmlu"]
+)
 def test_prompts_equal_lm_evals_on_every_document(name):
     assert compare_prompts(name, DATA_DIR) == []  # mmlu: 14,042 five-shot prompts, a few minutes
 
@@ -37,9 +47,17 @@ def tiny_bpe_llama():
 
     tok = bpe_tokenizer()
     torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=len(tok), max_position_embeddings=1024,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    cfg = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=len(tok),
+        max_position_embeddings=1024,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     return LlamaForCausalLM(cfg).eval(), tok
 
 
@@ -48,14 +66,20 @@ def test_token_split_equals_lm_evals(tiny_bpe_llama):
 
     model, tok = tiny_bpe_llama
     lm = HFLM(pretrained=model, tokenizer=tok, batch_size=1)
-    pairs = [("Question: Which gas do plants use?\nAnswer:", " carbon dioxide"), ("What is the", "rmal energy"),
-             ("Answer: ", " yes"), ("tabs\t", "\tand spaces"), ("energy", " from the Sun")]
+    pairs = [
+        ("Question: Which gas do plants use?\nAnswer:", " carbon dioxide"),
+        ("What is the", "rmal energy"),
+        ("Answer: ", " yes"),
+        ("tabs\t", "\tand spaces"),
+        ("energy", " from the Sun"),
+    ]
     for c, k in pairs:
         assert encode_pair(tok, c, k) == tuple(map(list, lm._encode_pair(c, k)))
 
 
-@pytest.mark.parametrize("name, limit", [("arc_easy", 40), ("hellaswag", 12), ("boolq", 12), ("lambada_openai", 12),
-                                         ("mmlu", 1)])
+@pytest.mark.parametrize(
+    "name, limit", [("arc_easy", 40), ("hellaswag", 12), ("boolq", 12), ("lambada_openai", 12), ("mmlu", 1)]
+)
 def test_scores_equal_lm_evals(tiny_bpe_llama, name, limit):
     model, tok = tiny_bpe_llama
     got = compare_scores(model, tok, name, limit, DATA_DIR, batch_size=4)
@@ -107,11 +131,21 @@ def test_task_files_score_as_lm_eval(tiny_bpe_llama, tmp_path, form):
     for r in winogrande_rows():
         head, tail = r["sentence"].split("_")
         if form == "contexts":  # the continuation as given, leading space included
-            records.append({"contexts": [head + r["option1"], head + r["option2"]], "continuation": tail,
-                            "label": int(r["answer"]) - 1})
+            records.append(
+                {
+                    "contexts": [head + r["option1"], head + r["option2"]],
+                    "continuation": tail,
+                    "label": int(r["answer"]) - 1,
+                }
+            )
         else:
-            records.append({"context": head.rstrip(), "choices": [" " + r["option1"], " " + r["option2"]],
-                            "label": int(r["answer"]) - 1})
+            records.append(
+                {
+                    "context": head.rstrip(),
+                    "choices": [" " + r["option1"], " " + r["option2"]],
+                    "label": int(r["answer"]) - 1,
+                }
+            )
     path = tmp_path / f"my_{form}.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     model, tok = tiny_bpe_llama
@@ -125,10 +159,26 @@ def test_task_files_score_as_lm_eval(tiny_bpe_llama, tmp_path, form):
 # --- PIQA and WinoGrande from the data directory, when it holds them -----------------------------
 def piqa_rows(n: int = 8) -> list[dict]:
     """baber/piqa-schema records (goal, two solutions, label 0/1), made up here."""
-    return [{"goal": f"How do I keep {a} apart from {b}?", "sol1": f"Put {a} on the left.",
-             "sol2": f"Put {b} in a box, then wait.", "label": i % 2} for i, (a, b) in enumerate(
-                 [("Sarah", "Maria"), ("the cup", "the pen"), ("the cat", "the dog"), ("a river", "a lake"),
-                  ("Tom", "Carl"), ("oil", "water"), ("salt", "sugar"), ("the keys", "the coins")][:n])]
+    return [
+        {
+            "goal": f"How do I keep {a} apart from {b}?",
+            "sol1": f"Put {a} on the left.",
+            "sol2": f"Put {b} in a box, then wait.",
+            "label": i % 2,
+        }
+        for i, (a, b) in enumerate(
+            [
+                ("Sarah", "Maria"),
+                ("the cup", "the pen"),
+                ("the cat", "the dog"),
+                ("a river", "a lake"),
+                ("Tom", "Carl"),
+                ("oil", "water"),
+                ("salt", "sugar"),
+                ("the keys", "the coins"),
+            ][:n]
+        )
+    ]
 
 
 @pytest.fixture
@@ -145,8 +195,9 @@ def optional_data_dir(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["winogrande", "piqa"])
-def test_piqa_and_winogrande_files_in_the_data_directory_score_as_lm_eval(tiny_bpe_llama, optional_data_dir, name,
-                                                                          monkeypatch):
+def test_piqa_and_winogrande_files_in_the_data_directory_score_as_lm_eval(
+    tiny_bpe_llama, optional_data_dir, name, monkeypatch
+):
     import datasets.config
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", "/nonexistent/hf-datasets-cache")

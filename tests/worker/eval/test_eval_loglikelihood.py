@@ -30,7 +30,7 @@ def test_a_merge_across_the_boundary_is_charged_to_the_continuation():
     ctx, cont = encode_pair(tok, "Question:" + word[:2], word[2:] + " is")
     whole = tok.encode("Question:" + word + " is")
     assert ctx == tok.encode("Question:" + word[:2])
-    assert cont == whole[len(ctx):]  # lm-eval's rule, even though ctx is not a prefix of whole
+    assert cont == whole[len(ctx) :]  # lm-eval's rule, even though ctx is not a prefix of whole
     assert whole[: len(ctx)] != ctx
 
 
@@ -57,7 +57,7 @@ def test_greedy_true_when_every_token_is_the_argmax(bigram):
     first = tok.encode("q")
     chain = first + [int(bigram.table[first[-1]].argmax())]
     chain.append(int(bigram.table[chain[-1]].argmax()))
-    (ll, greedy), = score(bigram, [(chain[:1], chain[1:])], window=64)
+    ((ll, greedy),) = score(bigram, [(chain[:1], chain[1:])], window=64)
     assert greedy and ll == pytest.approx(bigram.ll(chain, 1), abs=1e-5)
 
 
@@ -66,7 +66,7 @@ def test_long_inputs_are_cut_from_the_left(bigram):
     # but a continuation longer than the window is refused, as lm-eval refuses it
     small = BigramLM(bigram.table.data.exp(), window=8)
     ctx, cont = list(range(3, 23)), [5, 6, 7]
-    (ll, _), = score(small, [(ctx, cont)], window=8)
+    ((ll, _),) = score(small, [(ctx, cont)], window=8)
     assert ll == pytest.approx(small.ll(ctx + cont, len(ctx)), abs=1e-5)
     with pytest.raises(ValueError):
         score(small, [(ctx, list(range(3, 13)))], window=8)
@@ -81,8 +81,12 @@ def test_requests_with_the_same_input_share_one_forward(bigram):
 
 def test_batching_and_padding_do_not_change_scores():
     model, tok = tiny_model(vocab=128), tiny_tokenizer()
-    pairs = [("Question: why is the sky blue?\nAnswer:", " light"), ("Hi", " there, friend"),
-             ("A longer context that runs on for a while", " ok"), ("Hi", " you")]
+    pairs = [
+        ("Question: why is the sky blue?\nAnswer:", " light"),
+        ("Hi", " there, friend"),
+        ("A longer context that runs on for a while", " ok"),
+        ("Hi", " you"),
+    ]
     one = loglikelihoods(model, tok, pairs, batch_tokens=1)
     many = loglikelihoods(model, tok, pairs, batch_tokens=4096)
     for (a, ga), (b, gb) in zip(one, many):

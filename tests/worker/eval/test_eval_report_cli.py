@@ -35,8 +35,12 @@ def models(tmp_path):
     report = {"base_model": str(base), "base_fingerprint": load_model(str(base)).fingerprint}
     out = save_compressed(model, tiny_tokenizer(), tmp_path / "out", "llama", report)
     quiz = tmp_path / "quiz.jsonl"
-    quiz.write_text("".join(json.dumps({"context": f"Q{i}: ", "choices": ["yes", "no", "maybe"], "label": i % 3}) + "\n"
-                            for i in range(6)))
+    quiz.write_text(
+        "".join(
+            json.dumps({"context": f"Q{i}: ", "choices": ["yes", "no", "maybe"], "label": i % 3}) + "\n"
+            for i in range(6)
+        )
+    )
     text = tmp_path / "corpus.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 40)
     return base, out, quiz, text
@@ -46,19 +50,35 @@ def test_json_report_base_vs_compressed(models, capsys, monkeypatch):
     base, out, quiz, text = models
     calls = []
     real = evaluate_mod.evaluate_model
-    monkeypatch.setattr(evaluate_mod, "evaluate_model", lambda lm, *a, **k: calls.append(lm.source) or real(lm, *a, **k))
-    argv = ["--model", str(out), "--perplexity", str(text), "--task-file", str(quiz), "--tasks", "arc_easy",
-            "--limit", "3", "--json"]
+    monkeypatch.setattr(
+        evaluate_mod, "evaluate_model", lambda lm, *a, **k: calls.append(lm.source) or real(lm, *a, **k)
+    )
+    argv = [
+        "--model",
+        str(out),
+        "--perplexity",
+        str(text),
+        "--task-file",
+        str(quiz),
+        "--tasks",
+        "arc_easy",
+        "--limit",
+        "3",
+        "--json",
+    ]
     assert nbl(argv) == 0
     rep = json.loads(capsys.readouterr().out)  # stdout holds the JSON and nothing else
     assert set(rep["tasks"]) == {"arc_easy", "quiz"} and rep["tasks"]["arc_easy"]["n"] == 3
-    assert set(rep["tasks"]["quiz"]) == {"acc", "acc_norm", "n", "ppl"} and rep["tasks"]["quiz"]["n"] == 3  # --limit too
+    assert (
+        set(rep["tasks"]["quiz"]) == {"acc", "acc_norm", "n", "ppl"} and rep["tasks"]["quiz"]["n"] == 3
+    )  # --limit too
     assert set(rep["perplexity"][str(text)]) == {"ppl", "bits_per_byte", "tokens"} and rep["speed"] is None
     assert rep["base"]["model"]["source"] == str(base) and rep["base"]["cached"] is False  # recorded base found
     quiz_acc = rep["tasks"]["quiz"]["acc"], rep["base"]["tasks"]["quiz"]["acc"]
     assert rep["delta"]["tasks"]["quiz"]["acc"] == pytest.approx(quiz_acc[0] - quiz_acc[1])
     assert rep["delta"]["perplexity"][str(text)]["ppl"] == pytest.approx(
-        rep["perplexity"][str(text)]["ppl"] - rep["base"]["perplexity"][str(text)]["ppl"])
+        rep["perplexity"][str(text)]["ppl"] - rep["base"]["perplexity"][str(text)]["ppl"]
+    )
     assert calls == [str(base), str(out)]
 
     # the same base evaluation again: read from the cache, the base is not evaluated
@@ -115,12 +135,22 @@ def test_cache_key_tracks_what_changes_the_numbers(tmp_path):
 
 def test_delta_and_table_rows():
     def result(acc, ppl, tps):
-        return {"perplexity": {"w": {"ppl": ppl, "bits_per_byte": 1.0, "tokens": 10}},
-                "tasks": {"t": {"acc": acc, "acc_norm": None, "n": 4}},
-                "speed": {"prefill_tokens_per_s": {"512": tps}, "decode_tokens_per_s": tps, "decode_context": 512,
-                          "new_tokens": 128, "kv_cache_bytes_per_token": 100.0, "non_embedding_params": 10,
-                          "sparsity": None},
-                "params": {"non_embedding_params": 10}, "model": {"source": "m"}}
+        return {
+            "perplexity": {"w": {"ppl": ppl, "bits_per_byte": 1.0, "tokens": 10}},
+            "tasks": {"t": {"acc": acc, "acc_norm": None, "n": 4}},
+            "speed": {
+                "prefill_tokens_per_s": {"512": tps},
+                "decode_tokens_per_s": tps,
+                "decode_context": 512,
+                "new_tokens": 128,
+                "kv_cache_bytes_per_token": 100.0,
+                "non_embedding_params": 10,
+                "sparsity": None,
+            },
+            "params": {"non_embedding_params": 10},
+            "model": {"source": "m"},
+        }
+
     d = delta(result(0.5, 12.0, 300.0), result(0.75, 10.0, 200.0))
     assert d["tasks"]["t"] == {"acc": -0.25, "acc_norm": None, "n": 0, "ppl": None}  # ppl: LAMBADA-style tasks
     assert d["perplexity"]["w"]["ppl"] == 2.0 and d["speed"]["decode_tokens_per_s"] == 100.0

@@ -55,8 +55,15 @@ def test_sparsity_counts_the_removed_attention():
     attn = sum(p.numel() for p in base.model.layers[1].self_attn.parameters()) + D  # + LN1 weight
     removed = 2 * (attn - (D * D + D))  # each replaced layer gains W (d x d) and b (d)
     assert base_non_embedding_params(model.config) is None  # in memory, model_type is still llama
-    speed = measure_speed(model, lengths=(8, 16), new_tokens=4, decode_context=8, repeats=1, warmup=0,
-                          base_non_embedding=count_parameters(base)["non_embedding_params"])
+    speed = measure_speed(
+        model,
+        lengths=(8, 16),
+        new_tokens=4,
+        decode_context=8,
+        repeats=1,
+        warmup=0,
+        base_non_embedding=count_parameters(base)["non_embedding_params"],
+    )
     assert speed["base_non_embedding_params"] - speed["non_embedding_params"] == removed
     assert speed["sparsity"] == pytest.approx(removed / count_parameters(base)["non_embedding_params"])
 
@@ -80,8 +87,9 @@ def test_kv_cache_bytes_reads_the_cache_object():
 
 
 def test_lengths_beyond_the_window_are_skipped():
-    speed = measure_speed(tiny_model(max_position_embeddings=32), lengths=(16, 64), new_tokens=4,
-                          decode_context=16, repeats=1, warmup=0)
+    speed = measure_speed(
+        tiny_model(max_position_embeddings=32), lengths=(16, 64), new_tokens=4, decode_context=16, repeats=1, warmup=0
+    )
     assert speed["prefill_tokens_per_s"]["64"] is None and speed["prefill_tokens_per_s"]["16"] is not None
 
 

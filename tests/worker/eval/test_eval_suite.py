@@ -18,8 +18,14 @@ def test_summary_averages_the_metric_the_paper_reports_per_task():
     tasks = {t: {"acc": 0.1 * (i + 1), "acc_norm": 0.05 * (i + 1)} for i, (t, _) in enumerate(SUITES["paper"])}
     tasks["boolq"]["acc_norm"] = None  # lm-eval reports acc only for BoolQ, MMLU, WinoGrande
     got = summary("paper", {t: tasks[t] for t in OFFLINE}, {"piqa": "absent", "winogrande": "absent"})
-    chosen = {"mmlu": "acc", "arc_easy": "acc_norm", "arc_challenge": "acc_norm", "boolq": "acc",
-              "hellaswag": "acc_norm", "openbookqa": "acc_norm"}
+    chosen = {
+        "mmlu": "acc",
+        "arc_easy": "acc_norm",
+        "arc_challenge": "acc_norm",
+        "boolq": "acc",
+        "hellaswag": "acc_norm",
+        "openbookqa": "acc_norm",
+    }
     assert got["scores"] == {t: {"metric": m, "value": tasks[t][m]} for t, m in chosen.items()}
     assert got["average"] == pytest.approx(sum(tasks[t][m] for t, m in chosen.items()) / 6)
     assert (got["tasks_run"], got["tasks_total"]) == (6, 8) and set(got["skipped"]) == {"piqa", "winogrande"}
@@ -37,8 +43,9 @@ def test_nbl_eval_suite_paper_runs_what_is_here_and_names_what_is_not(tmp_path, 
     def nbl(*argv: str) -> str:
         parser = argparse.ArgumentParser(prog="nbl")
         add_eval(parser.add_subparsers(dest="command", required=True))
-        args = parser.parse_args(["eval", "--model", str(model), "--base", "none", "--suite", "paper",
-                                  "--limit", "2", *argv])
+        args = parser.parse_args(
+            ["eval", "--model", str(model), "--base", "none", "--suite", "paper", "--limit", "2", *argv]
+        )
         assert args.func(args) == 0
         return capsys.readouterr().out
 
@@ -73,8 +80,9 @@ def test_a_suite_with_no_data_here_is_an_error_not_an_empty_average(tmp_path, mo
     monkeypatch.setenv("NBL_HOME", str(tmp_path / "home"))
     parser = argparse.ArgumentParser(prog="nbl")
     add_eval(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["eval", "--model", str(save_tiny_checkpoint(tmp_path / "m")), "--base", "none",
-                              "--suite", "paper"])
+    args = parser.parse_args(
+        ["eval", "--model", str(save_tiny_checkpoint(tmp_path / "m")), "--base", "none", "--suite", "paper"]
+    )
     with pytest.raises(ValueError, match="no task has its data here.*NBL_DATA_DIR"):
         args.func(args)
 

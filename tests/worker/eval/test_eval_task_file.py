@@ -52,14 +52,17 @@ def test_limit_and_blank_lines(tmp_path):
     assert len(load_task_file(path, limit=2).docs) == 2
 
 
-@pytest.mark.parametrize("record, message", [
-    ({"context": "q", "choices": ["a", "b"]}, "expected an object"),
-    ({"context": 3, "choices": ["a", "b"], "label": 0}, "context must be a string"),
-    ({"context": "q", "choices": ["a"], "label": 0}, "at least two"),
-    ({"context": "q", "choices": ["a", ""], "label": 0}, "non-empty"),
-    ({"context": "q", "choices": ["a", "b"], "label": 2}, "label"),
-    ({"context": "q", "choices": ["a", "b"], "label": True}, "label"),
-])
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"context": "q", "choices": ["a", "b"]}, "expected an object"),
+        ({"context": 3, "choices": ["a", "b"], "label": 0}, "context must be a string"),
+        ({"context": "q", "choices": ["a"], "label": 0}, "at least two"),
+        ({"context": "q", "choices": ["a", ""], "label": 0}, "non-empty"),
+        ({"context": "q", "choices": ["a", "b"], "label": 2}, "label"),
+        ({"context": "q", "choices": ["a", "b"], "label": True}, "label"),
+    ],
+)
 def test_bad_records_are_refused_with_their_line(tmp_path, record, message):
     path = write(tmp_path / "bad.jsonl", [{"context": "ok", "choices": ["a", "b"], "label": 0}, record])
     with pytest.raises(ValueError, match=message) as e:
@@ -81,8 +84,11 @@ def test_missing_or_empty_file(tmp_path):
 def test_contexts_form_scores_the_continuation_after_each_context_by_hand(tmp_path):
     records = [
         {"contexts": ["Sarah beat Maria, so Sarah", "Sarah beat Maria, so Maria"], "continuation": " won.", "label": 0},
-        {"contexts": ["The pen or the cup: the cup", "The pen or the cup: the pen", "x"], "continuation": " leaks",
-         "label": 2},
+        {
+            "contexts": ["The pen or the cup: the cup", "The pen or the cup: the pen", "x"],
+            "continuation": " leaks",
+            "label": 2,
+        },
         {"contexts": ["", "a b"], "continuation": " c", "label": 1},
     ]
     task = load_task_file(write(tmp_path / "wino_like.jsonl", records))
@@ -103,20 +109,28 @@ def test_contexts_form_scores_the_continuation_after_each_context_by_hand(tmp_pa
 
 
 def test_one_file_holds_one_form(tmp_path):
-    path = write(tmp_path / "mixed.jsonl", [{"context": "q", "choices": ["a", "b"], "label": 0},
-                                            {"contexts": ["q a", "q b"], "continuation": " c", "label": 0}])
+    path = write(
+        tmp_path / "mixed.jsonl",
+        [
+            {"context": "q", "choices": ["a", "b"], "label": 0},
+            {"contexts": ["q a", "q b"], "continuation": " c", "label": 0},
+        ],
+    )
     with pytest.raises(ValueError, match=r"mixed.jsonl:2: .*one file holds one form"):
         load_task_file(path)
 
 
-@pytest.mark.parametrize("record, message", [
-    ({"contexts": ["a", "b"], "label": 0}, "expected an object with contexts, continuation, label"),
-    ({"contexts": ["a"], "continuation": " c", "label": 0}, "at least two"),
-    ({"contexts": ["a", 3], "continuation": " c", "label": 0}, "at least two strings"),
-    ({"contexts": ["a", "b"], "continuation": "  ", "label": 0}, "non-blank"),
-    ({"contexts": ["a", "b"], "continuation": " c", "label": 2}, "label"),
-    ({"contexts": ["a", "b"], "choices": ["x", "y"], "continuation": " c", "label": 0}, "expected an object"),
-])
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"contexts": ["a", "b"], "label": 0}, "expected an object with contexts, continuation, label"),
+        ({"contexts": ["a"], "continuation": " c", "label": 0}, "at least two"),
+        ({"contexts": ["a", 3], "continuation": " c", "label": 0}, "at least two strings"),
+        ({"contexts": ["a", "b"], "continuation": "  ", "label": 0}, "non-blank"),
+        ({"contexts": ["a", "b"], "continuation": " c", "label": 2}, "label"),
+        ({"contexts": ["a", "b"], "choices": ["x", "y"], "continuation": " c", "label": 0}, "expected an object"),
+    ],
+)
 def test_bad_contexts_records_are_refused_with_their_line(tmp_path, record, message):
     path = write(tmp_path / "bad.jsonl", [{"contexts": ["ok", "fine"], "continuation": " yes", "label": 0}, record])
     with pytest.raises(ValueError, match=message) as e:

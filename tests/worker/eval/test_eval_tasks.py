@@ -9,8 +9,15 @@ from worker.eval.benchmarks import local_data
 from worker.eval.benchmarks.registry import load_task
 from worker.eval.benchmarks.task import LOGLIKELIHOOD, MULTIPLE_CHOICE
 
-COUNTS = {"arc_easy": 2376, "arc_challenge": 1172, "hellaswag": 10042, "boolq": 3270, "openbookqa": 500,
-          "lambada_openai": 5153, "mmlu": 14042}
+COUNTS = {
+    "arc_easy": 2376,
+    "arc_challenge": 1172,
+    "hellaswag": 10042,
+    "boolq": 3270,
+    "openbookqa": 500,
+    "lambada_openai": 5153,
+    "mmlu": 14042,
+}
 
 
 @pytest.mark.parametrize("name", sorted(COUNTS))
@@ -35,13 +42,17 @@ def test_mmlu_limit_is_per_subject_and_5_shot():
     doc = task.docs[0]  # first test question of the first subject, after its first 5 dev questions
     dev = local_data.read_mmlu(DATA_DIR, subjects[0], "dev")
     test = local_data.read_mmlu(DATA_DIR, subjects[0], "test")
-    assert doc.context.startswith(f"The following are multiple choice questions (with answers) about "
-                                  f"{subjects[0].replace('_', ' ')}.\n\n{dev[0]['question'].strip()}\nA. ")
+    assert doc.context.startswith(
+        f"The following are multiple choice questions (with answers) about "
+        f"{subjects[0].replace('_', ' ')}.\n\n{dev[0]['question'].strip()}\nA. "
+    )
     assert len(dev) == 5 and doc.context.count("\nAnswer:") == 6
     for shot in dev:  # each dev question, answered with its letter
         c = shot["choices"]
-        answered = (f"{shot['question'].strip()}\nA. {c[0]}\nB. {c[1]}\nC. {c[2]}\nD. {c[3]}\n"
-                    f"Answer: {'ABCD'[shot['answer']]}\n\n")
+        answered = (
+            f"{shot['question'].strip()}\nA. {c[0]}\nB. {c[1]}\nC. {c[2]}\nD. {c[3]}\n"
+            f"Answer: {'ABCD'[shot['answer']]}\n\n"
+        )
         assert answered in doc.context
     assert doc.context.endswith(f"D. {test[0]['choices'][3]}\nAnswer:")
     assert doc.continuations == (" A", " B", " C", " D") and doc.label == test[0]["answer"]
@@ -76,4 +87,3 @@ def test_hellaswag_query_is_lm_evals_approximation():
     doc = load_task("hellaswag", limit=1, data_dir=DATA_DIR).docs[0]
     assert doc.context == raw["query_lmeval_approx"] and doc.label == raw["label"]
     assert doc.continuations == tuple(" " + e for e in raw["endings"])
-

@@ -32,8 +32,15 @@ def compress_tiny(tmp: Path, text_file: Path, ks=(2,), family: str = "llama"):
     from worker.engine.loading.load import load_model
 
     src = save_tiny_checkpoint(tmp / f"tiny-{family}", family=family)
-    cfg = CompressConfig(model=str(src), dataset=DatasetSpec(str(text_file)), ks=list(ks), out=tmp / "out",
-                         num_samples=8, seq_len=32, stats_dir=tmp / "stats")
+    cfg = CompressConfig(
+        model=str(src),
+        dataset=DatasetSpec(str(text_file)),
+        ks=list(ks),
+        out=tmp / "out",
+        num_samples=8,
+        seq_len=32,
+        stats_dir=tmp / "stats",
+    )
     lm = load_model(str(src))
     refs = {}
     from worker.publish import loadcheck
@@ -42,17 +49,40 @@ def compress_tiny(tmp: Path, text_file: Path, ks=(2,), family: str = "llama"):
     return result, refs
 
 
-def start_worker(settings, log_path: Path, extra_env: dict | None = None, script: Path | None = None,
-                 loglevel: str = "INFO") -> subprocess.Popen:
+def start_worker(
+    settings, log_path: Path, extra_env: dict | None = None, script: Path | None = None, loglevel: str = "INFO"
+) -> subprocess.Popen:
     """A real `celery worker` (or a wrapper script taking the same worker arguments)."""
     from testkit.models import DATA_DIR
 
-    env = {**os.environ, "NBL_HOME": str(settings.home), "DATABASE_URL": settings.database_url,
-           "BROKER_URL": settings.broker_url, "NBL_QUEUE": settings.queue_name, "NBL_DATA_DIR": str(DATA_DIR),
-           "NBL_LEASE_SECONDS": str(settings.lease_seconds), "PYTHONPATH": str(REPO), **(extra_env or {})}
-    args = ["worker", "--pool", "solo", "--loglevel", loglevel, "--without-heartbeat", "--without-gossip",
-            "--without-mingle", "-Q", default_queue(settings)]
-    cmd = [sys.executable, str(script), *args] if script else [sys.executable, "-m", "celery", "-A", "worker.tasks", *args]
+    env = {
+        **os.environ,
+        "NBL_HOME": str(settings.home),
+        "DATABASE_URL": settings.database_url,
+        "BROKER_URL": settings.broker_url,
+        "NBL_QUEUE": settings.queue_name,
+        "NBL_DATA_DIR": str(DATA_DIR),
+        "NBL_LEASE_SECONDS": str(settings.lease_seconds),
+        "PYTHONPATH": str(REPO),
+        **(extra_env or {}),
+    }
+    args = [
+        "worker",
+        "--pool",
+        "solo",
+        "--loglevel",
+        loglevel,
+        "--without-heartbeat",
+        "--without-gossip",
+        "--without-mingle",
+        "-Q",
+        default_queue(settings),
+    ]
+    cmd = (
+        [sys.executable, str(script), *args]
+        if script
+        else [sys.executable, "-m", "celery", "-A", "worker.tasks", *args]
+    )
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(log_path, "a"), stderr=subprocess.STDOUT)
 
 
@@ -110,8 +140,11 @@ def pop_manifest(files: dict[str, bytes]) -> list[dict]:
     import json
 
     listed = json.loads(files.pop(".nbl-files.json"))["files"]
-    assert listed == [{"path": p, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
-                      for p, d in sorted(files.items()) if not p.startswith(".nbl-")]
+    assert listed == [
+        {"path": p, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
+        for p, d in sorted(files.items())
+        if not p.startswith(".nbl-")
+    ]
     return listed
 
 

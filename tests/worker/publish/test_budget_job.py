@@ -25,24 +25,32 @@ BUDGET = 0.01
 JOB = {
     "model": {"id": "local:tiny"},
     "calibration": {"dataset": "c4", "num_samples": 2500, "seq_len": 32},
-    "compression": {"mode": "attn", "method": "drop", "criterion": "cca", "k": "auto",
-                    "budget": {"max_ppl_increase": BUDGET}},
+    "compression": {
+        "mode": "attn",
+        "method": "drop",
+        "criterion": "cca",
+        "k": "auto",
+        "budget": {"max_ppl_increase": BUDGET},
+    },
     "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 1024},
 }
 
 
 @pytest.mark.slow  # two jobs through a worker: about a minute each on a loaded 2-core machine
-def test_a_budget_broken_on_the_evaluation_fails_the_job_unless_not_enforced(deployment, tmp_path, live_server,
-                                                                           capsys):
+def test_a_budget_broken_on_the_evaluation_fails_the_job_unless_not_enforced(deployment, tmp_path, live_server, capsys):
     settings, auth = deployment
     log = tmp_path / "worker.log"
     worker = start_worker(settings, log)
-    warn_only = {**JOB, "compression": {**JOB["compression"], "budget": {"max_ppl_increase": BUDGET, "enforce": False}},
-                 "publish": {"local_dir": "warned"}}
+    warn_only = {
+        **JOB,
+        "compression": {**JOB["compression"], "budget": {"max_ppl_increase": BUDGET, "enforce": False}},
+        "publish": {"local_dir": "warned"},
+    }
     try:
         with TestClient(create_app(settings)) as c:
-            warned, failed = run_jobs(c, auth, [warn_only, {**JOB, "publish": {"local_dir": "held"}}], worker, log,
-                                      timeout=900)
+            warned, failed = run_jobs(
+                c, auth, [warn_only, {**JOB, "publish": {"local_dir": "held"}}], worker, log, timeout=900
+            )
     finally:
         stop(worker)
 

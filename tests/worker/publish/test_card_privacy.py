@@ -15,9 +15,12 @@ from worker.publish.hub import HubRepo
 from worker.publish.local import LocalDir
 
 HOOK_SECRET, META_SECRET = "whsec-in-the-query-7d1f", "meta-secret-value-93ab"
-REQUEST = {"model": {"id": "local:tiny"}, "compression": {"k": [1, 2]},
-           "webhook_url": f"https://hooks.example.com/nbl?token={HOOK_SECRET}",
-           "metadata": {"ci_token": META_SECRET, "branch": "main"}}
+REQUEST = {
+    "model": {"id": "local:tiny"},
+    "compression": {"k": [1, 2]},
+    "webhook_url": f"https://hooks.example.com/nbl?token={HOOK_SECRET}",
+    "metadata": {"ci_token": META_SECRET, "branch": "main"},
+}
 
 
 class Sink:
@@ -41,8 +44,10 @@ def publish(outputs, tmp_path, destination, publish_spec: dict) -> None:
 
 
 def leaks(files: dict[str, bytes]) -> dict[str, list[str]]:
-    return {secret: sorted(p for p, data in files.items() if secret.encode() in data)
-            for secret in (HOOK_SECRET, "hooks.example.com", META_SECRET)}
+    return {
+        secret: sorted(p for p, data in files.items() if secret.encode() in data)
+        for secret in (HOOK_SECRET, "hooks.example.com", META_SECRET)
+    }
 
 
 @pytest.mark.parametrize("card_metadata", [None, False])
@@ -56,8 +61,12 @@ def test_the_hub_gets_neither_the_webhook_url_nor_the_metadata(fake_hub, outputs
 
 
 def test_card_metadata_true_quotes_the_metadata_but_never_the_webhook_url(outputs, tmp_path):
-    publish(outputs, tmp_path, LocalDir(tmp_path / "published", "alpha", "shared", "job_0002"),
-            {"local_dir": "shared", "card_metadata": True})
+    publish(
+        outputs,
+        tmp_path,
+        LocalDir(tmp_path / "published", "alpha", "shared", "job_0002"),
+        {"local_dir": "shared", "card_metadata": True},
+    )
     files = tree(tmp_path / "published" / "alpha" / "shared")
     assert leaks(files) == {HOOK_SECRET: [], "hooks.example.com": [], META_SECRET: ["k1/README.md", "k2/README.md"]}
 
@@ -65,7 +74,10 @@ def test_card_metadata_true_quotes_the_metadata_but_never_the_webhook_url(output
 def test_a_local_output_by_default_carries_no_metadata(outputs, tmp_path):
     publish(outputs, tmp_path, LocalDir(tmp_path / "published", "alpha", "quiet", "job_0003"), {"local_dir": "quiet"})
     assert leaks(tree(tmp_path / "published" / "alpha" / "quiet")) == {
-        HOOK_SECRET: [], "hooks.example.com": [], META_SECRET: []}
+        HOOK_SECRET: [],
+        "hooks.example.com": [],
+        META_SECRET: [],
+    }
 
 
 def test_card_metadata_is_validated_and_stored_only_when_given():
@@ -76,4 +88,7 @@ def test_card_metadata_is_validated_and_stored_only_when_given():
     plain = JobCreate.model_validate({**REQUEST, "publish": {"local_dir": "x"}}).model_dump(mode="json")
     assert plain["publish"] == {"local_dir": "x", "overwrite": False}  # stored and hashed as before the field
     schema = JobCreate.model_json_schema()["$defs"]
-    assert "card_metadata" in schema["HubPublish"]["properties"] and "card_metadata" in schema["LocalPublish"]["properties"]
+    assert (
+        "card_metadata" in schema["HubPublish"]["properties"]
+        and "card_metadata" in schema["LocalPublish"]["properties"]
+    )

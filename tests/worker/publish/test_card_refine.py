@@ -4,13 +4,37 @@ from __future__ import annotations
 
 from worker.publish.card import CardInfo, card_text, recipe_section
 
-REPORT = {"base_model": "m", "replaced_layers": [3, 5], "layers": [],
-          "recipe": {"dataset": {"path": "c4", "split": "train"}, "num_samples": 8, "mode": "attn", "k": 2,
-                     "refit": "sequential", "heal": {"tokens": 512, "steps": 6, "lr": 0.0001, "max_seconds": None}},
-          "refine": {"refit": {"method": "sequential", "seconds": 3.25, "cached": False,
-                               "nmse": {"3": {"one_shot": 0.3, "refit": 0.3}, "5": {"one_shot": 0.5, "refit": 0.3}}},
-                     "heal": {"steps": 6, "tokens": 1536, "seconds": 12.5, "perplexity_before": 41.2,
-                              "perplexity_after": 39.9, "kept": True, "lr": 0.0001, "held_tokens": 256}}}
+REPORT = {
+    "base_model": "m",
+    "replaced_layers": [3, 5],
+    "layers": [],
+    "recipe": {
+        "dataset": {"path": "c4", "split": "train"},
+        "num_samples": 8,
+        "mode": "attn",
+        "k": 2,
+        "refit": "sequential",
+        "heal": {"tokens": 512, "steps": 6, "lr": 0.0001, "max_seconds": None},
+    },
+    "refine": {
+        "refit": {
+            "method": "sequential",
+            "seconds": 3.25,
+            "cached": False,
+            "nmse": {"3": {"one_shot": 0.3, "refit": 0.3}, "5": {"one_shot": 0.5, "refit": 0.3}},
+        },
+        "heal": {
+            "steps": 6,
+            "tokens": 1536,
+            "seconds": 12.5,
+            "perplexity_before": 41.2,
+            "perplexity_after": 39.9,
+            "kept": True,
+            "lr": 0.0001,
+            "held_tokens": 256,
+        },
+    },
+}
 
 
 def test_the_card_says_how_the_maps_were_refined():
@@ -22,10 +46,22 @@ def test_the_card_says_how_the_maps_were_refined():
     not_kept = {**REPORT, "refine": {"heal": {**REPORT["refine"]["heal"], "kept": False}}}
     assert "not kept: healing raised a perplexity" in card_text(CardInfo(report=not_kept, plot=None))
     assert "guard" not in section
-    guarded = {**REPORT, "refine": {"heal": {**REPORT["refine"]["heal"], "kept": False, "guard_tokens": 8192,
-                                             "guard_perplexity_before": 27.5, "guard_perplexity_after": 28.25}}}
-    assert ("41.200 before → 39.900 after; on 8,192 tokens of the selection dataset (the guard): 27.500 before → "
-            "28.250 after (not kept") in card_text(CardInfo(report=guarded, plot=None))
+    guarded = {
+        **REPORT,
+        "refine": {
+            "heal": {
+                **REPORT["refine"]["heal"],
+                "kept": False,
+                "guard_tokens": 8192,
+                "guard_perplexity_before": 27.5,
+                "guard_perplexity_after": 28.25,
+            }
+        },
+    }
+    assert (
+        "41.200 before → 39.900 after; on 8,192 tokens of the selection dataset (the guard): 27.500 before → "
+        "28.250 after (not kept"
+    ) in card_text(CardInfo(report=guarded, plot=None))
 
 
 def test_the_cards_command_line_repeats_the_refinement():

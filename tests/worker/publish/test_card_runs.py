@@ -6,9 +6,16 @@ from worker.publish.card import CardInfo, card_text
 
 def _report(form=None, mode="block"):
     recipe = {"mode": mode, "method": "nbl", "criterion": "cosine", "k": 2, **({"form": form} if form else {})}
-    return {"base_model": "acme/m", "recipe": recipe, "replaced_layers": [3, 4],
-            "layers": [{"layer": 0, mode: {"cosine": None, "eligible": False, "reason": "layer 0 ..."}},
-                       {"layer": 3, mode: {"cosine": 0.9}}, {"layer": 4, mode: {"cosine": 0.95}}]}
+    return {
+        "base_model": "acme/m",
+        "recipe": recipe,
+        "replaced_layers": [3, 4],
+        "layers": [
+            {"layer": 0, mode: {"cosine": None, "eligible": False, "reason": "layer 0 ..."}},
+            {"layer": 3, mode: {"cosine": 0.9}},
+            {"layer": 4, mode: {"cosine": 0.95}},
+        ],
+    }
 
 
 def test_fold_block_card_lists_stock_runtimes_without_remote_code():
@@ -32,4 +39,7 @@ def test_decilm_card_loads_through_the_shipped_file():
 
 def test_nbl_card_keeps_its_loading_section():
     text = card_text(CardInfo(report=_report(None, "attn"), plot=None))
-    assert "## How to load" in text and "| vLLM (nbl-vllm plugin) | with the nbl-vllm plugin | tested by nbl-service |" in text
+    assert (
+        "## How to load" in text
+        and "| vLLM (nbl-vllm plugin) | with the nbl-vllm plugin | tested by nbl-service |" in text
+    )

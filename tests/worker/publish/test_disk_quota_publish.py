@@ -46,8 +46,14 @@ def staged(made, tmp_path):
 def run(staged, tmp_path, quota, name="out", job_id="job_0001"):
     outputs, selected = staged
     sink = Sink()
-    publish(outputs, selected, LocalDir(tmp_path / "published", "alpha", name, job_id, quota=quota), {},
-            {"model": {"id": "local:tiny"}}, sink)
+    publish(
+        outputs,
+        selected,
+        LocalDir(tmp_path / "published", "alpha", name, job_id, quota=quota),
+        {},
+        {"model": {"id": "local:tiny"}},
+        sink,
+    )
     return sink
 
 
@@ -57,8 +63,13 @@ def test_outputs_over_the_quota_fail_before_publishing_begins_and_leave_nothing(
     quota = sum(tree_size(p) for p in staged[0].values())  # too few once the cards are written, with the kept output
     sink = Sink()
     with pytest.raises(QuotaExceeded) as refused:
-        publish(*staged, LocalDir(tmp_path / "published", "alpha", "out", "job_0001", quota=quota), {},
-                {"model": {"id": "local:tiny"}}, sink)
+        publish(
+            *staged,
+            LocalDir(tmp_path / "published", "alpha", "out", "job_0001", quota=quota),
+            {},
+            {"model": {"id": "local:tiny"}},
+            sink,
+        )
     assert sink.calls == []  # not begun: the job fails, it is not un-cancellable for nothing
     assert classify(refused.value).type == "user"
     total = sum(tree_size(p) for p in staged[0].values())  # as checked: with the cards the stage wrote first
@@ -71,9 +82,17 @@ def test_outputs_over_the_quota_fail_before_publishing_begins_and_leave_nothing(
 
 def test_outputs_within_the_quota_are_published(staged, tmp_path):
     total = sum(tree_size(p) for p in staged[0].values())
-    assert run(staged, tmp_path, quota=total + 200_000).calls == ["begin", "k1", "k2"]  # the cards written at publish, the bookkeeping files
+    assert run(staged, tmp_path, quota=total + 200_000).calls == [
+        "begin",
+        "k1",
+        "k2",
+    ]  # the cards written at publish, the bookkeeping files
     assert sorted(p.name for p in (tmp_path / "published" / "alpha" / "out").iterdir()) == [
-        ".nbl-owner.json", "README.md", "k1", "k2"]
+        ".nbl-owner.json",
+        "README.md",
+        "k1",
+        "k2",
+    ]
 
 
 def test_a_retried_publish_counts_the_output_it_replaces_as_freed(staged, tmp_path):
@@ -93,8 +112,9 @@ def test_an_output_over_the_quota_mid_job_removes_what_the_job_had_published(sta
     """Another job of the team published between this job's check and its second output: refused under the
     lock, and the job's first output goes too, so nothing partial stays."""
     outputs, _ = staged
-    dest = LocalDir(tmp_path / "published", "alpha", "out", "job_0001",
-                    quota=sum(tree_size(p) for p in outputs.values()) + 10_000)
+    dest = LocalDir(
+        tmp_path / "published", "alpha", "out", "job_0001", quota=sum(tree_size(p) for p in outputs.values()) + 10_000
+    )
     dest.check_space(sum(tree_size(p) for p in outputs.values()))
     dest.publish(outputs[1], 1, several=True)
     other = tmp_path / "published" / "alpha" / "other"

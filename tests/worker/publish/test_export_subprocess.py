@@ -33,8 +33,9 @@ export_gguf(Path(sys.argv[1]), Path(sys.argv[2]), "f16", python=Path(sys.argv[3]
 def test_a_sigkilled_parent_leaves_no_converter(tmp_path):
     exe, log = fake_converter(tmp_path / "venv", sleep=120)
     model = llama_dir(tmp_path / "k1")
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, model, model / "model-f16.gguf", exe], cwd=REPO,
-                              start_new_session=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, model, model / "model-f16.gguf", exe], cwd=REPO, start_new_session=True
+    )
     pid = None
     try:
         [(pid, _, _)] = wait_for(lambda: runs(log), 60, "the converter to start")

@@ -30,8 +30,9 @@ def rise(metrics: dict, variant: str) -> float:
     return metrics[variant][PPL] / metrics["base"][PPL] - 1
 
 
-def test_gates_publish_only_passing_outputs_and_fail_the_job_when_none_passes(deployment, tmp_path, live_server,
-                                                                           capsys):
+def test_gates_publish_only_passing_outputs_and_fail_the_job_when_none_passes(
+    deployment, tmp_path, live_server, capsys
+):
     settings, auth = deployment
     log = tmp_path / "worker.log"
     worker = start_worker(settings, log)
@@ -45,11 +46,21 @@ def test_gates_publish_only_passing_outputs_and_fail_the_job_when_none_passes(de
             assert high > 0 and high - low > 1e-3, (r1, r3)  # dropping layers of the model moved its perplexity
             limit = max(low, 0.0) + (high - max(low, 0.0)) / 2  # between the two: one passes, one fails
 
-            partial, none = run_jobs(c, auth, [
-                {**JOB, "gates": {"max_ppl_increase": {"wikitext2": limit}}, "publish": {"local_dir": "partial"}},
-                {**JOB, "compression": {**JOB["compression"], "k": worse},
-                 "gates": {"max_ppl_increase": {"wikitext2": limit}}, "publish": {"local_dir": "none"}},
-            ], worker, log)
+            partial, none = run_jobs(
+                c,
+                auth,
+                [
+                    {**JOB, "gates": {"max_ppl_increase": {"wikitext2": limit}}, "publish": {"local_dir": "partial"}},
+                    {
+                        **JOB,
+                        "compression": {**JOB["compression"], "k": worse},
+                        "gates": {"max_ppl_increase": {"wikitext2": limit}},
+                        "publish": {"local_dir": "none"},
+                    },
+                ],
+                worker,
+                log,
+            )
             events = c.get(f"/v1/jobs/{partial['id']}/events", headers=auth).json()["data"]
     finally:
         stop(worker)

@@ -20,8 +20,9 @@ JOB = {
 }
 
 
-def test_smollm2_job_that_fails_its_gate_ends_failed_quality_and_publishes_nothing(request, settings_for,
-                                                                                  team_key_for, tmp_path):
+def test_smollm2_job_that_fails_its_gate_ends_failed_quality_and_publishes_nothing(
+    request, settings_for, team_key_for, tmp_path
+):
     settings, job, events, log = run_smollm2_job(request, settings_for, team_key_for, tmp_path, JOB, 600)
 
     assert job["status"] == "failed" and job["error"]["type"] == "quality", (job, log.read_text()[-4000:])

@@ -37,14 +37,23 @@ def test_a_push_uploads_the_model_files_the_card_and_the_plot(fake_hub, staged):
     pub = hub_repo(fake_hub).publish(staged, 2, several=False)
 
     (commit,) = fake_hub.commits_of(REPO_ID)
-    print(f"\nrecorded commit of a test push: {json.dumps({'sha': commit.id, 'ref': commit.ref, 'title': commit.title, 'files': commit.added}, indent=2)}")
+    print(
+        f"\nrecorded commit of a test push: {json.dumps({'sha': commit.id, 'ref': commit.ref, 'title': commit.title, 'files': commit.added}, indent=2)}"
+    )
     print(f"recorded on the job: {pub}")
     assert pub.kind == "hub" and pub.revision == "main" and pub.commit_sha == commit.id and not pub.adopted
     assert pub.uri == f"{fake_hub.url}/{REPO_ID}" and fake_hub.repos[REPO_ID].private  # private by default
     assert marker("job_0001", 2) in commit.title
     assert commit.added == sorted(tree(staged))
-    assert {"config.json", "model.safetensors", "modeling_nbl.py", "tokenizer.json", "nbl_scores.json",
-            "README.md", "nbl_scores.png"} <= set(commit.added)
+    assert {
+        "config.json",
+        "model.safetensors",
+        "modeling_nbl.py",
+        "tokenizer.json",
+        "nbl_scores.json",
+        "README.md",
+        "nbl_scores.png",
+    } <= set(commit.added)
     files = fake_hub.files(REPO_ID)
     for name, data in tree(staged).items():  # byte for byte what was staged
         assert files[name] == data, name
@@ -53,14 +62,21 @@ def test_a_push_uploads_the_model_files_the_card_and_the_plot(fake_hub, staged):
     assert all(r["authorization"] == f"Bearer {TOKEN}" for r in fake_hub.requests)
 
 
-@pytest.mark.parametrize("target", [{}, {"revision": "nbl-k2"}, {"create_pr": True}, {"create_pr": True, "revision": "dev"}],
-                         ids=["main", "branch", "pr", "pr-to-branch"])
+@pytest.mark.parametrize(
+    "target",
+    [{}, {"revision": "nbl-k2"}, {"create_pr": True}, {"create_pr": True, "revision": "dev"}],
+    ids=["main", "branch", "pr", "pr-to-branch"],
+)
 def test_a_retried_publish_adopts_the_first_commit(fake_hub, staged, target):
     first = hub_repo(fake_hub, **target).publish(staged, 2, several=False)
     again = hub_repo(fake_hub, **target).publish(staged, 2, several=False)  # e.g. the worker died before recording
 
     assert len(fake_hub.commits_of(REPO_ID)) == 1
-    assert again.adopted and (again.commit_sha, again.revision, again.uri) == (first.commit_sha, first.revision, first.uri)
+    assert again.adopted and (again.commit_sha, again.revision, again.uri) == (
+        first.commit_sha,
+        first.revision,
+        first.uri,
+    )
     if target.get("create_pr"):
         assert first.revision == "refs/pr/1" and first.uri.endswith("/discussions/1")
         assert fake_hub.repos[REPO_ID].prs[0]["target"] == target.get("revision", "main")
@@ -139,8 +155,9 @@ def test_saved_and_published_files_get_the_umask_mode_not_0600(tmp_path):
         assert "model.safetensors" in modes and set(modes.values()) == {0o644}, modes
         (out / "model.safetensors").chmod(0o600)  # a staged folder from elsewhere, private
         pub = LocalDir(tmp_path / "published", "alpha", "tiny-nbl", "job_0001").publish(out, 1, several=False)
-        published = {p: stat.S_IMODE((tmp_path / "published" / "alpha" / "tiny-nbl" / p).stat().st_mode)
-                     for p in tree(out)}
+        published = {
+            p: stat.S_IMODE((tmp_path / "published" / "alpha" / "tiny-nbl" / p).stat().st_mode) for p in tree(out)
+        }
         assert pub.uri.endswith("tiny-nbl") and set(published.values()) == {0o644}, published
     finally:
         os.umask(old)
@@ -166,14 +183,19 @@ def test_several_k_on_the_hub_get_a_root_card_in_one_more_marked_commit(fake_hub
     result, _ = compress_tiny(tmp_path, write_text_file(tmp_path / "calib.jsonl"), ks=(1, 2))
     outputs = {o["k"]: tmp_path / "out" / f"k{o['k']}" for o in result.outputs}
     selected = {o["k"]: o["replaced_layers"] for o in result.outputs}
-    metrics = {"base": {"perplexity/wikitext2/ppl": 20.25, "tasks/arc_easy/acc": 0.61},
-               "k1": {"perplexity/wikitext2/ppl": 21.5, "tasks/arc_easy/acc": 0.6},
-               "k2": {"perplexity/wikitext2/ppl": 23.75, "tasks/arc_easy/acc": 0.57}}
+    metrics = {
+        "base": {"perplexity/wikitext2/ppl": 20.25, "tasks/arc_easy/acc": 0.61},
+        "k1": {"perplexity/wikitext2/ppl": 21.5, "tasks/arc_easy/acc": 0.6},
+        "k2": {"perplexity/wikitext2/ppl": 23.75, "tasks/arc_easy/acc": 0.57},
+    }
     recipe = {"model": {"id": "HuggingFaceTB/SmolLM2-135M"}}
     for k, path in outputs.items():  # as if the base had come from the Hub, with its licence
         report = json.loads((path / "nbl_scores.json").read_text())
-        report.update(base_model="HuggingFaceTB/SmolLM2-135M", base_license="apache-2.0",
-                      base_fingerprint="hub:HuggingFaceTB/SmolLM2-135M@0123abc")
+        report.update(
+            base_model="HuggingFaceTB/SmolLM2-135M",
+            base_license="apache-2.0",
+            base_fingerprint="hub:HuggingFaceTB/SmolLM2-135M@0123abc",
+        )
         (path / "nbl_scores.json").write_text(json.dumps(report))
     sink = ListSink()
     publish(outputs, selected, hub_repo(fake_hub), metrics, recipe, sink)
@@ -209,7 +231,11 @@ def test_several_k_on_the_hub_get_a_root_card_in_one_more_marked_commit(fake_hub
     assert "| [k2/](k2) | 2 |" in root_card and str(tmp_path) not in root_card
     assert 'from_pretrained("multi", subfolder="k1", trust_remote_code=True)' in root_card
     assert sorted(p.name for p in (tmp_path / "published" / "alpha" / "multi").iterdir()) == [
-        ".nbl-owner.json", "README.md", "k1", "k2"]
+        ".nbl-owner.json",
+        "README.md",
+        "k1",
+        "k2",
+    ]
 
 
 def test_a_single_output_gets_no_root_card(fake_hub, staged, tmp_path):

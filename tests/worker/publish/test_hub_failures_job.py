@@ -57,8 +57,11 @@ def run(settings, auth, body: dict) -> dict:
 def test_a_hub_500_on_publish_is_retried_and_the_job_succeeds(env):
     settings, auth, hub = env
     hub.fail["commit"] = [500]
-    job = run(settings, auth, {**JOB, "evaluation": {"perplexity": []},
-                               "publish": {"repo_id": "alpha/tiny-nbl", "token": TOKEN}})
+    job = run(
+        settings,
+        auth,
+        {**JOB, "evaluation": {"perplexity": []}, "publish": {"repo_id": "alpha/tiny-nbl", "token": TOKEN}},
+    )
     assert job["status"] == "succeeded", job["error"]  # was: failed, system, HubUnavailable
     (commit,) = hub.commits_of("alpha/tiny-nbl")
     assert job["artifacts"][0]["commit_sha"] == commit.id
@@ -77,8 +80,16 @@ def test_a_hub_model_is_checked_from_its_config_before_any_weight(env):
     settings, auth, hub = env
     config = json.loads((settings.models_dir / "tiny" / "config.json").read_text())
     hub.models["org/tiny-llama"] = {"config.json": json.dumps(config).encode(), "model.safetensors": b"x" * 64}
-    job = run(settings, auth, {**JOB, "model": {"id": "org/tiny-llama"}, "compression": {"k": 7},
-                               "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 4096}})
+    job = run(
+        settings,
+        auth,
+        {
+            **JOB,
+            "model": {"id": "org/tiny-llama"},
+            "compression": {"k": 7},
+            "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 4096},
+        },
+    )
     assert job["status"] == "failed" and job["error"]["type"] == "user", job["error"]
     message = job["error"]["message"]
     assert "compression.k" in message and "number of layers (4)" in message, message

@@ -108,5 +108,6 @@ def test_a_gated_model_is_a_user_error_that_names_the_hub_and_the_model(at, hub,
     job, _ = run(settings, auth, "org/gated-llama")
     error = job["error"]
     assert job["status"] == "failed" and error["type"] == "user", error
-    assert error["message"].startswith(f"{GATED} (org/gated-llama): the Hugging Face Hub at {hub.url} answered "
-                                       f"{status} for org/gated-llama@main"), error
+    assert error["message"].startswith(
+        f"{GATED} (org/gated-llama): the Hugging Face Hub at {hub.url} answered {status} for org/gated-llama@main"
+    ), error

@@ -52,7 +52,6 @@ def test_probe_ids_stay_inside_the_vocabulary():
     assert ids.shape == (1, 16) and int(ids.max()) < 128 and len(set(ids.tolist()[0])) > 8
 
 
-
 def test_a_cancel_stops_the_fresh_process_within_seconds(output):
     """The check polls the job's cancel while its child loads (worker/subproc.py); it used to wait for the child
     (up to NBL_LOAD_CHECK_TIMEOUT). The child's group is killed whole."""

@@ -21,10 +21,25 @@ def output(tmp_path):
     base = save_tiny_checkpoint(tmp_path / "base", "llama")
     plan = Plan("attn", "nbl", (0, 2))
     g = torch.Generator().manual_seed(3)
-    maps = {i: LinearMap(torch.randn(64, 64, generator=g, dtype=torch.float64) / 64,
-                         torch.randn(64, generator=g, dtype=torch.float64), 0.0) for i in plan.layers}
-    out = write_compressed(base, plan.as_config(), maps, torch.float32, tiny_tokenizer(), tmp_path / "out", "llama",
-                           {"layers": []}, max_shard_size=30_000)  # several shards, read through the index
+    maps = {
+        i: LinearMap(
+            torch.randn(64, 64, generator=g, dtype=torch.float64) / 64,
+            torch.randn(64, generator=g, dtype=torch.float64),
+            0.0,
+        )
+        for i in plan.layers
+    }
+    out = write_compressed(
+        base,
+        plan.as_config(),
+        maps,
+        torch.float32,
+        tiny_tokenizer(),
+        tmp_path / "out",
+        "llama",
+        {"layers": []},
+        max_shard_size=30_000,
+    )  # several shards, read through the index
     return out, loadcheck.reference(LayerwiseModel(CheckpointLayers(base, torch.float32), plan, maps))
 
 

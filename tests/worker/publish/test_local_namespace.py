@@ -69,7 +69,8 @@ def test_a_directory_no_job_made_is_never_deleted(tmp_path):
         for several in (False, True):
             with pytest.raises(LocalConflict, match="was not created by a job; it is never replaced"):
                 local(tmp_path, "alpha", "smol", "job_b", overwrite=overwrite).publish(
-                    staged(tmp_path, "b"), 4, several=several)
+                    staged(tmp_path, "b"), 4, several=several
+                )
     assert tree(mine) == {"k4/model.safetensors": b"precious"}
 
 

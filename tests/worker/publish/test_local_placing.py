@@ -45,8 +45,7 @@ def test_weights_are_linked_the_rest_copied_all_with_umask_modes(tmp_path):
         assert (out / name).stat().st_ino == (src / name).stat().st_ino, name
     for name in ("README.md", "config.json"):
         assert (out / name).stat().st_ino != (src / name).stat().st_ino, name
-    assert {f.name: f.stat().st_mode & 0o777 for f in out.iterdir()} == {
-        f.name: umask_mode() for f in out.iterdir()}
+    assert {f.name: f.stat().st_mode & 0o777 for f in out.iterdir()} == {f.name: umask_mode() for f in out.iterdir()}
 
 
 def test_deleting_the_scratch_copy_leaves_the_published_output_whole(tmp_path):

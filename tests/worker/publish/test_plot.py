@@ -15,8 +15,12 @@ from worker.publish.plot import chosen_by, cut_value, plot_series, score_plot
 from worker.publish.plot_selection import greedy_panel
 
 # 6 layers: cca ranks 0, 1, 2, ...; cosine (highest first) 4, 5, 3, ...; nmse 2, 3, 4, ...
-SCORES = [{"layer": i, "attn": {"cca_bound": a, "cosine": c, "nmse": n}} for i, (a, c, n) in
-          enumerate(zip([0.1, 0.2, 0.4, 0.8, 1.6, 3.2], [0.0, 0.1, 0.2, 0.3, 0.9, 0.7], [3, 4, 0, 1, 2, 5]))]
+SCORES = [
+    {"layer": i, "attn": {"cca_bound": a, "cosine": c, "nmse": n}}
+    for i, (a, c, n) in enumerate(
+        zip([0.1, 0.2, 0.4, 0.8, 1.6, 3.2], [0.0, 0.1, 0.2, 0.3, 0.9, 0.7], [3, 4, 0, 1, 2, 5])
+    )
+]
 COST = {0: 0.5, 1: 0.4, 2: 0.05, 3: 0.3, 4: 0.01, 5: 0.2}  # the synthetic set loss adds these
 
 
@@ -35,8 +39,12 @@ def measured(criterion: str, budget: float | None = None, k: int = 2) -> dict:
     k = ch.auto_k(budget) if budget is not None else k
     chosen = {k: ch.layers(k)}
     recipe = {"mode": "attn", "criterion": criterion, **({"max_ppl_increase": budget} if budget is not None else {})}
-    return {"recipe": recipe, "replaced_layers": chosen[k][0], "layers": SCORES,
-            "selection": ch.record({"source": "calibration held-out"}, 31, chosen)}
+    return {
+        "recipe": recipe,
+        "replaced_layers": chosen[k][0],
+        "layers": SCORES,
+        "selection": ch.record({"source": "calibration held-out"}, 31, chosen),
+    }
 
 
 def png_size(path) -> tuple[int, int]:
@@ -45,9 +53,16 @@ def png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
-@pytest.mark.parametrize("criterion, k, cut", [("cca", 2, (0.2 + 0.4) / 2), ("cca", 5, (1.6 + 3.2) / 2),
-                                               ("cosine", 1, (0.9 + 0.7) / 2), ("cosine", 3, (0.3 + 0.2) / 2),
-                                               ("nmse", 2, (1 + 2) / 2)])
+@pytest.mark.parametrize(
+    "criterion, k, cut",
+    [
+        ("cca", 2, (0.2 + 0.4) / 2),
+        ("cca", 5, (1.6 + 3.2) / 2),
+        ("cosine", 1, (0.9 + 0.7) / 2),
+        ("cosine", 3, (0.3 + 0.2) / 2),
+        ("nmse", 2, (1 + 2) / 2),
+    ],
+)
 def test_the_cut_lies_between_the_kth_and_next_ranked_values(criterion, k, cut):
     report = ranked(criterion, k)
     field, layers, values, chosen = plot_series(report)
@@ -127,9 +142,32 @@ def test_nbl_compress_greedy_with_k_auto_records_the_budget_and_draws_two_panels
     from cli.main import main
 
     out = tmp_path / "out"
-    assert main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), "--num-samples", "12",
-                 "--seq-len", "32", "--criterion", "greedy", "--k", "auto", "--max-ppl-increase", "1e9",
-                 "--out", str(out), "--json", "--no-load-check"]) == 0
+    assert (
+        main(
+            [
+                "compress",
+                "--model",
+                str(tiny_dir),
+                "--dataset",
+                str(text_file),
+                "--num-samples",
+                "12",
+                "--seq-len",
+                "32",
+                "--criterion",
+                "greedy",
+                "--k",
+                "auto",
+                "--max-ppl-increase",
+                "1e9",
+                "--out",
+                str(out),
+                "--json",
+                "--no-load-check",
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / "nbl_scores.json").read_text())
     assert report["recipe"]["max_ppl_increase"] == 1e9
     panel = greedy_panel(report)

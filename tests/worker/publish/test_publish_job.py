@@ -36,8 +36,13 @@ CANARIES = (JOB_TOKEN, TEAM_TOKEN)
 def deployment(request, settings_for, team_key_for):
     """Postgres + Redis settings with a tiny `local:tiny` model and an API key for team alpha."""
     redis_url, queue, redis = request.getfixturevalue("redis_queue")
-    settings = settings_for(request.getfixturevalue("pg_url"), broker_url=redis_url, queue_name=queue, lease_seconds=5,
-                            webhook_allowlist="127.0.0.1")  # the webhook receiver of the canary test
+    settings = settings_for(
+        request.getfixturevalue("pg_url"),
+        broker_url=redis_url,
+        queue_name=queue,
+        lease_seconds=5,
+        webhook_allowlist="127.0.0.1",
+    )  # the webhook receiver of the canary test
     settings.ensure_dirs()
     save_tiny_checkpoint(settings.models_dir / "tiny")
     return settings, team_key_for(settings), redis
@@ -80,9 +85,13 @@ def redis_dump(r) -> bytes:
     out = []
     for key in r.scan_iter(count=1000):
         kind = r.type(key)
-        value = {b"string": lambda: [r.get(key)], b"list": lambda: r.lrange(key, 0, -1),
-                 b"hash": lambda: [x for kv in r.hgetall(key).items() for x in kv], b"set": lambda: list(r.smembers(key)),
-                 b"zset": lambda: r.zrange(key, 0, -1)}.get(kind, lambda: [])()
+        value = {
+            b"string": lambda: [r.get(key)],
+            b"list": lambda: r.lrange(key, 0, -1),
+            b"hash": lambda: [x for kv in r.hgetall(key).items() for x in kv],
+            b"set": lambda: list(r.smembers(key)),
+            b"zset": lambda: r.zrange(key, 0, -1),
+        }.get(kind, lambda: [])()
         out += [key, *[v for v in value if v is not None]]
     return b"\n".join(out)
 
@@ -92,8 +101,12 @@ def db_dump(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     u = make_url(url)
-    return subprocess.run(["pg_dump", "--data-only", "-h", u.host, "-p", str(u.port or 5432), "-U", u.username,
-                           u.database], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["pg_dump", "--data-only", "-h", u.host, "-p", str(u.port or 5432), "-U", u.username, u.database],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def files_under(root: Path) -> bytes:
@@ -124,8 +137,9 @@ def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, re
     hook = {"webhook_url": receiver.url}
     with TestClient(create_app(settings)) as client:
         api = Recorder(client, auth)
-        good = api("POST", "/v1/jobs", json={**JOB, **hook,
-                                             "publish": {"repo_id": "alpha/tiny-nbl", "token": JOB_TOKEN}})
+        good = api(
+            "POST", "/v1/jobs", json={**JOB, **hook, "publish": {"repo_id": "alpha/tiny-nbl", "token": JOB_TOKEN}}
+        )
         assert good.status_code == 201, good.text
         bad = api("POST", "/v1/jobs", json={**JOB, **hook, "publish": {"repo_id": "alpha/other-nbl"}})  # team's token
         worker = start_worker(settings, log, {"NBL_HF_ENDPOINT": hub.url}, loglevel="DEBUG")
@@ -140,23 +154,30 @@ def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, re
     assert job["status"] == "succeeded", (job, log.read_text()[-4000:])
     (commit,) = hub.commits_of("alpha/tiny-nbl")
     (art,) = job["artifacts"]
-    assert (art["kind"], art["uri"], art["revision"], art["commit_sha"]) == ("hub", f"{hub.url}/alpha/tiny-nbl", "main",
-                                                                             commit.id)
+    assert (art["kind"], art["uri"], art["revision"], art["commit_sha"]) == (
+        "hub",
+        f"{hub.url}/alpha/tiny-nbl",
+        "main",
+        commit.id,
+    )
     assert f"[nbl-job: {job['id']} k=1]" in commit.title and hub.repos["alpha/tiny-nbl"].private
     assert {"README.md", "nbl_scores.png", "model.safetensors", "modeling_nbl.py", "config.json"} <= set(commit.added)
     stages = [e["stage"] for e in events if e["kind"] == "stage"]
     assert stages == ["load", "calibrate", "score", "compress", "check", "evaluate", "publish"]
     card = ModelCard(commit.files["README.md"].decode())
     ppl = {r.metric_name: r.metric_value for r in card.data.eval_results}
-    assert ppl == {"wikitext2 ppl (base model)": job["metrics"]["base"]["perplexity/wikitext2/ppl"],
-                   "wikitext2 ppl (tiny-nbl-attn-k1)": job["metrics"]["k1"]["perplexity/wikitext2/ppl"]}
+    assert ppl == {
+        "wikitext2 ppl (base model)": job["metrics"]["base"]["perplexity/wikitext2/ppl"],
+        "wikitext2 ppl (tiny-nbl-attn-k1)": job["metrics"]["k1"]["perplexity/wikitext2/ppl"],
+    }
     assert '"id": "local:tiny"' in card.text and 'from_pretrained("alpha/tiny-nbl"' in card.text
     res = job["result"]  # the typed result, from the rows the real worker wrote: the card's numbers
     (out,) = res["outputs"]
     assert res["base"]["perplexity"]["wikitext2"]["ppl"] == ppl["wikitext2 ppl (base model)"]
     assert out["metrics"]["perplexity"]["wikitext2"]["ppl"] == ppl["wikitext2 ppl (tiny-nbl-attn-k1)"]
     assert out["delta"]["perplexity"]["wikitext2"]["ppl"] == pytest.approx(
-        ppl["wikitext2 ppl (tiny-nbl-attn-k1)"] - ppl["wikitext2 ppl (base model)"])
+        ppl["wikitext2 ppl (tiny-nbl-attn-k1)"] - ppl["wikitext2 ppl (base model)"]
+    )
     assert (out["k"], out["layers"]) == (1, job["selected_layers"][0]["layers"]) and res["calibration"]["tokens"] > 0
     print(f"\nrecorded commit: {commit.id} on {commit.ref}: {commit.title!r}, files {commit.added}")
     print("card excerpt:\n" + commit.files["README.md"].decode()[:2500])
@@ -172,8 +193,13 @@ def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, re
         assert webhooks.deliver_due(s, settings) == {"delivered": 4}
     hooks = [json.loads(body) for _, body in receiver.requests]
     assert sorted((h["data"]["id"], h["type"]) for h in hooks) == sorted(
-        [(job["id"], "job.running"), (job["id"], "job.succeeded"), (failed["id"], "job.running"),
-         (failed["id"], "job.failed")])
+        [
+            (job["id"], "job.running"),
+            (job["id"], "job.succeeded"),
+            (failed["id"], "job.running"),
+            (failed["id"], "job.failed"),
+        ]
+    )
     webhook_text = "\n".join(json.dumps(headers) + body for headers, body in receiver.requests)
 
     # the canaries: sent to the Hub, and nowhere else
@@ -193,7 +219,10 @@ def test_jobs_publish_to_the_hub_and_the_tokens_leak_nowhere(deployment, hub, re
         from sqlalchemy import text
 
         rows = s.execute(text("SELECT id, hub_token_encrypted FROM jobs")).all()
-        assert {r.id: r.hub_token_encrypted for r in rows} == {job["id"]: None, failed["id"]: None}  # deleted at the end
+        assert {r.id: r.hub_token_encrypted for r in rows} == {
+            job["id"]: None,
+            failed["id"]: None,
+        }  # deleted at the end
     engine.dispose()
 
 
@@ -207,10 +236,21 @@ def test_a_crash_after_publishing_keeps_the_first_commit(deployment, hub, tmp_pa
     marker, log = tmp_path / "crashed", tmp_path / "worker.log"
     with TestClient(create_app(settings)) as client:
         api = Recorder(client, auth)
-        job_id = api("POST", "/v1/jobs", json={**JOB, "evaluation": {"perplexity": []},
-                                                "publish": {"repo_id": "alpha/tiny-nbl", "token": JOB_TOKEN}}).json()["id"]
-        crashing = start_worker(settings, log, {"NBL_HF_ENDPOINT": hub.url, "NBL_TEST_CRASH_MARKER": str(marker)},
-                                script=REPO / "tests" / "worker" / "publish" / "crash_after_publish.py")
+        job_id = api(
+            "POST",
+            "/v1/jobs",
+            json={
+                **JOB,
+                "evaluation": {"perplexity": []},
+                "publish": {"repo_id": "alpha/tiny-nbl", "token": JOB_TOKEN},
+            },
+        ).json()["id"]
+        crashing = start_worker(
+            settings,
+            log,
+            {"NBL_HF_ENDPOINT": hub.url, "NBL_TEST_CRASH_MARKER": str(marker)},
+            script=REPO / "tests" / "worker" / "publish" / "crash_after_publish.py",
+        )
         try:
             assert crashing.wait(timeout=240) == 137, log.read_text()[-4000:]
         finally:

@@ -14,8 +14,13 @@ pytestmark = pytest.mark.slow
 JOB = {
     "model": {"id": "local:smollm2"},
     "calibration": {"dataset": "c4", "num_samples": 8, "seq_len": 128},
-    "compression": {"mode": "attn", "criterion": "cca", "k": 4, "refit": "sequential",
-                    "heal": {"tokens": 1024, "steps": 4}},
+    "compression": {
+        "mode": "attn",
+        "criterion": "cca",
+        "k": 4,
+        "refit": "sequential",
+        "heal": {"tokens": 1024, "steps": 4},
+    },
     "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 1024},
     "selection": {"dataset": "wikitext2", "num_samples": 2},  # not the calibration's: the heal's guard
     "publish": {"local_dir": "smol-refined"},
@@ -34,8 +39,10 @@ def test_smollm2_job_refits_heals_checks_and_publishes(request, settings_for, te
     # 1,024 tokens: 7 training blocks of 128 and 1 held out; 4 steps of 2 blocks each (the last wraps round)
     assert (heal["steps"], heal["tokens"], heal["lr"]) == (4, 4 * 2 * 128, 1e-5) and heal["seconds"] > 0
     assert heal["perplexity_before"] > 0 and heal["guard_perplexity_before"] > 0
-    assert heal["kept"] == (heal["perplexity_after"] <= heal["perplexity_before"]
-                            and heal["guard_perplexity_after"] <= heal["guard_perplexity_before"])
+    assert heal["kept"] == (
+        heal["perplexity_after"] <= heal["perplexity_before"]
+        and heal["guard_perplexity_after"] <= heal["guard_perplexity_before"]
+    )
 
     published = settings.publish_dir / "alpha" / "smol-refined"
     card = (published / "README.md").read_text()

@@ -18,8 +18,13 @@ HELD = -(-tokens_needed(BUDGET) // 31)  # held-out blocks of 32 that resolve it 
 JOB = {
     "model": {"id": "local:tiny"},
     "calibration": {"dataset": "c4", "num_samples": 10 * HELD, "seq_len": 32},
-    "compression": {"mode": "attn", "method": "nbl", "criterion": "auto", "k": "auto",
-                    "budget": {"max_ppl_increase": BUDGET}},
+    "compression": {
+        "mode": "attn",
+        "method": "nbl",
+        "criterion": "auto",
+        "k": "auto",
+        "budget": {"max_ppl_increase": BUDGET},
+    },
     "evaluation": {"perplexity": [], "tasks": []},
     "publish": {"local_dir": "auto"},
 }
@@ -40,7 +45,9 @@ def test_a_criterion_auto_k_auto_job_records_the_table_and_the_winner(deployment
     sel = job["selection"]
     stages = [e["stage"] for e in events if e.get("stage")]
     assert "select" in stages and stages.index("select") > stages.index("score")  # its own stage, priced by the plan
-    assert sel["k"] == 3 and sel["data"]["in_distribution"] is True  # any rise the tiny model shows fits +100%: 4 layers - 1
+    assert (
+        sel["k"] == 3 and sel["data"]["in_distribution"] is True
+    )  # any rise the tiny model shows fits +100%: 4 layers - 1
     assert sel["tokens"] == HELD * 31  # the held-out tenth of 10 x HELD blocks of 32
     at3 = {t["criterion"]: t for t in sel["tried"] if t["k"] == 3}
     assert set(at3) == {"cca", "cosine", "nmse", "greedy"}
@@ -51,7 +58,9 @@ def test_a_criterion_auto_k_auto_job_records_the_table_and_the_winner(deployment
     assert {m["criterion"] for m in marks} == {won["criterion"]}
     assert sorted(row["layer"] for row in layers if row["outputs"][0]["selected"]) == won["layers"]
     out = settings.publish_dir / "alpha" / "auto"
-    assert json.loads((out / "nbl_scores.json").read_text())["recipe"]["max_ppl_increase"] == BUDGET  # the plot's budget line
+    assert (
+        json.loads((out / "nbl_scores.json").read_text())["recipe"]["max_ppl_increase"] == BUDGET
+    )  # the plot's budget line
     assert (out / "nbl_scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     card = ModelCard.load(out / "README.md")
     assert "## Selection" in card.text and f"This output (k=3): **{won['criterion']}**" in card.text

@@ -18,8 +18,13 @@ BUDGET = 0.20
 JOB = {
     "model": {"id": "local:smollm2"},
     "calibration": {"dataset": "c4", "num_samples": 8, "seq_len": 128},
-    "compression": {"mode": "attn", "method": "nbl", "criterion": "auto", "k": "auto",
-                    "budget": {"max_ppl_increase": BUDGET}},
+    "compression": {
+        "mode": "attn",
+        "method": "nbl",
+        "criterion": "auto",
+        "k": "auto",
+        "budget": {"max_ppl_increase": BUDGET},
+    },
     "selection": {"dataset": "wikitext2", "split": "validation", "num_samples": 4},
     "evaluation": {"perplexity": [], "tasks": []},
     "publish": {"local_dir": "smol-auto-k"},

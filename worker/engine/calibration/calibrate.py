@@ -132,13 +132,39 @@ def calibrate(
     source = as_source(model)
     if group is None and devices is not None and len(devices) > 1:
         path = source.checkpoint_dir()
-        job = dict(blocks=blocks, batch_size=batch_size, holdout=holdout, product_dtype=product_dtype, tf32=tf32,
-                   modes=tuple(modes), form=form, max_run=max_run, host_bytes=host_bytes, spill_dir=spill_dir, path=path, dtype=source.dtype)
+        job = dict(
+            blocks=blocks,
+            batch_size=batch_size,
+            holdout=holdout,
+            product_dtype=product_dtype,
+            tf32=tf32,
+            modes=tuple(modes),
+            form=form,
+            max_run=max_run,
+            host_bytes=host_bytes,
+            spill_dir=spill_dir,
+            path=path,
+            dtype=source.dtype,
+        )
         with distributed.launch(devices, calibrate, job, timeout_s) as group:
-            return calibrate(source, blocks, batch_size, holdout, product_dtype, on_batch, progress, modes=modes, tf32=tf32,
-                             form=form, max_run=max_run,
-                             device=devices[0], host_bytes=host_bytes, spill_dir=spill_dir, on_layer=on_layer,
-                             group=group)
+            return calibrate(
+                source,
+                blocks,
+                batch_size,
+                holdout,
+                product_dtype,
+                on_batch,
+                progress,
+                modes=modes,
+                tf32=tf32,
+                form=form,
+                max_run=max_run,
+                device=devices[0],
+                host_bytes=host_bytes,
+                spill_dir=spill_dir,
+                on_layer=on_layer,
+                group=group,
+            )
     group = group or distributed.SOLO
     if devices:
         device = devices[0]
@@ -147,8 +173,11 @@ def calibrate(
     n = blocks.shape[0]
     n_fit = n - holdout
     # Fit blocks first, then held-out blocks; a batch never straddles the two.
-    batches = [(start, min(start + batch_size, hi), name)
-               for lo, hi, name in [(0, n_fit, "fit"), (n_fit, n, "held")] for start in range(lo, hi, batch_size)]
+    batches = [
+        (start, min(start + batch_size, hi), name)
+        for lo, hi, name in [(0, n_fit, "fit"), (n_fit, n, "held")]
+        for start in range(lo, hi, batch_size)
+    ]
     batches = [batches[j] for j in share(len(batches), group.world)[group.rank]]  # this process's share
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -168,8 +197,11 @@ def calibrate(
             attn: list[torch.Tensor] = []
             hooks = taps.hooks(layer) if taps else []
             if "attn" in modes and taps is None:
-                hooks.append(branch_end(layer, source.config).register_forward_hook(
-                    lambda m, a, o: attn.append(o[0] if isinstance(o, tuple) else o)))
+                hooks.append(
+                    branch_end(layer, source.config).register_forward_hook(
+                        lambda m, a, o: attn.append(o[0] if isinstance(o, tuple) else o)
+                    )
+                )
             try:
                 for b, (_, _, split) in enumerate(batches):
                     h = cache.get(b).to(device)  # (B, T, d)

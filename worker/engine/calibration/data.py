@@ -86,7 +86,11 @@ def resolve(spec: DatasetSpec, data_dir: Path | None = None) -> tuple[str, dict]
         path, config, data_files = HUB_ALIASES[name]
         kw = {"path": path, "name": spec.config or config, "split": spec.split}
         if data_files:
-            kw = {"path": "json", "data_files": {spec.split: f"hf://datasets/{path}/{data_files[spec.split]}"}, "split": spec.split}
+            kw = {
+                "path": "json",
+                "data_files": {spec.split: f"hf://datasets/{path}/{data_files[spec.split]}"},
+                "split": spec.split,
+            }
         return path, kw
     refuse_packaged_builder(spec.path, DataError)  # a loader of local files, not a dataset
     # datasets would read a directory of that name in the working directory instead of the Hub

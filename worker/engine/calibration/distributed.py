@@ -122,8 +122,9 @@ def _failed(ctx, e: ProcessException) -> CalibrationProcessError:
     text = str(e)
     if "terminated with the following error:" in text:  # torch's header, naming the child's index: dropped
         text = text.split("terminated with the following error:", 1)[1]
-    return CalibrationProcessError(f"calibration process {rank} of {len(ctx.devices)} (on {ctx.devices[rank]}) "
-                                   f"failed: {text.strip()}")
+    return CalibrationProcessError(
+        f"calibration process {rank} of {len(ctx.devices)} (on {ctx.devices[rank]}) failed: {text.strip()}"
+    )
 
 
 def _joined(ctx) -> bool:
@@ -154,8 +155,13 @@ def launch(devices: list[str], calibrate, job: dict, timeout_s: float = TIMEOUT_
     scores 2e-6 apart on a d=512 model), and the sums must equal one process's to 1e-10."""
     tmp = tempfile.mkdtemp(prefix="nbl-dist-")
     store_path = os.path.join(tmp, "store")
-    ctx = mp.start_processes(_child, args=(store_path, devices, timeout_s, torch.get_num_threads(), calibrate, job),
-                             nprocs=len(devices) - 1, join=False, start_method="spawn")
+    ctx = mp.start_processes(
+        _child,
+        args=(store_path, devices, timeout_s, torch.get_num_threads(), calibrate, job),
+        nprocs=len(devices) - 1,
+        join=False,
+        start_method="spawn",
+    )
     ctx.devices = devices
     try:
         store = dist.FileStore(store_path, len(devices))

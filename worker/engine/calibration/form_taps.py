@@ -36,8 +36,9 @@ class FormTaps:
         """Forward hooks capturing what this form needs of `layer`'s forward, one batch at a time."""
         out = []
         if self.mode == "attn":
-            out.append(branch_end(layer, self.config).register_forward_hook(
-                lambda m, a, o: self._attn.append(_first(o))))
+            out.append(
+                branch_end(layer, self.config).register_forward_hook(lambda m, a, o: self._attn.append(_first(o)))
+            )
         if self.form == "fold":
             out.append(layer.mlp.register_forward_hook(lambda m, a, o: self._mlp.append(_first(o))))
         return out

@@ -58,8 +58,10 @@ class ModelLayers:
 
     def checkpoint_dir(self) -> Path:
         if self.path is None:
-            raise ValueError("calibrating on several devices needs the model's checkpoint directory: the "
-                             "other processes read the weights from it")
+            raise ValueError(
+                "calibrating on several devices needs the model's checkpoint directory: the "
+                "other processes read the weights from it"
+            )
         return Path(self.path)
 
 
@@ -100,7 +102,7 @@ class CheckpointLayers:
                     on_host = torch.device(device).type == "cpu"
                     out[name] = off_heap_copy(t, dtype) if off_heap and on_host else t.to(device, dtype)
         # a MoE layer's experts are one matrix each in the file, one stacked parameter in the model
-        return {name[len(prefix):]: t for name, t in to_modules(self.model, out).items()}
+        return {name[len(prefix) :]: t for name, t in to_modules(self.model, out).items()}
 
     def stem(self, device) -> torch.nn.Module:
         """The decoder with its embeddings, final norm and rotary tables on `device`; layers stay meta."""
@@ -130,8 +132,9 @@ class CheckpointLayers:
         norm.load_state_dict(self._read("model.norm.", device), strict=True, assign=True)
         norm.to(device)
         tied = "lm_head.weight" not in self.files  # tie_word_embeddings: the head is the embedding matrix
-        lm_head.load_state_dict(self._read("model.embed_tokens." if tied else "lm_head.", device), strict=True,
-                                assign=True)
+        lm_head.load_state_dict(
+            self._read("model.embed_tokens." if tied else "lm_head.", device), strict=True, assign=True
+        )
         return norm, lm_head
 
     def release_head(self) -> None:

@@ -60,8 +60,9 @@ def layer_source(lm: LoadedModel):
     return CheckpointLayers(lm.path, lm.dtype, lm.device)
 
 
-def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_report, progress=True,
-                      source=None) -> CalibrationResult:
+def calibration_stage(
+    cfg: CompressConfig, lm: LoadedModel, report: Report = no_report, progress=True, source=None
+) -> CalibrationResult:
     """Sums for every layer, from the cache when the same calibration ran before for this mode."""
     source = source or layer_source(lm)
     products = resolve_products(cfg.product_dtype, source.device)  # auto: tf32 on a GPU, float32 on the CPU
@@ -92,8 +93,9 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
         path = stats_cache.entry_path(tempfile.mkdtemp(prefix="nocache-", suffix=".tmp", dir=cfg.stats_dir), key)
 
     report("calibrate", 0.0, "tokenizing calibration data")
-    blocks = make_blocks(load_texts(cfg.dataset, cfg.data_dir), lm.tokenizer, cfg.num_samples, cfg.seq_len,
-                         cfg.shuffle, cfg.seed)
+    blocks = make_blocks(
+        load_texts(cfg.dataset, cfg.data_dir), lm.tokenizer, cfg.num_samples, cfg.seq_len, cfg.shuffle, cfg.seed
+    )
     holdout = holdout_count(len(blocks), cfg.holdout_fraction)
     bs = cfg.batch_size or default_batch_size(cfg.seq_len, str(source.device))
     n_layers = source.config.num_hidden_layers
@@ -112,8 +114,9 @@ def calibration_stage(cfg: CompressConfig, lm: LoadedModel, report: Report = no_
             holdout=holdout,
             product_dtype=torch.float64 if products == "float64" else torch.float32,
             tf32=products == "tf32",
-            on_batch=lambda done, total: report("calibrate", done / total,
-                                                f"layer {(done - 1) * n_layers // total + 1}/{n_layers}"),
+            on_batch=lambda done, total: report(
+                "calibrate", done / total, f"layer {(done - 1) * n_layers // total + 1}/{n_layers}"
+            ),
             progress=progress,
             modes=(cfg.mode,),
             host_bytes=cfg.host_cache_bytes,

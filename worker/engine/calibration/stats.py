@@ -130,16 +130,14 @@ class LayerStats:
                 n=flat[f"{p}.n"],
                 x=flat[f"{p}.x"],
                 xx=flat[f"{p}.xx"],
-                branches={
-                    b: BranchSums(*(flat[f"{p}.{b}.{f}"] for f in FIELDS)) for b in branches
-                },
+                branches={b: BranchSums(*(flat[f"{p}.{b}.{f}"] for f in FIELDS)) for b in branches},
             )
         return cls(
             shift_x=flat[f"{prefix}.shift_x"],
             shift_y={b: flat[f"{prefix}.shift_{b}"] for b in branches},
             splits=splits,
             yy={b: flat[f"{prefix}.yy_{b}"] for b in branches},
-            lag={int(k[len(prefix) + 5:]): t for k, t in flat.items() if k.startswith(f"{prefix}.lag_")},
+            lag={int(k[len(prefix) + 5 :]): t for k, t in flat.items() if k.startswith(f"{prefix}.lag_")},
         )
 
 
@@ -161,8 +159,9 @@ class LayerAccumulator:
     """Adds one batch at a time into a LayerStats; holds nothing but the sums, and only those of the
     `branches` (modes) asked for: x's sums are shared, each branch adds Σy, Σyyᵀ, Σyxᵀ and Σcos."""
 
-    def __init__(self, d: int, device, product_dtype: torch.dtype = torch.float32, branches=BRANCHES,
-                 tf32: bool = False, lags=()):
+    def __init__(
+        self, d: int, device, product_dtype: torch.dtype = torch.float32, branches=BRANCHES, tf32: bool = False, lags=()
+    ):
         self.d = d
         self.device = device
         self.product_dtype = product_dtype
@@ -206,16 +205,28 @@ class LayerAccumulator:
         return self._stats
 
     @torch.no_grad()
-    def add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str, stream: torch.Tensor | None = None,
-            lags: dict[int, torch.Tensor] | None = None) -> None:
+    def add(
+        self,
+        h: torch.Tensor,
+        ys: dict[str, torch.Tensor],
+        split: str,
+        stream: torch.Tensor | None = None,
+        lags: dict[int, torch.Tensor] | None = None,
+    ) -> None:
         """h: (N, d) regressors (the layer inputs, for nbl); ys: branch -> (N, d) branch outputs; split: 'fit'
         or 'held'; stream: the residual stream the DROP cosine is taken on (default h); lags: r -> (N, d)
         earlier regressors, already about their own shifts, crossed with the one branch (form fold)."""
         with tf32_matmuls(self.tf32 and h.is_cuda):
             self._add(h, {b: ys[b] for b in self.branches}, split, h if stream is None else stream, lags or {})
 
-    def _add(self, h: torch.Tensor, ys: dict[str, torch.Tensor], split: str, stream: torch.Tensor,
-             lags: dict[int, torch.Tensor]) -> None:
+    def _add(
+        self,
+        h: torch.Tensor,
+        ys: dict[str, torch.Tensor],
+        split: str,
+        stream: torch.Tensor,
+        lags: dict[int, torch.Tensor],
+    ) -> None:
         if self._stats is None:
             self.start(self.shift_of(h, ys))
         st, dt = self._stats, self.product_dtype
@@ -243,5 +254,8 @@ class LayerAccumulator:
         """Bytes of float64 sums this layer holds (the same whether or not a batch has arrived)."""
         d, nb = self.d, len(self.branches)
         per_split = 1 + d + d * d + nb * (d + 1 + d * d + 1)
-        return 8 * (len(SPLITS) * per_split + (nb + len(self._lag if self._stats is None else self._stats.lag)) * d * d
-                    + (1 + nb) * d)
+        return 8 * (
+            len(SPLITS) * per_split
+            + (nb + len(self._lag if self._stats is None else self._stats.lag)) * d * d
+            + (1 + nb) * d
+        )

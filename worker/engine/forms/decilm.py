@@ -18,8 +18,18 @@ from __future__ import annotations
 from nbl.outputs.forms import FFN_ROUND
 from worker.engine.modeling.modeling_decilm import ffn_width
 
-DROPPED_KEYS = ("model_type", "architectures", "auto_map", "layer_types", "sliding_window", "use_sliding_window",
-                "max_window_layers", "nbl", "_name_or_path", "transformers_version")
+DROPPED_KEYS = (
+    "model_type",
+    "architectures",
+    "auto_map",
+    "layer_types",
+    "sliding_window",
+    "use_sliding_window",
+    "max_window_layers",
+    "nbl",
+    "_name_or_path",
+    "transformers_version",
+)
 
 
 def block_configs(config: dict, form: str, mode: str, layers) -> list[dict]:
@@ -50,7 +60,10 @@ def decilm_config(base: dict, form: str, mode: str, layers, dtype: str) -> dict:
     cfg.update(
         model_type="nemotron-nas",
         architectures=["DeciLMForCausalLM"],
-        auto_map={"AutoConfig": "modeling_decilm.DeciLMConfig", "AutoModelForCausalLM": "modeling_decilm.DeciLMForCausalLM"},
+        auto_map={
+            "AutoConfig": "modeling_decilm.DeciLMConfig",
+            "AutoModelForCausalLM": "modeling_decilm.DeciLMForCausalLM",
+        },
         block_configs=block_configs(base, form, mode, layers),
         dtype=dtype,
     )

@@ -55,9 +55,15 @@ def run_moments(get, run: tuple[int, ...], mode: str = "block") -> Moments:
         shift_y += st.shift_y[mode].double()
         yx += st.total().branches[mode].yx if r == 1 else st.lag[r]
     my = sum_y / n
-    return Moments(n=n, mu_x=first.shift_x.double() + mx, mu_y=shift_y + my,
-                   cxx=first.total().xx / n - torch.outer(mx, mx), cyy=None,
-                   cyx=yx / n - torch.outer(my, mx), tr_cyy=float("nan"))
+    return Moments(
+        n=n,
+        mu_x=first.shift_x.double() + mx,
+        mu_y=shift_y + my,
+        cxx=first.total().xx / n - torch.outer(mx, mx),
+        cyy=None,
+        cyx=yx / n - torch.outer(my, mx),
+        tr_cyy=float("nan"),
+    )
 
 
 def fit_form_maps(get, form: str, mode: str, layers, ridge: float = DEFAULT_RIDGE) -> dict[int, LinearMap]:

@@ -1,10 +1,10 @@
 """The dtype an output's weights are saved in (a job's publish.dtype), not the dtype they were computed in.
 
-    None       the compute dtype (`nbl compress`: float32 on the CPU), as before publish.dtype existed
-    auto       the base's stored dtype: config.json's `dtype` (`torch_dtype` before transformers 5); a GGUF
-               input's is bfloat16 (its weights are quantized; the float32 it is converted to only holds
-               them), so a 98 MB Q4 input no longer becomes a 533 MB float32 output
-    NAME       bfloat16, float16, float32
+None       the compute dtype (`nbl compress`: float32 on the CPU), as before publish.dtype existed
+auto       the base's stored dtype: config.json's `dtype` (`torch_dtype` before transformers 5); a GGUF
+           input's is bfloat16 (its weights are quantized; the float32 it is converted to only holds
+           them), so a 98 MB Q4 input no longer becomes a 533 MB float32 output
+NAME       bfloat16, float16, float32
 """
 
 from __future__ import annotations

@@ -37,12 +37,27 @@ SCORES_FILE = "nbl_scores.json"
 
 def save_compressed(model, tokenizer, out: Path, family: str, report: dict) -> Path:
     """Save the (already compressed, in-memory) `model` to `out`; returns `out`."""
-    return _write(out, lambda tmp: model.save_pretrained(tmp, safe_serialization=True), tokenizer, family,
-                  model.config.nbl, report)
+    return _write(
+        out,
+        lambda tmp: model.save_pretrained(tmp, safe_serialization=True),
+        tokenizer,
+        family,
+        model.config.nbl,
+        report,
+    )
 
 
-def write_compressed(base: Path, plan: dict, maps: dict, dtype: torch.dtype, tokenizer, out: Path, family: str,
-                     report: dict, max_shard_size: int | str = MAX_SHARD_SIZE) -> Path:
+def write_compressed(
+    base: Path,
+    plan: dict,
+    maps: dict,
+    dtype: torch.dtype,
+    tokenizer,
+    out: Path,
+    family: str,
+    report: dict,
+    max_shard_size: int | str = MAX_SHARD_SIZE,
+) -> Path:
     """What save_compressed writes for the base model compressed by `plan` (Plan.as_config()) and `maps`
     (layer -> LinearMap) in `dtype`, written from the base checkpoint directory's shards one tensor at a
     time (shard_writer.py): the whole model is never in memory. Returns `out`."""
@@ -59,8 +74,11 @@ def write_compressed(base: Path, plan: dict, maps: dict, dtype: torch.dtype, tok
         model.config.nbl = plan
         model.config.save_pretrained(tmp)
         if model.can_generate():  # from_pretrained would have read the base's generation config
-            gen = (GenerationConfig.from_pretrained(base) if (base / "generation_config.json").is_file()
-                   else model.generation_config)
+            gen = (
+                GenerationConfig.from_pretrained(base)
+                if (base / "generation_config.json").is_file()
+                else model.generation_config
+            )
             gen.save_pretrained(tmp)
 
     return _write(out, weights, tokenizer, family, plan, report)

@@ -50,8 +50,17 @@ def folded_tensors(base: Path, plan, maps: dict) -> dict[str, torch.Tensor]:
     return out
 
 
-def write_form(base: Path, plan, maps: dict, dtype: torch.dtype, tokenizer, out: Path, family: str,
-               report: dict, max_shard_size: int | str = MAX_SHARD_SIZE) -> Path:
+def write_form(
+    base: Path,
+    plan,
+    maps: dict,
+    dtype: torch.dtype,
+    tokenizer,
+    out: Path,
+    family: str,
+    report: dict,
+    max_shard_size: int | str = MAX_SHARD_SIZE,
+) -> Path:
     """Write the output of `plan` (surgery.Plan, form linear or fold) with `maps` in `dtype` to `out`."""
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
@@ -63,8 +72,9 @@ def write_form(base: Path, plan, maps: dict, dtype: torch.dtype, tokenizer, out:
     dtype_name = str(dtype).split(".")[1]
     extra = folded_tensors(base, plan, maps)
     if writes_decilm(plan.form, plan.mode):
-        cfg = decilm_config(json.loads((base / "config.json").read_text()), plan.form, plan.mode, plan.layers,
-                            dtype_name)
+        cfg = decilm_config(
+            json.loads((base / "config.json").read_text()), plan.form, plan.mode, plan.layers, dtype_name
+        )
         with torch.device("meta"):
             model = modeling_decilm.DeciLMForCausalLM(modeling_decilm.DeciLMConfig(**cfg)).to(dtype)
         where = "self_attn.linear_attn" if plan.mode == "attn" else "mlp.linear_mlp"
@@ -83,7 +93,7 @@ def write_form(base: Path, plan, maps: dict, dtype: torch.dtype, tokenizer, out:
 
         def source(name: str) -> str:
             m = _LAYER.match(name)
-            return renumber[m.group(0)] + name[m.end():] if m else name
+            return renumber[m.group(0)] + name[m.end() :] if m else name
 
         new_extra = {n: extra[source(n)] for n in model.state_dict() if source(n) in extra}
         write_shards(tmp, base, model, new_extra, max_shard_size, source)

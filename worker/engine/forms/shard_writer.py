@@ -37,8 +37,15 @@ from worker.engine.modeling.modeling_nbl import apply_nbl
 MAX_SHARD_SIZE = "50GB"  # transformers' save_pretrained default
 INDEX_FILE = "model.safetensors.index.json"
 SAFETENSORS_DTYPES = {
-    torch.float64: "F64", torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16",
-    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+    torch.float64: "F64",
+    torch.float32: "F32",
+    torch.bfloat16: "BF16",
+    torch.float16: "F16",
+    torch.int64: "I64",
+    torch.int32: "I32",
+    torch.int16: "I16",
+    torch.int8: "I8",
+    torch.uint8: "U8",
     torch.bool: "BOOL",
 }
 
@@ -75,6 +82,7 @@ def map_tensors(plan: dict, maps: dict) -> dict[str, torch.Tensor]:
 @dataclass(frozen=True)
 class Span:
     """A base tensor's raw bytes: `length` bytes at `offset` of the file at `path`."""
+
     path: Path
     offset: int
     length: int
@@ -92,9 +100,14 @@ def spans(path: Path) -> dict[str, tuple[str, list[int], Span]]:
         size = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(size))
     header.pop("__metadata__", None)
-    return {name: (h["dtype"], h["shape"], Span(path, 8 + size + h["data_offsets"][0],
-                                                h["data_offsets"][1] - h["data_offsets"][0]))
-            for name, h in header.items()}
+    return {
+        name: (
+            h["dtype"],
+            h["shape"],
+            Span(path, 8 + size + h["data_offsets"][0], h["data_offsets"][1] - h["data_offsets"][0]),
+        )
+        for name, h in header.items()
+    }
 
 
 def copy_span(span: Span, out) -> None:
@@ -118,16 +131,20 @@ def copy_span(span: Span, out) -> None:
             left -= len(chunk)
 
 
-def write_safetensors(path: Path, entries: dict[str, torch.Tensor],
-                      value: Callable[[str], torch.Tensor | Span]) -> None:
+def write_safetensors(
+    path: Path, entries: dict[str, torch.Tensor], value: Callable[[str], torch.Tensor | Span]
+) -> None:
     """One safetensors file: `entries` (meta tensors) give the header; `value(name)` each tensor, in turn
     (a Span: bytes already in the entry's dtype and shape)."""
     header: dict = {"__metadata__": {"format": "pt"}}
     offset = 0
     for name, t in entries.items():
         size = t.numel() * t.element_size()
-        header[name] = {"dtype": SAFETENSORS_DTYPES[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + size]}
+        header[name] = {
+            "dtype": SAFETENSORS_DTYPES[t.dtype],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + size],
+        }
         offset += size
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
@@ -139,15 +156,22 @@ def write_safetensors(path: Path, entries: dict[str, torch.Tensor],
                 copy_span(t, f)
                 continue
             if t.shape != want.shape:
-                raise ValueError(f"{name}: shape {tuple(t.shape)} in the base, the compressed model expects "
-                                 f"{tuple(want.shape)}")
+                raise ValueError(
+                    f"{name}: shape {tuple(t.shape)} in the base, the compressed model expects {tuple(want.shape)}"
+                )
             t = t.detach().to("cpu", want.dtype).contiguous()
             f.write(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
             del t
 
 
-def write_shards(out: Path, base: Path, model, extra: dict[str, torch.Tensor],
-                 max_shard_size: int | str = MAX_SHARD_SIZE, source: Callable[[str], str] = str) -> list[str]:
+def write_shards(
+    out: Path,
+    base: Path,
+    model,
+    extra: dict[str, torch.Tensor],
+    max_shard_size: int | str = MAX_SHARD_SIZE,
+    source: Callable[[str], str] = str,
+) -> list[str]:
     """Write `model`'s (a skeleton's) weights into `out`: `extra[name]` where given, else the base's
     tensor named `source(name)` (the same name, or another layer's for an output with fewer layers).
     Returns the file names written (shards, then the index if sharded)."""
@@ -155,13 +179,17 @@ def write_shards(out: Path, base: Path, model, extra: dict[str, torch.Tensor],
 
     entries = layout(model)
     split = split_state_dict_into_shards_factory(
-        entries, get_storage_size=lambda t: t.numel() * t.element_size(),
-        filename_pattern="model{suffix}.safetensors", max_shard_size=max_shard_size)
+        entries,
+        get_storage_size=lambda t: t.numel() * t.element_size(),
+        filename_pattern="model{suffix}.safetensors",
+        max_shard_size=max_shard_size,
+    )
     files = tensor_files(Path(base))
     missing = [n for n in entries if n not in extra and source(n) not in files]
     if missing:
-        raise ValueError(f"the base checkpoint {base} lacks {len(missing)} tensors of the compressed model, "
-                         f"e.g. {missing[:3]}")
+        raise ValueError(
+            f"the base checkpoint {base} lacks {len(missing)} tensors of the compressed model, e.g. {missing[:3]}"
+        )
     from safetensors import safe_open
 
     headers: dict[str, dict] = {}
@@ -174,8 +202,11 @@ def write_shards(out: Path, base: Path, model, extra: dict[str, torch.Tensor],
             headers[file] = spans(Path(base) / file)
         dtype, shape, span = headers[file][source(name)]
         want = entries[name]
-        if (dtype == SAFETENSORS_DTYPES.get(want.dtype) and shape == list(want.shape)
-                and span.length == want.numel() * want.element_size()):
+        if (
+            dtype == SAFETENSORS_DTYPES.get(want.dtype)
+            and shape == list(want.shape)
+            and span.length == want.numel() * want.element_size()
+        ):
             return span
         # opened per tensor: the file's mapping goes with it, so the host holds one tensor (pages of a
         # mapping kept open stay resident: the whole base, once every tensor was read)
@@ -186,8 +217,10 @@ def write_shards(out: Path, base: Path, model, extra: dict[str, torch.Tensor],
         write_safetensors(Path(out) / shard, {n: entries[n] for n in names}, value)
     written = list(split.filename_to_tensors)
     if split.is_sharded:
-        index = {"metadata": {"total_parameters": model.num_parameters(), **split.metadata},
-                 "weight_map": split.tensor_to_filename}
+        index = {
+            "metadata": {"total_parameters": model.num_parameters(), **split.metadata},
+            "weight_map": split.tensor_to_filename,
+        }
         (Path(out) / INDEX_FILE).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
         written.append(INDEX_FILE)
     return written

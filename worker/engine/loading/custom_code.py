@@ -30,8 +30,11 @@ class CustomCodeError(ValueError):
 def config_files(names: list[str]) -> list[str]:
     """The JSON files among `names` (repo-relative) whose keys transformers reads: every *.json but the
     tokenizer's vocabularies and the weight index, config.json first."""
-    picked = [n for n in names if n.endswith(".json") and PurePosixPath(n).name not in DATA_JSON
-              and not n.endswith(".index.json")]
+    picked = [
+        n
+        for n in names
+        if n.endswith(".json") and PurePosixPath(n).name not in DATA_JSON and not n.endswith(".index.json")
+    ]
     return sorted(picked, key=lambda n: (n != "config.json", n))
 
 
@@ -39,9 +42,11 @@ def check_file_list(names: list[str], source: str) -> None:
     """Refuse any Python file in a model's file list."""
     code = sorted(n for n in names if n.endswith(".py"))
     if code:
-        raise CustomCodeError(f"{source}: the model ships Python code ({', '.join(code[:5])}); input models "
-                              "are never loaded with custom code. Use a model whose architecture ships with "
-                              "transformers.")
+        raise CustomCodeError(
+            f"{source}: the model ships Python code ({', '.join(code[:5])}); input models "
+            "are never loaded with custom code. Use a model whose architecture ships with "
+            "transformers."
+        )
 
 
 def check_config_dict(config: object, name: str, source: str) -> None:
@@ -49,8 +54,10 @@ def check_config_dict(config: object, name: str, source: str) -> None:
     any depth (composite configs nest one config inside another)."""
     key = _code_key(config)
     if key:
-        raise CustomCodeError(f"{source}: {name} has {key} (custom code); input models are never loaded with "
-                              "trust_remote_code. Use a model whose architecture ships with transformers.")
+        raise CustomCodeError(
+            f"{source}: {name} has {key} (custom code); input models are never loaded with "
+            "trust_remote_code. Use a model whose architecture ships with transformers."
+        )
 
 
 def check_config_file(path: Path, name: str, source: str) -> None:

@@ -61,8 +61,10 @@ class _Cursor:
 
     def need(self, n: int, what: str) -> None:
         if n > self.left():
-            raise GGUFError(f"{what}: {n:,} bytes at offset {self.pos:,}, but the file has {self.left():,} left "
-                            "(truncated or corrupt)")
+            raise GGUFError(
+                f"{what}: {n:,} bytes at offset {self.pos:,}, but the file has {self.left():,} left "
+                "(truncated or corrupt)"
+            )
 
     def take(self, n: int, what: str) -> bytes:
         self.need(n, what)
@@ -80,8 +82,9 @@ class _Cursor:
     def count(self, n: int, least: int, what: str) -> int:
         """A count of entries of at least `least` bytes each, refused when they could not all fit."""
         if n * least > self.left():
-            raise GGUFError(f"{what}: {n:,} claimed, but the {self.left():,} bytes left hold at most "
-                            f"{self.left() // least:,}")
+            raise GGUFError(
+                f"{what}: {n:,} claimed, but the {self.left():,} bytes left hold at most {self.left() // least:,}"
+            )
         return n
 
     def string(self, what: str, keep: bool = True) -> str | None:
@@ -167,8 +170,10 @@ def check_extents(header: Header, size: int, sizes: dict[int, tuple[int, int]]) 
     for t in header.tensors:
         end = header.data_start + t.offset + tensor_bytes(t, sizes)
         if end > size:
-            raise GGUFError(f"tensor {t.name!r}: its data ends at byte {end:,}, past the file's end ({size:,}): "
-                            "truncated or corrupt")
+            raise GGUFError(
+                f"tensor {t.name!r}: its data ends at byte {end:,}, past the file's end ({size:,}): "
+                "truncated or corrupt"
+            )
 
 
 def check_gguf(path: Path, source: str) -> Header:

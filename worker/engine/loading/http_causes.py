@@ -25,13 +25,24 @@ def _classes(spec: list[tuple[str, str]]) -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
-TRANSPORT = (ConnectionError, TimeoutError) + _classes([
-    ("httpx", "TransportError"), ("httpx2", "TransportError"), ("requests", "ConnectionError"),
-    ("requests", "Timeout"), ("aiohttp", "ClientConnectionError"), ("urllib3.exceptions", "HTTPError")])
+TRANSPORT = (ConnectionError, TimeoutError) + _classes(
+    [
+        ("httpx", "TransportError"),
+        ("httpx2", "TransportError"),
+        ("requests", "ConnectionError"),
+        ("requests", "Timeout"),
+        ("aiohttp", "ClientConnectionError"),
+        ("urllib3.exceptions", "HTTPError"),
+    ]
+)
 GATED_ERRORS = _classes([("huggingface_hub.errors", "GatedRepoError")])
-NOT_FOUND = _classes([("huggingface_hub.errors", "RepositoryNotFoundError"),
-                      ("huggingface_hub.errors", "RevisionNotFoundError"),
-                      ("huggingface_hub.errors", "RemoteEntryNotFoundError")])
+NOT_FOUND = _classes(
+    [
+        ("huggingface_hub.errors", "RepositoryNotFoundError"),
+        ("huggingface_hub.errors", "RevisionNotFoundError"),
+        ("huggingface_hub.errors", "RemoteEntryNotFoundError"),
+    ]
+)
 
 
 def status_of(exc: BaseException) -> int | None:

@@ -81,7 +81,8 @@ def unreachable(repo_id: str, revision: str | None, cause: BaseException) -> Hub
         f"cannot reach the Hugging Face Hub at {endpoint()} to download {repo_id}@{revision or 'main'} "
         f"({str(innermost) or type(innermost).__name__}); to work without the Hub, set HF_HUB_OFFLINE=1 on the "
         "worker with the model in its Hugging Face cache, or use a model on this machine (local:NAME in a job, "
-        "a path with nbl compress)")
+        "a path with nbl compress)"
+    )
 
 
 def meaning(exc: BaseException, repo_id: str, revision: str | None) -> Exception | None:
@@ -97,14 +98,17 @@ def meaning(exc: BaseException, repo_id: str, revision: str | None) -> Exception
     where, ep = f"{repo_id}@{revision or 'main'}", endpoint()
     causes = chain(exc)
     if offline() and any(isinstance(c, (LocalEntryNotFoundError, OfflineModeIsEnabled)) for c in causes):
-        return HubModelError(f"{where} is not in this machine's Hugging Face cache, and HF_HUB_OFFLINE is set: "
-                             "nothing is downloaded; use a cached model, or a model on this machine")
+        return HubModelError(
+            f"{where} is not in this machine's Hugging Face cache, and HF_HUB_OFFLINE is set: "
+            "nothing is downloaded; use a cached model, or a model on this machine"
+        )
     for cause in causes:
         status = status_of(cause)
         if isinstance(cause, GATED_ERRORS) or status in (401, 403):
             also = "; a model that does not exist answers 401 too" if status == 401 else ""
-            return HubModelError(f"{GATED} ({repo_id}): the Hugging Face Hub at {ep} answered {status} for "
-                                 f"{where}{also}")
+            return HubModelError(
+                f"{GATED} ({repo_id}): the Hugging Face Hub at {ep} answered {status} for {where}{also}"
+            )
         if isinstance(cause, RevisionNotFoundError):
             return HubModelError(f"{repo_id}: no revision {revision or 'main'!r} on the Hugging Face Hub at {ep}")
         if isinstance(cause, RepositoryNotFoundError):
@@ -114,8 +118,9 @@ def meaning(exc: BaseException, repo_id: str, revision: str | None) -> Exception
             what = urlsplit(str(url)).path if url is not None else "a file of the model"
             return HubModelError(f"{where}: the Hugging Face Hub at {ep} has no {what} (404)")
         if status in (408, 429) or (status or 0) >= 500:
-            return HubUnreachable(f"the Hugging Face Hub at {ep} answered {status} while downloading {where}; "
-                                  "try again later")
+            return HubUnreachable(
+                f"the Hugging Face Hub at {ep} answered {status} while downloading {where}; try again later"
+            )
         if status is not None and 400 <= status < 500:
             return HubModelError(f"{where}: the Hugging Face Hub at {ep} refused the download ({status})")
         if isinstance(cause, TRANSPORT):

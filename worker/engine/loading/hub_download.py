@@ -30,8 +30,7 @@ def hub_download_size(repo_id: str, revision: str | None, info=None) -> tuple[in
     return total, info.sha
 
 
-def fetch_from_hub(repo_id: str, revision: str | None, limit: int | None,
-                   private_ok: bool = True) -> tuple[Path, str]:
+def fetch_from_hub(repo_id: str, revision: str | None, limit: int | None, private_ok: bool = True) -> tuple[Path, str]:
     """(snapshot directory, commit). `private_ok=False` (a job: the worker's Hub token is the deployment's, shared
     by every team's jobs) refuses a repo the Hub calls private, before anything of it is downloaded: that token
     may read another team's private outputs. Check the size (when limited), the file list (no code) and the small
@@ -47,9 +46,11 @@ def fetch_from_hub(repo_id: str, revision: str | None, limit: int | None,
         reach(repo_id, revision)
         info = HfApi().model_info(repo_id, revision=revision, files_metadata=limit is not None)
         if not private_ok and getattr(info, "private", False):
-            raise HubModelError(f"{repo_id}: a private repository; jobs read the Hub with this deployment's token, "
-                                "which every team's jobs share, so they read only public (or gated) models. An "
-                                "operator can import it for every team as local:NAME")
+            raise HubModelError(
+                f"{repo_id}: a private repository; jobs read the Hub with this deployment's token, "
+                "which every team's jobs share, so they read only public (or gated) models. An "
+                "operator can import it for every team as local:NAME"
+            )
         if limit is not None:
             check_model_size(hub_download_size(repo_id, revision, info)[0], limit, repo_id)
         revision = info.sha or revision  # fetch the commit that was listed (and measured), not a newer one

@@ -21,5 +21,7 @@ def looks_like_hub_id(name: str) -> bool:
 def refuse_path_shadowing(name: str, what: str, error: type[ValueError] = ValueError) -> None:
     """Raise `error` when the Hub id `name` also exists as a path relative to the working directory."""
     if looks_like_hub_id(name) and os.path.lexists(name):
-        raise error(f"{what} {name!r}: a path of that name exists in the worker's working directory; refusing to "
-                    f"guess whether the Hub id or that path is meant (write ./{name} for the path)")
+        raise error(
+            f"{what} {name!r}: a path of that name exists in the worker's working directory; refusing to "
+            f"guess whether the Hub id or that path is meant (write ./{name} for the path)"
+        )

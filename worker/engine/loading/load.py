@@ -48,8 +48,14 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
         return dtype
     if dtype in (None, "auto"):
         return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
+    names = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
     if dtype not in names:
         raise ModelError(f"unknown dtype {dtype!r}; use one of {sorted(names)}")
     return names[dtype]
@@ -132,8 +138,9 @@ def load_weights(lm: LoadedModel, max_memory: dict | None = None) -> LoadedModel
     if lm.model is None:
         weight_map(lm.path, lm.source)  # transformers reads the index too: its shards checked first (weight_files.py)
         kw = spread_kwargs(max_memory)
-        net = AutoModelForCausalLM.from_pretrained(lm.path, dtype=lm.dtype, trust_remote_code=False,
-                                                   use_safetensors=True, **kw)
+        net = AutoModelForCausalLM.from_pretrained(
+            lm.path, dtype=lm.dtype, trust_remote_code=False, use_safetensors=True, **kw
+        )
         lm.model = place(net, lm.device, kw)
     return lm
 

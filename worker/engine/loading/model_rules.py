@@ -49,8 +49,10 @@ def check_config(config: dict, source: str) -> str:
 
 def check_model_size(total: int, limit: int | None, source: str) -> None:
     if limit is not None and total > limit:
-        raise ModelError(f"{source}: the weights are {total / 1e9:.2f} GB, over this server's limit of "
-                         f"{limit / 1e9:.2f} GB (NBL_MAX_MODEL_BYTES); nothing was loaded or downloaded")
+        raise ModelError(
+            f"{source}: the weights are {total / 1e9:.2f} GB, over this server's limit of "
+            f"{limit / 1e9:.2f} GB (NBL_MAX_MODEL_BYTES); nothing was loaded or downloaded"
+        )
 
 
 def no_custom_code(check, *args, **kwargs) -> None:

@@ -42,14 +42,21 @@ def refused(name: object, source: str) -> WeightFileError:
     """The one refusal, whatever the name points at and whether it exists: no oracle of the worker's files."""
     text = str(name)
     shown = text if len(text) <= SHOWN else text[:SHOWN] + "..."
-    return WeightFileError(f"{source}: the weights name {shown!r}, which is not a file of the model: each shard "
-                           "must be a plain file name (like model-00001-of-00002.safetensors) of a regular file in the "
-                           "model's own folder; nothing was read")
+    return WeightFileError(
+        f"{source}: the weights name {shown!r}, which is not a file of the model: each shard "
+        "must be a plain file name (like model-00001-of-00002.safetensors) of a regular file in the "
+        "model's own folder; nothing was read"
+    )
 
 
 def plain_name(name: object) -> bool:
-    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
-            and "\0" not in name)
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+    )
 
 
 def own_roots(folder: Path) -> tuple[str, ...]:

@@ -52,6 +52,7 @@ if DummyLayer is not None:
                     return layer.get_seq_length()
             return 0
 
+
 # family (base config `model_type`) -> (config class, causal LM class in transformers, the attention branch's
 # modules input to output). Families whose decoder layer under `model.layers` is `h + attention branch(h)`, then
 # `+ mlp(LN2 h')`; the branch is `input_layernorm`, `self_attn` (and Gemma's `post_attention_layernorm`).
@@ -170,10 +171,15 @@ def validate_plan(plan, num_layers: int) -> None:
     if plan.get("method") not in METHODS:
         raise ValueError(f"nbl.method must be one of {METHODS}, got {_shown(plan.get('method'))}")
     layers = plan.get("layers")
-    if (not isinstance(layers, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in layers)
-            or len(set(layers)) != len(layers) or not all(0 <= i < num_layers for i in layers)):
-        raise ValueError(f"nbl.layers must be a list of distinct layer indices in [0, {num_layers}), "
-                         f"got {_shown(layers)}")
+    if (
+        not isinstance(layers, list)
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in layers)
+        or len(set(layers)) != len(layers)
+        or not all(0 <= i < num_layers for i in layers)
+    ):
+        raise ValueError(
+            f"nbl.layers must be a list of distinct layer indices in [0, {num_layers}), got {_shown(layers)}"
+        )
     if not isinstance(plan.get("bias", True), bool):
         raise ValueError(f"nbl.bias must be true or false, got {_shown(plan['bias'])}")
 
@@ -194,8 +200,13 @@ def apply_nbl(model: nn.Module, plan: dict) -> nn.Module:
         layer = decoder.layers[i]
         if plan["mode"] == "attn":
             for name in attn_branch(model.config):  # the norms of the branch go, the map takes attention's place
-                setattr(layer, name, nn.Identity() if name != "self_attn" else
-                        NBLAttention(d, i, linear, bias).to(device=ref.device, dtype=ref.dtype))
+                setattr(
+                    layer,
+                    name,
+                    nn.Identity()
+                    if name != "self_attn"
+                    else NBLAttention(d, i, linear, bias).to(device=ref.device, dtype=ref.dtype),
+                )
         else:
             decoder.layers[i] = NBLBlock(d, i, linear, bias).to(device=ref.device, dtype=ref.dtype)
     return model

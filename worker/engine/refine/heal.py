@@ -69,12 +69,25 @@ class Healed:
     guard_after: float | None = None
 
     def record(self) -> dict:
-        guard = {} if self.guard_before is None else {"guard_perplexity_before": round(self.guard_before, 4),
-                                                      "guard_perplexity_after": round(self.guard_after, 4)}
-        return {"steps": self.steps, "tokens": self.tokens, "seconds": round(self.seconds, 3),
-                "perplexity_before": round(self.ppl_before, 4), "perplexity_after": round(self.ppl_after, 4),
-                **guard, "kept": self.kept, "loss_first": round(self.losses[0], 5) if self.losses else None,
-                "loss_last": round(self.losses[-1], 5) if self.losses else None}
+        guard = (
+            {}
+            if self.guard_before is None
+            else {
+                "guard_perplexity_before": round(self.guard_before, 4),
+                "guard_perplexity_after": round(self.guard_after, 4),
+            }
+        )
+        return {
+            "steps": self.steps,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 3),
+            "perplexity_before": round(self.ppl_before, 4),
+            "perplexity_after": round(self.ppl_after, 4),
+            **guard,
+            "kept": self.kept,
+            "loss_first": round(self.losses[0], 5) if self.losses else None,
+            "loss_last": round(self.losses[-1], 5) if self.losses else None,
+        }
 
 
 def kl_top_k(student_logits: torch.Tensor, values: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
@@ -86,8 +99,9 @@ def kl_top_k(student_logits: torch.Tensor, values: torch.Tensor, indices: torch.
 
 
 @torch.no_grad()
-def teacher_targets(model, blocks: torch.Tensor, top_k: int = TOP_K,
-                    on_block: Callable[[int, int], None] | None = None) -> TeacherTargets:
+def teacher_targets(
+    model, blocks: torch.Tensor, top_k: int = TOP_K, on_block: Callable[[int, int], None] | None = None
+) -> TeacherTargets:
     """The base model's top-K logits at each position but the last of each block, one block at a time;
     `on_block(done, total)` after each (it may raise to cancel)."""
     vals, idxs = [], []
@@ -110,8 +124,9 @@ def perplexity(model, blocks: torch.Tensor) -> float:
     for b in range(blocks.shape[0]):
         ids = blocks[b : b + 1].to(device)
         logits = model(input_ids=ids, use_cache=False).logits[:, :-1].float()  # (1, T-1, V)
-        total += float(nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
-                                                   reduction="sum"))
+        total += float(
+            nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="sum")
+        )
         count += ids.shape[1] - 1
     return math.exp(total / count)
 
@@ -134,9 +149,20 @@ def _holder(model, plan: Plan, i: int) -> nn.Module:
     return layer.self_attn if plan.mode == "attn" else layer
 
 
-def heal(model, plan: Plan, maps: dict[int, LinearMap], train: torch.Tensor, held: torch.Tensor,
-         targets: TeacherTargets, *, steps: int | None = None, lr: float = 1e-4, max_seconds: float | None = None,
-         on_step: Callable[[int, int, float], None] | None = None, guard: torch.Tensor | None = None) -> Healed:
+def heal(
+    model,
+    plan: Plan,
+    maps: dict[int, LinearMap],
+    train: torch.Tensor,
+    held: torch.Tensor,
+    targets: TeacherTargets,
+    *,
+    steps: int | None = None,
+    lr: float = 1e-4,
+    max_seconds: float | None = None,
+    on_step: Callable[[int, int, float], None] | None = None,
+    guard: torch.Tensor | None = None,
+) -> Healed:
     """Train the plan's maps in `model` (the base, in memory; restored after) on the `train` blocks against
     `targets` (teacher_targets of the same blocks) for `steps` (default: one a block) or until `max_seconds`,
     each step on the next ⌈blocks / steps⌉ blocks, round-robin, the rate on a cosine from `lr` to 0; the
@@ -171,8 +197,14 @@ def heal(model, plan: Plan, maps: dict[int, LinearMap], train: torch.Tensor, hel
                 for j in range(batch):  # one block at a time: the activations of one block held for the backward
                     b = (s * batch + j) % train.shape[0]
                     logits = model(input_ids=train[b : b + 1].to(device), use_cache=False).logits[:, :-1]
-                    loss = kl_top_k(logits, targets.values[b : b + 1].to(logits.device),
-                                    targets.indices[b : b + 1].to(logits.device)) / batch
+                    loss = (
+                        kl_top_k(
+                            logits,
+                            targets.values[b : b + 1].to(logits.device),
+                            targets.indices[b : b + 1].to(logits.device),
+                        )
+                        / batch
+                    )
                     loss.backward()
                     total += float(loss.detach())
                     seen += 1
@@ -191,12 +223,23 @@ def heal(model, plan: Plan, maps: dict[int, LinearMap], train: torch.Tensor, hel
                     break
             after = perplexity(model, held)
             guard_after = None if guard is None else perplexity(model, guard)
-            new = {i: LinearMap(m.weight.detach().double().cpu(), m.bias.detach().double().cpu(), maps[i].ridge)
-                   for i, m in trained.items()}
+            new = {
+                i: LinearMap(m.weight.detach().double().cpu(), m.bias.detach().double().cpu(), maps[i].ridge)
+                for i, m in trained.items()
+            }
     finally:
         for p, flag in frozen.items():
             p.requires_grad_(flag)
     kept = after <= before and (guard is None or guard_after <= guard_before)
-    return Healed(maps=new if kept else dict(maps), steps=len(losses), tokens=seen * int(train.shape[1]),
-                  seconds=time.perf_counter() - t0, ppl_before=before, ppl_after=after, kept=kept, losses=losses,
-                  guard_before=guard_before, guard_after=guard_after)
+    return Healed(
+        maps=new if kept else dict(maps),
+        steps=len(losses),
+        tokens=seen * int(train.shape[1]),
+        seconds=time.perf_counter() - t0,
+        ppl_before=before,
+        ppl_after=after,
+        kept=kept,
+        losses=losses,
+        guard_before=guard_before,
+        guard_after=guard_after,
+    )

@@ -51,8 +51,12 @@ class Refit:
     nmse: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def record(self) -> dict:
-        return {"method": "sequential", "seconds": round(self.seconds, 3), "layer_passes": self.layer_passes,
-                "nmse": {str(i): v for i, v in sorted(self.nmse.items())}}
+        return {
+            "method": "sequential",
+            "seconds": round(self.seconds, 3),
+            "layer_passes": self.layer_passes,
+            "nmse": {str(i): v for i, v in sorted(self.nmse.items())},
+        }
 
 
 @contextmanager
@@ -82,10 +86,23 @@ def _regressor(layer, mode: str, form: str, h: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sequential_refit(model, blocks: torch.Tensor, plan: Plan, maps: dict[int, LinearMap], *, batch_size: int = 1,
-                     holdout: int = 0, ridge: float = DEFAULT_RIDGE, product_dtype: torch.dtype = torch.float32,
-                     tf32: bool = False, device=None, host_bytes: int | None = None, spill_dir: Path | None = None,
-                     on_batch: Callable[[int, int], None] | None = None, target: str = "student") -> Refit:
+def sequential_refit(
+    model,
+    blocks: torch.Tensor,
+    plan: Plan,
+    maps: dict[int, LinearMap],
+    *,
+    batch_size: int = 1,
+    holdout: int = 0,
+    ridge: float = DEFAULT_RIDGE,
+    product_dtype: torch.dtype = torch.float32,
+    tf32: bool = False,
+    device=None,
+    host_bytes: int | None = None,
+    spill_dir: Path | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
+    target: str = "student",
+) -> Refit:
     """The plan's maps refitted in depth order on `blocks` (num_blocks, seq_len), the calibration's, batched as
     calibration batched them (`batch_size`, the last `holdout` blocks apart), so the first replaced layer's sums
     are calibration's. `maps`: the one-shot maps (their NMSE on the compressed stream is reported beside the
@@ -104,8 +121,11 @@ def sequential_refit(model, blocks: torch.Tensor, plan: Plan, maps: dict[int, Li
     d = source.config.hidden_size
     chosen = sorted(plan.layers)
     n, n_fit = blocks.shape[0], blocks.shape[0] - holdout
-    batches = [(s, min(s + batch_size, hi), name)
-               for lo, hi, name in [(0, n_fit, "fit"), (n_fit, n, "held")] for s in range(lo, hi, batch_size)]
+    batches = [
+        (s, min(s + batch_size, hi), name)
+        for lo, hi, name in [(0, n_fit, "fit"), (n_fit, n, "held")]
+        for s in range(lo, hi, batch_size)
+    ]
     new = dict(maps)
     out = Refit(new, 0.0, 0)
     total, done = (chosen[-1] + 1 + len(chosen)) * len(batches), 0
@@ -120,13 +140,19 @@ def sequential_refit(model, blocks: torch.Tensor, plan: Plan, maps: dict[int, Li
             try:
                 if teacher and i not in plan.layers:  # the base stream moves on
                     for b in range(len(batches)):
-                        cache.overwrite(("base", b), layer_output(layer(cache.get(("base", b)).to(device),
-                                                                        **kwargs[b][i])))
+                        cache.overwrite(
+                            ("base", b), layer_output(layer(cache.get(("base", b)).to(device), **kwargs[b][i]))
+                        )
                 if i in plan.layers:  # the sums of (x, y) on the compressed stream, then the map
                     acc = LayerAccumulator(d, device, product_dtype, (plan.mode,), tf32=tf32)
                     attn: list[torch.Tensor] = []
-                    hook = branch_end(layer, source.config).register_forward_hook(
-                        lambda m, a, o: attn.append(layer_output(o))) if plan.mode == "attn" else None
+                    hook = (
+                        branch_end(layer, source.config).register_forward_hook(
+                            lambda m, a, o: attn.append(layer_output(o))
+                        )
+                        if plan.mode == "attn"
+                        else None
+                    )
                     try:
                         for b, (_, _, split) in enumerate(batches):
                             h = cache.get(b).to(device)  # (B, T, d)

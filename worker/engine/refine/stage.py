@@ -58,8 +58,14 @@ class Refiner:
     """`refine(plan, maps, k)` -> (maps, record) for each output of one run. `blocks`: healing_stream's, when the
     run made them already."""
 
-    def __init__(self, cfg: CompressConfig, lm: LoadedModel, cal: CalibrationResult, report: Report,
-                 blocks: torch.Tensor | None = None):
+    def __init__(
+        self,
+        cfg: CompressConfig,
+        lm: LoadedModel,
+        cal: CalibrationResult,
+        report: Report,
+        blocks: torch.Tensor | None = None,
+    ):
         self.cfg, self.lm, self.cal, self.report = cfg, lm, cal, report
         self._blocks = blocks  # calibration + healing blocks, tokenised once
         self._targets: TeacherTargets | None = None
@@ -88,18 +94,36 @@ class Refiner:
         cfg, meta = self.cfg, self.cal.meta
         source = layer_source(self.lm)
         products = resolve_products(cfg.product_dtype, source.device)
-        key = cache_key(layers=sorted(plan.layers), mode=plan.mode, form=plan.form, ridge=cfg.ridge,
-                        batch_size=meta.get("batch_size", 1), holdout=meta.get("holdout_blocks", 0), products=products)
+        key = cache_key(
+            layers=sorted(plan.layers),
+            mode=plan.mode,
+            form=plan.form,
+            ridge=cfg.ridge,
+            batch_size=meta.get("batch_size", 1),
+            holdout=meta.get("holdout_blocks", 0),
+            products=products,
+        )
         path = Path(self.cal.stats.path) / f"refit-{key}.safetensors"
         if path.exists():
             self.report("refine", 1.0, f"k={k}: refit maps from the statistics cache")
             return _read_maps(path)
         blocks = self.blocks()[: cfg.num_samples]
         refit = sequential_refit(
-            source, blocks, plan, maps, batch_size=meta.get("batch_size", 1), holdout=meta.get("holdout_blocks", 0),
-            ridge=cfg.ridge, product_dtype=torch.float64 if products == "float64" else torch.float32,
-            tf32=products == "tf32", host_bytes=cfg.host_cache_bytes, spill_dir=spill_dir(cfg),
-            on_batch=lambda done, total: self.report("refine", done / total, f"k={k}: refit {done}/{total} layer passes"))
+            source,
+            blocks,
+            plan,
+            maps,
+            batch_size=meta.get("batch_size", 1),
+            holdout=meta.get("holdout_blocks", 0),
+            ridge=cfg.ridge,
+            product_dtype=torch.float64 if products == "float64" else torch.float32,
+            tf32=products == "tf32",
+            host_bytes=cfg.host_cache_bytes,
+            spill_dir=spill_dir(cfg),
+            on_batch=lambda done, total: self.report(
+                "refine", done / total, f"k={k}: refit {done}/{total} layer passes"
+            ),
+        )
         record = {**refit.record(), "cached": False}
         _write_maps(path, refit.maps, {**record, "cached": True})
         return refit.maps, record
@@ -108,7 +132,7 @@ class Refiner:
     def _heal(self, plan: Plan, maps: dict[int, LinearMap], k: int) -> tuple[dict[int, LinearMap], dict]:
         spec, cfg = self.cfg.heal, self.cfg
         n_train, n_held = heal_split(spec.tokens, cfg.seq_len)
-        rest = self.blocks()[cfg.num_samples:]
+        rest = self.blocks()[cfg.num_samples :]
         train, held = rest[:n_train], rest[n_train:]
         if self.lm.model is None:  # healing backpropagates through the whole compressed model
             self.report("refine", 0.0, "loading the whole model for healing")
@@ -116,14 +140,30 @@ class Refiner:
         model = self.lm.model
         if self._targets is None:  # the teacher's top-K logits, once for every output
             self.report("refine", 0.0, f"teacher logits on {n_train} healing blocks")
-            self._targets = teacher_targets(model, train, on_block=lambda done, total: self.report(
-                "refine", done / total, f"teacher logits {done}/{total} blocks"))
+            self._targets = teacher_targets(
+                model,
+                train,
+                on_block=lambda done, total: self.report(
+                    "refine", done / total, f"teacher logits {done}/{total} blocks"
+                ),
+            )
         steps = spec.steps or n_train
         guard = self.guard()
-        out = heal(model, plan, maps, train, held, self._targets, steps=steps, lr=spec.lr,
-                   max_seconds=spec.max_seconds, guard=guard,
-                   on_step=lambda done, total, loss: self.report("refine", done / total,
-                                                                 f"k={k}: heal block {done}/{total}, KL {loss:.4f}"))
+        out = heal(
+            model,
+            plan,
+            maps,
+            train,
+            held,
+            self._targets,
+            steps=steps,
+            lr=spec.lr,
+            max_seconds=spec.max_seconds,
+            guard=guard,
+            on_step=lambda done, total, loss: self.report(
+                "refine", done / total, f"k={k}: heal block {done}/{total}, KL {loss:.4f}"
+            ),
+        )
         record = {**out.record(), "lr": spec.lr, "held_tokens": int(held.numel())}
         if guard is not None:
             record["guard_tokens"] = int(guard.numel())

@@ -48,8 +48,11 @@ def lstsq_no_bias(m: Moments, ridge: float = DEFAULT_RIDGE) -> LinearMap:
 
 def ineligible(reason: str) -> dict:
     """A layer the form cannot replace: no numbers, and the reason (selection skips it)."""
-    return {**{f: None for f in ("cca_bound", "nmse", "cosine", "cond", "heldout_nmse")},
-            "eligible": False, "reason": reason}
+    return {
+        **{f: None for f in ("cca_bound", "nmse", "cosine", "cond", "heldout_nmse")},
+        "eligible": False,
+        "reason": reason,
+    }
 
 
 def score_form_layer(i: int, stats: LayerStats, form: str, mode: str, ridge: float = DEFAULT_RIDGE) -> dict:

@@ -42,8 +42,9 @@ class LinearMap:
     ridge: float  # the absolute λ added to C_xx's diagonal
 
 
-def moments(s: SplitSums, branch: str, shift_x: torch.Tensor, shift_y: torch.Tensor,
-            yy: torch.Tensor | None = None) -> Moments:
+def moments(
+    s: SplitSums, branch: str, shift_x: torch.Tensor, shift_y: torch.Tensor, yy: torch.Tensor | None = None
+) -> Moments:
     """Means and covariances of (x, y_branch) from sums taken about (shift_x, shift_y); C_yy only
     when the matrix Σyyᵀ of the same blocks is given, else just its trace (from Σ‖y‖²)."""
     n = float(s.n)

@@ -28,8 +28,13 @@ def layer_reader(stats: list[LayerStats] | Shards):
     return len(stats), stats.__getitem__
 
 
-def score_stage(stats: list[LayerStats] | Shards, ridge: float = DEFAULT_RIDGE, progress: bool = False,
-                on_layer: Callable[[int, int], None] | None = None, form: str = "nbl") -> list[dict]:
+def score_stage(
+    stats: list[LayerStats] | Shards,
+    ridge: float = DEFAULT_RIDGE,
+    progress: bool = False,
+    on_layer: Callable[[int, int], None] | None = None,
+    form: str = "nbl",
+) -> list[dict]:
     """Every layer's scores, reading one layer's sums at a time. `on_layer(done, total)` after each layer
     (about a second each on SmolLM2 on a CPU; it may raise to cancel)."""
     n, get = layer_reader(stats)
@@ -41,8 +46,9 @@ def score_stage(stats: list[LayerStats] | Shards, ridge: float = DEFAULT_RIDGE, 
     return out
 
 
-def fit_maps(stats: list[LayerStats] | Shards, mode: str, layers, ridge: float = DEFAULT_RIDGE,
-             split=None) -> dict[int, LinearMap]:
+def fit_maps(
+    stats: list[LayerStats] | Shards, mode: str, layers, ridge: float = DEFAULT_RIDGE, split=None
+) -> dict[int, LinearMap]:
     """LMMSE maps of the given layers only: a cache entry reads only their shards."""
     _, get = layer_reader(stats)
     return {i: lmmse(layer_moments(get(i), mode, split), ridge) for i in layers}

@@ -32,9 +32,22 @@ def ppl(loss: float) -> float | None:
 class Chooser:
     """`layers(k)` -> (layers, criterion that won); every set it scored is in `tried`."""
 
-    def __init__(self, layer_scores: list[dict], mode: str, criterion: str, loss: Callable[[tuple[int, ...]], float],
-                 base_loss: float, width: int = DEFAULT_WIDTH):
-        self.scores, self.mode, self.criterion, self.loss, self.base_loss = layer_scores, mode, criterion, loss, base_loss
+    def __init__(
+        self,
+        layer_scores: list[dict],
+        mode: str,
+        criterion: str,
+        loss: Callable[[tuple[int, ...]], float],
+        base_loss: float,
+        width: int = DEFAULT_WIDTH,
+    ):
+        self.scores, self.mode, self.criterion, self.loss, self.base_loss = (
+            layer_scores,
+            mode,
+            criterion,
+            loss,
+            base_loss,
+        )
         self.n_layers = len(layer_scores)
         self.greedy = Greedy(candidate_order(layer_scores, mode), loss, width)
         self.tried: list[dict] = []
@@ -49,17 +62,21 @@ class Chooser:
 
     def layers(self, k: int) -> tuple[list[int], str]:
         if not 0 < k < self.n_layers:
-            raise ValueError(f"k must be between 1 and {self.n_layers - 1} for a model with {self.n_layers} layers, got {k}")
+            raise ValueError(
+                f"k must be between 1 and {self.n_layers - 1} for a model with {self.n_layers} layers, got {k}"
+            )
         if k in self.done:
             return self.done[k]
         scored = []
         for criterion, layers in self.options(k).items():
             loss = self.loss(tuple(layers))
             scored.append((loss, criterion, layers))
-            self.tried.append({"k": k, "criterion": criterion, "layers": layers, "loss": loss, "heldout_ppl": ppl(loss)})
+            self.tried.append(
+                {"k": k, "criterion": criterion, "layers": layers, "loss": loss, "heldout_ppl": ppl(loss)}
+            )
         # the first of equal losses wins; NaN (a broken set) last
         loss, criterion, layers = min(scored, key=lambda t: (math.isnan(t[0]), t[0]))
-        for t in self.tried[-len(scored):]:
+        for t in self.tried[-len(scored) :]:
             t["chosen"] = t["criterion"] == criterion
         self.done[k] = layers, criterion
         return layers, criterion
@@ -87,8 +104,10 @@ class Chooser:
             else:
                 hi = mid - 1
         if lo == 0:
-            raise ValueError(f"no k is within the budget: replacing even one layer raises the selection data's "
-                             f"perplexity by more than {max_ppl_increase:.0%}")
+            raise ValueError(
+                f"no k is within the budget: replacing even one layer raises the selection data's "
+                f"perplexity by more than {max_ppl_increase:.0%}"
+            )
         return lo
 
     def error(self, layers: list[int]) -> dict:
@@ -102,10 +121,15 @@ class Chooser:
     def record(self, data: dict, tokens: int, chosen: dict[int, tuple[list[int], str]]) -> dict:
         """The `selection` section of --json and of the job result."""
         ks = sorted(chosen)
-        return {"criterion": self.criterion if len(ks) != 1 else chosen[ks[0]][1],
-                "k": ks[0] if len(ks) == 1 else ks, "data": data, "tokens": tokens,
-                "base_ppl": ppl(self.base_loss),
-                "chosen": [{"k": k, "criterion": chosen[k][1], "layers": chosen[k][0], **self.error(chosen[k][0])}
-                           for k in ks],
-                "tried": [{key: t[key] for key in ("k", "criterion", "layers", "heldout_ppl")} for t in self.tried],
-                "greedy_steps": [{"added": s["added"], "heldout_ppl": ppl(s["loss"])} for s in self.greedy.steps]}
+        return {
+            "criterion": self.criterion if len(ks) != 1 else chosen[ks[0]][1],
+            "k": ks[0] if len(ks) == 1 else ks,
+            "data": data,
+            "tokens": tokens,
+            "base_ppl": ppl(self.base_loss),
+            "chosen": [
+                {"k": k, "criterion": chosen[k][1], "layers": chosen[k][0], **self.error(chosen[k][0])} for k in ks
+            ],
+            "tried": [{key: t[key] for key in ("k", "criterion", "layers", "heldout_ppl")} for t in self.tried],
+            "greedy_steps": [{"added": s["added"], "heldout_ppl": ppl(s["loss"])} for s in self.greedy.steps],
+        }

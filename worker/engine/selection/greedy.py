@@ -41,8 +41,13 @@ class Greedy:
     """The greedy choice, extended on demand: `layers(k)` is the first k added (sorted), `steps` says what each
     step tried. Nested: layers(k) is within layers(k + 1)."""
 
-    def __init__(self, order: Sequence[int], loss: Callable[[tuple[int, ...]], float], width: int = DEFAULT_WIDTH,
-                 z: float | None = Z):
+    def __init__(
+        self,
+        order: Sequence[int],
+        loss: Callable[[tuple[int, ...]], float],
+        width: int = DEFAULT_WIDTH,
+        z: float | None = Z,
+    ):
         if width < 1:
             raise ValueError(f"the greedy width (candidates per step) must be at least 1, got {width}")
         self.order, self.loss, self.width, self.z = list(order), loss, width, z

@@ -128,8 +128,11 @@ def loss_rise(
                     logits = head_logits(source.config, norm, lm_head, cache.get((s, b)).to(device))[:, :-1].float()
                     # (B, T-1, V)
                     target = blocks[lo:hi, 1:].to(device)
-                    total += float(torch.nn.functional.cross_entropy(
-                        logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="sum"))
+                    total += float(
+                        torch.nn.functional.cross_entropy(
+                            logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="sum"
+                        )
+                    )
                     count += target.numel()
                     done += head
                     tick(done, total_passes)

@@ -43,8 +43,9 @@ def significantly_worse(d: torch.Tensor, z: float = Z) -> bool:
     return mean > z * sd / math.sqrt(n) and mean > 0
 
 
-def race(candidates: Sequence[Hashable], per_block: Callable[[Hashable, int], torch.Tensor], n_batches: int,
-         z: float = Z) -> dict[Hashable, dict]:
+def race(
+    candidates: Sequence[Hashable], per_block: Callable[[Hashable, int], torch.Tensor], n_batches: int, z: float = Z
+) -> dict[Hashable, dict]:
     """candidate -> {"loss": mean over the blocks scored, "blocks": how many, "full": scored on all of them}; the
     caller picks the winner among the full ones (its own tie rule)."""
     alive = list(candidates)
@@ -58,6 +59,9 @@ def race(candidates: Sequence[Hashable], per_block: Callable[[Hashable, int], to
         leader = min(alive, key=lambda c: (math.isnan(means[c]), means[c]))
         if math.isnan(means[leader]):
             continue
-        alive = [c for c in alive if c == leader or not (math.isnan(means[c])
-                                                         or significantly_worse(seen[c] - seen[leader], z))]
+        alive = [
+            c
+            for c in alive
+            if c == leader or not (math.isnan(means[c]) or significantly_worse(seen[c] - seen[leader], z))
+        ]
     return {c: {"loss": float(v.mean()), "blocks": int(v.numel()), "full": c in alive} for c, v in seen.items()}

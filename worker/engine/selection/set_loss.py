@@ -37,9 +37,17 @@ class SetLoss:
     `base`: the unmodified model's. Per-block losses are memoised by set and batch."""
 
     @torch.no_grad()
-    def __init__(self, model, blocks: torch.Tensor, mode: str, method: str,
-                 maps: Callable[[int], LinearMap] | dict | None, batch_size: int = 1, device=None,
-                 prefix_bytes: int | None = 4 << 30):
+    def __init__(
+        self,
+        model,
+        blocks: torch.Tensor,
+        mode: str,
+        method: str,
+        maps: Callable[[int], LinearMap] | dict | None,
+        batch_size: int = 1,
+        device=None,
+        prefix_bytes: int | None = 4 << 30,
+    ):
         self.source = as_source(model)
         self.device = torch.device(device) if device is not None else self.source.device
         self.blocks, self.mode, self.method = blocks, mode, method
@@ -119,8 +127,14 @@ class SetLoss:
             start = ((), target)
         return start
 
-    def _run(self, hidden: dict[int, torch.Tensor], lo: int, hi: int, replaced: tuple[int, ...],
-             taps: list[int] | None = None) -> dict[int, torch.Tensor]:
+    def _run(
+        self,
+        hidden: dict[int, torch.Tensor],
+        lo: int,
+        hi: int,
+        replaced: tuple[int, ...],
+        taps: list[int] | None = None,
+    ) -> dict[int, torch.Tensor]:
         """Layers lo..hi-1 over the given batches ({batch: states}), those in `replaced` replaced. With `taps`: the
         states entering each tapped layer (and `hi`'s, when tapped) go to the cache under their prefix."""
         hidden, taps = dict(hidden), set(taps or ())
@@ -151,7 +165,9 @@ class SetLoss:
         try:
             for b, h in hidden.items():
                 lo, hi, _ = self.batches[b]
-                logits = head_logits(self.source.config, norm, lm_head, h.to(self.device))[:, :-1].float()  # (B, T-1, V)
+                logits = head_logits(self.source.config, norm, lm_head, h.to(self.device))[
+                    :, :-1
+                ].float()  # (B, T-1, V)
                 target = self.blocks[lo:hi, 1:].to(self.device)  # (B, T-1)
                 nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")
                 out[b] = nll.double().mean(dim=1).cpu()

@@ -38,8 +38,11 @@ def offline():
     import huggingface_hub.constants
 
     saved_env = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
-    targets = [(huggingface_hub.constants, "HF_HUB_OFFLINE"), (datasets.config, "HF_HUB_OFFLINE"),
-               (datasets.config, "HF_DATASETS_OFFLINE")]
+    targets = [
+        (huggingface_hub.constants, "HF_HUB_OFFLINE"),
+        (datasets.config, "HF_HUB_OFFLINE"),
+        (datasets.config, "HF_DATASETS_OFFLINE"),
+    ]
     saved = [getattr(mod, attr) for mod, attr in targets]
     os.environ.update({k: "1" for k in saved_env})
     for mod, attr in targets:
@@ -61,7 +64,9 @@ def task_manager():
     try:
         from lm_eval.tasks import TaskManager
     except ImportError as e:  # pragma: no cover - lm-eval is in the worker extra
-        raise ValueError("lm-eval is not installed (pip install lm-eval); set NBL_DATA_DIR to use the shipped files") from e
+        raise ValueError(
+            "lm-eval is not installed (pip install lm-eval); set NBL_DATA_DIR to use the shipped files"
+        ) from e
     return TaskManager()
 
 
@@ -92,10 +97,12 @@ def lmeval_task(
         try:
             leaves = manager.load(spec)["tasks"]
         except (ConnectionError, OSError) as e:
-            raise DataUnavailable(f"{name}: lm-eval's dataset is not in the local Hugging Face cache and the Hub is "
-                                  "not contacted during evaluation; the shipped files under NBL_DATA_DIR cover "
-                                  f"{', '.join(local_data.FILES)}, and {', '.join(local_data.OPTIONAL)} when there "
-                                  f"({', '.join(local_data.OPTIONAL.values())}) ({e})") from e
+            raise DataUnavailable(
+                f"{name}: lm-eval's dataset is not in the local Hugging Face cache and the Hub is "
+                "not contacted during evaluation; the shipped files under NBL_DATA_DIR cover "
+                f"{', '.join(local_data.FILES)}, and {', '.join(local_data.OPTIONAL)} when there "
+                f"({', '.join(local_data.OPTIONAL.values())}) ({e})"
+            ) from e
         kinds, metrics, docs = set(), set(), []
         for leaf_name in sorted(leaves):
             kind, leaf_metrics, leaf_docs = _leaf_docs(leaves[leaf_name], limit, num_fewshot)
@@ -110,8 +117,9 @@ def lmeval_task(
 def _leaf_docs(task, limit: int | None, num_fewshot: int | None) -> tuple[str, tuple[str, ...], list[Doc]]:
     kind = task.OUTPUT_TYPE
     if kind not in (MULTIPLE_CHOICE, LOGLIKELIHOOD):
-        raise ValueError(f"{task.config.task}: lm-eval output type {kind!r} is not scored here "
-                         "(multiple_choice, or loglikelihood)")
+        raise ValueError(
+            f"{task.config.task}: lm-eval output type {kind!r} is not scored here (multiple_choice, or loglikelihood)"
+        )
     if num_fewshot is not None:
         task.set_config(key="num_fewshot", value=num_fewshot)
     task.set_fewshot_seed(seed=FEWSHOT_SEED)
@@ -131,7 +139,9 @@ def _leaf_docs(task, limit: int | None, num_fewshot: int | None) -> tuple[str, t
         if task.multiple_input:  # options in the contexts, one continuation; gold = doc_to_text
             gold, cont = task.doc_to_text(insts[0].doc), insts[0].args[1]
             if any(i.args[1] != cont for i in insts) or not isinstance(gold, int):
-                raise ValueError(f"{task.config.task}: a multiple-input document needs one continuation and a gold index")
+                raise ValueError(
+                    f"{task.config.task}: a multiple-input document needs one continuation and a gold index"
+                )
             docs.append(multiple_input_doc([i.args[0] for i in insts], cont, gold, [len(c) for c in choices]))
             continue
         gold = task.doc_to_target(insts[0].doc)

@@ -60,8 +60,13 @@ def _hellaswag(d: dict) -> dict:
     if not query.startswith(head):
         raise ValueError(f"hellaswag record {d.get('ind_order')}: query does not start with its activity label")
     return {
-        "ind": d.get("ind_order"), "activity_label": d["activity_label"], "ctx_a": query[len(head) :],
-        "ctx_b": "", "ctx": d["ctx"], "endings": d["endings"], "label": str(d["label"]),
+        "ind": d.get("ind_order"),
+        "activity_label": d["activity_label"],
+        "ctx_a": query[len(head) :],
+        "ctx_b": "",
+        "ctx": d["ctx"],
+        "endings": d["endings"],
+        "label": str(d["label"]),
     }
 
 
@@ -74,7 +79,11 @@ def read_mmlu(root: Path, subject: str, split: str) -> list[dict]:
     path = root / FILES["mmlu"] / split / f"{subject}_{split}.csv"
     with open(path, encoding="utf-8", newline="") as f:
         return [
-            {"question": r["question"], "subject": subject,
-             "choices": [r["choice0"], r["choice1"], r["choice2"], r["choice3"]], "answer": int(r["answer"])}
+            {
+                "question": r["question"],
+                "subject": subject,
+                "choices": [r["choice0"], r["choice1"], r["choice2"], r["choice3"]],
+                "answer": int(r["answer"]),
+            }
             for r in csv.DictReader(f)
         ]

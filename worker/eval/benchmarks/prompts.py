@@ -16,13 +16,15 @@ MMLU_SHOTS = 5
 
 
 def arc(doc: dict) -> Doc:  # arc/arc_easy.yaml (arc_challenge includes it)
-    return choice_doc(f"Question: {doc['question']}\nAnswer:", doc["choices"]["text"],
-                      doc["choices"]["label"].index(doc["answerKey"]))
+    return choice_doc(
+        f"Question: {doc['question']}\nAnswer:", doc["choices"]["text"], doc["choices"]["label"].index(doc["answerKey"])
+    )
 
 
 def openbookqa(doc: dict) -> Doc:  # openbookqa/openbookqa.yaml
-    return choice_doc(doc["question_stem"], doc["choices"]["text"],
-                      doc["choices"]["label"].index(doc["answerKey"].lstrip()))
+    return choice_doc(
+        doc["question_stem"], doc["choices"]["text"], doc["choices"]["label"].index(doc["answerKey"].lstrip())
+    )
 
 
 def boolq(doc: dict) -> Doc:  # super_glue/boolq/default.yaml
@@ -51,8 +53,11 @@ def hellaswag_preprocess(text: str) -> str:
 
 def hellaswag(doc: dict) -> Doc:  # hellaswag/hellaswag.yaml + utils.process_docs
     ctx = doc["ctx_a"] + " " + doc["ctx_b"].capitalize()
-    return choice_doc(hellaswag_preprocess(doc["activity_label"] + ": " + ctx),
-                      [hellaswag_preprocess(e) for e in doc["endings"]], int(doc["label"]))
+    return choice_doc(
+        hellaswag_preprocess(doc["activity_label"] + ": " + ctx),
+        [hellaswag_preprocess(e) for e in doc["endings"]],
+        int(doc["label"]),
+    )
 
 
 def lambada(doc: dict) -> Doc:  # lambada/lambada_openai.yaml: the last word after a space

@@ -20,8 +20,14 @@ from __future__ import annotations
 
 SUITES: dict[str, tuple[tuple[str, str], ...]] = {
     "paper": (
-        ("mmlu", "acc"), ("arc_easy", "acc_norm"), ("arc_challenge", "acc_norm"), ("boolq", "acc"),
-        ("hellaswag", "acc_norm"), ("openbookqa", "acc_norm"), ("piqa", "acc_norm"), ("winogrande", "acc"),
+        ("mmlu", "acc"),
+        ("arc_easy", "acc_norm"),
+        ("arc_challenge", "acc_norm"),
+        ("boolq", "acc"),
+        ("hellaswag", "acc_norm"),
+        ("openbookqa", "acc_norm"),
+        ("piqa", "acc_norm"),
+        ("winogrande", "acc"),
     ),
 }
 ABSENT = "data absent: not shipped under NBL_DATA_DIR and not in the local Hugging Face cache"
@@ -49,6 +55,10 @@ def summary(name: str, tasks: dict[str, dict], skipped: dict[str, str]) -> dict:
         scores[task] = {"metric": metric, "value": value}
     values = [s["value"] for s in scores.values()]
     return {
-        "name": name, "average": sum(values) / len(values) if values else None,
-        "tasks_run": len(scores), "tasks_total": len(SUITES[name]), "scores": scores, "skipped": dict(skipped),
+        "name": name,
+        "average": sum(values) / len(values) if values else None,
+        "tasks_run": len(scores),
+        "tasks_total": len(SUITES[name]),
+        "scores": scores,
+        "skipped": dict(skipped),
     }

@@ -53,8 +53,7 @@ def choice_doc(context: str, choices: list[str], label: int, delimiter: str = " 
     return Doc(context, tuple(delimiter + c for c in choices), label, tuple(len(c) for c in choices))
 
 
-def multiple_input_doc(contexts: list[str], continuation: str, label: int,
-                       lengths: list[int] | None = None) -> Doc:
+def multiple_input_doc(contexts: list[str], continuation: str, label: int, lengths: list[int] | None = None) -> Doc:
     """A multiple-input document: `continuation` scored after each context. `lengths` are what
     lm-eval's acc_norm would divide by (its options before any few-shot prefix); by default the
     contexts' lengths."""

@@ -20,9 +20,16 @@ ATTN_OUT = {"gemma2": "post_attention_layernorm", "gemma3_text": "post_attention
 
 def _zeros(d):
     z = lambda *s: torch.zeros(*s, dtype=torch.float64)  # noqa: E731
-    return {"n": z(()), "x": z(d), "xx": z(d, d),
-            **{f"{b}.{f}": z(d, d) if f in ("yy", "yx") else z(d) if f == "y" else z(())
-               for b in ("attn", "block") for f in ("y", "yy", "yx", "cos")}}
+    return {
+        "n": z(()),
+        "x": z(d),
+        "xx": z(d, d),
+        **{
+            f"{b}.{f}": z(d, d) if f in ("yy", "yx") else z(d) if f == "y" else z(())
+            for b in ("attn", "block")
+            for f in ("y", "yy", "yx", "cos")
+        },
+    }
 
 
 @torch.no_grad()
@@ -55,15 +62,18 @@ def one_pass_sums(model, blocks: torch.Tensor, batch_size: int, holdout: int) ->
                 s[f"{b}.yy"] += y.T @ y
                 s[f"{b}.yx"] += y.T @ x
                 hf = h.float()
-                s[f"{b}.cos"] += torch.nn.functional.cosine_similarity(hf, hf + y_raw.float(), dim=-1).sum(dtype=torch.float64)
+                s[f"{b}.cos"] += torch.nn.functional.cosine_similarity(hf, hf + y_raw.float(), dim=-1).sum(
+                    dtype=torch.float64
+                )
 
         return hook
 
     handles = []
     for i, layer in enumerate(layers):
         branch = getattr(layer, ATTN_OUT.get(model.config.model_type, "self_attn"))
-        handles.append(branch.register_forward_hook(
-            lambda m, a, o, i=i: attn.__setitem__(i, o[0] if isinstance(o, tuple) else o)))
+        handles.append(
+            branch.register_forward_hook(lambda m, a, o, i=i: attn.__setitem__(i, o[0] if isinstance(o, tuple) else o))
+        )
         handles.append(layer.register_forward_hook(layer_hook(i), with_kwargs=True))
     n = blocks.shape[0]
     try:

@@ -45,8 +45,13 @@ def test_two_cpu_processes_give_the_sums_and_scores_of_one(family, tmp_path):
     kw = dict(batch_size=BATCH, holdout=HOLDOUT, progress=False)
     one = calibrate(CheckpointLayers(path, torch.float32), _blocks(), **kw)
     layers = []
-    cal = calibrate(CheckpointLayers(path, torch.float32), _blocks(), devices=["cpu", "cpu"],
-                    on_layer=lambda i, st: layers.append((i, st)), **kw)
+    cal = calibrate(
+        CheckpointLayers(path, torch.float32),
+        _blocks(),
+        devices=["cpu", "cpu"],
+        on_layer=lambda i, st: layers.append((i, st)),
+        **kw,
+    )
     assert [i for i, _ in layers] == [0, 1, 2] and cal.stats == []  # each layer once, from rank 0 only
     two = [st for _, st in layers]
     for a, b in zip(two, one.stats):  # every sum, shifts included
@@ -72,8 +77,10 @@ def test_each_process_multiplies_with_the_thread_count_of_one(tmp_path):
         two_threads = torch.mm(x.T, x)
         torch.set_num_threads(1)
         if torch.equal(torch.mm(x.T, x), two_threads):  # then this test could not fail: say so, do not pass
-            pytest.skip("this machine's BLAS sums a 1024-token float32 product the same at 1 and 2 threads, so "
-                        "a process with the wrong thread count would go unnoticed here (seen on an AMD EPYC)")
+            pytest.skip(
+                "this machine's BLAS sums a 1024-token float32 product the same at 1 and 2 threads, so "
+                "a process with the wrong thread count would go unnoticed here (seen on an AMD EPYC)"
+            )
         torch.set_num_threads(2)
         kw = dict(batch_size=4, holdout=1, progress=False, modes=("attn",))
         one = calibrate(CheckpointLayers(path, torch.float32), blocks, **kw)
@@ -105,13 +112,24 @@ def test_a_failing_process_raises_in_the_parent_with_its_error(tmp_path):
     model = tiny_model("llama", layers=3)
     file = path / "model.safetensors"
     tensors = load_file(file)
-    save_file({k: v for k, v in tensors.items() if not k.startswith("model.layers.1.")}, file,
-              metadata={"format": "pt"})
+    save_file(
+        {k: v for k, v in tensors.items() if not k.startswith("model.layers.1.")}, file, metadata={"format": "pt"}
+    )
     t = time.monotonic()
-    with pytest.raises(CalibrationProcessError, match=r"(?s)calibration process 1 of 2 \(on cpu\) failed: "
-                                                      r"Traceback.*Missing key.*self_attn\.q_proj\.weight"):
-        calibrate(ModelLayers(model, path), _blocks(), batch_size=BATCH, holdout=HOLDOUT, progress=False,
-                  devices=["cpu", "cpu"], timeout_s=300)
+    with pytest.raises(
+        CalibrationProcessError,
+        match=r"(?s)calibration process 1 of 2 \(on cpu\) failed: "
+        r"Traceback.*Missing key.*self_attn\.q_proj\.weight",
+    ):
+        calibrate(
+            ModelLayers(model, path),
+            _blocks(),
+            batch_size=BATCH,
+            holdout=HOLDOUT,
+            progress=False,
+            devices=["cpu", "cpu"],
+            timeout_s=300,
+        )
     assert time.monotonic() - t < 120  # far below the collective timeout: no hang
     assert multiprocessing.active_children() == []
 
@@ -123,8 +141,15 @@ def test_a_cancelled_parent_leaves_no_process(tmp_path):
         raise KeyboardInterrupt("cancelled")
 
     with pytest.raises(KeyboardInterrupt, match="cancelled"):
-        calibrate(CheckpointLayers(path, torch.float32), _blocks(), batch_size=BATCH, holdout=HOLDOUT,
-                  progress=False, devices=["cpu", "cpu"], on_batch=cancel)
+        calibrate(
+            CheckpointLayers(path, torch.float32),
+            _blocks(),
+            batch_size=BATCH,
+            holdout=HOLDOUT,
+            progress=False,
+            devices=["cpu", "cpu"],
+            on_batch=cancel,
+        )
     assert multiprocessing.active_children() == []
 
 
@@ -142,8 +167,13 @@ def test_parse_devices():
     assert parse_devices(None, 0) == ["cpu"] and parse_devices("auto", 2) == ["cuda:0", "cuda:1"]
     assert parse_devices("cpu,cpu", 0) == ["cpu", "cpu"]
     assert parse_devices(" cuda , cuda:1", 2) == ["cuda:0", "cuda:1"]
-    for bad, msg in [("cuda:2", "2 CUDA device"), ("cpu,cuda:0", "not both"), ("tpu", "cpu or cuda"),
-                     ("cpu:1", "cpu or cuda"), ("cpu,,cpu", "cpu or cuda")]:
+    for bad, msg in [
+        ("cuda:2", "2 CUDA device"),
+        ("cpu,cuda:0", "not both"),
+        ("tpu", "cpu or cuda"),
+        ("cpu:1", "cpu or cuda"),
+        ("cpu,,cpu", "cpu or cuda"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             parse_devices(bad, 1 if "2" not in bad else 2)
 

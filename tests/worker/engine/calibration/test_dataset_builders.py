@@ -57,8 +57,23 @@ def test_relative_local_files_still_load_from_the_working_directory(canary_cwd):
 
 def test_nbl_compress_refuses_a_bare_builder_name(canary_cwd, tmp_path, capsys):
     model = save_tiny_checkpoint(tmp_path / "tiny")
-    code = cli.main(["compress", "--model", str(model), "--dataset", "csv", "--k", "1", "--num-samples", "4",
-                     "--seq-len", "32", "--out", str(tmp_path / "out")])
+    code = cli.main(
+        [
+            "compress",
+            "--model",
+            str(model),
+            "--dataset",
+            "csv",
+            "--k",
+            "1",
+            "--num-samples",
+            "4",
+            "--seq-len",
+            "32",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "built-in loader" in err and SECRET not in err, err
 
@@ -81,11 +96,18 @@ def test_a_job_reaching_the_data_loader_with_csv_reads_nothing_of_the_working_di
     from worker.publish.local import LocalDir
 
     model = save_tiny_checkpoint(tmp_path / "tiny")
-    recipe = Recipe(model=str(model), calibration=Calibration(dataset="csv", num_samples=4, seq_len=32),
-                    compression=Compression(ks=(1,)))
+    recipe = Recipe(
+        model=str(model),
+        calibration=Calibration(dataset="csv", num_samples=4, seq_len=32),
+        compression=Compression(ks=(1,)),
+    )
     sink = RecordingSink()
     with pytest.raises(DataError, match="built-in loader") as e:
-        run(recipe, sink, Paths(work_dir=tmp_path / "work", publish_dir=tmp_path / "pub"),
-            LocalDir(tmp_path / "pub", "alpha", "out", "job_x"))
+        run(
+            recipe,
+            sink,
+            Paths(work_dir=tmp_path / "work", publish_dir=tmp_path / "pub"),
+            LocalDir(tmp_path / "pub", "alpha", "out", "job_x"),
+        )
     assert SECRET not in str(e.value) and SECRET not in "\n".join(sink.lines)
     assert any("load" in line for line in sink.lines)  # it did get as far as the data loader

@@ -18,9 +18,26 @@ REPO = Path(__file__).resolve().parents[4]
 @pytest.mark.slow
 def test_the_gpu_benchmark_runs_on_the_cpu_with_the_tiny_preset(tmp_path):
     out = tmp_path / "gpu.json"
-    subprocess.run([sys.executable, "bench/gpu_calibration.py", "--preset", "tiny", "--device", "cpu",
-                    "--num-samples", "6", "--seq-len", "32", "--out", str(out)], cwd=REPO, check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "bench/gpu_calibration.py",
+            "--preset",
+            "tiny",
+            "--device",
+            "cpu",
+            "--num-samples",
+            "6",
+            "--seq-len",
+            "32",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     got = json.loads(out.read_text())
     assert got["tokens"] == 6 * 32 and got["shape"]["hidden_size"] == 64 and got["dtype"] == "float32"
     assert set(got["calibration_over_forward"]) == {"float32", "tf32"}

@@ -43,8 +43,16 @@ def test_tf32_products_switch_torchs_flag_for_the_products_only_and_change_nothi
         assert torch.backends.cuda.matmul.allow_tf32 is True
     assert torch.backends.cuda.matmul.allow_tf32 == before
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2, vocab_size=128)).eval()
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=128,
+        )
+    ).eval()
     blocks = torch.randint(128, (4, 16))
     plain, tf32 = (calibrate(model, blocks, 2, 1, progress=False, modes=("attn",), tf32=t) for t in (False, True))
     for a, b in zip(plain.stats, tf32.stats):

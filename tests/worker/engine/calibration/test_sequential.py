@@ -54,8 +54,14 @@ def test_checkpoint_read_layer_by_layer_matches_the_one_pass_sums(family, tmp_pa
     ref = one_pass_sums(tiny_model(family, layers=3), _blocks(), batch_size=3, holdout=holdout_count(10))
     source = CheckpointLayers(path, torch.float32)
     seen = []
-    cal = calibrate(source, _blocks(), batch_size=3, holdout=holdout_count(10), progress=False,
-                    on_batch=lambda done, total: seen.append(_materialized_layers(source.model)))
+    cal = calibrate(
+        source,
+        _blocks(),
+        batch_size=3,
+        holdout=holdout_count(10),
+        progress=False,
+        on_batch=lambda done, total: seen.append(_materialized_layers(source.model)),
+    )
     assert_same_sums(cal.stats, ref)
     assert len(seen) == 3 * 4 and {len(s) for s in seen} == {1}  # 3 layers x 4 batches, one layer held
     assert _materialized_layers(source.model) == [] and source.model.lm_head.weight.is_meta
@@ -69,8 +75,16 @@ def test_hidden_states_spilt_to_disk_give_the_same_sums(tmp_path):
     spilt = []
     # a budget of one batch: the other three batches' hidden states live on disk
     one_batch = 3 * 24 * model.config.hidden_size * 4
-    cal = calibrate(model, _blocks(), batch_size=3, holdout=1, progress=False, host_bytes=one_batch,
-                    spill_dir=spill, on_batch=lambda *_: spilt.append(len(list(spill.rglob("*.safetensors")))))
+    cal = calibrate(
+        model,
+        _blocks(),
+        batch_size=3,
+        holdout=1,
+        progress=False,
+        host_bytes=one_batch,
+        spill_dir=spill,
+        on_batch=lambda *_: spilt.append(len(list(spill.rglob("*.safetensors")))),
+    )
     assert_same_sums(cal.stats, ref)
     assert max(spilt) == 3 and not list(spill.rglob("*"))  # spilt during the run, removed after
 
@@ -94,8 +108,7 @@ def test_smollm2_checkpoint_layer_by_layer_matches_the_one_pass_sums(smollm2_hom
     lm = load_smollm2(smollm2_home)  # the GGUF is converted once per session
     blocks = torch.randint(0, lm.model.config.vocab_size, (4, 32), generator=torch.Generator().manual_seed(0))
     ref = one_pass_sums(lm.model, blocks, batch_size=2, holdout=1)
-    cal = calibrate(CheckpointLayers(lm.path, torch.float32), blocks, batch_size=2, holdout=1,
-                    progress=False)
+    cal = calibrate(CheckpointLayers(lm.path, torch.float32), blocks, batch_size=2, holdout=1, progress=False)
     assert len(cal.stats) == 30
     assert_same_sums(cal.stats, ref)
 

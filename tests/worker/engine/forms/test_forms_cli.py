@@ -16,17 +16,47 @@ def _run(capsys, *args):
 
 
 def _args(model, text_file, out, *extra):
-    return ["--model", model, "--dataset", text_file, "--num-samples", 12, "--seq-len", 64, "--out", out, "--json",
-            *extra]
+    return [
+        "--model",
+        model,
+        "--dataset",
+        text_file,
+        "--num-samples",
+        12,
+        "--seq-len",
+        64,
+        "--out",
+        out,
+        "--json",
+        *extra,
+    ]
 
 
 @pytest.mark.slow  # three compressions, each reloaded in a fresh process
-@pytest.mark.parametrize("form,mode,family", [("fold", "block", "qwen2"), ("fold", "attn", "llama"),
-                                              ("linear", "attn", "llama")])
+@pytest.mark.parametrize(
+    "form,mode,family", [("fold", "block", "qwen2"), ("fold", "attn", "llama"), ("linear", "attn", "llama")]
+)
 def test_compress_form_end_to_end(form, mode, family, text_file, tmp_path, capsys):
     base = save_tiny_checkpoint(tmp_path / "base", family, layers=5, intermediate_size=256)
-    code, out, err = _run(capsys, *_args(base, text_file, tmp_path / "out", "--k", "1,2", "--mode", mode, "--form",
-                                         form, "--criterion", "nmse", "--eval", "--max-tokens", 256))
+    code, out, err = _run(
+        capsys,
+        *_args(
+            base,
+            text_file,
+            tmp_path / "out",
+            "--k",
+            "1,2",
+            "--mode",
+            mode,
+            "--form",
+            form,
+            "--criterion",
+            "nmse",
+            "--eval",
+            "--max-tokens",
+            256,
+        ),
+    )
     assert code == 0, err
     r = json.loads(out)
     for o in r["outputs"]:
@@ -47,11 +77,14 @@ def test_compress_form_end_to_end(form, mode, family, text_file, tmp_path, capsy
         assert "trust_remote_code" not in card.split("## Runs in")[1]
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--form", "linear", "--mode", "attn"], "cannot express a qwen2 model"),
-    (["--form", "fold", "--method", "drop"], "method must be 'nbl'"),
-    (["--form", "fold", "--criterion", "greedy"], "criterion"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--form", "linear", "--mode", "attn"], "cannot express a qwen2 model"),
+        (["--form", "fold", "--method", "drop"], "method must be 'nbl'"),
+        (["--form", "fold", "--criterion", "greedy"], "criterion"),
+    ],
+)
 def test_form_refusals_are_one_line(extra, message, text_file, tmp_path, capsys):
     base = save_tiny_checkpoint(tmp_path / "base", "qwen2", layers=4, intermediate_size=256)
     capsys.readouterr()  # the checkpoint's own progress bars

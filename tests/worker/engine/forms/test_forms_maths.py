@@ -46,13 +46,16 @@ def _lstsq(x, y):
     return torch.linalg.lstsq(x, y).solution.T  # y ≈ x Wᵀ, no intercept
 
 
-@pytest.mark.parametrize("form,mode,layers", [("linear", "attn", (2,)), ("linear", "block", (3,)),
-                                              ("fold", "attn", (2,)), ("fold", "block", (2, 3))])
+@pytest.mark.parametrize(
+    "form,mode,layers",
+    [("linear", "attn", (2,)), ("linear", "block", (3,)), ("fold", "attn", (2,)), ("fold", "block", (2, 3))],
+)
 def test_fit_is_the_least_squares_optimum(form, mode, layers, blocks):
     model = _model()
     acts, hs = _activations(model, blocks)
-    cal = calibrate(model, blocks, batch_size=3, progress=False, modes=(mode,), form=form, max_run=2,
-                    product_dtype=torch.float64)
+    cal = calibrate(
+        model, blocks, batch_size=3, progress=False, modes=(mode,), form=form, max_run=2, product_dtype=torch.float64
+    )
     maps = fit_form_maps(cal.stats.__getitem__, form, mode, layers, ridge=0.0)
     assert list(maps) == [layers[0]]  # a fold run of two blocks is one map
     s, e = layers[0], layers[-1]

@@ -43,13 +43,16 @@ RELOAD = textwrap.dedent(
     """
 )
 CASES = [(f, "fold", "block", (1, 2, 4)) for f in ("llama", "mistral", "qwen2", "qwen3")] + [
-    (f, form, mode, layers) for f in ("llama", "mistral")
-    for form, mode, layers in [("fold", "attn", (1, 3)), ("linear", "attn", (0, 2)), ("linear", "block", (0, 3))]]
+    (f, form, mode, layers)
+    for f in ("llama", "mistral")
+    for form, mode, layers in [("fold", "attn", (1, 3)), ("linear", "attn", (0, 2)), ("linear", "block", (0, 3))]
+]
 
 
 def _greedy(model, ids):
-    return model.generate(ids[:3, :6], attention_mask=torch.ones_like(ids[:3, :6]), max_new_tokens=16,
-                          min_new_tokens=16, do_sample=False)
+    return model.generate(
+        ids[:3, :6], attention_mask=torch.ones_like(ids[:3, :6]), max_new_tokens=16, min_new_tokens=16, do_sample=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +72,21 @@ def written(blocks, tmp_path_factory):
         cal = calibrate(model, blocks, batch_size=4, progress=False, modes=(mode,), form=form, max_run=3)
         plan = Plan(mode, "nbl", layers, form)
         maps = fit_form_maps(cal.stats.__getitem__, form, mode, layers)
-        out = write_form(base, plan, maps, torch.float32, tiny_tokenizer(), root / f"{family}-{form}-{mode}",
-                         family, {"layers": []})
+        out = write_form(
+            base, plan, maps, torch.float32, tiny_tokenizer(), root / f"{family}-{form}-{mode}", family, {"layers": []}
+        )
         apply_form(model, plan, maps)
         with torch.no_grad():
             cases[(family, form, mode)] = {"out": out, "logits": model(blocks).logits, "gen": _greedy(model, blocks)}
     torch.save(blocks, root / "ids.pt")
     remote = {str(c["out"]): form != "fold" or mode != "block" for (_, form, mode), c in cases.items()}
     (root / "elsewhere").mkdir()
-    subprocess.run([sys.executable, "-c", RELOAD, str(root / "ids.pt"), str(root / "res.pt"), json.dumps(remote)],
-                   cwd=root / "elsewhere", check=True, env={"PATH": "/usr/bin:/bin", "HF_HOME": str(root / "hf")})
+    subprocess.run(
+        [sys.executable, "-c", RELOAD, str(root / "ids.pt"), str(root / "res.pt"), json.dumps(remote)],
+        cwd=root / "elsewhere",
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "HF_HOME": str(root / "hf")},
+    )
     reloaded = torch.load(root / "res.pt")
     for c in cases.values():
         c["reloaded"] = reloaded[str(c["out"])]
@@ -123,7 +131,13 @@ def test_decilm_config_and_weight_names(family, written):
     with safe_open(str(block / "model.safetensors"), "pt") as f:
         keys = set(f.keys())
     assert "model.layers.3.mlp.linear_mlp.weight" in keys and "model.layers.3.post_attention_layernorm.weight" in keys
-    assert not any(k.startswith(("model.layers.3.self_attn", "model.layers.3.input_layernorm",
-                                 "model.layers.3.mlp.down_proj")) for k in keys)
+    assert not any(
+        k.startswith(("model.layers.3.self_attn", "model.layers.3.input_layernorm", "model.layers.3.mlp.down_proj"))
+        for k in keys
+    )
     fold = json.loads((written[(family, "fold", "attn")]["out"] / "config.json").read_text())
-    assert fold["block_configs"][3]["attention"] == {"n_heads_in_group": None, "no_op": True, "replace_with_linear": False}
+    assert fold["block_configs"][3]["attention"] == {
+        "n_heads_in_group": None,
+        "no_op": True,
+        "replace_with_linear": False,
+    }

@@ -22,8 +22,17 @@ from forms_table_state import (  # noqa: E402
     targets_md,
 )
 
-ARGS = Namespace(num_samples=32, seq_len=256, max_tokens=4096, window=2048, arc_limit=100, gguf_tokens=4096, ctx=512,
-                 work=Path("/tmp/x"), out="forms_table")
+ARGS = Namespace(
+    num_samples=32,
+    seq_len=256,
+    max_tokens=4096,
+    window=2048,
+    arc_limit=100,
+    gguf_tokens=4096,
+    ctx=512,
+    work=Path("/tmp/x"),
+    out="forms_table",
+)
 
 
 def row(ppl: float) -> dict:
@@ -61,8 +70,9 @@ def test_the_composition_comes_from_work_else_the_committed_table_at_the_same_se
     table = [{"model": "base", "type": "f16", "bytes": 1, "ppl": 24.5}]
     assert load_composition(work, committed, s) == []
     # the committed table stores every setting of its run as a string, the composition's among them
-    committed.write_text(json.dumps({"settings": {**{k: str(v) for k, v in vars(ARGS).items()}, "arc_limit": "7"},
-                                     "composition": table}))
+    committed.write_text(
+        json.dumps({"settings": {**{k: str(v) for k, v in vars(ARGS).items()}, "arc_limit": "7"}, "composition": table})
+    )
     assert load_composition(work, committed, s) == table  # the row settings (arc_limit) do not matter to it
     other = settings_of(Namespace(**{**vars(ARGS), "gguf_tokens": 8192}), COMPOSITION_KEYS)
     assert load_composition(work, committed, other) == []  # measured on other tokens: not kept
@@ -73,8 +83,13 @@ def test_the_composition_comes_from_work_else_the_committed_table_at_the_same_se
 
 
 def test_targets_are_the_perplexity_gaps_of_the_issue():
-    rows = {"nbl-attn-k4": row(22.83), "linear-attn-k4": row(22.75), "fold-attn-k4": row(23.18),
-            "nbl-block-k4": row(34.75), "fold-block-k4": row(39.0)}
+    rows = {
+        "nbl-attn-k4": row(22.83),
+        "linear-attn-k4": row(22.75),
+        "fold-attn-k4": row(23.18),
+        "nbl-block-k4": row(34.75),
+        "fold-block-k4": row(39.0),
+    }
     got = {(t["form"], t["mode"], t["k"]): t for t in targets(rows)}
     assert len(got) == 6
     assert got["linear", "attn", 4]["met"] and abs(got["linear", "attn", 4]["gap"] - (22.75 / 22.83 - 1)) < 1e-12

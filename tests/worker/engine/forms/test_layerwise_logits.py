@@ -12,14 +12,24 @@ from worker.engine.forms.layerwise_logits import LayerwiseModel
 from worker.engine.scoring.scores import LinearMap
 from worker.publish import loadcheck
 
-CASES = [(f, mode, method) for f in ("llama", "mistral", "qwen2", "qwen3") for mode in ("attn", "block")
-         for method in ("nbl", "drop")]
+CASES = [
+    (f, mode, method)
+    for f in ("llama", "mistral", "qwen2", "qwen3")
+    for mode in ("attn", "block")
+    for method in ("nbl", "drop")
+]
 
 
 def _maps(layers, d=64):
     g = torch.Generator().manual_seed(1)
-    return {i: LinearMap(torch.randn(d, d, generator=g, dtype=torch.float64) / d,
-                         torch.randn(d, generator=g, dtype=torch.float64), 0.0) for i in layers}
+    return {
+        i: LinearMap(
+            torch.randn(d, d, generator=g, dtype=torch.float64) / d,
+            torch.randn(d, generator=g, dtype=torch.float64),
+            0.0,
+        )
+        for i in layers
+    }
 
 
 @pytest.mark.parametrize("family,mode,method", CASES)

@@ -38,8 +38,17 @@ def test_saved_in_the_dtype_asked_and_the_load_check_passes(tmp_path, text_file,
 
     AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16).save_pretrained(base)  # stored in bfloat16
     refs = {}
-    cfg = CompressConfig(model=str(base), dataset=DatasetSpec(str(text_file)), ks=[1], num_samples=8, seq_len=32,
-                         out=tmp_path / "out", out_dtype=choice, stats_dir=tmp_path / "stats", dtype="float32")
+    cfg = CompressConfig(
+        model=str(base),
+        dataset=DatasetSpec(str(text_file)),
+        ks=[1],
+        num_samples=8,
+        seq_len=32,
+        out=tmp_path / "out",
+        out_dtype=choice,
+        stats_dir=tmp_path / "stats",
+        dtype="float32",
+    )
     compress.run(cfg, progress=False, on_saved=lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model)))
     out = tmp_path / "out"
     assert json.loads((out / "config.json").read_text())["dtype"] == saved

@@ -22,8 +22,14 @@ PLAN_LAYERS = (0, 2)  # layer 0 included on purpose
 
 def _maps(d: int, seed: int = 1) -> dict[int, LinearMap]:
     g = torch.Generator().manual_seed(seed)
-    return {i: LinearMap(torch.randn(d, d, generator=g, dtype=torch.float64) / d,
-                         torch.randn(d, generator=g, dtype=torch.float64), 0.0) for i in PLAN_LAYERS}
+    return {
+        i: LinearMap(
+            torch.randn(d, d, generator=g, dtype=torch.float64) / d,
+            torch.randn(d, generator=g, dtype=torch.float64),
+            0.0,
+        )
+        for i in PLAN_LAYERS
+    }
 
 
 def _tensors(directory: Path) -> dict[str, torch.Tensor]:
@@ -66,8 +72,7 @@ def _in_memory_and_streamed(tmp_path: Path, family: str, mode: str, method: str,
         ids = torch.randint(2, 100, (2, 12), generator=torch.Generator().manual_seed(0))
         with torch.no_grad():
             logits = model(ids).logits
-    got = write_compressed(base, plan.as_config(), maps, dtype, tiny_tokenizer(), tmp_path / "streamed", family,
-                           report)
+    got = write_compressed(base, plan.as_config(), maps, dtype, tiny_tokenizer(), tmp_path / "streamed", family, report)
     return want, got, ids, logits
 
 
@@ -108,8 +113,13 @@ def test_several_shards_with_the_index_as_save_pretrained(mode, tmp_path):
     (tmp_path / "streamed").mkdir()
     with surgery.replaced(model, plan, maps):
         model.save_pretrained(tmp_path / "memory", safe_serialization=True, max_shard_size=size)
-    written = write_shards(tmp_path / "streamed", base, skeleton(model.config, torch.float32, plan.as_config()),
-                           map_tensors(plan.as_config(), maps), max_shard_size=size)
+    written = write_shards(
+        tmp_path / "streamed",
+        base,
+        skeleton(model.config, torch.float32, plan.as_config()),
+        map_tensors(plan.as_config(), maps),
+        max_shard_size=size,
+    )
     assert len(written) > 3 and written[-1] == "model.safetensors.index.json"
     assert sorted(written) == sorted(p.name for p in (tmp_path / "memory").glob("model*"))
     index = json.loads((tmp_path / "streamed" / "model.safetensors.index.json").read_text())
@@ -206,7 +216,7 @@ def test_a_shard_whose_header_lies_is_refused_not_copied(tmp_path):
     for shard in sorted(sharded.glob("model-*.safetensors")):  # the first with two tensors or more
         raw = shard.read_bytes()
         size = struct.unpack("<Q", raw[:8])[0]
-        header = json.loads(raw[8:8 + size])
+        header = json.loads(raw[8 : 8 + size])
         if len(header) > 2:
             break
     first, second = sorted((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"][0])[:2]
@@ -215,9 +225,17 @@ def test_a_shard_whose_header_lies_is_refused_not_copied(tmp_path):
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (size - len(text)) if len(text) <= size else b""
     assert len(text) == size
-    shard.write_bytes(raw[:8] + text + raw[8 + size:])
+    shard.write_bytes(raw[:8] + text + raw[8 + size :])
     plan = surgery.Plan("attn", "nbl", PLAN_LAYERS)
     with pytest.raises(SafetensorError):
-        write_compressed(sharded, plan.as_config(), _maps(64), torch.float32, tiny_tokenizer(), tmp_path / "out",
-                         "llama", {"layers": [], "replaced_layers": list(PLAN_LAYERS)})
+        write_compressed(
+            sharded,
+            plan.as_config(),
+            _maps(64),
+            torch.float32,
+            tiny_tokenizer(),
+            tmp_path / "out",
+            "llama",
+            {"layers": [], "replaced_layers": list(PLAN_LAYERS)},
+        )
     assert not (tmp_path / "out").exists()

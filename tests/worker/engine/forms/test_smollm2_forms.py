@@ -32,7 +32,7 @@ def _greedy(model, tok):
         ids = tok(p, return_tensors="pt")
         with torch.no_grad():
             g = model.generate(**ids, max_new_tokens=16, min_new_tokens=16, do_sample=False)
-        out.append(g[0, ids["input_ids"].shape[1]:].tolist())
+        out.append(g[0, ids["input_ids"].shape[1] :].tolist())
     return out
 
 
@@ -43,8 +43,17 @@ def test_smollm2_form_reloads_token_exact(form, mode, k, smollm2, tmp_path):
     from transformers import AutoModelForCausalLM
 
     lm = smollm2
-    cfg = CompressConfig(model="smollm2", dataset=DatasetSpec("c4"), ks=[k], num_samples=8, seq_len=256, mode=mode,
-                         form=form, stats_dir=tmp_path / "stats", data_dir=DATA_DIR)
+    cfg = CompressConfig(
+        model="smollm2",
+        dataset=DatasetSpec("c4"),
+        ks=[k],
+        num_samples=8,
+        seq_len=256,
+        mode=mode,
+        form=form,
+        stats_dir=tmp_path / "stats",
+        data_dir=DATA_DIR,
+    )
     cal = calibration_stage(cfg, lm, progress=False)
     layers = choose(cal.scores, mode, "cosine", k)
     plan = Plan(mode, "nbl", tuple(layers), form)

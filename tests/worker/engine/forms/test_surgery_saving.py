@@ -33,8 +33,11 @@ RELOAD = textwrap.dedent(
     torch.save(results, sys.argv[2])
     """
 )
-CASES = [(f, mode, method) for f in FAMILIES for mode, method in
-         [("attn", "nbl"), ("block", "nbl"), ("attn", "drop"), ("block", "drop")]]
+CASES = [
+    (f, mode, method)
+    for f in FAMILIES
+    for mode, method in [("attn", "nbl"), ("block", "nbl"), ("attn", "drop"), ("block", "drop")]
+]
 PARAMS = [family_param(*case) for case in CASES]
 
 
@@ -75,14 +78,27 @@ def compressed(blocks, tmp_path_factory, request):
         surgery.apply(model, plan, maps)
         out = save_compressed(model, tiny_tokenizer(), root / f"{family}-{mode}-{method}", family, {"layers": []})
         with torch.no_grad():
-            cases[(family, mode, method)] = {"model": model, "out": out, "base_logits": base_logits,
-                                             "logits": model(blocks).logits}
+            cases[(family, mode, method)] = {
+                "model": model,
+                "out": out,
+                "base_logits": base_logits,
+                "logits": model(blocks).logits,
+            }
     torch.save(blocks, root / "ids.pt")
     elsewhere = root / "elsewhere"
     elsewhere.mkdir()
     subprocess.run(
-        [sys.executable, "-c", RELOAD, str(root / "ids.pt"), str(root / "res.pt"), *(str(c["out"]) for c in cases.values())],
-        cwd=elsewhere, check=True, env={"PATH": "/usr/bin:/bin", "HF_HOME": str(root / "hf")},
+        [
+            sys.executable,
+            "-c",
+            RELOAD,
+            str(root / "ids.pt"),
+            str(root / "res.pt"),
+            *(str(c["out"]) for c in cases.values()),
+        ],
+        cwd=elsewhere,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "HF_HOME": str(root / "hf")},
     )
     reloaded = torch.load(root / "res.pt")
     for c in cases.values():

@@ -43,12 +43,16 @@ def header(tensors: int, kvs: int, version: int = 3) -> bytes:
     return b"GGUF" + struct.pack("<IQQ", version, tensors, kvs)
 
 
-METADATA = [("general.architecture", STRING, "llama"), ("general.alignment", U32, ALIGN),
-            ("tokenizer.ggml.tokens", ARRAY, (STRING, ["<s>", "</s>", "a"]))]
+METADATA = [
+    ("general.architecture", STRING, "llama"),
+    ("general.alignment", U32, ALIGN),
+    ("tokenizer.ggml.tokens", ARRAY, (STRING, ["<s>", "</s>", "a"])),
+]
 
 
-def gguf(kvs: list[bytes] | None = None, infos: list[bytes] | None = None, data: bytes | None = None,
-         version: int = 3) -> bytes:
+def gguf(
+    kvs: list[bytes] | None = None, infos: list[bytes] | None = None, data: bytes | None = None, version: int = 3
+) -> bytes:
     """A whole file: by default one 4 x 2 float32 tensor and the metadata above."""
     kvs = [kv(*m) for m in METADATA] if kvs is None else kvs
     infos = [tensor_info("token_embd.weight", [2, 4])] if infos is None else infos

@@ -43,9 +43,16 @@ def add_auto_map(path: Path, name: str, nested: bool = False) -> None:
     f.write_text(json.dumps(data))
 
 
-@pytest.mark.parametrize("name,nested", [
-    ("tokenizer_config.json", False), ("generation_config.json", False), ("preprocessor_config.json", False),
-    ("processor_config.json", False), ("config.json", True)])
+@pytest.mark.parametrize(
+    "name,nested",
+    [
+        ("tokenizer_config.json", False),
+        ("generation_config.json", False),
+        ("preprocessor_config.json", False),
+        ("processor_config.json", False),
+        ("config.json", True),
+    ],
+)
 def test_an_auto_map_in_any_config_of_a_local_model_is_refused_naming_the_file(tmp_path, name, nested):
     path = save_tiny_checkpoint(tmp_path / "evil-model")
     marker = tmp_path / "marker"
@@ -87,8 +94,9 @@ class ListingHub:
 
         def model_info(api_self, repo_id, revision=None, files_metadata=False, **kw):
             self.calls.append(("model_info", repo_id))
-            return SimpleNamespace(sha="c0ffee" + "0" * 34,
-                                   siblings=[SimpleNamespace(rfilename=n, size=10) for n in files])
+            return SimpleNamespace(
+                sha="c0ffee" + "0" * 34, siblings=[SimpleNamespace(rfilename=n, size=10) for n in files]
+            )
 
         def hf_hub_download(repo_id, filename, revision=None, **kw):
             self.calls.append(("hf_hub_download", filename))
@@ -110,13 +118,24 @@ class ListingHub:
 
 def test_a_hub_model_is_checked_from_its_file_list_and_small_configs_before_any_weight(monkeypatch, tmp_path):
     llama = {"model_type": "llama"}
-    hub = ListingHub(monkeypatch, tmp_path, {
-        "config.json": llama, "tokenizer.json": "{}", "tokenizer_config.json": {"auto_map": EVIL_MAP},
-        "model.safetensors": "weights"})
+    hub = ListingHub(
+        monkeypatch,
+        tmp_path,
+        {
+            "config.json": llama,
+            "tokenizer.json": "{}",
+            "tokenizer_config.json": {"auto_map": EVIL_MAP},
+            "model.safetensors": "weights",
+        },
+    )
     with pytest.raises(ModelError, match="a/b: tokenizer_config.json has auto_map"):
         load_model("a/b", device="cpu")
-    assert hub.calls == [HEAD, ("model_info", "a/b"), ("hf_hub_download", "config.json"),
-                         ("hf_hub_download", "tokenizer_config.json")]
+    assert hub.calls == [
+        HEAD,
+        ("model_info", "a/b"),
+        ("hf_hub_download", "config.json"),
+        ("hf_hub_download", "tokenizer_config.json"),
+    ]
 
     hub = ListingHub(monkeypatch, tmp_path, {"config.json": llama, "evil.py": "x", "model.safetensors": "w"})
     with pytest.raises(ModelError, match=r"ships Python code \(evil\.py\)"):
@@ -127,15 +146,31 @@ def test_a_hub_model_is_checked_from_its_file_list_and_small_configs_before_any_
 def test_nbl_compress_refuses_an_evil_tokenizer_config(tmp_path, text_file, capsys):
     path = save_tiny_checkpoint(tmp_path / "evil-model")
     add_auto_map(path, "tokenizer_config.json")
-    code = cli.main(["compress", "--model", str(path), "--dataset", str(text_file), "--k", "1",
-                     "--num-samples", "4", "--seq-len", "32", "--out", str(tmp_path / "out")])
+    code = cli.main(
+        [
+            "compress",
+            "--model",
+            str(path),
+            "--dataset",
+            str(text_file),
+            "--k",
+            "1",
+            "--num-samples",
+            "4",
+            "--seq-len",
+            "32",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "tokenizer_config.json has auto_map" in err, err
     assert not (tmp_path / "out").exists()
 
 
-def test_a_job_with_an_evil_tokenizer_config_fails_as_a_user_error(sqlite_clean_url, settings_for, team_key_for,
-                                                                   monkeypatch):
+def test_a_job_with_an_evil_tokenizer_config_fails_as_a_user_error(
+    sqlite_clean_url, settings_for, team_key_for, monkeypatch
+):
     from fastapi.testclient import TestClient
 
     from service.api import create_app
@@ -149,15 +184,23 @@ def test_a_job_with_an_evil_tokenizer_config_fails_as_a_user_error(sqlite_clean_
     monkeypatch.setattr(tasks, "_sessions", None)
     auth = team_key_for(settings)
     with TestClient(create_app(settings)) as client:
-        job = client.post("/v1/jobs", headers=auth, json={
-            "model": {"id": "local:evil"}, "calibration": {"dataset": "c4", "num_samples": 4, "seq_len": 32},
-            "compression": {"k": 1}, "evaluation": {"perplexity": []}}).json()
+        job = client.post(
+            "/v1/jobs",
+            headers=auth,
+            json={
+                "model": {"id": "local:evil"},
+                "calibration": {"dataset": "c4", "num_samples": 4, "seq_len": 32},
+                "compression": {"k": 1},
+                "evaluation": {"perplexity": []},
+            },
+        ).json()
         assert tasks.run_job(job["id"]) == "failed"
         job = client.get(f"/v1/jobs/{job['id']}", headers=auth).json()
     assert job["error"]["type"] == "user" and "tokenizer_config.json has auto_map" in job["error"]["message"], job
 
 
 # --- outputs ---------------------------------------------------------------------------------------
+
 
 def readme_snippet() -> str:
     """The python block under "Load the result" in docs/engine.md, as a user would paste it."""
@@ -184,8 +227,15 @@ RUN = textwrap.dedent(
 def run_snippet(code: str, out: Path, cwd: Path) -> subprocess.CompletedProcess:
     """In a fresh process with stdin at EOF, as in CI: a question on stdin is answered by EOF, and shows."""
     env = {"PATH": "/usr/bin:/bin", "HF_HOME": str(cwd / "hf"), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-c", RUN, code, str(out)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", RUN, code, str(out)],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -205,7 +255,9 @@ def test_an_output_names_no_code_but_ours_and_its_tokenizer_loads_without_code_o
         maps = [k for k in ("auto_map", "custom_pipelines") if k in json.loads(f.read_text())]
         assert maps == ([] if f.name != "config.json" else ["auto_map"]), f.name
     assert set(json.loads((out / "config.json").read_text())["auto_map"].values()) == {
-        "modeling_nbl.NBLLlamaConfig", "modeling_nbl.NBLLlamaForCausalLM"}
+        "modeling_nbl.NBLLlamaConfig",
+        "modeling_nbl.NBLLlamaForCausalLM",
+    }
     assert json.loads((out / "tokenizer_config.json").read_text())["tokenizer_class"] == type(tok).__name__
     assert sorted(p.name for p in out.glob("*.py")) == ["modeling_nbl.py"]
 

@@ -88,13 +88,20 @@ def response_error(status: int) -> httpx.HTTPStatusError:
     raise AssertionError(status)
 
 
-@pytest.mark.parametrize("status,kind,says", [
-    (503, HubUnreachable, "answered 503 while downloading org/m@v1; try again later"),
-    (429, HubUnreachable, "answered 429"),
-    (404, HubModelError, "org/m@v1: the Hugging Face Hub at http://127.0.0.1:1 has no /org/m/resolve/main/config.json"),
-    (400, HubModelError, "refused the download (400)"),
-    (403, HubModelError, "gated or private: set a token with access (org/m): the Hugging Face Hub at"),
-])
+@pytest.mark.parametrize(
+    "status,kind,says",
+    [
+        (503, HubUnreachable, "answered 503 while downloading org/m@v1; try again later"),
+        (429, HubUnreachable, "answered 429"),
+        (
+            404,
+            HubModelError,
+            "org/m@v1: the Hugging Face Hub at http://127.0.0.1:1 has no /org/m/resolve/main/config.json",
+        ),
+        (400, HubModelError, "refused the download (400)"),
+        (403, HubModelError, "gated or private: set a token with access (org/m): the Hugging Face Hub at"),
+    ],
+)
 def test_each_answer_is_worded_and_classed_as_worded(endpoint, status, kind, says):
     endpoint("http://127.0.0.1:1")
     wrapped = ModelError("the loader's own wrapping")
@@ -137,11 +144,14 @@ def test_offline_a_cached_hub_model_loads_and_an_uncached_one_is_a_user_error(hu
     requests = len(hub.requests)
 
     lm = load_model("org/tiny", weights=False)  # was: OfflineModeIsEnabled from the file listing
-    assert lm.family == "llama" and lm.path.parent.name == "snapshots" and lm.fingerprint == f"hub:org/tiny@{lm.path.name}"
+    assert (
+        lm.family == "llama" and lm.path.parent.name == "snapshots" and lm.fingerprint == f"hub:org/tiny@{lm.path.name}"
+    )
     assert len(hub.requests) == requests  # nothing asked of the Hub
 
-    with pytest.raises(HubModelError, match="org/other@main is not in this machine's Hugging Face cache, and "
-                                            "HF_HUB_OFFLINE is set"):
+    with pytest.raises(
+        HubModelError, match="org/other@main is not in this machine's Hugging Face cache, and HF_HUB_OFFLINE is set"
+    ):
         load_model("org/other", weights=False)
 
 
@@ -151,8 +161,19 @@ def test_nbl_compress_says_the_hub_is_away_without_a_traceback(endpoint, text_fi
     url = endpoint(f"http://127.0.0.1:{closed_port()}")
     monkeypatch.setenv("NBL_HUB_ATTEMPTS", "2")  # the worker's retry setting, which `nbl compress` now follows
     monkeypatch.setenv("NBL_HUB_BACKOFF", "0.01")
-    code = cli.main(["compress", "--model", "org/tiny-llama", "--dataset", str(text_file), "--k", "1",
-                     "--out", str(tmp_path / "out")])
+    code = cli.main(
+        [
+            "compress",
+            "--model",
+            "org/tiny-llama",
+            "--dataset",
+            str(text_file),
+            "--k",
+            "1",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err, err  # was: a traceback of LocalEntryNotFoundError, exit 1
     assert f"nbl: error: cannot reach the Hugging Face Hub at {url} to download org/tiny-llama@main" in err, err

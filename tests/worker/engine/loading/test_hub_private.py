@@ -23,8 +23,16 @@ from worker.errors import classify
 from worker.load_stage import load
 from worker.pipeline import Options
 
-LLAMA = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 64, "intermediate_size": 128,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "max_position_embeddings": 256}
+LLAMA = {
+    "model_type": "llama",
+    "num_hidden_layers": 4,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 128,
+    "max_position_embeddings": 256,
+}
 
 
 class PrivateHub:
@@ -36,9 +44,15 @@ class PrivateHub:
 
         def model_info(api_self, repo_id, revision=None, files_metadata=False, **kw):
             self.calls.append(("model_info", repo_id))
-            return SimpleNamespace(sha="be7a" + "0" * 36, private=private, gated=False,
-                                   siblings=[SimpleNamespace(rfilename=n, size=10)
-                                             for n in ("config.json", "model.safetensors", "tokenizer.json")])
+            return SimpleNamespace(
+                sha="be7a" + "0" * 36,
+                private=private,
+                gated=False,
+                siblings=[
+                    SimpleNamespace(rfilename=n, size=10)
+                    for n in ("config.json", "model.safetensors", "tokenizer.json")
+                ],
+            )
 
         def hf_hub_download(repo_id, filename, revision=None, **kw):
             self.calls.append(("hf_hub_download", filename))
@@ -61,8 +75,11 @@ class PrivateHub:
         monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
 
     def downloaded(self) -> list[str]:
-        return [c[1] for c in self.calls if c[0] in ("snapshot_download",) or
-                (c[0] == "hf_hub_download" and c[1] != "config.json")]
+        return [
+            c[1]
+            for c in self.calls
+            if c[0] in ("snapshot_download",) or (c[0] == "hf_hub_download" and c[1] != "config.json")
+        ]
 
 
 class Sink:
@@ -77,8 +94,11 @@ class Sink:
 
 
 def _job_load(options: Options):
-    recipe = R.Recipe(model="company/beta-secret", compression=R.Compression(ks=(1,)),
-                      calibration=R.Calibration(num_samples=8, seq_len=32))
+    recipe = R.Recipe(
+        model="company/beta-secret",
+        compression=R.Compression(ks=(1,)),
+        calibration=R.Calibration(num_samples=8, seq_len=32),
+    )
     cfg = from_recipe(recipe)
     return load(recipe, cfg, options, Sink())
 

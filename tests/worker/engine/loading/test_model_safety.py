@@ -56,7 +56,10 @@ class FakeHub:
 
 
 SHARDED_70B = {
-    "config.json": 900, "generation_config.json": 200, "tokenizer.json": 9_000_000, "README.md": 40_000,
+    "config.json": 900,
+    "generation_config.json": 200,
+    "tokenizer.json": 9_000_000,
+    "README.md": 40_000,
     **{f"model-{i:05d}-of-00030.safetensors": 4_700_000_000 for i in range(1, 31)},
     "original/consolidated.00.pth": 16 * GB,  # not fetched (HUB_PATTERNS), not counted
 }
@@ -71,13 +74,19 @@ def test_an_oversized_hub_model_is_refused_before_any_download(monkeypatch, tmp_
 
 
 def test_under_the_limit_the_measured_commit_is_fetched_and_custom_code_still_refused(monkeypatch, tmp_path):
-    hub = FakeHub(monkeypatch, tmp_path, SHARDED_70B,
-                  config={"model_type": "llama", "auto_map": {"AutoModelForCausalLM": "evil.Model"}})
+    hub = FakeHub(
+        monkeypatch,
+        tmp_path,
+        SHARDED_70B,
+        config={"model_type": "llama", "auto_map": {"AutoModelForCausalLM": "evil.Model"}},
+    )
     with pytest.raises(ModelError, match="auto_map .*never loaded with trust_remote_code"):
         load_model("someone/custom-code-model", device="cpu", max_bytes=200 * GB)
     # Sized first, then only config.json, of exactly the commit that was sized; no weights.
-    assert hub.calls == [("model_info", "someone/custom-code-model", None, True),
-                         ("hf_hub_download", "someone/custom-code-model", "config.json", SHA)]
+    assert hub.calls == [
+        ("model_info", "someone/custom-code-model", None, True),
+        ("hf_hub_download", "someone/custom-code-model", "config.json", SHA),
+    ]
 
 
 def test_unknown_file_sizes_are_refused_when_a_limit_is_set(monkeypatch, tmp_path):
@@ -88,8 +97,12 @@ def test_unknown_file_sizes_are_refused_when_a_limit_is_set(monkeypatch, tmp_pat
 
 
 def test_without_a_limit_the_file_list_is_read_without_sizes(monkeypatch, tmp_path):
-    hub = FakeHub(monkeypatch, tmp_path, {"config.json": None, "model.safetensors": None},
-                  config={"model_type": "llama", "auto_map": {"x": "y"}})
+    hub = FakeHub(
+        monkeypatch,
+        tmp_path,
+        {"config.json": None, "model.safetensors": None},
+        config={"model_type": "llama", "auto_map": {"x": "y"}},
+    )
     monkeypatch.setenv("NBL_MAX_MODEL_BYTES", "1")  # the engine reads no setting: only max_bytes limits
     with pytest.raises(ModelError, match="auto_map"):
         load_model("a/b", device="cpu")
@@ -154,8 +167,9 @@ def test_a_hub_id_that_is_also_a_path_on_the_worker_is_refused(tmp_path, monkeyp
     assert resolve_model(model_source(settings, "local:tiny")) == str(local)  # a resolved path
 
 
-def test_the_worker_passes_settings_max_model_bytes_to_the_loader(sqlite_clean_url, settings_for, team_key_for,
-                                                                   monkeypatch):
+def test_the_worker_passes_settings_max_model_bytes_to_the_loader(
+    sqlite_clean_url, settings_for, team_key_for, monkeypatch
+):
     """Settings(max_model_bytes=...) limits a job's model, with NBL_MAX_MODEL_BYTES unset: the task runs in
     this process with those settings."""
     from fastapi.testclient import TestClient
@@ -173,9 +187,15 @@ def test_the_worker_passes_settings_max_model_bytes_to_the_loader(sqlite_clean_u
     monkeypatch.setattr(tasks, "_sessions", None)  # built from the settings above on first use
     auth = team_key_for(settings)
     with TestClient(create_app(settings)) as client:
-        job = client.post("/v1/jobs", headers=auth, json={
-            "model": {"id": "local:tiny"}, "calibration": {"dataset": "c4", "num_samples": 8, "seq_len": 32},
-            "compression": {"k": 1}}).json()
+        job = client.post(
+            "/v1/jobs",
+            headers=auth,
+            json={
+                "model": {"id": "local:tiny"},
+                "calibration": {"dataset": "c4", "num_samples": 8, "seq_len": 32},
+                "compression": {"k": 1},
+            },
+        ).json()
         assert tasks.run_job(job["id"]) == "failed"
         job = client.get(f"/v1/jobs/{job['id']}", headers=auth).json()
     assert job["error"]["type"] == "user" and "over this server's limit" in job["error"]["message"], job

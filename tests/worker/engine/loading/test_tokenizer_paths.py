@@ -89,8 +89,11 @@ def test_a_stale_path_in_an_old_tokenizer_config_still_loads_the_models_own_toke
     `special_tokens_map_file`); transformers never read those, and they are no reason to refuse a model."""
     alpha = save_tiny_checkpoint(tmp_path / "alpha")
     own = len(load_model(str(alpha), weights=False, device="cpu").tokenizer)
-    edit_tokenizer_config(alpha, tokenizer_file="/root/.cache/huggingface/old/tokenizer.json",
-                          special_tokens_map_file="/home/someone/special_tokens_map.json")
+    edit_tokenizer_config(
+        alpha,
+        tokenizer_file="/root/.cache/huggingface/old/tokenizer.json",
+        special_tokens_map_file="/home/someone/special_tokens_map.json",
+    )
 
     assert len(load_model(str(alpha), weights=False, device="cpu").tokenizer) == own
 
@@ -98,14 +101,30 @@ def test_a_stale_path_in_an_old_tokenizer_config_still_loads_the_models_own_toke
 def test_only_values_that_name_files_are_dropped(tmp_path):
     folder = tmp_path / "m"
     folder.mkdir()
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "gguf_file": "/x.gguf", "vocab": "/v.json", "merges": "m.txt", "tokenizer_file": "/t.json",
-        "sp_model_kwargs": {"model_file": "/s.model"}, "dic_dir": "/d", "entity_vocab": "/e.json",
-        "vocab_inline": {"a": 0}, "chat_template": "{{ '/etc/passwd' }}", "eos_token": "</s>",
-        "model_max_length": 2048, "padding_side": "left", "extra_special_tokens": ["/x"]}))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "gguf_file": "/x.gguf",
+                "vocab": "/v.json",
+                "merges": "m.txt",
+                "tokenizer_file": "/t.json",
+                "sp_model_kwargs": {"model_file": "/s.model"},
+                "dic_dir": "/d",
+                "entity_vocab": "/e.json",
+                "vocab_inline": {"a": 0},
+                "chat_template": "{{ '/etc/passwd' }}",
+                "eos_token": "</s>",
+                "model_max_length": 2048,
+                "padding_side": "left",
+                "extra_special_tokens": ["/x"],
+            }
+        )
+    )
 
-    assert path_overrides(folder) == {k: None for k in ("gguf_file", "vocab", "merges", "tokenizer_file",
-                                                        "sp_model_kwargs", "dic_dir", "entity_vocab")}
+    assert path_overrides(folder) == {
+        k: None
+        for k in ("gguf_file", "vocab", "merges", "tokenizer_file", "sp_model_kwargs", "dic_dir", "entity_vocab")
+    }
 
 
 def test_a_fifo_or_a_missing_config_drops_nothing(tmp_path):

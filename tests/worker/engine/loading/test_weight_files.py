@@ -117,8 +117,11 @@ def test_a_hub_snapshot_just_downloaded_is_checked_before_calibrate(tmp_path, mo
     listing = [SimpleNamespace(rfilename=f.name, size=f.stat().st_size) for f in sorted(snap.iterdir())]
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.utils, "get_session", lambda: SimpleNamespace(head=lambda url, **kw: None))
-    monkeypatch.setattr(huggingface_hub.HfApi, "model_info",
-                        lambda api, repo_id, revision=None, **kw: SimpleNamespace(sha=REV, siblings=listing))
+    monkeypatch.setattr(
+        huggingface_hub.HfApi,
+        "model_info",
+        lambda api, repo_id, revision=None, **kw: SimpleNamespace(sha=REV, siblings=listing),
+    )
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo_id, name, revision=None, **kw: str(snap / name))
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **kw: str(snap))
     with pytest.raises(WeightFileError, match="^org/evil: the weights name '[.][.]/"):
@@ -149,10 +152,19 @@ def readers(folder: Path, tmp: Path) -> dict:
     from worker.publish import loadcheck
     from worker.publish.gguf_export import export_gguf
 
-    ref = loadcheck.Reference(ids=loadcheck.probe_ids(128), logits=torch.zeros(1, 16, 128), dtype=torch.float32,
-                              device="cpu")
-    lm = LoadedModel(model=None, tokenizer=None, source="local:evil", revision=None, fingerprint="dir:x",
-                     family="llama", path=folder, dtype=torch.float32)
+    ref = loadcheck.Reference(
+        ids=loadcheck.probe_ids(128), logits=torch.zeros(1, 16, 128), dtype=torch.float32, device="cpu"
+    )
+    lm = LoadedModel(
+        model=None,
+        tokenizer=None,
+        source="local:evil",
+        revision=None,
+        fingerprint="dir:x",
+        family="llama",
+        path=folder,
+        dtype=torch.float32,
+    )
     (tmp / "out").mkdir()
     return {
         "load": lambda: load_model(str(folder), weights=False),
@@ -243,11 +255,22 @@ def test_a_crafted_hub_snapshot_fails_at_load_as_a_user_error_and_reads_nothing(
     craft(snap, case, secret)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO),
-           "NBL_HOME": str(cwd)}
+    env = {
+        **os.environ,
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(REPO),
+        "NBL_HOME": str(cwd),
+    }
     out = tmp_path / "result.json"
-    proc = subprocess.run([sys.executable, "-c", CHILD, os.path.realpath(secret.parent), str(DATA_DIR), str(out)],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, os.path.realpath(secret.parent), str(DATA_DIR), str(out)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(out.read_text())
     assert got["opened"] == [] and got["kernel"] == [], got  # beta's folder: not a file opened or read

@@ -58,8 +58,13 @@ def test_the_branch_output_is_what_the_layer_adds_before_its_mlp(family):
     model = _float64(family, layers=2)
     layer = model.model.layers[1]
     ids = torch.randint(2, 100, (2, 20), generator=torch.Generator().manual_seed(0))
-    io = _layer_io(model, 1, ids, branch=(modeling_nbl.branch_end(layer, model.config), False),
-                   ln2_in=(getattr(layer, FAMILIES[family].ln2), True))
+    io = _layer_io(
+        model,
+        1,
+        ids,
+        branch=(modeling_nbl.branch_end(layer, model.config), False),
+        ln2_in=(getattr(layer, FAMILIES[family].ln2), True),
+    )
     torch.testing.assert_close(io["ln2_in"] - io["h"], io["branch"], rtol=0, atol=1e-12)
 
 

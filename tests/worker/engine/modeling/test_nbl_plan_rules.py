@@ -100,8 +100,14 @@ def test_the_transformers_loader_refuses_a_bad_plan_when_building_the_model():
     `nbl` is what from_pretrained hands it)."""
     from transformers import LlamaConfig
 
-    kw = dict(hidden_size=8, intermediate_size=16, num_hidden_layers=LAYERS, num_attention_heads=2,
-              num_key_value_heads=2, vocab_size=32)
+    kw = dict(
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        vocab_size=32,
+    )
     build = modeling_nbl.NBLLlamaForCausalLM
     assert len(build(modeling_nbl.NBLLlamaConfig(nbl=GOOD, **LlamaConfig(**kw).to_dict())).model.layers) == LAYERS
     for plan, says in REFUSED[:3]:

@@ -40,10 +40,16 @@ def _captured(model, plan_before, maps, j, mode, form):
     if plan_before.layers:
         (apply if form == "nbl" else apply_form)(net, plan_before, maps)
     layer, got = net.model.layers[j], {}
-    hooks = [layer.register_forward_pre_hook(lambda m, a, kw: got.setdefault("h", []).append(
-        kw.get("hidden_states", a[0] if a else None)), with_kwargs=True),
-        layer.register_forward_hook(lambda m, a, o: got.setdefault("out", []).append(o[0] if isinstance(o, tuple) else o)),
-        layer.self_attn.register_forward_hook(lambda m, a, o: got.setdefault("attn", []).append(o[0]))]
+    hooks = [
+        layer.register_forward_pre_hook(
+            lambda m, a, kw: got.setdefault("h", []).append(kw.get("hidden_states", a[0] if a else None)),
+            with_kwargs=True,
+        ),
+        layer.register_forward_hook(
+            lambda m, a, o: got.setdefault("out", []).append(o[0] if isinstance(o, tuple) else o)
+        ),
+        layer.self_attn.register_forward_hook(lambda m, a, o: got.setdefault("attn", []).append(o[0])),
+    ]
     with torch.no_grad():
         net(_blocks(), use_cache=False)
     for hk in hooks:
@@ -85,8 +91,9 @@ def test_the_first_replaced_layer_is_the_one_shot_fit(mode, form):
 def test_linear_refit_is_the_bias_free_fit_on_the_compressed_norm_output():
     model, layers = tiny_model(layers=3), (0, 2)
     maps = _one_shot(model, "attn", layers, "linear")
-    refit = sequential_refit(model, _blocks(), Plan("attn", "nbl", layers, "linear"), maps, batch_size=BS,
-                             holdout=HOLDOUT, ridge=0.0)
+    refit = sequential_refit(
+        model, _blocks(), Plan("attn", "nbl", layers, "linear"), maps, batch_size=BS, holdout=HOLDOUT, ridge=0.0
+    )
     x, y = _captured(model, Plan("attn", "nbl", (0,), "linear"), refit.maps, 2, "attn", "linear")
     assert _rel(refit.maps[2].weight, torch.linalg.lstsq(x, y).solution.T) < 1e-4
     assert float(refit.maps[2].bias.abs().max()) == 0.0
@@ -98,9 +105,17 @@ def test_from_the_checkpoint_with_spilling_equals_in_memory(tmp_path):
     maps = _one_shot(model, "attn", plan.layers)
     mem = sequential_refit(model, _blocks(), plan, maps, batch_size=BS, holdout=HOLDOUT)
     seen = []
-    disk = sequential_refit(CheckpointLayers(path, torch.float32), _blocks(), plan, maps, batch_size=BS,
-                            holdout=HOLDOUT, host_bytes=0, spill_dir=tmp_path / "spill",
-                            on_batch=lambda done, total: seen.append((done, total)))
+    disk = sequential_refit(
+        CheckpointLayers(path, torch.float32),
+        _blocks(),
+        plan,
+        maps,
+        batch_size=BS,
+        holdout=HOLDOUT,
+        host_bytes=0,
+        spill_dir=tmp_path / "spill",
+        on_batch=lambda done, total: seen.append((done, total)),
+    )
     for i in plan.layers:
         assert _rel(disk.maps[i].weight, mem.maps[i].weight) < 1e-12
     assert seen[-1] == (disk.layer_passes, disk.layer_passes) and len(seen) == disk.layer_passes
@@ -115,16 +130,18 @@ def test_fold_and_drop_are_refused(plan):
 def test_teacher_target_regresses_the_base_branch_on_its_own_stream():
     model, layers, mode = tiny_model(layers=4), (1, 2), "attn"
     maps = _one_shot(model, mode, layers)
-    refit = sequential_refit(model, _blocks(), Plan(mode, "nbl", layers), maps, batch_size=BS, holdout=HOLDOUT,
-                             ridge=0.0, target="teacher")
+    refit = sequential_refit(
+        model, _blocks(), Plan(mode, "nbl", layers), maps, batch_size=BS, holdout=HOLDOUT, ridge=0.0, target="teacher"
+    )
     assert _rel(refit.maps[1].weight, maps[1].weight) < 1e-4  # both streams are the base's (float32 noise: a copy)
     x, _ = _captured(model, Plan(mode, "nbl", (1,)), refit.maps, 2, mode, "nbl")  # the compressed stream
     _, y = _captured(model, Plan(mode, "nbl", ()), refit.maps, 2, mode, "nbl")  # the base's own branch
     ones = torch.ones(x.shape[0], 1, dtype=x.dtype)
     sol = torch.linalg.lstsq(torch.cat([x, ones], 1), y).solution
     assert _rel(refit.maps[2].weight, sol[:-1].T) < 1e-4 and _rel(refit.maps[2].bias, sol[-1]) < 1e-4
-    student = sequential_refit(model, _blocks(), Plan(mode, "nbl", layers), maps, batch_size=BS, holdout=HOLDOUT,
-                               ridge=0.0)
+    student = sequential_refit(
+        model, _blocks(), Plan(mode, "nbl", layers), maps, batch_size=BS, holdout=HOLDOUT, ridge=0.0
+    )
     assert _rel(refit.maps[2].weight, student.maps[2].weight) > 1e-3
     with pytest.raises(ValueError, match="target"):
         sequential_refit(model, _blocks(), Plan(mode, "nbl", layers), maps, target="drift")

@@ -129,8 +129,15 @@ def test_nmse_of_a_branch_without_variance_is_0_when_reproduced_else_inf():
     x = torch.randn(64, 3, generator=g, dtype=torch.float64)
     mu_x, cxx = x.mean(0), torch.cov(x.T, correction=0)
     for mu_y in (torch.zeros(2, dtype=torch.float64), torch.tensor([1.5, -2.0], dtype=torch.float64)):
-        m = Moments(n=64.0, mu_x=mu_x, mu_y=mu_y, cxx=cxx, cyy=torch.zeros(2, 2, dtype=torch.float64),
-                    cyx=torch.zeros(2, 3, dtype=torch.float64), tr_cyy=0.0)
+        m = Moments(
+            n=64.0,
+            mu_x=mu_x,
+            mu_y=mu_y,
+            cxx=cxx,
+            cyy=torch.zeros(2, 2, dtype=torch.float64),
+            cyx=torch.zeros(2, 3, dtype=torch.float64),
+            tr_cyy=0.0,
+        )
         assert nmse(m, lmmse(m)) == 0.0
         off = LinearMap(weight=torch.zeros(2, 3, dtype=torch.float64), bias=mu_y + 1.0, ridge=0.0)
         assert nmse(m, off) == float("inf")

@@ -9,8 +9,10 @@ from worker.engine.selection.auto_k import Chooser
 
 
 def scores(cca, cosine, nmse):
-    return [{"layer": i, "attn": {"cca_bound": a, "cosine": c, "nmse": n}} for i, (a, c, n) in
-            enumerate(zip(cca, cosine, nmse))]
+    return [
+        {"layer": i, "attn": {"cca_bound": a, "cosine": c, "nmse": n}}
+        for i, (a, c, n) in enumerate(zip(cca, cosine, nmse))
+    ]
 
 
 # 6 layers: cca ranks 0, 1, 2, ...; cosine (highest first) 4, 5, 3, ...; nmse 2, 3, 4, ...; the loss adds COST.
@@ -45,8 +47,15 @@ def test_k_auto_is_the_largest_k_within_the_budget_by_doubling_then_bisection():
     assert k == 3
     assert sorted({t["k"] for t in ch.tried}) == [1, 2, 3, 4]  # doubled 1, 2 (fit), 4 (does not), then 3 fits
     rec = ch.record({"source": "x"}, 100, {k: ch.layers(k)})
-    assert rec["k"] == 3 and rec["criterion"] == "greedy" and rec["tokens"] == 100 and rec["base_ppl"] == pytest.approx(math.e ** 2)
-    assert {(t["k"], t["criterion"]) for t in rec["tried"]} == {(k, c) for k in (1, 2, 3, 4) for c in ("cca", "cosine", "nmse", "greedy")}
+    assert (
+        rec["k"] == 3
+        and rec["criterion"] == "greedy"
+        and rec["tokens"] == 100
+        and rec["base_ppl"] == pytest.approx(math.e**2)
+    )
+    assert {(t["k"], t["criterion"]) for t in rec["tried"]} == {
+        (k, c) for k in (1, 2, 3, 4) for c in ("cca", "cosine", "nmse", "greedy")
+    }
     assert rec["chosen"] == [{"k": 3, "criterion": "greedy", "layers": [2, 4, 5]}]
 
 
@@ -71,10 +80,18 @@ def test_the_expected_sets_price_the_selection_and_a_measured_job_plans_a_select
     assert len({tuple(t["layers"]) for t in ch.tried} | {(i,) for i in range(6)}) <= expected_sets("auto", [2], 6, 6)
 
     def job(criterion, selection=None, ks=(4,), **kw):
-        return Recipe(model="local:m", compression=Compression(ks=ks, criterion=criterion, **kw),
-                      calibration=Calibration(num_samples=40, seq_len=256), selection=selection)
+        return Recipe(
+            model="local:m",
+            compression=Compression(ks=ks, criterion=criterion, **kw),
+            calibration=Calibration(num_samples=40, seq_len=256),
+            selection=selection,
+        )
+
     assert plan(job("cca"), 30)["select"].weight == 0  # a per-layer criterion measures no sets
-    held, sel = plan(job("greedy"), 30)["select"], plan(job("greedy", selection=Selection("wikitext2", num_samples=8)), 30)["select"]
+    held, sel = (
+        plan(job("greedy"), 30)["select"],
+        plan(job("greedy", selection=Selection("wikitext2", num_samples=8)), 30)["select"],
+    )
     assert held.units == sel.units == expected_sets("greedy", (4,), 30) and sel.weight == pytest.approx(2 * held.weight)
     auto_k = plan(job("cosine", ks=(), max_ppl_increase=0.1), 30)
     assert auto_k["select"].units == expected_sets("cosine", (), 30, k_auto=True) and auto_k["compress"].units == 1
@@ -84,8 +101,10 @@ def test_the_expected_sets_price_the_selection_and_a_measured_job_plans_a_select
 def test_k_auto_finds_the_largest_fitting_k_for_every_threshold_and_measures_the_k_above_it(n_layers):
     """Any monotone loss curve and any budget: the k found is the last that fits, k + 1 was measured and failed
     (unless k is L - 1), and the greedy is never grown past twice the k found."""
-    scores = [{"layer": i, "attn": {"cca_bound": float(i), "cosine": 1.0 - i / 100, "nmse": float(i)}}
-              for i in range(n_layers)]
+    scores = [
+        {"layer": i, "attn": {"cca_bound": float(i), "cosine": 1.0 - i / 100, "nmse": float(i)}}
+        for i in range(n_layers)
+    ]
     for answer in range(1, n_layers):
         ch = Chooser(scores, "attn", "greedy", lambda layers: 2.0 + 0.1 * len(layers), base_loss=2.0, width=2)
         k = ch.auto_k(math.expm1(0.1 * answer + 0.05))

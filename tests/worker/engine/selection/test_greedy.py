@@ -29,9 +29,16 @@ def test_greedy_equals_brute_force_on_the_whole_model(family, mode, method):
     model = tiny_model(family, layers=4)
     g = torch.Generator().manual_seed(1)
     blocks, sel = torch.randint(2, 120, (8, 16), generator=g), torch.randint(2, 120, (4, 16), generator=g)
-    maps = fit_maps(calibrate(model, blocks, batch_size=4, progress=False).stats, mode, range(4)) if method == "nbl" else {}
-    brute = {s: whole_model_loss(model, sel, surgery.Plan(mode, method, s), maps)
-             for r in (1, 2) for s in itertools.combinations(range(4), r)}
+    maps = (
+        fit_maps(calibrate(model, blocks, batch_size=4, progress=False).stats, mode, range(4))
+        if method == "nbl"
+        else {}
+    )
+    brute = {
+        s: whole_model_loss(model, sel, surgery.Plan(mode, method, s), maps)
+        for r in (1, 2)
+        for s in itertools.combinations(range(4), r)
+    }
     set_loss = SetLoss(model, sel, mode, method, maps, batch_size=3)
     for s, want in brute.items():
         assert set_loss(s) == pytest.approx(want, rel=1e-6), s
@@ -41,7 +48,9 @@ def test_greedy_equals_brute_force_on_the_whole_model(family, mode, method):
     greedy = Greedy(range(4), set_loss, width=4)
     assert greedy.layers(1) == [first]
     assert greedy.layers(2) == list(best_pair)
-    assert greedy.steps[1]["tried"] == pytest.approx({j: brute[tuple(sorted((first, j)))] for j in range(4) if j != first})
+    assert greedy.steps[1]["tried"] == pytest.approx(
+        {j: brute[tuple(sorted((first, j)))] for j in range(4) if j != first}
+    )
 
 
 def test_set_loss_from_a_checkpoint_read_layer_by_layer_equals_the_model_in_memory(tmp_path):
@@ -81,5 +90,6 @@ def test_candidate_order_interleaves_the_cheap_criteria():
     order = candidate_order(scores, "attn")
     assert sorted(order) == [0, 1, 2, 3]
     from worker.engine.selection.criteria import ranking
+
     assert set(order[:1]) <= {ranking(scores, "attn", c)[0] for c in ("cca", "cosine", "nmse")}
     assert set(ranking(scores, "attn", c)[0] for c in ("cca", "cosine", "nmse")) <= set(order[:3])

@@ -30,22 +30,34 @@ def whole_model_rises(model, blocks, mode, method, maps, batch_size):
     return rises
 
 
-@pytest.mark.parametrize("family,mode,method,from_checkpoint,tied", [
-    ("llama", "attn", "nbl", True, False),
-    ("mistral", "attn", "drop", False, False),
-    ("qwen2", "block", "drop", True, False),
-    ("qwen3", "block", "nbl", True, True),
-])
+@pytest.mark.parametrize(
+    "family,mode,method,from_checkpoint,tied",
+    [
+        ("llama", "attn", "nbl", True, False),
+        ("mistral", "attn", "drop", False, False),
+        ("qwen2", "block", "drop", True, False),
+        ("qwen3", "block", "nbl", True, True),
+    ],
+)
 def test_layer_by_layer_probe_equals_the_whole_model_probe(family, mode, method, from_checkpoint, tied, tmp_path):
     kw = dict(layers=4, tie_word_embeddings=tied)
     model = tiny_model(family, **kw)
     g = torch.Generator().manual_seed(0)
     blocks, held = torch.randint(2, 120, (8, 16), generator=g), torch.randint(2, 120, (5, 16), generator=g)
-    maps = fit_maps(calibrate(model, blocks, batch_size=4, progress=False).stats, mode, range(4)) if method == "nbl" else {}
+    maps = (
+        fit_maps(calibrate(model, blocks, batch_size=4, progress=False).stats, mode, range(4))
+        if method == "nbl"
+        else {}
+    )
     want = whole_model_rises(model, held, mode, method, maps, batch_size=2)
-    source = CheckpointLayers(save_tiny_checkpoint(tmp_path / "m", family, **kw), torch.float32) if from_checkpoint else model
-    got = loss_rise(source, held, mode, method, maps, batch_size=2, progress=False,
-                    host_bytes=0, spill_dir=tmp_path / "spill")  # every stream spilt to disk
+    source = (
+        CheckpointLayers(save_tiny_checkpoint(tmp_path / "m", family, **kw), torch.float32)
+        if from_checkpoint
+        else model
+    )
+    got = loss_rise(
+        source, held, mode, method, maps, batch_size=2, progress=False, host_bytes=0, spill_dir=tmp_path / "spill"
+    )  # every stream spilt to disk
     assert len(got) == 4 and len(set(got)) == 4
     assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
     if from_checkpoint:

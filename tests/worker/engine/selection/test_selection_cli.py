@@ -22,8 +22,9 @@ BASE = ["--num-samples", "12", "--seq-len", "32"]
 
 
 def test_greedy_on_the_held_out_tenth_by_default(tiny_dir, text_file, capsys):
-    code, out = run(["--model", str(tiny_dir), "--dataset", str(text_file), *BASE, "--criterion", "greedy",
-                     "--k", "1,2"], capsys)
+    code, out = run(
+        ["--model", str(tiny_dir), "--dataset", str(text_file), *BASE, "--criterion", "greedy", "--k", "1,2"], capsys
+    )
     assert code == 0, out.err
     view = json.loads(out.out)
     sel = view["selection"]
@@ -32,17 +33,38 @@ def test_greedy_on_the_held_out_tenth_by_default(tiny_dir, text_file, capsys):
     outputs = {o["k"]: o for o in view["outputs"]}
     assert {o["criterion"] for o in outputs.values()} == {"greedy"}
     assert set(outputs[1]["replaced_layers"]) < set(outputs[2]["replaced_layers"])  # nested
-    assert [s["added"] for s in sel["greedy_steps"]] == [outputs[1]["replaced_layers"][0],
-                                                          *(set(outputs[2]["replaced_layers"]) - set(outputs[1]["replaced_layers"]))]
+    assert [s["added"] for s in sel["greedy_steps"]] == [
+        outputs[1]["replaced_layers"][0],
+        *(set(outputs[2]["replaced_layers"]) - set(outputs[1]["replaced_layers"])),
+    ]
     for t in sel["tried"]:
         assert t["layers"] == outputs[t["k"]]["replaced_layers"] and t["heldout_ppl"] > 0
     assert sel["greedy_steps"][1]["heldout_ppl"] == pytest.approx(sel["tried"][1]["heldout_ppl"])
 
 
 def test_k_auto_with_criterion_auto_on_a_selection_dataset(tiny_dir, text_file, tmp_path, capsys):
-    code, out = run(["--model", str(tiny_dir), "--dataset", str(text_file), *BASE, "--criterion", "auto",
-                     "--k", "auto", "--max-ppl-increase", "1e9", "--selection-dataset", str(text_file),
-                     "--selection-split", "train", "--selection-samples", "3"], capsys)
+    code, out = run(
+        [
+            "--model",
+            str(tiny_dir),
+            "--dataset",
+            str(text_file),
+            *BASE,
+            "--criterion",
+            "auto",
+            "--k",
+            "auto",
+            "--max-ppl-increase",
+            "1e9",
+            "--selection-dataset",
+            str(text_file),
+            "--selection-split",
+            "train",
+            "--selection-samples",
+            "3",
+        ],
+        capsys,
+    )
     assert code == 0, out.err
     sel = json.loads(out.out)["selection"]
     assert sel["data"]["in_distribution"] is True and sel["data"]["split"] == "train"  # the calibration's own file
@@ -60,8 +82,21 @@ def test_k_auto_needs_a_budget_and_a_budget_needs_k_auto(tiny_dir, capsys):
 
 
 def test_the_table_names_the_selection_and_every_set_measured(tiny_dir, text_file, capsys):
-    code = cli.main(["compress", "--model", str(tiny_dir), "--dataset", str(text_file), *BASE, "--criterion", "auto",
-                     "--k", "2", "--no-load-check"])
+    code = cli.main(
+        [
+            "compress",
+            "--model",
+            str(tiny_dir),
+            "--dataset",
+            str(text_file),
+            *BASE,
+            "--criterion",
+            "auto",
+            "--k",
+            "2",
+            "--no-load-check",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "selection on calibration held-out (in-distribution): 31 tokens" in out
@@ -73,10 +108,18 @@ def test_the_table_names_the_selection_and_every_set_measured(tiny_dir, text_fil
 def test_nbl_wait_prints_the_winner_and_the_table():
     from cli.client.format import job_lines
 
-    job = {"id": "job_1", "status": "succeeded", "spec": {"compression": {"criterion": "auto", "k": "auto"}},
-           "selected_layers": [{"k": 2, "mode": "attn", "layers": [1, 3], "criterion": "greedy"}],
-           "selection": {"tried": [{"k": 2, "criterion": "cca", "layers": [0, 1], "heldout_ppl": 30.5},
-                                   {"k": 2, "criterion": "greedy", "layers": [1, 3], "heldout_ppl": None}]}}
+    job = {
+        "id": "job_1",
+        "status": "succeeded",
+        "spec": {"compression": {"criterion": "auto", "k": "auto"}},
+        "selected_layers": [{"k": 2, "mode": "attn", "layers": [1, 3], "criterion": "greedy"}],
+        "selection": {
+            "tried": [
+                {"k": 2, "criterion": "cca", "layers": [0, 1], "heldout_ppl": 30.5},
+                {"k": 2, "criterion": "greedy", "layers": [1, 3], "heldout_ppl": None},
+            ]
+        },
+    }
     text = "\n".join(job_lines(job))
     assert "k=2: layers [1, 3] (chosen by greedy)" in text
     assert "selection k=2 cca: ppl 30.500 layers [0, 1]" in text and "selection k=2 greedy: ppl n/a" in text
@@ -93,8 +136,18 @@ def test_selection_on_the_calibration_dataset_takes_the_blocks_after_the_calibra
 
     tok = tiny_tokenizer()
     spec = DatasetSpec(str(text_file))
-    cfg = CompressConfig(model="m", dataset=spec, ks=[1], num_samples=12, seq_len=32, shuffle=True, seed=3,
-                         criterion="greedy", selection=spec, selection_samples=3)
+    cfg = CompressConfig(
+        model="m",
+        dataset=spec,
+        ks=[1],
+        num_samples=12,
+        seq_len=32,
+        shuffle=True,
+        seed=3,
+        criterion="greedy",
+        selection=spec,
+        selection_samples=3,
+    )
     blocks, data, split = selection_data(cfg, SimpleNamespace(tokenizer=tok), None)
     every = make_blocks(load_texts(spec), tok, 15, 32, True, 3)
     assert blocks.tolist() == every[12:].tolist() and data["in_distribution"] is True and split is None
@@ -102,8 +155,9 @@ def test_selection_on_the_calibration_dataset_takes_the_blocks_after_the_calibra
     assert not any(tuple(b) in calibration for b in blocks.tolist())
 
 
-def test_a_model_larger_than_its_device_is_selected_layer_by_layer_with_the_same_result(tiny_dir, text_file, capsys,
-                                                                                        monkeypatch):
+def test_a_model_larger_than_its_device_is_selected_layer_by_layer_with_the_same_result(
+    tiny_dir, text_file, capsys, monkeypatch
+):
     """On a GPU too small for the whole model (placement.max_memory_for answers a spread), the greedy's sets read
     their layers from the checkpoint again instead of loading the model: the same sets, the same losses."""
     from worker.engine.selection import stage as selection_stage

@@ -71,8 +71,9 @@ def test_race_drops_a_clearly_worse_candidate_after_the_first_round():
     assert out["good"]["full"] and out["good"]["blocks"] == 32
     assert ("bad", 16) not in calls
     # a difference within the noise is never dropped on few blocks
-    assert race(["good", "close"], per_block, 3) == {c: {"loss": pytest.approx(float(losses[c][:3].mean())),
-                                                        "blocks": 3, "full": True} for c in ("good", "close")}
+    assert race(["good", "close"], per_block, 3) == {
+        c: {"loss": pytest.approx(float(losses[c][:3].mean())), "blocks": 3, "full": True} for c in ("good", "close")
+    }
 
 
 def test_race_keeps_nan_last_and_never_wins_it():
