@@ -4,7 +4,8 @@ Everything on disk derives from NBL_HOME unless set explicitly, so two instances
 NBL_HOME (tests, two users on one machine) share nothing: not the database, not the embedded
 broker, not the model, publish or statistics directories.
 
-Built where it is used (the app lifespan, a CLI command, the worker's startup), never at import.
+Built where it is used (the app lifespan, a CLI command, the worker's startup), never at import. Its limits
+and its webhook and event-stream fields are mixins of their own files (settings_limits.py, settings_events.py).
 It is the only reader of NBL_* variables in service/, worker/ and cli/: the engine and the evaluation take
 directories and limits as arguments (tests/test_settings_only_reader.py holds every other module there to
 that). The Python client, installed on its own, reads its two for itself: NBL_API_URL and NBL_API_KEY
@@ -19,7 +20,8 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from nbl.selection.score_fields import GREEDY_WIDTH
+from service.core.settings_events import EventSettings
+from service.core.settings_limits import LimitSettings
 
 HUB = "https://huggingface.co"
 
@@ -39,7 +41,10 @@ class _AliasesOnly(EnvSettingsSource):
         self.config = {**self.config, "populate_by_name": False, "validate_by_name": False}
 
 
-class Settings(BaseSettings):
+class Settings(LimitSettings, EventSettings, BaseSettings):
+    """Where things live, the broker and the Hubs, recovery; the limits and the events' delivery are inherited
+    (settings_limits.py, settings_events.py), read from the environment as these are."""
+
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, validate_default=True)
 
     @classmethod
@@ -199,130 +204,7 @@ class Settings(BaseSettings):
         description="the wait before the second try; it doubles after each",
     )
 
-    # --- limits --------------------------------------------------------------------------------
-    max_num_samples: int = Field(default=4096, ge=1, validation_alias=_env("NBL_MAX_NUM_SAMPLES"))
-    max_seq_len: int = Field(default=32768, ge=1, validation_alias=_env("NBL_MAX_SEQ_LEN"))
-    max_k: int = Field(default=512, ge=1, validation_alias=_env("NBL_MAX_K"))
-    max_eval_limit: int = Field(default=100_000, ge=1, validation_alias=_env("NBL_MAX_EVAL_LIMIT"))
-    max_request_bytes: int = Field(default=64 * 1024, ge=1024, validation_alias=_env("NBL_MAX_REQUEST_BYTES"))
-    max_active_jobs_per_team: int = Field(default=20, ge=1, validation_alias=_env("NBL_MAX_ACTIVE_JOBS_PER_TEAM"))
-    max_queued_jobs_per_team: int | None = Field(
-        default=None,
-        ge=1,
-        validation_alias=_env("NBL_MAX_QUEUED_JOBS_PER_TEAM"),
-        description="a separate cap on a team's queued jobs (default: only the active cap)",
-    )
-    max_jobs_per_team_per_hour: int | None = Field(
-        default=600,
-        ge=1,
-        validation_alias=_env("NBL_MAX_JOBS_PER_TEAM_PER_HOUR"),
-        description="jobs a team may create in any hour, cancelled ones included (a job cancelled at once still "
-        "leaves a message for a worker to drop); a 429 beyond it. Empty: no limit",
-    )
-    # Per API process, counted before a request takes a thread or a connection (service/http/admission.py).
-    max_reads_per_team: int = Field(
-        default=16,
-        ge=1,
-        validation_alias=_env("NBL_MAX_READS_PER_TEAM"),
-        description="a team's GET requests in flight at once in one API process; more "
-        "are refused at once (429 too-many-requests, Retry-After 1), not queued",
-    )
-    max_writes_per_team: int = Field(
-        default=20,
-        ge=1,
-        validation_alias=_env("NBL_MAX_WRITES_PER_TEAM"),
-        description="a team's other requests (submits, cancels, estimates) in flight "
-        "at once in one API process; more are a 429 too-many-requests",
-    )
-    max_streams_per_team: int = Field(
-        default=50,
-        ge=1,
-        validation_alias=_env("NBL_MAX_STREAMS_PER_TEAM"),
-        description="a team's open event streams (the API's and the dashboard's) in "
-        "one API process; more are a 429 too-many-streams",
-    )
-    cap_retry_after_s: int = Field(
-        default=30,
-        ge=1,
-        validation_alias=_env("NBL_CAP_RETRY_AFTER"),
-        description="Retry-After of a 429 from a per-team cap",
-    )
-    team_disk_quota_bytes: int | None = Field(
-        default=10**12,
-        ge=1,
-        validation_alias=_env("NBL_TEAM_DISK_QUOTA_BYTES"),
-        description="bytes of local outputs a team may keep under NBL_PUBLISH_DIR/<team>: a job whose estimate "
-        "would exceed it is a 422 at submit, and one whose outputs would is failed (`user`) at publish, before "
-        "writing (nbl/outputs/quota.py); Hub outputs do not count. Default 1 TB; empty: no limit",
-    )
-    # The worker passes it to the model loader (worker.engine.loading.load.load_model's max_bytes).
-    max_model_bytes: int | None = Field(
-        default=None,
-        ge=1,
-        validation_alias=_env("NBL_MAX_MODEL_BYTES"),
-        description="refuse input models whose weights are larger (default: no limit)",
-    )
-    # The worker passes it to calibration (CompressConfig.host_cache_bytes): the engine reads no setting.
-    host_cache_bytes: int | None = Field(
-        default=None,
-        ge=0,
-        validation_alias=_env("NBL_HOST_CACHE_BYTES"),
-        description="hidden states kept in memory between calibration layers; the "
-        "rest is spilt to NBL_HOME/spill (default: no limit)",
-    )
-    # The worker passes it to measured selection (CompressConfig.greedy_width).
-    greedy_width: int = Field(
-        default=GREEDY_WIDTH,
-        ge=1,
-        validation_alias=_env("NBL_GREEDY_WIDTH"),
-        description="candidate layers the greedy criterion tries per step",
-    )
-    # The worker passes it to calibration (CompressConfig.devices); `nbl worker --devices` sets it too.
-    devices: str | None = Field(
-        default=None,
-        pattern=r"^\s*[\w:]+(\s*,\s*[\w:]+)*\s*$",
-        validation_alias=_env("NBL_DEVICES"),
-        description="comma-separated torch devices the worker calibrates on, one process "
-        "each, e.g. cuda:0,cuda:1 (default: every visible GPU, else cpu)",
-    )
-
-    # --- webhooks ------------------------------------------------------------------------------
-    webhook_allowlist: str = Field(
-        default="",
-        validation_alias=_env("NBL_WEBHOOK_ALLOWLIST"),
-        description="comma-separated IPs or CIDR networks webhooks may reach although "
-        "private (e.g. 10.0.0.0/8); empty: public addresses only",
-    )
-    webhook_max_attempts: int = Field(default=8, ge=1, validation_alias=_env("NBL_WEBHOOK_MAX_ATTEMPTS"))
-    webhook_backoff_s: float = Field(
-        default=30.0,
-        gt=0,
-        validation_alias=_env("NBL_WEBHOOK_BACKOFF"),
-        description="wait before the first retry; doubles at each attempt",
-    )
-    webhook_backoff_max_s: float = Field(default=6 * 3600, gt=0, validation_alias=_env("NBL_WEBHOOK_BACKOFF_MAX"))
-    webhook_timeout_s: float = Field(default=10.0, gt=0, validation_alias=_env("NBL_WEBHOOK_TIMEOUT"))
-    stream_poll_s: float = Field(
-        default=1.0,
-        gt=0,
-        le=60,
-        validation_alias=_env("NBL_STREAM_POLL_S"),
-        description="how often an open event stream reads the job's new events",
-    )
-    stream_max_s: float = Field(
-        default=300.0,
-        gt=0,
-        validation_alias=_env("NBL_STREAM_MAX_S"),
-        description="an event stream ends after this long; the client resumes it "
-        "with Last-Event-ID (so a revoked key or a stopping server frees it)",
-    )
-    wakeup_url: str | None = Field(
-        default=None,
-        validation_alias=_env("NBL_WAKEUP_URL"),
-        description="the Redis whose pub/sub wakes open event streams when a job writes "
-        "events (service/core/wakeup.py); default the broker when it is Redis; empty: "
-        "none, the streams poll every NBL_STREAM_POLL_S",
-    )
+    # --- the API -------------------------------------------------------------------------------
     metrics_window_jobs: int = Field(
         default=500, ge=1, description="finished jobs whose stage durations /metrics summarizes"
     )
@@ -340,7 +222,7 @@ class Settings(BaseSettings):
         parse_prices(value)  # a bad price is told at start, not at the first estimate
         return value
 
-    @field_validator("data_dir", "team_disk_quota_bytes", "max_jobs_per_team_per_hour", "hf_token", mode="before")
+    @field_validator("data_dir", "hf_token", mode="before")
     @classmethod
     def _unset_if_empty(cls, value):
         return None if isinstance(value, str) and not value.strip() else value  # NBL_DATA_DIR= means unset
@@ -386,13 +268,6 @@ class Settings(BaseSettings):
                 "NBL_VISIBILITY_TIMEOUT must exceed NBL_TASK_TIME_LIMIT, or a running task is re-delivered"
             )
         return self
-
-    @property
-    def webhook_networks(self) -> tuple:
-        """NBL_WEBHOOK_ALLOWLIST as ip_network objects."""
-        from nbl.webhook_urls import parse_networks
-
-        return parse_networks(self.webhook_allowlist)
 
     @property
     def spill_dir(self) -> Path:
