@@ -2,7 +2,7 @@
 
 Stage starts and the check and publish results go to stderr as one line each (the engine's tqdm bars
 show the progress within calibration, scoring and evaluation); warnings and the --gate checks always.
-Results are kept for the command's own table and JSON, which read worker.pipeline's PipelineResult.
+Results are kept for the command's own table and JSON, which read worker.pipeline_io's PipelineResult.
 """
 
 from __future__ import annotations

@@ -219,7 +219,7 @@ def write_eval_card(
     short by limit or max_tokens says how much it scored (worker/eval/truncation.py)."""
     from worker.engine.forms.saving import SCORES_FILE
     from worker.eval.truncation import scored
-    from worker.pipeline import flatten
+    from worker.eval_stage import flatten
     from worker.publish.card import CardInfo, write_card
 
     metrics = {"base": flatten(base_result) if base_result else {}, "compressed": flatten(result)}

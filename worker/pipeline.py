@@ -8,7 +8,8 @@ one is not published; none passing fails the job), and publishing (the card rewr
 then a Destination: a local directory or the Hub, worker/publish).
 
 The pipeline knows nothing of the database or the broker: it reports through a `Sink` (the task
-writes that to the DB) and is cancelled by the sink raising `Cancelled` from `progress`. Work is
+writes that to the DB) and is cancelled by the sink raising `Cancelled` from `progress` (those, its Paths,
+Options and result: worker/pipeline_io.py; the evaluation stage: worker/eval_stage.py). Work is
 idempotent: calibration is cached by content, outputs are written atomically, so a retried job
 skips what is done and never leaves half a checkpoint.
 """
@@ -17,14 +18,11 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from nbl.outputs.gguf_formats import gguf_types
-from nbl.recipe import Evaluation, Recipe
-from nbl.result import BASE_EVALUATION, EVALUATION_SECONDS, REFINE, refine_flat
-from nbl.selection.score_fields import GREEDY_WIDTH
+from nbl.recipe import Recipe
+from nbl.result import REFINE, refine_flat
 
 from . import budget, gates, load_stage, progress, run_warnings
 from .engine import compress
@@ -32,91 +30,13 @@ from .engine.config import from_recipe
 from .engine.devices import visible
 from .engine.loading.hub_ids import refuse_path_shadowing
 from .engine.loading.load import release_weights
-from .errors import RetryPolicy
-from .eval.compare import evaluate_outputs
-from .eval.evaluate import EvalSpec, check_tasks
+from .eval.evaluate import check_tasks
+from .eval_stage import eval_spec, evaluate
+from .pipeline_io import Options, Paths, PipelineResult, Sink
 from .publish import loadcheck
-from .publish.destination import Destination, Published
+from .publish.destination import Destination
 from .publish.gguf_export import export_formats, gguf_python
 from .publish.stage import publish
-
-
-class Cancelled(Exception):
-    """Raised by a sink when the job's cancellation was requested."""
-
-
-class Sink(Protocol):
-    """Where the pipeline's results go: the job's rows (worker/tasks.py DbSink) or the terminal
-    (cli/console_sink.py). Every result goes through it, nothing else is written by the pipeline."""
-
-    def progress(self, stage: str, fraction: float, message: str) -> None: ...
-    def metrics(self, variant: str, values: dict[str, float]) -> None: ...
-    def warning(self, message: str) -> None: ...
-    def layer_scores(self, scores: list[dict]) -> None: ...
-    def selection(
-        self, mode: str, selected: dict[int, list[int]], measured: dict | None = None, family: str | None = None
-    ) -> None: ...
-    def output(self, k: int, layers: list[int], published: Published) -> None: ...
-    def estimate(self, figures: dict) -> None: ...
-    def gates(self, result: dict) -> None: ...
-
-    # optional: replan(costs) receives each stage's expected cost once the model is loaded (progress.plan),
-    # and again when the base's evaluation came from the cache (the outputs' evaluation alone);
-    # loaded(fetched) learns whether the load found the weights read before, else how long fetching them took
-    # a job's: begin_publish() records that publishing began, or raises Cancelled when a cancel came first
-    # (worker/publish/stage.py; from then on the API refuses a cancel); should_stop() raises Cancelled on a
-    # cancel, polled while a subprocess runs (the load check, the GGUF export)
-
-
-@dataclass
-class Paths:
-    work_dir: (
-        Path | None
-    )  # where outputs are written before publishing (None: score only, `nbl compress` without --out)
-    publish_dir: Path | None = None  # local publishing destination (jobs)
-    stats_dir: Path | None = None  # the statistics cache (None: none, a run's sums go to the temp dir)
-    stats_cache: bool = (
-        True  # False (NBL_STATS_CACHE_MAX_BYTES=0, --no-cache): a run's sums under stats_dir, then removed
-    )
-    eval_cache: bool = True  # the base's evaluation is cached per model and spec (False: --no-cache)
-    # The rest of the worker's Settings the engine and evaluation need, passed down (they read none).
-    spill_dir: Path | None = None  # hidden states past host_cache_bytes
-    data_dir: Path | None = None  # the shipped data sets (c4, wikitext2, the evaluation tasks)
-    models_dir: Path | None = None  # where a GGUF input is converted
-    home: Path | None = None  # the digest memo and the base-evaluation cache
-    gguf_python: Path | None = None  # the GGUF venv's python (publish.formats gguf:*; None: the checkout's)
-
-
-@dataclass
-class Options:
-    """How this machine runs a recipe: the worker's Settings, or `nbl compress`'s flags. The recipe says what
-    to do; these say where and within which limits."""
-
-    devices: str | None = None  # Settings.devices / --devices (None: every visible GPU, else the CPU)
-    device: str | None = None  # --device: one device (as devices with one)
-    dtype: str = "auto"
-    batch_size: int | None = None
-    product_dtype: str = "auto"  # per-batch products: tf32 on a GPU, else float32 (the sums are float64 always)
-    max_model_bytes: int | None = None  # the largest input model (None: no limit)
-    host_cache_bytes: int | None = None  # hidden states kept in memory between layers (None: no limit)
-    check_timeout_s: float = 900  # the fresh-process load check of each output
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    fit_check: bool = True  # a job's estimate must fit this worker's devices before anything is downloaded
-    load_check: bool = True  # reload each output in a fresh process before it counts (`nbl compress --no-load-check`)
-    local_paths: bool = False  # the model may be a path on this machine (`nbl compress`; a job's may not)
-    private_hub: bool = False  # a private Hub repo may be read (`nbl compress`: its user's token; a job's is shared)
-    progress: bool = False  # tqdm bars on stderr, beside the sink (a terminal)
-    greedy_width: int = GREEDY_WIDTH  # the greedy criterion's candidates per step (Settings.greedy_width)
-
-
-@dataclass
-class PipelineResult:
-    selected: dict[int, list[int]] = field(default_factory=dict)  # k -> layers
-    outputs: dict[int, Published] = field(default_factory=dict)  # k -> where it was published
-    calibration: dict = field(default_factory=dict)
-    compressed: compress.CompressResult | None = None  # the engine's report: scores, outputs, timings
-    evaluation: dict[str, dict] = field(default_factory=dict)  # variant ("base", "k4") -> its nested result
-    checks: dict[int, dict] = field(default_factory=dict)  # k -> the load check's figures (loadcheck.check)
 
 
 def layer_count(model_dir: Path) -> int | None:
@@ -302,93 +222,3 @@ def check(outputs: dict[int, Path], refs: dict, sink: Sink, timeout_s: float, de
             f"difference| {res['max_abs_diff']:.2g} (tolerance {res['tolerance']:.2g})",
         )
     return done
-
-
-def eval_spec(ev: Evaluation, task_dir: Path | None = None) -> EvalSpec:
-    """The evaluation's own spec of a recipe's section (None there: the evaluation's default). A job's
-    task files are written under `task_dir` as NAME.jsonl, so they are read, reported and cached as
-    `nbl eval --task-file NAME.jsonl` would read the same file."""
-    extra = {k: v for k, v in (("repeats", ev.repeats), ("batch_tokens", ev.batch_tokens)) if v is not None}
-    files = list(ev.task_files)
-    if ev.task_texts:
-        if task_dir is None:
-            raise ValueError("a job's task files need a directory to be written to")
-        task_dir.mkdir(parents=True, exist_ok=True)
-        for name, text in ev.task_texts:
-            (task_dir / f"{name}.jsonl").write_text(text, encoding="utf-8")
-            files.append(str(task_dir / f"{name}.jsonl"))
-    return EvalSpec(
-        perplexity=ev.perplexity,
-        tasks=ev.tasks,
-        task_files=tuple(files),
-        limit=ev.limit,
-        max_tokens=ev.max_tokens,
-        suite=ev.suite,
-        speed=ev.speed,
-        **extra,
-    )
-
-
-def evaluate(
-    lm,
-    outputs: dict[int, Path],
-    espec: EvalSpec,
-    sink: Sink,
-    paths: Paths,
-    progress: bool = False,
-    devices: list[str] | None = None,
-    on_base=lambda cached: None,
-) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
-    """Base (cached per model and spec unless paths.eval_cache is off) and each output reloaded from disk
-    (worker/eval/compare.py), over `devices` when larger than the first, each stored as soon as measured.
-    `on_base(cached)`: the base's evaluation is done, from the cache or not (the stage's cost is replanned).
-    Returns the flat metrics by variant ({"base": {...}, "k4": {...}}) and the nested results they come from."""
-    metrics: dict[str, dict[str, float]] = {}
-    nested: dict[str, dict] = {}
-    seconds: dict[str, float] = {}
-
-    def record(variant: str, result: dict) -> None:
-        nested[variant] = result
-        metrics[variant] = flatten(result)
-        sink.metrics(variant, metrics[variant])
-        if variant == "base":  # whether it came from the cache, and the time it took: result.base_evaluation
-            on_base(bool(result.get("cached")))
-            sink.metrics(
-                BASE_EVALUATION,
-                {"cached": float(bool(result.get("cached"))), "seconds": float(result.get("seconds") or 0.0)},
-            )
-        elif result.get("seconds") is not None:  # each output's reload and evaluation: result.outputs[].seconds
-            seconds[variant] = float(result["seconds"])
-            sink.metrics(EVALUATION_SECONDS, dict(seconds))
-
-    evaluate_outputs(
-        lm,
-        outputs,
-        espec,
-        use_cache=paths.eval_cache,
-        progress=progress,
-        report=sink.progress,
-        on_result=record,
-        data_dir=paths.data_dir,
-        home=paths.home,
-        devices=devices,
-    )
-    return metrics, nested
-
-
-def flatten(result: dict) -> dict[str, float]:
-    """An evaluation result as flat metric names: perplexity/wikitext2/ppl, tasks/arc_easy/acc, ..."""
-    out: dict[str, float] = {}
-
-    def walk(prefix: str, node) -> None:
-        if isinstance(node, bool):
-            return
-        if isinstance(node, (int, float)):
-            out[prefix] = float(node)
-        elif isinstance(node, dict):
-            for key, value in node.items():
-                walk(f"{prefix}/{key}" if prefix else str(key), value)
-
-    for section in ("perplexity", "tasks", "speed", "params"):
-        walk(section, result.get(section))
-    return out

@@ -1,5 +1,5 @@
 """What a run takes from the Settings: the directories (Paths) and this machine's limits (Options) of
-worker/pipeline.py, built here once for a job (worker/tasks.py) and for `nbl compress` (cli/compress.py).
+worker/pipeline_io.py, built here once for a job (worker/tasks.py) and for `nbl compress` (cli/compress.py).
 The pipeline and the engine read no Settings: these are how the Settings reach them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from service.core.settings import Settings
 
 from .errors import RetryPolicy
-from .pipeline import Options, Paths
+from .pipeline_io import Options, Paths
 
 
 def run_paths(settings: Settings, work_dir: Path | None, **given: Any) -> Paths:

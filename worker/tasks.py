@@ -39,7 +39,8 @@ from service.jobs.reconciler import drop_reason
 from . import rates
 from .errors import classify
 from .host import caches, ownership, retention
-from .pipeline import Cancelled, run
+from .pipeline import run
+from .pipeline_io import Cancelled
 from .progress import StageCost, Tracker, plan
 from .publish.destination import Published
 from .publish.hub import HubRepo

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from nbl.recipe import Compression, Publishing, Recipe
-from worker.pipeline import Options, Paths, run
+from worker.pipeline import run
+from worker.pipeline_io import Options, Paths
 
 
 def test_no_gguf_venv_fails_first(tmp_path):

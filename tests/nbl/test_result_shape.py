@@ -9,7 +9,7 @@ import math
 
 from nbl.result import delta, finite, job_result, metrics_of, nest, relative
 from nbl.result_schema import JobResult
-from worker.pipeline import flatten
+from worker.eval_stage import flatten
 
 
 def evaluation(ppl: float, acc: float, tps: float, params: int) -> dict:

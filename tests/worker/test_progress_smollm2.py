@@ -11,7 +11,7 @@ from testkit.models import DATA_DIR, load_smollm2
 
 from worker.eval.compare import evaluate_outputs
 from worker.eval.evaluate import EvalSpec
-from worker.pipeline import Cancelled
+from worker.pipeline_io import Cancelled
 
 pytestmark = pytest.mark.slow
 

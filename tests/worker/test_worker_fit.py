@@ -48,7 +48,8 @@ def test_the_pipeline_hands_its_estimate_to_the_sink_before_loading(tmp_path):
     from testkit.models import save_tiny_checkpoint
 
     from nbl.recipe import Calibration, Compression, Recipe
-    from worker.pipeline import Options, Paths, run
+    from worker.pipeline import run
+    from worker.pipeline_io import Options, Paths
     from worker.publish.local import LocalDir
 
     class Sink:

@@ -6,7 +6,7 @@ what it cost.
                    score plot, the before/after table, the loading snippet
 
 Inputs are the output's own nbl_scores.json (`report`, written by the engine), the flat evaluation
-metrics of the job ({"base": {...}, "compressed": {...}}, names as worker.pipeline.flatten gives
+metrics of the job ({"base": {...}, "compressed": {...}}, names as worker.eval_stage.flatten gives
 them, e.g. "perplexity/wikitext2/ppl") and the job's request (the recipe), so the card says nothing
 the output directory and the job row do not already hold. `card_text` is pure; only `write_card` writes.
 """

@@ -29,7 +29,7 @@ from .root_card import RootEntry, write_root_card
 
 
 class PublishSink(Protocol):
-    """What this stage reports to (worker.pipeline.Sink). A job's sink also has begin_publish(), which
+    """What this stage reports to (worker.pipeline_io.Sink). A job's sink also has begin_publish(), which
     raises the pipeline's Cancelled when a cancel won the race to it."""
 
     def progress(self, stage: str, fraction: float, message: str) -> None: ...

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from testkit.fake_converter import alive, fake_converter, in_session, kill_quietly, llama_dir, runs, session, wait_for
 
-from worker.pipeline import Cancelled
+from worker.pipeline_io import Cancelled
 from worker.publish.gguf_export import GgufExportError, export_formats, export_gguf
 
 REPO = Path(__file__).resolve().parents[3]

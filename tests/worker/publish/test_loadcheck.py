@@ -59,7 +59,7 @@ def test_a_cancel_stops_the_fresh_process_within_seconds(output):
 
     from testkit.fake_converter import in_session, running, session
 
-    from worker.pipeline import Cancelled
+    from worker.pipeline_io import Cancelled
 
     path, ref, _ = output
     seen: set[int] = set()

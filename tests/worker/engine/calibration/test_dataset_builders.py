@@ -92,7 +92,8 @@ def test_a_job_reaching_the_data_loader_with_csv_reads_nothing_of_the_working_di
     """The worker's pipeline given a spec naming `csv` (as a job stored before the API refused it would):
     it fails as a user error, and the secret is in no error or event."""
     from nbl.recipe import Calibration, Compression, Recipe
-    from worker.pipeline import Paths, run
+    from worker.pipeline import run
+    from worker.pipeline_io import Paths
     from worker.publish.local import LocalDir
 
     model = save_tiny_checkpoint(tmp_path / "tiny")

@@ -21,7 +21,7 @@ from worker.engine.loading.hub_access import HubModelError
 from worker.engine.loading.load import load_model
 from worker.errors import classify
 from worker.load_stage import load
-from worker.pipeline import Options
+from worker.pipeline_io import Options
 
 LLAMA = {
     "model_type": "llama",

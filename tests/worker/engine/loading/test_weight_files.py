@@ -210,7 +210,8 @@ CHILD = textwrap.dedent("""
 
     from nbl.recipe import Calibration, Compression, Recipe
     from worker.errors import RetryPolicy, classify
-    from worker.pipeline import Options, Paths, run
+    from worker.pipeline import run
+    from worker.pipeline_io import Options, Paths
 
     stages = []
 
