@@ -33,7 +33,7 @@ from service.core.secrets import decrypt
 from service.core.settings import Settings
 from service.core.wakeup import attach, publisher_for
 from service.estimates.store import keep_estimate
-from service.jobs import states, store
+from service.jobs import lease, states, store
 from service.jobs.reconciler import drop_reason
 
 from . import rates
@@ -199,7 +199,7 @@ class Heartbeat(threading.Thread):
         while not self.stop.wait(self.every_s):
             try:
                 with sessions()() as s:
-                    if not states.heartbeat(s, self.job_id, self.token):
+                    if not lease.heartbeat(s, self.job_id, self.token):
                         return  # the lease is gone: the next progress write stops the job
             except Exception as e:  # noqa: BLE001 - a database blip must not end the heartbeat
                 log.warning("job %s: heartbeat failed (%s); retrying", self.job_id, type(e).__name__)
@@ -242,9 +242,9 @@ def claim(job_id: str) -> str | None:
     pool child, killed; Celery re-queued its message) is taken over at once, not after the lease
     expires (worker/host/ownership.py)."""
     kw = dict(max_attempts=settings.max_attempts, owner=ownership.me())
-    token = db(states.claim_job, job_id, settings.lease_seconds, **kw)
+    token = db(lease.claim_job, job_id, settings.lease_seconds, **kw)
     if token is None and (dead := db(ownership.dead_local_owner, job_id)) is not None:
-        token = db(states.claim_job, job_id, settings.lease_seconds, dead_owner=dead, **kw)
+        token = db(lease.claim_job, job_id, settings.lease_seconds, dead_owner=dead, **kw)
         if token is not None:
             log.warning("job %s: taken over from %s, which died on this host", job_id, dead)
     return token

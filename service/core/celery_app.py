@@ -7,7 +7,7 @@
 
 acks_late with prefetch 1: a message is acknowledged only after the task returns, so a worker that
 dies mid-job gets it re-delivered; that is safe because the task re-reads the row and claims it
-with a lease (service.jobs.states.claim_job), and every stage skips work already checkpointed. On Redis
+with a lease (service.jobs.lease.claim_job), and every stage skips work already checkpointed. On Redis
 the visibility timeout must outlive the longest task, or a running job is delivered twice
 (Settings checks visibility_timeout_s > task_time_limit_s).
 """

@@ -8,7 +8,7 @@ caller's key) and re-renders when it moved:
     version = (updated_at, newest warning event id, artifact count, newest artifact created_at)
 
 Every writer of a field JobOut shows sets `jobs.updated_at` (service/jobs/store.py, states.py,
-service/estimates/store.py); warnings and artifacts are rows of their own, so they count in the version
+lease.py, service/estimates/store.py); warnings and artifacts are rows of their own, so they count in the version
 directly. The version is read from the database on every request, so several API processes (each with
 its own cache) never serve a view older than the row they just read. The bytes are those of
 `JobOut.model_dump_json()`, which is what FastAPI's response_model path wrote (the same pydantic

@@ -11,7 +11,7 @@ Each pass (`reconcile_once`):
    than Settings.redispatch_after_s ago (the broker restarted without persistence) are sent again
    (service.jobs.queue.dispatch_queued).
 
-A duplicate message is harmless: the worker claims with a compare-and-set (service.jobs.states.claim_job)
+A duplicate message is harmless: the worker claims with a compare-and-set (service.jobs.lease.claim_job)
 and drops, with a log line, any delivery of a job that is no longer queued (`drop_reason`).
 
 Any number of copies may run: `nbl worker` and `nbl serve` run the loop in a thread
@@ -41,7 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.models import OWNED, Job, JobStatus, utcnow
 from service.core.settings import Settings
-from service.jobs import states
+from service.jobs import lease, states
 from service.jobs.queue import dispatch_queued
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ def recover_lost(session: Session, settings: Settings, *, now: datetime | None =
                 result.failed.append(job.id)
                 log.warning("job %s failed: %s, last on %s", job.id, reason, job.lease_owner or "?")
         else:
-            message = states.requeue_lost(session, job, settings.max_attempts, now)
+            message = lease.requeue_lost(session, job, settings.max_attempts, now)
             if message:
                 result.requeued.append(job.id)
                 log.warning("job %s: %s", job.id, message)

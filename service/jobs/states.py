@@ -1,5 +1,5 @@
-"""The job's state machine: the one place that writes `jobs.status`, and with each change the
-status event and the webhook outbox row, in the same transaction.
+"""The job's state machine: with its lease's transitions (service/jobs/lease.py), the one place that writes
+`jobs.status`, and with each change the status event and the webhook outbox row, in the same transaction.
 
     queued --claim--> running --finish--> succeeded | failed | cancelled
     queued --cancel--> cancelled            running --cancel--> cancelling --finish--> cancelled
@@ -9,23 +9,23 @@ status event and the webhook outbox row, in the same transaction.
                                queued again after its worker died; it ends succeeded or failed
 
 Ownership is a lease: `claim_job` hands back a token and every later write that matters is fenced
-by it (`owned`), so a worker that lost its lease cannot overwrite the new owner's work. Terminal
-states never change. Each transition is a compare-and-set on the row, so two workers, two API
-calls or two reconcilers racing on one job move it once. Every function that writes commits (or
-rolls back) before it returns, except `insert_queued`, whose caller commits the new row.
-tests/service/jobs/test_state_writers.py checks that no other module writes a status, a JobEvent or an
-outbox row.
+by it (`owned`), so a worker that lost its lease cannot overwrite the new owner's work. Taking, keeping
+and losing a lease (claim_job, heartbeat, requeue_lost) are lease.py's, which writes each status change
+through `status_changed` here. Terminal states never change. Each transition is a compare-and-set on the
+row, so two workers, two API calls or two reconcilers racing on one job move it once. Every function that
+writes commits (or rolls back) before it returns, except `insert_queued`, whose caller commits the new row.
+tests/service/jobs/test_state_writers.py checks that no module but these two writes a status, a JobEvent
+or an outbox row.
 """
 
 from __future__ import annotations
 
 import math
-import secrets
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, false, or_, select, update
+from sqlalchemy import and_, bindparam, case, false, select, update
 from sqlalchemy.orm import Session
 
 from nbl.result import finite as finite_tree
@@ -94,7 +94,7 @@ def event(
     return ev
 
 
-def _changed(session: Session, job_id: str, status: str, now: datetime, message: str, **data: Any) -> None:
+def status_changed(session: Session, job_id: str, status: str, now: datetime, message: str, **data: Any) -> None:
     """The status event and the webhook outbox row of a transition, in its transaction."""
     event(session, job_id, EventKind.status.value, message=message, data={"status": status, **data}, now=now)
     outbox.enqueue(session, job_id, status, now)  # no event for queued or cancelling: enqueue skips them
@@ -125,98 +125,7 @@ def insert_queued(session: Session, now: datetime, **fields: Any) -> Job:
     return job
 
 
-# --- ownership -----------------------------------------------------------------------------------
-
-
-def claim_job(
-    session: Session,
-    job_id: str,
-    lease_seconds: int,
-    *,
-    max_attempts: int | None = None,
-    owner: str | None = None,
-    dead_owner: str | None = None,
-) -> str | None:
-    """Compare-and-set queued -> running (or take over a running job whose lease expired).
-
-    Returns the new lease token, or None when the job is not claimable: unknown, terminal, or
-    running under a live lease. A cancelling job whose worker died is finished as cancelled here.
-    attempt += 1; started_at is set on the first claim. `owner` (worker.host.ownership) is recorded;
-    `dead_owner` also takes over a live lease that this owner holds (the caller knows it died).
-    With `max_attempts`, a job that already had that many is not taken over: the reconciler fails
-    it, so a poison job cannot loop.
-    """
-    now = utcnow()
-    token = secrets.token_hex(16)
-    now_param = bindparam("claim_now", now, type_=UTCDateTime())
-    expired = Job.lease_expires_at < now
-    if dead_owner is not None:
-        expired = or_(expired, Job.lease_owner == dead_owner)
-    takeover = and_(Job.status == JobStatus.running.value, expired)
-    if max_attempts is not None:
-        takeover = and_(takeover, Job.attempt < max_attempts)
-    claim = update(Job).values(
-        status=JobStatus.running.value,
-        attempt=Job.attempt + 1,
-        lease_token=token,
-        lease_owner=owner,
-        lease_expires_at=now + timedelta(seconds=lease_seconds),
-        heartbeat_at=now,
-        updated_at=now,
-        started_at=case((Job.started_at.is_(None), now_param), else_=Job.started_at),
-    )
-    # A lost worker's job taken over here, before the reconciler requeued it, gets the same "worker lost"
-    # event as a requeue would have written: the history says why there is a second attempt either way.
-    lost = session.execute(
-        select(Job.lease_token, Job.lease_owner, Job.stage, Job.attempt).where(Job.id == job_id, takeover)
-    ).first()
-    if lost is not None and lost.lease_token is not None:
-        claimed = cas(session, claim.where(Job.id == job_id, takeover, Job.lease_token == lost.lease_token))
-        if claimed:
-            _lost_event(session, job_id, lost, max_attempts, now)
-    else:
-        claimed = cas(session, claim.where(Job.id == job_id, or_(Job.status == JobStatus.queued.value, takeover)))
-    if claimed:
-        attempt = session.scalar(select(Job.attempt).where(Job.id == job_id))
-        _changed(session, job_id, JobStatus.running.value, now, f"running (attempt {attempt})", attempt=attempt)
-        session.commit()
-        return token
-    # A cancel arrived for a job whose worker died: nobody will reach the next checkpoint.
-    if cas(
-        session,
-        update(Job)
-        .where(Job.id == job_id, Job.status == JobStatus.cancelling.value, Job.lease_expires_at < now)
-        .values(
-            status=JobStatus.cancelled.value,
-            finished_at=now,
-            updated_at=now,
-            lease_expires_at=None,
-            hub_token_encrypted=None,
-        ),
-    ):
-        _changed(session, job_id, JobStatus.cancelled.value, now, "cancelled")
-        session.commit()
-    return None
-
-
-def heartbeat(session: Session, job_id: str, lease_token: str, lease_seconds: int | None = None) -> bool:
-    """Extend the lease. False when it is no longer ours (taken over, or the job ended)."""
-    now = utcnow()
-    values: dict[str, Any] = {"heartbeat_at": now}
-    if lease_seconds is not None:
-        values["lease_expires_at"] = now + timedelta(seconds=lease_seconds)
-    else:  # keep the same lease length as the claim gave
-        values["lease_expires_at"] = now + _lease_length(session, job_id, lease_token)
-    return cas(session, update(Job).where(owned(job_id, lease_token)).values(**values), commit=True)
-
-
-def _lease_length(session: Session, job_id: str, lease_token: str) -> timedelta:
-    row = session.execute(
-        select(Job.lease_expires_at, Job.heartbeat_at).where(Job.id == job_id, Job.lease_token == lease_token)
-    ).first()
-    if row is None or row.lease_expires_at is None or row.heartbeat_at is None:
-        return timedelta(seconds=120)
-    return max(row.lease_expires_at - row.heartbeat_at, timedelta(seconds=5))
+# --- finish --------------------------------------------------------------------------------------
 
 
 def finish(
@@ -251,7 +160,9 @@ def finish(
     if not cas(session, update(Job).where(owned(job_id, lease_token)).values(**values)):
         return False
     data = {"error_type": error_type} if error_type else {}
-    _changed(session, job_id, status, now, status if not error_message else f"{status}: {error_message[:500]}", **data)
+    status_changed(
+        session, job_id, status, now, status if not error_message else f"{status}: {error_message[:500]}", **data
+    )
     session.commit()  # the outbox row commits with the terminal state
     return True
 
@@ -287,7 +198,9 @@ def request_cancel(session: Session, job: Job) -> bool:
         .values(cancel_requested=True, updated_at=now, **target),
     ):
         return False
-    _changed(session, job.id, target["status"], now, target["status"], requested_by="api")  # job.cancelled if queued
+    status_changed(
+        session, job.id, target["status"], now, target["status"], requested_by="api"
+    )  # job.cancelled if queued
     session.commit()
     return True
 
@@ -337,54 +250,3 @@ def cancel_requested(session: Session, job_id: str) -> bool:
     row = session.execute(select(Job.status, Job.cancel_requested).where(Job.id == job_id)).first()
     session.commit()
     return row is None or row.cancel_requested or row.status in (JobStatus.cancelling.value, JobStatus.cancelled.value)
-
-
-# --- requeue -------------------------------------------------------------------------------------
-
-
-def requeue_lost(session: Session, job, max_attempts: int, now: datetime) -> str | None:
-    """The reconciler's running -> queued, if the lease it saw (`job`: a row with id, lease_token,
-    attempt, stage, lease_owner) is still the one held and still expired. Returns the event's
-    message, or None when the worker renewed its lease in time or another reconciler got there first."""
-    if not cas(
-        session,
-        update(Job)
-        .where(
-            Job.id == job.id,
-            Job.status == JobStatus.running.value,
-            Job.lease_token == job.lease_token,
-            Job.lease_expires_at < now,
-        )
-        .values(
-            status=JobStatus.queued.value,
-            lease_token=None,
-            lease_expires_at=None,
-            dispatched_at=None,
-            progress=0.0,
-            stage_progress=None,
-            eta_seconds=None,
-            updated_at=now,
-        ),
-    ):
-        return None
-    message = _lost_event(session, job.id, job, max_attempts, now)
-    session.commit()
-    return message
-
-
-def _lost_event(session: Session, job_id: str, job, max_attempts: int | None, now: datetime) -> str:
-    """The "worker lost" event of a job whose lease expired (`job`: its lease_owner, stage, attempt)."""
-    who = f"worker {job.lease_owner}" if job.lease_owner else "worker"
-    of = f" of {max_attempts}" if max_attempts is not None else ""
-    message = f"queued again: {who} lost at stage {job.stage or 'claim'} (attempt {job.attempt}{of})"
-    _changed(
-        session,
-        job_id,
-        JobStatus.queued.value,
-        now,
-        message,
-        reason="worker lost",
-        attempt=job.attempt,
-        stage=job.stage,
-    )
-    return message

@@ -1,6 +1,6 @@
 """What the worker writes besides state changes, as plain functions on a Session: progress and
 events, per-layer scores, metrics, artifacts; and what it reads back (the spec, the Hub token).
-Claim, heartbeat, finish and cancel are service.jobs.states.
+Claim and heartbeat are service.jobs.lease; finish and cancel, service.jobs.states.
 
 Every write is fenced by the lease token the claim handed out (states.owned), so a worker that
 lost its lease (paused too long, and the job was taken over) cannot overwrite the new owner's
@@ -10,7 +10,7 @@ across a long stage; call these between batches.
 
 Typical task body (worker side):
 
-    token = states.claim_job(s, job_id, settings.lease_seconds)
+    token = lease.claim_job(s, job_id, settings.lease_seconds)
     if token is None: return                      # not ours (done, cancelled, or running elsewhere)
     store.set_progress(s, job_id, "calibrate", 0.1, eta=300, stage_progress=0.4, lease_token=token)
     if states.cancel_requested(s, job_id): states.finish(s, job_id, token, "cancelled"); return

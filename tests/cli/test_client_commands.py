@@ -14,7 +14,7 @@ from cli.client.format import metric_order, metrics_table, readable
 from cli.client.wait import WaitPrinter
 from cli.main import main
 from nbl_client import Event, EventList, Job
-from service.jobs import states, store
+from service.jobs import lease, states, store
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -195,7 +195,7 @@ def test_logs_follow_prints_every_event_until_the_job_ends(served, capsys):
 
     def worker():  # whenever it runs, --follow must print all of it and stop at the end
         with make_sessionmaker(engine)() as s:
-            token = states.claim_job(s, job_id, 60)
+            token = lease.claim_job(s, job_id, 60)
             store.set_progress(s, job_id, "score", 0.5, lease_token=token)
             store.add_event(s, job_id, "warning", "a warning of the job")
             states.finish(s, job_id, token, "succeeded")
@@ -217,7 +217,7 @@ def test_cancel_of_a_job_that_began_publishing_says_so_and_exits_4(served, capsy
     job_id = json.loads(out)["id"]
     engine = make_engine(served)
     with make_sessionmaker(engine)() as s:  # a worker reached its publish stage
-        assert states.begin_publish(s, job_id, states.claim_job(s, job_id, 60))
+        assert states.begin_publish(s, job_id, lease.claim_job(s, job_id, 60))
     engine.dispose()
     code, out, err = run(capsys, "cancel", job_id)
     assert (code, out) == (4, "")

@@ -16,7 +16,7 @@ from cli.main import main
 from service.api import create_app
 from service.core.db import make_engine, make_sessionmaker
 from service.core.settings import Settings
-from service.jobs import states, store
+from service.jobs import lease, states, store
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,7 @@ def test_submit_and_wait(served, capsys, tmp_path):
 
     # Drive it to success as the worker would: exit 0 and the metrics table.
     with sessions() as s:
-        token = states.claim_job(s, job["id"], 60)
+        token = lease.claim_job(s, job["id"], 60)
         store.set_progress(s, job["id"], "evaluate", 0.9, lease_token=token)
         store.save_metrics(s, job["id"], "base", {"perplexity/wikitext2/ppl": 20.25}, lease_token=token)
         store.save_metrics(s, job["id"], "k4", {"perplexity/wikitext2/ppl": 23.5}, lease_token=token)
@@ -116,7 +116,7 @@ def test_submit_and_wait(served, capsys, tmp_path):
 
     # Failed -> 1, cancelled -> 2.
     with sessions() as s:
-        token = states.claim_job(s, a["id"], 60)
+        token = lease.claim_job(s, a["id"], 60)
         states.finish(s, a["id"], token, "failed", error_type="user", error_message="k=4 >= layers")
     assert main(["wait", a["id"], "--quiet"]) == 1
     assert "k=4 >= layers" in capsys.readouterr().out

@@ -12,7 +12,7 @@ import pytest
 from cli.client.junit import junit_xml, unreachable_xml
 from cli.client.result_table import result_lines
 from cli.main import main
-from service.jobs import states, store
+from service.jobs import lease, states, store
 
 BASE = {
     "perplexity/wikitext2/ppl": 20.0,
@@ -56,7 +56,7 @@ def finish(settings, job_id: str, status: str = "succeeded") -> None:
 
     engine = make_engine(settings)
     with make_sessionmaker(engine)() as s:
-        token = states.claim_job(s, job_id, 60)
+        token = lease.claim_job(s, job_id, 60)
         store.save_metrics(s, job_id, "base", BASE, lease_token=token)
         store.save_metrics(s, job_id, "k1", K1, lease_token=token)
         store.set_selected_layers(
@@ -160,7 +160,7 @@ def test_a_cancelled_job_is_one_failing_case_that_says_where(served, capsys, tmp
 
     engine = make_engine(served)
     with make_sessionmaker(engine)() as s:
-        token = states.claim_job(s, job_id, 60)
+        token = lease.claim_job(s, job_id, 60)
         store.set_progress(s, job_id, "calibrate", 0.25, lease_token=token)
         assert states.request_cancel(s, s.get(Job, job_id))
         states.finish(s, job_id, token, "cancelled")

@@ -37,7 +37,7 @@ def sha(data: bytes) -> str:
 def real(pg_url, settings_for, team_key_for, live_server, tmp_path):
     """A job of team alpha whose k=1 the real local publisher wrote, served by the real API."""
     from service.core.db import make_engine, make_sessionmaker
-    from service.jobs import states, store
+    from service.jobs import lease, states, store
     from worker.publish.local import LocalDir
 
     settings = settings_for(pg_url)
@@ -53,7 +53,7 @@ def real(pg_url, settings_for, team_key_for, live_server, tmp_path):
         (staged / name).write_bytes(data)
     engine = make_engine(settings)
     with make_sessionmaker(engine)() as s:
-        token = states.claim_job(s, job_id, 60)
+        token = lease.claim_job(s, job_id, 60)
         published = LocalDir(settings.publish_dir, "alpha", "out", job_id).publish(staged, 1, several=False)
         assert store.save_artifact(s, job_id, 1, published.kind, published.uri, lease_token=token)
         assert states.finish(s, job_id, token, "succeeded")

@@ -10,7 +10,7 @@ from testkit.service_lib import body
 
 from nbl_client import ApiError, Client, Event, Job, MissingKey, WaitTimeout
 from service.api import create_app
-from service.jobs import states, store
+from service.jobs import lease, states, store
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_wait_follows_a_job_to_its_end(api, sessions):
     def worker():  # as the worker would, once wait is polling
         started.wait(10)
         with sessions() as s:
-            token = states.claim_job(s, job.id, 60)
+            token = lease.claim_job(s, job.id, 60)
             store.set_progress(s, job.id, "evaluate", 0.5, lease_token=token)
             store.save_metrics(s, job.id, "base", {"perplexity/wikitext2/ppl": 20.25}, lease_token=token)
             states.finish(s, job.id, token, "succeeded")
@@ -98,7 +98,7 @@ def test_list_objects_are_sequences_of_their_items(api, sessions, settings, tmp_
     (staged / "config.json").write_text("{}\n")
     (staged / "sub" / "w.bin").write_bytes(b"w" * 10)
     with sessions() as s:
-        token = states.claim_job(s, job.id, 60)
+        token = lease.claim_job(s, job.id, 60)
         published = LocalDir(settings.publish_dir, "alpha", "out", job.id).publish(staged, 1, several=False)
         assert store.save_artifact(s, job.id, 1, published.kind, published.uri, lease_token=token)
         states.finish(s, job.id, token, "succeeded")
@@ -125,7 +125,7 @@ def test_a_client_needs_a_key_and_a_url(monkeypatch):
 def test_cancel_of_a_job_that_began_publishing_is_a_409_of_its_own_type(api, sessions):
     job = api.submit(body())
     with sessions() as s:
-        assert states.begin_publish(s, job.id, states.claim_job(s, job.id, 60))
+        assert states.begin_publish(s, job.id, lease.claim_job(s, job.id, 60))
     with pytest.raises(ApiError) as refused:
         api.cancel(job.id)
     assert refused.value.status == 409 and refused.value.problem["type"].endswith("/job-publishing")

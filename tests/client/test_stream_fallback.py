@@ -16,7 +16,7 @@ from testkit.service_lib import body
 
 from nbl_client import Client, stream
 from service.api import create_app
-from service.jobs import states, store
+from service.jobs import lease, states, store
 
 HANG_S = 60  # far beyond the bounds set below: only a client that hangs meets it
 
@@ -73,7 +73,7 @@ def test_follow_polls_once_the_stream_keeps_failing(upstream, fault):
     with Client(url, key, connect_timeout=5) as direct:
         job = direct.submit(body())
     with sessions() as s:
-        token = states.claim_job(s, job.id, 60)
+        token = lease.claim_job(s, job.id, 60)
         store.set_progress(s, job.id, "score", 0.5, lease_token=token)
         for i in range(5):
             store.add_event(s, job.id, "log", f"event {i} " + "x" * 100)
@@ -100,7 +100,7 @@ def test_wait_polls_once_the_stream_keeps_failing(upstream, fault):
     with Client(url, key, connect_timeout=5) as direct:
         job = direct.submit(body())
     with sessions() as s:
-        token = states.claim_job(s, job.id, 60)
+        token = lease.claim_job(s, job.id, 60)
     proxy = FaultyProxy(url, fault)
     warned: list[str] = []
     fallen_back = threading.Event()

@@ -3,11 +3,11 @@ the real `nbl worker` (no fault hooks) on the SQLite database, submitted while t
 the API writes the broker as the worker polls it. Every job must end, each on its first attempt.
 
 This is where a prefork child once deadlocked (in about 370 jobs): forked while the parent held
-SQLite's mutex, it hung in states.claim_job and every later job stayed queued. `nbl worker` now runs
+SQLite's mutex, it hung in lease.claim_job and every later job stayed queued. `nbl worker` now runs
 the solo pool on SQLite (worker/host/pool.py): every job's lease names the worker's own pid.
 
 The mix keeps it cheap on 2 cores while every job takes the whole claim path (dispatch, delivery,
-states.claim_job, the spec, states.finish): one job in 60 runs the whole pipeline on the tiny model,
+lease.claim_job, the spec, states.finish): one job in 60 runs the whole pipeline on the tiny model,
 with the fresh-process load check (seconds each); the others ask to publish to the Hub with no
 token, which the worker refuses right after claiming the job (a `user` failure, no model loaded).
 """

@@ -49,7 +49,7 @@ def test_nbl_serve_alone_requeues_a_job_whose_worker_is_gone(cluster_factory):
 
     from service.core.db import make_engine, make_sessionmaker
     from service.core.models import Job, utcnow
-    from service.jobs import states
+    from service.jobs import lease
 
     c = cluster_factory(EMBEDDED, EMBEDDED)
     auth = c.auth()
@@ -57,7 +57,7 @@ def test_nbl_serve_alone_requeues_a_job_whose_worker_is_gone(cluster_factory):
     engine = make_engine(c.settings)
     sessions = make_sessionmaker(engine)
     with sessions() as s:  # a worker took it, then vanished with the message
-        assert states.claim_job(s, job_id, 5, max_attempts=3, owner="gone:1@x")
+        assert lease.claim_job(s, job_id, 5, max_attempts=3, owner="gone:1@x")
         s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
         s.commit()
     before = [m["args"][0] for m in sqla_broker_messages(c.settings)]

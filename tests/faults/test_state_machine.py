@@ -26,8 +26,8 @@ from service.core.db import make_engine, make_sessionmaker
 from service.core.errors import InvalidJobState
 from service.core.models import TERMINAL, Artifact, Job, JobEvent, Team, new_job_id, utcnow
 from service.core.settings import Settings
+from service.jobs import lease, states, store
 from service.jobs import service as api_jobs
-from service.jobs import states, store
 from service.jobs.reconciler import reconcile_once
 
 MAX_ATTEMPTS = 2
@@ -75,7 +75,7 @@ def machine(sessions, service_settings):
 
         def _claim(self, job_id: str) -> None:
             with sessions() as s:
-                token = states.claim_job(s, job_id, 60, max_attempts=MAX_ATTEMPTS, owner=f"w{self.next_worker}")
+                token = lease.claim_job(s, job_id, 60, max_attempts=MAX_ATTEMPTS, owner=f"w{self.next_worker}")
             if token is not None:
                 self.workers[self.next_worker] = (job_id, token, False)
                 self.next_worker += 1
@@ -132,7 +132,7 @@ def machine(sessions, service_settings):
             w = self._worker(data)
             job_id, token, _ = self.workers[w]
             with sessions() as s:
-                if not states.heartbeat(s, job_id, token):
+                if not lease.heartbeat(s, job_id, token):
                     del self.workers[w]  # the lease is gone: the next progress write stops it
 
         @precondition(lambda self: self.workers)

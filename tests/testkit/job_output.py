@@ -71,7 +71,7 @@ def hub_and_old_rows(s: Served) -> str:
     """Another job of team alpha whose k=1 went to the Hub and whose k=2 row is from before per-team
     folders (a server path), written as the worker's store writes them."""
     from service.core.db import make_engine, make_sessionmaker
-    from service.jobs import states, store
+    from service.jobs import lease, store
 
     job_id = httpx.post(
         f"{s.url}/v1/jobs",
@@ -80,7 +80,7 @@ def hub_and_old_rows(s: Served) -> str:
     ).json()["id"]
     engine = make_engine(s.settings)
     with make_sessionmaker(engine)() as session:
-        token = states.claim_job(session, job_id, 60)
+        token = lease.claim_job(session, job_id, 60)
         assert store.save_artifact(session, job_id, 1, "hub", HUB_URL, "main", "a" * 40, lease_token=token)
         assert store.save_artifact(session, job_id, 2, "local", "file:///srv/published/x/k2", lease_token=token)
     engine.dispose()

@@ -1,14 +1,14 @@
 """A job as a worker leaves it, written through the real functions: created by the jobs service (as
-POST /v1/jobs does), then claimed, staged, scored, measured and finished by service/jobs/store.py and states.py.
-Used by the dashboard's unit tests and its browser test."""
+POST /v1/jobs does), then claimed, staged, scored, measured and finished by service/jobs/lease.py, store.py
+and states.py. Used by the dashboard's unit tests and its browser test."""
 
 from __future__ import annotations
 
 import time
 
 from nbl.request import JobCreate
+from service.jobs import lease, states, store
 from service.jobs import service as jobs
-from service.jobs import states, store
 from service.keys.auth import authenticate
 
 LAYERS = 8
@@ -84,7 +84,7 @@ def seed_job(
         job, _ = jobs.create_job(s, who, spec, None, settings)
         job_id = job.id
     with sessions() as s:
-        token = states.claim_job(s, job_id, 120)
+        token = lease.claim_job(s, job_id, 120)
         for stage in ("load", "calibrate", "score"):
             store.set_progress(s, job_id, stage, 0.0, lease_token=token)
             for i in range(logs if stage == "calibrate" else 0):

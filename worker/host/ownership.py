@@ -7,7 +7,7 @@ When a pool child is killed (OOM, SIGKILL), Celery's parent process re-queues it
 (task_reject_on_worker_lost) and a new child of the same worker receives it, while the job is still
 leased to the dead child for up to NBL_LEASE_SECONDS. That child was on this host: if its pid no
 longer exists, nobody else can be running the job, so the new child takes over at once instead of
-waiting for the lease to expire (states.claim_job(dead_owner=...)). Anything this process cannot
+waiting for the lease to expire (lease.claim_job(dead_owner=...)). Anything this process cannot
 prove dead (another host, another boot, a live pid) keeps its lease until it expires.
 """
 

@@ -9,7 +9,7 @@ solo, whenever the broker or the database is SQLite (the embedded default): the 
 worker's own process, which never forks. Forking is what hung the embedded worker: billiard forks
 the next child from its supervisor thread while the main thread polls the SQLite broker; a child
 forked while that thread held SQLite's memory mutex deadlocks on its first SQLite call
-(sqlite3Malloc in states.claim_job), and the job stays queued forever. (The reconcile thread would
+(sqlite3Malloc in lease.claim_job), and the job stays queued forever. (The reconcile thread would
 do the same with a SQLite database.) A fork-safe SQLite connection does not exist: the mutex is
 SQLite's own, process-wide. What solo gives up, and what stands in:
 

@@ -72,10 +72,10 @@ def queued_job(s, team_id: int) -> str:
 
 def finished_job(s, team_id: int) -> str:
     """A job with everything a response can carry: events, layer scores, metrics, artifacts, layers."""
-    from service.jobs import states, store
+    from service.jobs import lease, states, store
 
     job_id = queued_job(s, team_id)
-    token = states.claim_job(s, job_id, 60)
+    token = lease.claim_job(s, job_id, 60)
     store.set_progress(s, job_id, "calibrate", 0.5, eta=30, message="half way", lease_token=token)
     store.add_event(s, job_id, "warning", "short blocks", stage="calibrate")
     scores = [

@@ -11,7 +11,7 @@ from sqlalchemy import func, select, update
 from testkit.service_lib import TINY_CONFIG, assert_problem, body, sqla_broker_messages
 
 from service.core.models import ApiKey, Job, utcnow
-from service.jobs import states, store
+from service.jobs import lease, states, store
 
 
 def job_count(sessions) -> int:
@@ -256,21 +256,21 @@ def test_cancel_queued_job(client, auth, sessions):
     p = assert_problem(client.post(f"/v1/jobs/{job_id}/cancel", headers=auth), 409, "invalid-job-state")
     assert "cancelled" in p["detail"]
     with sessions() as s:  # the worker's claim finds nothing to do
-        assert states.claim_job(s, job_id, 60) is None
+        assert lease.claim_job(s, job_id, 60) is None
     assert client.get(f"/v1/jobs/{job_id}", headers=auth).json()["status"] == "cancelled"
 
 
 def test_cancel_running_job_goes_through_cancelling(client, auth, sessions):
     job_id = client.post("/v1/jobs", json=body(), headers=auth).json()["id"]
     with sessions() as s:
-        token = states.claim_job(s, job_id, 60)
+        token = lease.claim_job(s, job_id, 60)
         assert not states.cancel_requested(s, job_id)
     for _ in range(2):  # idempotent
         r = client.post(f"/v1/jobs/{job_id}/cancel", headers=auth)
         assert r.status_code == 200 and r.json()["status"] == "cancelling" and r.json()["cancel_requested"]
     with sessions() as s:
         assert states.cancel_requested(s, job_id)
-        assert states.heartbeat(s, job_id, token)  # still the worker's job until it stops
+        assert lease.heartbeat(s, job_id, token)  # still the worker's job until it stops
         assert states.finish(s, job_id, token, "cancelled")
     assert client.get(f"/v1/jobs/{job_id}", headers=auth).json()["status"] == "cancelled"
     assert_problem(client.post(f"/v1/jobs/{job_id}/cancel", headers=auth), 409, "invalid-job-state")
@@ -279,7 +279,7 @@ def test_cancel_running_job_goes_through_cancelling(client, auth, sessions):
 def test_cancel_finished_job_is_409(client, auth, sessions):
     job_id = client.post("/v1/jobs", json=body(), headers=auth).json()["id"]
     with sessions() as s:
-        token = states.claim_job(s, job_id, 60)
+        token = lease.claim_job(s, job_id, 60)
         states.finish(s, job_id, token, "failed", error_type="user", error_message="model has 30 layers, k=40")
     assert_problem(client.post(f"/v1/jobs/{job_id}/cancel", headers=auth), 409, "invalid-job-state")
     job = client.get(f"/v1/jobs/{job_id}", headers=auth).json()
@@ -337,7 +337,7 @@ def test_events_are_ordered_and_pollable_with_after(client, auth, sessions):
     given = {"calibration": {"num_samples": 8, "seq_len": 64}, "evaluation": {"perplexity": []}}  # no submit warnings
     job_id = client.post("/v1/jobs", json=body(**given), headers=auth).json()["id"]
     with sessions() as s:
-        token = states.claim_job(s, job_id, 60)
+        token = lease.claim_job(s, job_id, 60)
         store.set_progress(s, job_id, "load", 0.0, lease_token=token)
         store.set_progress(s, job_id, "calibrate", 0.1, eta=120, lease_token=token)
         store.set_progress(s, job_id, "calibrate", 0.25, eta=90, lease_token=token)  # crosses 0.2: progress event
@@ -367,7 +367,7 @@ def test_events_are_ordered_and_pollable_with_after(client, auth, sessions):
 def test_results_layers_metrics_artifacts(client, auth, sessions):
     job_id = client.post("/v1/jobs", json=body(k=[1, 2], publish={"local_dir": "out"}), headers=auth).json()["id"]
     with sessions() as s:
-        token = states.claim_job(s, job_id, 60)
+        token = lease.claim_job(s, job_id, 60)
         spec = store.job_spec(s, job_id)  # what the worker reads back
         assert spec.compression.ks == [1, 2] and spec.calibration.seq_len == 2048
         assert spec.publish.local_dir == "out" and spec.model.id == "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -437,7 +437,7 @@ def test_health_ready_metrics(client, auth, sessions):
 
     ids = [client.post("/v1/jobs", json=body(), headers=auth).json()["id"] for _ in range(3)]
     with sessions() as s:  # one job through its stages, backdated so the durations are visible
-        token = states.claim_job(s, ids[0], 60)
+        token = lease.claim_job(s, ids[0], 60)
         for stage in ("load", "calibrate", "score"):
             store.set_progress(s, ids[0], stage, 0.5, lease_token=token)
         states.finish(s, ids[0], token, "succeeded")

@@ -10,7 +10,7 @@ from sqlalchemy import update
 from testkit.service_lib import TINY_CONFIG, assert_problem, body
 
 from service.core.models import Job
-from service.jobs import states
+from service.jobs import lease, states
 
 
 def _local(settings, name: str) -> None:
@@ -64,7 +64,7 @@ def test_a_local_job_stores_the_shape_it_was_estimated_from(client, auth, settin
 def test_usage_by_month_with_worker_and_gpu_hours(client, auth, team_key, settings, sessions):
     ids = [client.post("/v1/jobs", json=body(), headers=auth).json()["id"] for _ in range(3)]
     with sessions() as s:
-        token = states.claim_job(s, ids[0], 60)
+        token = lease.claim_job(s, ids[0], 60)
         states.finish(s, ids[0], token, "succeeded")
         nov, dec = datetime(2026, 11, 5, tzinfo=timezone.utc), datetime(2026, 12, 2, tzinfo=timezone.utc)
         gpu = f"{settings.queue_name}-gpu-24g"  # 1 GPU in the default NBL_WORKER_CLASSES

@@ -12,7 +12,7 @@ from sqlalchemy import select, text
 from service.core import secrets
 from service.core.models import Job, Team
 from service.core.settings import Settings
-from service.jobs import states, store
+from service.jobs import lease, states, store
 
 TOKEN = "hf_canary_job_token_7f3a9c"
 HUB = {"repo_id": "alpha/tiny-nbl"}
@@ -71,10 +71,10 @@ def test_a_job_token_is_write_only_and_encrypted(client, auth, sessions, setting
 def test_the_token_is_deleted_when_the_job_ends(client, auth, sessions):
     ids = [client.post("/v1/jobs", json=body(token=TOKEN), headers=auth).json()["id"] for _ in range(3)]
     with sessions() as s:
-        lease = states.claim_job(s, ids[0], 60)
-        assert states.finish(s, ids[0], lease, "failed", error_type="user", error_message="x")
-        lease = states.claim_job(s, ids[1], 60)
-        assert states.finish(s, ids[1], lease, "succeeded")
+        token = lease.claim_job(s, ids[0], 60)
+        assert states.finish(s, ids[0], token, "failed", error_type="user", error_message="x")
+        token = lease.claim_job(s, ids[1], 60)
+        assert states.finish(s, ids[1], token, "succeeded")
     assert client.post(f"/v1/jobs/{ids[2]}/cancel", headers=auth).status_code == 200  # queued -> cancelled
     with sessions() as s:
         assert [s.scalar(select(Job.hub_token_encrypted).where(Job.id == i)) for i in ids] == [None, None, None]

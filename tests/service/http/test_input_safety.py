@@ -232,11 +232,11 @@ def test_team_caps_answer_429_with_retry_after(db_url, settings_for, team_key_fo
         assert c.post("/v1/jobs", json=body(), headers=beta).status_code == 201
         # One starts running: a queued slot frees, the active cap (3) still has room for one.
         from service.core.db import make_engine, make_sessionmaker
-        from service.jobs import states
+        from service.jobs import lease
 
         engine = make_engine(settings)
         with make_sessionmaker(engine)() as s:
-            assert states.claim_job(s, ids[0], 60)
+            assert lease.claim_job(s, ids[0], 60)
         engine.dispose()
         assert c.post("/v1/jobs", json=body(), headers=alpha).status_code == 201
         resp = c.post("/v1/jobs", json=body(), headers=alpha)

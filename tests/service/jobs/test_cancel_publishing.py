@@ -13,8 +13,8 @@ from testkit.service_lib import assert_problem
 
 from service.core.errors import CancelNotPossible, InvalidJobState
 from service.core.models import Job, JobEvent, Team, new_job_id, utcnow
+from service.jobs import lease, states
 from service.jobs import service as api_jobs
-from service.jobs import states
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def running(sessions):
             s.add(job)
             s.commit()
             team_id, job_id = row.id, job.id
-            return team_id, job_id, states.claim_job(s, job_id, 60)
+            return team_id, job_id, lease.claim_job(s, job_id, 60)
 
     return make
 
@@ -77,12 +77,12 @@ def test_a_job_queued_again_after_dying_mid_publish_cannot_be_cancelled(sessions
         lost = s.execute(
             select(Job.id, Job.lease_token, Job.attempt, Job.stage, Job.lease_owner).where(Job.id == job_id)
         ).one()
-        assert states.requeue_lost(s, lost, 3, utcnow())
+        assert lease.requeue_lost(s, lost, 3, utcnow())
         with pytest.raises(CancelNotPossible):
             api_jobs.cancel_job(s, team_id, job_id)
     assert row(sessions, job_id).status == "queued"
     with sessions() as s:  # attempt 2 publishes again (adopting what is there) and keeps the first time
-        token2 = states.claim_job(s, job_id, 60)
+        token2 = lease.claim_job(s, job_id, 60)
         assert token2 and states.begin_publish(s, job_id, token2)
         assert not states.begin_publish(s, job_id, token)  # the dead attempt's token is fenced off
     assert row(sessions, job_id).publishing_at == first.publishing_at
@@ -134,7 +134,7 @@ def test_the_api_answers_409_problem_json(client, auth, sessions):
         s.add(job)
         s.commit()
         job_id = job.id
-        assert states.begin_publish(s, job_id, states.claim_job(s, job_id, 60))
+        assert states.begin_publish(s, job_id, lease.claim_job(s, job_id, 60))
     problem = assert_problem(client.post(f"/v1/jobs/{job_id}/cancel", headers=auth), 409, "job-publishing")
     assert problem["detail"].endswith("is publishing; cancel not possible: it will end succeeded or failed")
     assert client.get(f"/v1/jobs/{job_id}", headers=auth).json()["status"] == "running"

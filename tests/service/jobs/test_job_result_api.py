@@ -11,7 +11,7 @@ from sqlalchemy import update
 from testkit.service_lib import body
 
 from service.core.models import Job
-from service.jobs import states, store
+from service.jobs import lease, states, store
 
 BASE = {
     "perplexity/wikitext2/ppl": 20.0,
@@ -73,7 +73,7 @@ def test_result_is_typed_with_deltas_and_layers_are_marked(client, auth, session
         (2, None, None, None),
     ]
     with sessions() as s:  # as worker/tasks.py writes them
-        token = states.claim_job(s, job_id, 60)
+        token = lease.claim_job(s, job_id, 60)
         assert store.save_layer_scores(s, job_id, scores(4), lease_token=token)
         assert store.save_metrics(s, job_id, "base", BASE, lease_token=token)
         assert store.save_metrics(s, job_id, "k1", K1, lease_token=token)

@@ -9,7 +9,7 @@ from testkit.service_lib import assert_problem, body
 
 from service.core.models import Job
 from service.estimates.store import keep_estimate
-from service.jobs import states, store
+from service.jobs import lease, store
 from service.jobs.responses import JobList, JobOut
 from service.jobs.views import job_view, job_views
 
@@ -25,7 +25,7 @@ def test_every_write_shows_in_the_next_read(client, auth, sessions):
     first = _read(client, auth, job_id)
     assert _read(client, auth, job_id) == first  # cached, same answer
     with sessions() as s:
-        token = states.claim_job(s, job_id, 60)
+        token = lease.claim_job(s, job_id, 60)
     assert _read(client, auth, job_id)["status"] == "running"
     with sessions() as s:
         store.set_progress(s, job_id, "calibrate", 0.3, eta=12, lease_token=token)

@@ -15,7 +15,7 @@ from testkit.service_lib import sqla_broker_messages
 from service.core.celery_app import make_celery
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job, JobEvent, Team, new_job_id, utcnow
-from service.jobs import states
+from service.jobs import lease
 from service.jobs.queue import dispatch_one, due_for_dispatch
 from service.jobs.reconciler import locked_pass, pass_lock, reconcile_once
 
@@ -31,7 +31,7 @@ def _jobs(sessions, lost: int, unsent: int) -> tuple[list[str], list[str]]:
         s.add_all([Job(id=i, team_id=team.id, spec={"model": {"id": "a/b"}}) for i in ids])
         s.commit()
         for job_id in ids[:lost]:
-            assert states.claim_job(s, job_id, 60, max_attempts=3, owner="dead-worker")
+            assert lease.claim_job(s, job_id, 60, max_attempts=3, owner="dead-worker")
         s.execute(update(Job).where(Job.id.in_(ids[:lost])).values(lease_expires_at=utcnow() - timedelta(seconds=5)))
         s.commit()
     return ids[:lost], ids[lost:]

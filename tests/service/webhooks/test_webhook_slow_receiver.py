@@ -19,7 +19,7 @@ from testkit.webhook_receiver import Receiver, Trickler
 from nbl.request import JobCreate
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job, WebhookAttempt, WebhookDelivery, utcnow
-from service.jobs import reconcile_loop, states
+from service.jobs import lease, reconcile_loop
 from service.jobs import service as jobs
 from service.keys.auth import Principal, get_or_create_team
 from service.webhooks import delivery as webhooks
@@ -125,7 +125,7 @@ def test_a_trickling_receiver_does_not_hold_up_recovery_of_a_killed_workers_job(
         e.job(slow.url)
     lost = e.job(cancel=False)
     with e.sessions() as s:
-        assert states.claim_job(s, lost, 3, max_attempts=3, owner="killed:1@host")
+        assert lease.claim_job(s, lost, 3, max_attempts=3, owner="killed:1@host")
         expires = s.scalar(select(Job.lease_expires_at).where(Job.id == lost))
     loop = reconcile_loop.start(e.settings, "test", interval_s=interval)
     try:

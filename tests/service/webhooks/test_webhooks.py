@@ -23,7 +23,7 @@ from nbl.request import JobCreate
 from service.api import create_app
 from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job, JobEvent, WebhookAttempt, WebhookDelivery, WebhookSecret, utcnow
-from service.jobs import outbox, states
+from service.jobs import lease, outbox, states
 from service.jobs import service as jobs
 from service.keys.auth import Principal, create_key, get_or_create_team
 from service.webhooks import delivery as webhooks
@@ -92,11 +92,11 @@ def test_events_are_signed_per_standard_webhooks_and_carry_the_job(env, receiver
         ok, bad, cancelled = (submit(env, c, rx.url) for _ in range(3))
         plain = c.post("/v1/jobs", json=body(), headers=env.auth).json()["id"]  # no webhook: no event
         with env.sessions() as s:
-            token = states.claim_job(s, ok, 60)
+            token = lease.claim_job(s, ok, 60)
             assert states.finish(s, ok, token, "succeeded")
-            token = states.claim_job(s, bad, 60)
+            token = lease.claim_job(s, bad, 60)
             assert states.finish(s, bad, token, "failed", error_type="user", error_message="k=40 > 30 layers")
-            states.finish(s, plain, states.claim_job(s, plain, 60), "succeeded")
+            states.finish(s, plain, lease.claim_job(s, plain, 60), "succeeded")
         assert c.post(f"/v1/jobs/{cancelled}/cancel", headers=env.auth).json()["status"] == "cancelled"
         api_views = {j: c.get(f"/v1/jobs/{j}", headers=env.auth).json() for j in (ok, bad, cancelled)}
 
@@ -288,7 +288,7 @@ def test_the_outbox_row_commits_with_the_state_change_or_not_at_all(env, receive
     with TestClient(create_app(env.settings)) as c:
         job_id = submit(env, c, receiver().url)
     with env.sessions() as s:
-        token = states.claim_job(s, job_id, 60)
+        token = lease.claim_job(s, job_id, 60)
         assert [d.event for d in deliveries(env, job_id)] == ["job.running"]
         assert not states.finish(s, job_id, "not-the-lease", "succeeded")  # rolled back: no event
         assert [d.event for d in deliveries(env, job_id)] == ["job.running"]
