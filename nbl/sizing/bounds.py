@@ -10,7 +10,7 @@ import math
 # The largest value each number of a config.json may take: above any released decoder, and small enough that
 # the estimate's arithmetic stays exact and quick.
 BOUNDS = {
-    "num_hidden_layers": 4096,  # nbl/request.K_HARD_MAX: no k is larger either
+    "num_hidden_layers": 4096,  # nbl/request_fields.K_HARD_MAX: no k is larger either
     "hidden_size": 65536,
     "intermediate_size": 2**20,
     "num_attention_heads": 16384,

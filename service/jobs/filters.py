@@ -13,7 +13,7 @@ from typing import TypeVar
 from fastapi import Request
 from sqlalchemy import ColumnElement
 
-from nbl.request import META_KEY
+from nbl.request_fields import META_KEY
 from service.core.errors import InvalidRequest
 from service.core.models import Job
 

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from testkit.service_lib import assert_problem, body, job_count
 
 from nbl.data.dataset_names import PACKAGED_BUILDERS
-from nbl.request import dataset_name
+from nbl.request_fields import dataset_name
 from service.api import create_app
 
 

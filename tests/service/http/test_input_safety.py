@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from testkit.service_lib import assert_problem, body, job_count
 
 from nbl.names import hub_id, model_id, revision
-from nbl.request import dataset_name
+from nbl.request_fields import dataset_name
 from service.api import create_app
 
 # Every one of these must be refused by the grammar, wherever an identifier goes.
