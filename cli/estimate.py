@@ -1,8 +1,8 @@
 """`nbl estimate`: peak device and host memory, disk and time of `nbl compress` (or a job) with these
 options, from the model's config.json alone: nothing else is read or downloaded, torch is not imported.
 
-It takes every flag of `nbl compress` (one definition, cli/compress.py), so a compress command line estimates
-as pasted; the flags that do not change the figures (the data set, seed, gates, cache) are accepted and
+It takes every flag of `nbl compress` (one definition, cli/compress_options.py), so a compress command line
+estimates as pasted; the flags that do not change the figures (the data set, seed, gates, cache) are accepted and
 ignored. Its own: --device-memory, --host-memory, --job.
 
     nbl estimate --model meta-llama/Llama-3.1-70B --num-samples 256 --seq-len 2048 --k 8 --devices cuda:0
@@ -15,7 +15,7 @@ import argparse
 import json
 import math
 
-from cli.compress import compress_arguments
+from cli.compress_options import compress_arguments
 from cli.refine_options import refine_from_args
 
 DEFAULT_K = [4]
