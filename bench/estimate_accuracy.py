@@ -38,7 +38,8 @@ sys.path.insert(0, str(HERE))
 from memory_cpu import build_model, smollm2_dir  # noqa: E402
 
 from nbl.sizing.classes import parse_classes, place  # noqa: E402
-from nbl.sizing.model import Options, estimate  # noqa: E402
+from nbl.sizing.model import estimate  # noqa: E402
+from nbl.sizing.options import Options  # noqa: E402
 from nbl.sizing.shapes import shape_of  # noqa: E402
 
 LLAMA_70B = {

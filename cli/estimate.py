@@ -107,7 +107,8 @@ def cmd_estimate(args) -> int:
     from nbl.model.checks import config_problems
     from nbl.sizing.classes import gb, place, queue_of
     from nbl.sizing.job import as_json
-    from nbl.sizing.model import Options, estimate
+    from nbl.sizing.model import estimate
+    from nbl.sizing.options import Options
     from nbl.sizing.shapes import shape_of
     from nbl.sizing.spread import Memory
     from service.core.settings import Settings

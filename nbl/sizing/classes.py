@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .model import Estimate, Options, estimate
+from .model import Estimate, estimate
+from .options import Options
 from .shapes import Shape
 from .spread import Memory
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from nbl.recipe import Recipe
 from nbl.selection.score_fields import GREEDY_WIDTH
 
-from .model import Estimate, Options
+from .model import Estimate
+from .options import Options
 
 
 def job_options(recipe: Recipe, host_cache_bytes: int | None, greedy_width: int = GREEDY_WIDTH, **overrides) -> Options:

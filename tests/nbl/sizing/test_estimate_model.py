@@ -7,15 +7,8 @@ import pytest
 from testkit.model_configs import LLAMA_8B, LLAMA_70B, TINY
 
 from nbl.sizing.classes import DEFAULT, parse_classes, place
-from nbl.sizing.model import (
-    CUDA_CONTEXT_DEVICE,
-    CUDA_CONTEXT_HOST,
-    Options,
-    default_batch_size,
-    estimate,
-    holdout_count,
-    sums_bytes,
-)
+from nbl.sizing.model import CUDA_CONTEXT_DEVICE, CUDA_CONTEXT_HOST, estimate, sums_bytes
+from nbl.sizing.options import Options, default_batch_size, holdout_count
 from nbl.sizing.shapes import ShapeError, shape_of
 from nbl.sizing.spread import HEADROOM, Memory, Spread, spread
 

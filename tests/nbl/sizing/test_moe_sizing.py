@@ -16,7 +16,8 @@ from testkit.model_configs import LLAMA_8B, LLAMA_70B, MIXTRAL_8X22B, QWEN3_235B
 from nbl.sizing import model as sizing_model
 from nbl.sizing.bounds import BOUNDS, MAX_DENSE_LAYERS
 from nbl.sizing.classes import DEFAULT, parse_classes, place
-from nbl.sizing.model import Options, estimate
+from nbl.sizing.model import estimate
+from nbl.sizing.options import Options
 from nbl.sizing.shapes import (
     ParamCounts,
     ShapeError,

@@ -7,7 +7,8 @@ from testkit.model_configs import LLAMA_8B
 
 from nbl.recipe import Calibration, Compression, Heal, Recipe, Selection
 from nbl.refine_schema import heal_split
-from nbl.sizing.model import Options, estimate
+from nbl.sizing.model import estimate
+from nbl.sizing.options import Options
 from nbl.sizing.refine import guard_blocks, heal_bytes, refine_token_layers
 from nbl.sizing.shapes import shape_of
 from nbl.sizing.stage_plan import STAGES, plan

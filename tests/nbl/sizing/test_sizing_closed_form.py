@@ -13,7 +13,8 @@ from testkit.model_configs import LLAMA_8B, LLAMA_70B, TINY
 
 from nbl.selection.sets import expected_sets
 from nbl.sizing.classes import DEFAULT, parse_classes, place
-from nbl.sizing.model import Options, estimate
+from nbl.sizing.model import estimate
+from nbl.sizing.options import Options
 from nbl.sizing.shapes import shape_of
 from nbl.sizing.spread import Memory
 
