@@ -202,7 +202,7 @@ def test_nbl_eval_card_rewrites_the_card_with_its_results(tmp_path, text_file, t
 
 
 def test_card_command_of_a_k_auto_run_gives_the_budget_and_the_selection_data():
-    from worker.publish.card import recipe_section
+    from worker.publish.card_recipe import recipe_section
 
     report = {
         "base_model": "m",

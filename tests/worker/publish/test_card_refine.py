@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from worker.publish.card import CardInfo, card_text, recipe_section
+from worker.publish.card import CardInfo, card_text
+from worker.publish.card_recipe import recipe_section
 
 REPORT = {
     "base_model": "m",
