@@ -11,7 +11,7 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from service.core import class_cache, stage_rate  # noqa: F401  (their tables, each in its own file)
+from service.core import class_cache, stage_rate, webhook_tables  # noqa: F401  (their tables, each in its own file)
 from service.core.models import Base
 
 config = context.config

@@ -5,6 +5,9 @@ a one-line migration). Timestamps are timezone-aware UTC on both SQLite and Post
 
     queued -> running -> succeeded | failed | cancelled,  running -> cancelling -> cancelled
     terminal states never change
+
+Other tables stand on the Base here, each in a file of its own: the webhooks' (webhook_tables.py), the
+stages' measured rates (stage_rate.py), the class caches (class_cache.py); migrations/env.py imports them.
 """
 
 from __future__ import annotations
@@ -73,7 +76,8 @@ class ErrorType(str, enum.Enum):
     quality = "quality"
 
 
-def _values(e: type[enum.Enum]) -> str:
+def sql_in_list(e: type[enum.Enum]) -> str:
+    """An enum's values as the list of a CHECK constraint's IN."""
     return ", ".join(f"'{m.value}'" for m in e)
 
 
@@ -149,8 +153,8 @@ class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         UniqueConstraint("team_id", "idempotency_key"),
-        CheckConstraint(f"status IN ({_values(JobStatus)})", name="status"),
-        CheckConstraint(f"error_type IS NULL OR error_type IN ({_values(ErrorType)})", name="error_type"),
+        CheckConstraint(f"status IN ({sql_in_list(JobStatus)})", name="status"),
+        CheckConstraint(f"error_type IS NULL OR error_type IN ({sql_in_list(ErrorType)})", name="error_type"),
         CheckConstraint("progress >= 0 AND progress <= 1", name="progress"),
         Index("ix_jobs_team_id_id", "team_id", "id"),
         Index("ix_jobs_status_created_at", "status", "created_at"),
@@ -193,7 +197,7 @@ class Job(Base):
 class JobEvent(Base):
     __tablename__ = "job_events"
     __table_args__ = (
-        CheckConstraint(f"kind IN ({_values(EventKind)})", name="kind"),
+        CheckConstraint(f"kind IN ({sql_in_list(EventKind)})", name="kind"),
         Index("ix_job_events_job_id_id", "job_id", "id"),
     )
 
@@ -244,62 +248,3 @@ class Artifact(Base):
     revision: Mapped[str | None] = mapped_column(String(255))
     commit_sha: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-# --- webhooks (migration 0004) -------------------------------------------------------------------
-
-
-class WebhookStatus(str, enum.Enum):
-    pending = "pending"
-    delivered = "delivered"
-    failed = "failed"  # gave up after Settings.webhook_max_attempts
-
-
-class WebhookSecret(Base):
-    """A team's Standard Webhooks signing secret (`whsec_...`), set by `nbl admin webhook-secret`.
-    The deliverer needs it to sign, so it is encrypted (service.core.secrets), not hashed; the API never
-    returns it."""
-
-    __tablename__ = "webhook_secrets"
-
-    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True)
-    secret: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class WebhookDelivery(Base):
-    """The outbox: one row per event, written in the transaction that changed the job's state, so
-    an event is never lost nor sent for a change that rolled back. `id` is the webhook-id header,
-    the same on every retry; `payload` is the exact body, signed afresh at each attempt."""
-
-    __tablename__ = "webhook_deliveries"
-    __table_args__ = (
-        CheckConstraint(f"status IN ({_values(WebhookStatus)})", name="status"),
-        Index("ix_webhook_deliveries_status_next_attempt_at", "status", "next_attempt_at"),
-    )
-
-    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # msg_ + 32 hex
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
-    event: Mapped[str] = mapped_column(String(32))  # job.succeeded, job.failed, ...
-    url: Mapped[str] = mapped_column(Text)
-    payload: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(16), default=WebhookStatus.pending.value)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    next_attempt_at: Mapped[datetime] = mapped_column(default=utcnow)
-    last_error: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    finished_at: Mapped[datetime | None]
-
-
-class WebhookAttempt(Base):
-    """One POST of a delivery (or one refusal to send it): when, the response status or the error."""
-
-    __tablename__ = "webhook_attempts"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    delivery_id: Mapped[str] = mapped_column(ForeignKey("webhook_deliveries.id", ondelete="CASCADE"), index=True)
-    attempt: Mapped[int] = mapped_column(Integer)
-    started_at: Mapped[datetime] = mapped_column(default=utcnow)
-    duration_ms: Mapped[float | None] = mapped_column(Float)
-    status_code: Mapped[int | None] = mapped_column(Integer)
-    error: Mapped[str | None] = mapped_column(Text)

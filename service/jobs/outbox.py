@@ -17,7 +17,8 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.core.models import Job, JobStatus, WebhookDelivery, WebhookStatus, utcnow
+from service.core.models import Job, JobStatus, utcnow
+from service.core.webhook_tables import WebhookDelivery, WebhookStatus
 from service.jobs.views import job_view
 
 EVENTS = {  # job status -> event type

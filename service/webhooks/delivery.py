@@ -33,15 +33,10 @@ from sqlalchemy.orm import Session
 
 from nbl.webhook_urls import Resolver, system_resolver
 from service.core.cas import cas
-from service.core.models import (
-    Job,
-    WebhookAttempt,
-    WebhookDelivery,
-    WebhookStatus,
-    utcnow,
-)
+from service.core.models import Job, utcnow
 from service.core.secrets import SecretError
 from service.core.settings import Settings
+from service.core.webhook_tables import WebhookAttempt, WebhookDelivery, WebhookStatus
 from service.webhooks import fair, post
 from service.webhooks.signing import team_secret
 

@@ -19,9 +19,10 @@ import secrets
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.core.models import WebhookSecret, utcnow
+from service.core.models import utcnow
 from service.core.secrets import decrypt, encrypt
 from service.core.settings import Settings
+from service.core.webhook_tables import WebhookSecret
 
 SECRET_PREFIX = "whsec_"
 

@@ -12,6 +12,7 @@ from service.core import (
     class_cache,  # noqa: F401  (the class_caches table, likewise)
     migrate,
     stage_rate,  # noqa: F401  (the stage_rates table, in its own file)
+    webhook_tables,  # noqa: F401  (the webhook tables, likewise)
 )
 from service.core.models import Base
 from service.core.settings import Settings

@@ -18,7 +18,8 @@ from testkit.webhook_receiver import Receiver, Trickler
 
 from nbl.request import JobCreate
 from service.core.db import make_engine, make_sessionmaker
-from service.core.models import Job, WebhookAttempt, WebhookDelivery, utcnow
+from service.core.models import Job, utcnow
+from service.core.webhook_tables import WebhookAttempt, WebhookDelivery
 from service.jobs import lease, reconcile_loop
 from service.jobs import service as jobs
 from service.keys.auth import Principal, get_or_create_team

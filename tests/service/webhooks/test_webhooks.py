@@ -22,7 +22,8 @@ from testkit.webhook_receiver import Receiver
 from nbl.request import JobCreate
 from service.api import create_app
 from service.core.db import make_engine, make_sessionmaker
-from service.core.models import Job, JobEvent, WebhookAttempt, WebhookDelivery, WebhookSecret, utcnow
+from service.core.models import Job, JobEvent, utcnow
+from service.core.webhook_tables import WebhookAttempt, WebhookDelivery, WebhookSecret
 from service.jobs import lease, outbox, states
 from service.jobs import service as jobs
 from service.keys.auth import Principal, create_key, get_or_create_team
