@@ -15,8 +15,8 @@ the reconciler (service/jobs/reconciler.py) queues the job again. A job never st
 from __future__ import annotations
 
 import logging
-import threading
 import time
+from functools import partial
 
 from celery.exceptions import Reject
 from sqlalchemy import select
@@ -39,6 +39,7 @@ from service.jobs.reconciler import drop_reason
 from . import rates
 from .errors import classify
 from .host import caches, ownership, retention
+from .host.heartbeat import Heartbeat
 from .pipeline import run
 from .pipeline_io import Cancelled
 from .progress import StageCost, Tracker, plan
@@ -187,22 +188,10 @@ class DbSink:
         db(store.save_gates, self.job_id, result, lease_token=self.token)
 
 
-class Heartbeat(threading.Thread):
-    """Keeps the lease alive while a long batch runs (progress writes alone may be minutes apart)."""
-
-    def __init__(self, job_id: str, token: str, every_s: float):
-        super().__init__(daemon=True)
-        self.job_id, self.token, self.every_s = job_id, token, every_s
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.wait(self.every_s):
-            try:
-                with sessions()() as s:
-                    if not lease.heartbeat(s, self.job_id, self.token):
-                        return  # the lease is gone: the next progress write stops the job
-            except Exception as e:  # noqa: BLE001 - a database blip must not end the heartbeat
-                log.warning("job %s: heartbeat failed (%s); retrying", self.job_id, type(e).__name__)
+def renew_lease(job_id: str, token: str) -> bool:
+    """One beat of the job's Heartbeat (worker/host/heartbeat.py), not retried here: the next beat is the retry."""
+    with sessions()() as s:
+        return lease.heartbeat(s, job_id, token)
 
 
 def destination(recipe: Recipe, job_id: str):
@@ -262,7 +251,7 @@ def run_job(job_id: str) -> str:
     if token is None:  # a duplicate or late delivery (an ended job's never gets here: delivery_gate.py)
         log.info("job %s: delivery dropped: %s", job_id, db(drop_reason, job_id))
         return "not claimed"
-    beat = Heartbeat(job_id, token, max(1.0, settings.lease_seconds / 3))
+    beat = Heartbeat(job_id, partial(renew_lease, job_id, token), max(1.0, settings.lease_seconds / 3))
     beat.start()
     status, err_type, err_msg = "succeeded", None, None
     try:
