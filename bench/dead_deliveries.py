@@ -47,6 +47,7 @@ def main(n: int) -> None:
     from service.core.settings import Settings
     from service.jobs import service as jobs
     from service.jobs.queue import send_run_job
+    from service.jobs.submit import create_job
     from service.keys.auth import Principal, get_or_create_team
 
     name = f"nbl_bench_{uuid.uuid4().hex[:10]}"
@@ -72,7 +73,7 @@ def main(n: int) -> None:
             spec = JobCreate.model_validate({"model": {"id": "local:none"}, "compression": {"k": 1}})
             ids = []
             for _ in range(n):
-                job, _ = jobs.create_job(s, who, spec, None, settings)
+                job, _ = create_job(s, who, spec, None, settings)
                 jobs.cancel_job(s, team.id, job.id)
                 ids.append(job.id)
         engine.dispose()

@@ -1,4 +1,4 @@
-"""The deployment's limits on a request, checked at submit with the Settings (jobs/service.py, the estimate endpoint):
+"""The deployment's limits on a request, checked at submit with the Settings (jobs/submit.py, the estimate endpoint):
 errors in FastAPI's shape, so they answer 422 as the schema's own do. Among them what this deployment's data can
 give: a heal past what the shipped calibration copy under NBL_DATA_DIR can hold (nbl/data/heal.py)."""
 

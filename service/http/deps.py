@@ -37,7 +37,7 @@ async def get_settings(request: Request) -> Settings:
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
     """One session per request, built on the event loop (a Session connects only when first used, in a
-    threadpool hop). Writes commit explicitly where they happen (service.jobs.service); whatever is left open
+    threadpool hop). Writes commit explicitly where they happen (service.jobs.service, .submit); whatever is left open
     is rolled back at the end of the endpoint's hop (hops.OneHopRoute), or here at the latest."""
     session = request.app.state.sessions()
     try:

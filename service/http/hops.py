@@ -10,7 +10,7 @@ them. On SQLite the open transaction is the database's write lock (BEGIN IMMEDIA
 
 So the transaction ends where it ran:
 - OneHopRoute closes, at the end of a sync endpoint's own hop, every Session it was given (commits are
-  explicit, service.jobs.service: close rolls back whatever is left and returns the connection); every
+  explicit, service.jobs.service and .submit: close rolls back whatever is left and returns the connection); every
   router of the API uses it (tests/service/http/test_session_hops.py holds them to it);
 - a sync dependency that uses the session ends its transaction itself (deps.get_principal, stream.start_for,
   ui.session.principal);

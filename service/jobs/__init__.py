@@ -1,4 +1,4 @@
-"""The job. endpoints.py (HTTP, thin) calls service.py (submit, read, list, cancel); states.py
+"""The job. endpoints.py (HTTP, thin) calls submit.py and service.py (read, list, cancel); states.py
 (finish, cancel, publishing) and lease.py (claim, heartbeat, requeue) are the one writer of status changes
 with their events, and outbox.py of their webhook outbox rows; store.py is what the worker writes besides
 (progress, scores, metrics, artifacts); the request body is nbl/request.py (JobCreate), responses.py the

@@ -1,4 +1,5 @@
-"""/v1/jobs: create, list, read, cancel, events, layers. Thin: the work is in service.jobs.service."""
+"""/v1/jobs: create, list, read, cancel, events, layers. Thin: the work is in service.jobs.submit (create) and
+service.jobs.service (the rest)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from service.jobs import filters as job_filters
 from service.jobs import read_cache
 from service.jobs import service as jobs
 from service.jobs.responses import EventList, JobList, JobOut, LayerList
+from service.jobs.submit import submit
 from service.jobs.views import job_view
 
 PROBLEM = {"model": Problem, "content": {"application/problem+json": {}}}
@@ -72,7 +74,7 @@ def create_job(
         ),
     ] = None,
 ) -> JobOut:
-    job, created = jobs.submit(session, celery, principal, body, idempotency_key, settings)
+    job, created = submit(session, celery, principal, body, idempotency_key, settings)
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     response.headers["Location"] = f"/v1/jobs/{job.id}"

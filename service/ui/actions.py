@@ -30,6 +30,7 @@ from service.http.deps import CeleryDep, SessionDep, SettingsDep
 from service.http.hops import OneHopRoute
 from service.jobs import service as jobs
 from service.jobs import stream
+from service.jobs.submit import submit
 
 from .render import page
 from .routes import Who, as_page
@@ -55,7 +56,7 @@ def cancel(job_id: str, session: SessionDep, who: Who) -> Response:
 def _submit(session, celery, settings, who, spec: dict, nonce: str | None) -> str:
     """The new job's id; ValidationError or ServiceError as the API raises them."""
     body = JobCreate.model_validate(spec)
-    job, _ = jobs.submit(session, celery, who, body, f"ui-{nonce}" if nonce else None, settings)
+    job, _ = submit(session, celery, who, body, f"ui-{nonce}" if nonce else None, settings)
     return job.id
 
 

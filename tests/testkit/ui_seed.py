@@ -8,7 +8,7 @@ import time
 
 from nbl.request import JobCreate
 from service.jobs import lease, states, store
-from service.jobs import service as jobs
+from service.jobs.submit import create_job
 from service.keys.auth import authenticate
 
 LAYERS = 8
@@ -81,7 +81,7 @@ def seed_job(
     with sessions() as s:
         who = authenticate(s, f"Bearer {key}")
         s.commit()
-        job, _ = jobs.create_job(s, who, spec, None, settings)
+        job, _ = create_job(s, who, spec, None, settings)
         job_id = job.id
     with sessions() as s:
         token = lease.claim_job(s, job_id, 120)

@@ -56,7 +56,7 @@ EXAMPLES = 40  # per operation and mode
 def queued_job(s, team_id: int) -> str:
     from nbl.request import JobCreate
     from service.core.settings import Settings
-    from service.jobs.service import create_job
+    from service.jobs.submit import create_job
     from service.keys.auth import Principal
 
     spec = JobCreate.model_validate(

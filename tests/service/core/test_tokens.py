@@ -58,7 +58,7 @@ def test_a_job_token_is_write_only_and_encrypted(client, auth, sessions, setting
         assert secrets.decrypt(settings, store.hub_token_ciphertext(s, job_id)) == TOKEN
         # the request hash leaves the token out: the same request without it hashes the same
         from nbl.request import JobCreate
-        from service.jobs.service import request_hash
+        from service.jobs.submit import request_hash
 
         assert job.request_hash == request_hash(JobCreate.model_validate(body()))
     # a replay with another token is the same job, untouched (the token is not part of the request's identity)

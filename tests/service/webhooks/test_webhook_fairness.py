@@ -20,6 +20,7 @@ from service.core.db import make_engine, make_sessionmaker
 from service.core.models import Job
 from service.core.webhook_tables import WebhookAttempt, WebhookDelivery
 from service.jobs import service as jobs
+from service.jobs.submit import create_job
 from service.keys.auth import Principal, get_or_create_team
 from service.webhooks import delivery as webhooks
 from service.webhooks import signing
@@ -44,7 +45,7 @@ def env(db_url, settings_for):
             """A job of `team` cancelled at once: one job.cancelled delivery to `url` is due."""
             who = self.teams[team]
             with self.sessions() as s:
-                job, _ = jobs.create_job(s, who, JobCreate.model_validate(body(webhook_url=url)), None, self.settings)
+                job, _ = create_job(s, who, JobCreate.model_validate(body(webhook_url=url)), None, self.settings)
                 jobs.cancel_job(s, who.team_id, job.id)
             return job.id
 

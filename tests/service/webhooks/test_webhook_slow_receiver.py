@@ -22,6 +22,7 @@ from service.core.models import Job, utcnow
 from service.core.webhook_tables import WebhookAttempt, WebhookDelivery
 from service.jobs import lease, reconcile_loop
 from service.jobs import service as jobs
+from service.jobs.submit import create_job
 from service.keys.auth import Principal, get_or_create_team
 from service.webhooks import delivery as webhooks
 from service.webhooks import signing
@@ -45,9 +46,7 @@ def env(db_url, settings_for):
             """A job; with a URL and cancel, one job.cancelled delivery is due."""
             extra = {"webhook_url": url} if url else {}
             with self.sessions() as s:
-                job, _ = jobs.create_job(
-                    s, self.principal, JobCreate.model_validate(body(**extra)), None, self.settings
-                )
+                job, _ = create_job(s, self.principal, JobCreate.model_validate(body(**extra)), None, self.settings)
                 if cancel:
                     jobs.cancel_job(s, self.principal.team_id, job.id)
             return job.id

@@ -26,6 +26,7 @@ from service.core.models import Job, JobEvent, utcnow
 from service.core.webhook_tables import WebhookAttempt, WebhookDelivery, WebhookSecret
 from service.jobs import lease, outbox, states
 from service.jobs import service as jobs
+from service.jobs.submit import create_job
 from service.keys.auth import Principal, create_key, get_or_create_team
 from service.webhooks import delivery as webhooks
 from service.webhooks import signing
@@ -263,7 +264,7 @@ def test_delivery_rechecks_the_address_against_dns_rebinding(env, receiver):
     url = f"http://hooks.example.test:{rx.port}/in"
     with env.sessions() as s:  # the route's DNS check passed back then: create the job directly
         principal = Principal(team_id=env.team_id, team_name="alpha", max_active_jobs=None)
-        job, _ = jobs.create_job(s, principal, JobCreate.model_validate(body(webhook_url=url)), None, env.settings)
+        job, _ = create_job(s, principal, JobCreate.model_validate(body(webhook_url=url)), None, env.settings)
         jobs.cancel_job(s, env.team_id, job.id)
     loopback = lambda host, port: ["127.0.0.1"]  # noqa: E731 - what DNS says at delivery time
     strict = env.settings.model_copy(update={"webhook_allowlist": ""})
