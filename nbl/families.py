@@ -25,6 +25,12 @@ from dataclasses import dataclass
 
 ATTN = ("input_layernorm", "self_attn")  # the attention branch of a Llama-shaped layer
 GEMMA_ATTN = ("input_layernorm", "self_attn", "post_attention_layernorm")
+# The checkpoint tensors whose output is a layer's MLP branch (a pattern after `model.layers.{j}.`, and the dimension
+# that indexes the hidden size): form fold multiplies each by (I + T) there. A mixture of experts sums its experts'
+# outputs weighted by the router (and Qwen2-MoE's gated shared expert), so (I + T) applied to every expert's
+# down projection is (I + T) applied to the sum: exact, and the router is untouched.
+DOWN = ((r"mlp\.down_proj\.weight", 0), (r"mlp\.down_proj\.bias", 0))
+EXPERTS_DOWN = ((r"mlp\.experts\.\d+\.down_proj\.weight", 0),)
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class Family:
     # the runtimes besides transformers that run the family's own class (a fold block output), read from their code
     # and listed only where a test of ours or the runtime's model registry says so
     plain: tuple[str, ...] = ()
+    down: tuple[tuple[str, int], ...] = DOWN  # the MLP branch's output projections in a checkpoint (form fold)
 
 
 _RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")  # each runs Llama, Mistral, Qwen2 and Qwen3 as is
@@ -56,7 +63,7 @@ FAMILIES: dict[str, Family] = {
         experts="num_experts",
         active="num_experts_per_tok",
         decilm="has no q/k norms or experts",
-        fold="is not written for experts yet",
+        down=EXPERTS_DOWN,
     ),
     "mixtral": Family(
         "MixtralConfig",
@@ -64,7 +71,7 @@ FAMILIES: dict[str, Family] = {
         experts="num_local_experts",
         active="num_experts_per_tok",
         decilm="has no experts",
-        fold="is not written for experts yet",
+        down=((r"block_sparse_moe\.experts\.\d+\.w2\.weight", 0),),  # Mixtral's checkpoint names
     ),
     "qwen2_moe": Family(
         "Qwen2MoeConfig",
@@ -72,7 +79,7 @@ FAMILIES: dict[str, Family] = {
         experts="num_experts",
         active="num_experts_per_tok",
         decilm="has no q/k/v biases or experts",
-        fold="is not written for experts yet",
+        down=(*EXPERTS_DOWN, (r"mlp\.shared_expert\.down_proj\.weight", 0)),
     ),
     "olmoe": Family(
         "OlmoeConfig",
@@ -80,7 +87,7 @@ FAMILIES: dict[str, Family] = {
         experts="num_experts",
         active="num_experts_per_tok",
         decilm="has no q/k norms or experts",
-        fold="is not written for experts yet",
+        down=EXPERTS_DOWN,
     ),
     "gpt_oss": Family(
         "GptOssConfig",
@@ -88,7 +95,8 @@ FAMILIES: dict[str, Family] = {
         experts="num_local_experts",
         active="num_experts_per_tok",
         decilm="has no attention sinks or experts",
-        fold="is not written for experts yet",
+        fold="is not written for gpt-oss: its checkpoints hold the experts in MXFP4 (down_proj_blocks, "
+        "down_proj_scales), which a fold would have to quantize again",
     ),
     "phi3": Family("Phi3Config", "Phi3ForCausalLM", decilm="fuses q, k, v (qkv_proj) and gate, up (gate_up_proj)"),
     # Gemma: a norm after attention (in the branch) and after the MLP, between down_proj and the residual: a map

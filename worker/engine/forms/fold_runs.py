@@ -76,10 +76,13 @@ def fit_form_maps(get, form: str, mode: str, layers, ridge: float = DEFAULT_RIDG
     return {i: lstsq_no_bias(layer_moments(get(i), mode), ridge) for i in layers}
 
 
-def folded(down: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """(I + T) W_down in float64, returned in W_down's dtype: (d, inter) or a (d,) bias."""
-    w = down.double()
-    return (w + t.double().to(w.device) @ w).to(down.dtype)
+def folded(down: torch.Tensor, t: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """(I + T) applied along `down`'s dimension `dim` (the hidden size's), in float64, returned in its dtype:
+    a (d, inter) W_down or a (d,) bias (dim 0), or a stacked experts' tensor."""
+    w = down.double().movedim(dim, 0)
+    shape = w.shape
+    w = w.reshape(shape[0], -1)
+    return (w + t.double().to(w.device) @ w).reshape(shape).movedim(0, dim).to(down.dtype)
 
 
 def fold_targets(form: str, mode: str, layers) -> dict[int, int]:

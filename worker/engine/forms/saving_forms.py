@@ -20,12 +20,14 @@ from pathlib import Path
 
 import torch
 
+from nbl.families import FAMILIES
 from nbl.outputs.forms import writes_decilm
 from worker.engine.calibration.layer_source import tensor_files
 from worker.engine.forms.decilm import decilm_config
 from worker.engine.forms.fold_runs import fold_targets, folded
+from worker.engine.forms.kept_layers import kept_config
 from worker.engine.forms.saving import finish_output, strip_code_refs
-from worker.engine.forms.shard_writer import MAX_SHARD_SIZE, write_shards
+from worker.engine.forms.shard_writer import MAX_SHARD_SIZE, layout, write_shards
 from worker.engine.modeling import modeling_decilm
 
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.")
@@ -38,15 +40,19 @@ def _base_tensor(base: Path, files: dict, name: str) -> torch.Tensor:
         return f.get_tensor(name)
 
 
-def folded_tensors(base: Path, plan, maps: dict) -> dict[str, torch.Tensor]:
-    """Base-numbered name -> (I + T)·down_proj for every fold map (its bias too, if the base has one)."""
+def folded_tensors(base: Path, plan, maps: dict, family: str) -> dict[str, torch.Tensor]:
+    """Base-numbered name -> (I + T)·down_proj for every fold map: each of the MLP branch's output projections the
+    family's entry names (its bias too, if the base has one; every expert's, for a mixture of experts)."""
     files = tensor_files(base)
+    down = [(re.compile(pattern), dim) for pattern, dim in FAMILIES[family].down]
     out = {}
     for key, j in fold_targets(plan.form, plan.mode, plan.layers).items():
-        for p in ("weight", "bias"):
-            name = f"model.layers.{j}.mlp.down_proj.{p}"
-            if name in files:
-                out[name] = folded(_base_tensor(base, files, name), maps[key].weight)
+        prefix = f"model.layers.{j}."
+        for name in files:
+            rest = name[len(prefix) :] if name.startswith(prefix) else None
+            dims = [dim for pattern, dim in down if rest is not None and pattern.fullmatch(rest)]
+            if dims:
+                out[name] = folded(_base_tensor(base, files, name), maps[key].weight, dims[0])
     return out
 
 
@@ -70,7 +76,7 @@ def write_form(
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     dtype_name = str(dtype).split(".")[1]
-    extra = folded_tensors(base, plan, maps)
+    extra = folded_tensors(base, plan, maps, family)
     if writes_decilm(plan.form, plan.mode):
         cfg = decilm_config(
             json.loads((base / "config.json").read_text()), plan.form, plan.mode, plan.layers, dtype_name
@@ -82,11 +88,10 @@ def write_form(
             extra.update({f"model.layers.{i}.{where}.weight": maps[i].weight for i in plan.layers})
         write_shards(tmp, base, model, extra, max_shard_size)
     else:  # fold block: the base's class, fewer layers
-        config = AutoConfig.from_pretrained(base, trust_remote_code=False)
-        kept = [i for i in range(config.num_hidden_layers) if i not in set(plan.layers)]
-        if getattr(config, "layer_types", None):
-            config.layer_types = [config.layer_types[i] for i in kept]
-        config.num_hidden_layers = len(kept)
+        base_config = AutoConfig.from_pretrained(base, trust_remote_code=False)
+        kept = [i for i in range(base_config.num_hidden_layers) if i not in set(plan.layers)]
+        # per-layer keys (layer_types, a MoE's sparse-layer pattern) kept right for the layers that remain
+        config = type(base_config).from_dict(kept_config(base_config.to_dict(), kept))
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
         renumber = {f"model.layers.{j}.": f"model.layers.{i}." for j, i in enumerate(kept)}
@@ -95,7 +100,8 @@ def write_form(
             m = _LAYER.match(name)
             return renumber[m.group(0)] + name[m.end() :] if m else name
 
-        new_extra = {n: extra[source(n)] for n in model.state_dict() if source(n) in extra}
+        # by the checkpoint's names (a MoE's experts one by one), as the writer lays them out
+        new_extra = {n: extra[source(n)] for n in layout(model) if source(n) in extra}
         write_shards(tmp, base, model, new_extra, max_shard_size, source)
         config.dtype = dtype_name
         config.architectures = [type(model).__name__]

@@ -15,6 +15,7 @@ import torch
 from safetensors import safe_open
 from testkit.models import save_tiny_checkpoint, tiny_tokenizer
 
+from nbl.families import FAMILIES
 from worker.engine.calibration.calibrate import calibrate
 from worker.engine.forms.fold_runs import fit_form_maps
 from worker.engine.forms.form_layers import apply_form
@@ -42,7 +43,10 @@ RELOAD = textwrap.dedent(
     torch.save(results, sys.argv[2])
     """
 )
-CASES = [(f, "fold", "block", (1, 2, 4)) for f in ("llama", "mistral", "qwen2", "qwen3")] + [
+# fold block: every family whose entry offers it (nbl/families.py), mixtures of experts included: the map folded
+# into every expert's down projection reproduces the in-memory model, whose MLP output the map multiplies
+FOLD_BLOCK = [f for f, entry in sorted(FAMILIES.items()) if entry.fold is None]
+CASES = [(f, "fold", "block", (1, 2, 4)) for f in FOLD_BLOCK] + [
     (f, form, mode, layers)
     for f in ("llama", "mistral")
     for form, mode, layers in [("fold", "attn", (1, 3)), ("linear", "attn", (0, 2)), ("linear", "block", (0, 3))]
@@ -101,7 +105,7 @@ def test_reloads_token_exact(family, form, mode, layers, written):
     assert res["gen"].tolist() == case["gen"].tolist()
 
 
-@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3"])
+@pytest.mark.parametrize("family", FOLD_BLOCK)
 def test_fold_block_is_the_base_class_with_fewer_layers(family, written):
     out = written[(family, "fold", "block")]["out"]
     cfg = json.loads((out / "config.json").read_text())
