@@ -40,9 +40,14 @@ class Layout:
     mlp_bias: Flag = False  # the dense MLP's gate/up/down biases (Llama's mlp_bias)
     head_dim_default: int | None = None  # None: d // H
     experts: Experts | None = None
+    norms: int = 2  # the d-wide norms of a layer (Gemma: 4, after attention and around the MLP too)
+    branch_norms: int = 1  # those in the attention branch (Gemma: 2, the input's and the one after attention)
 
 
+GEMMA = {"norms": 4, "branch_norms": 2}
 LAYOUTS: dict[str, Layout] = {
+    "gemma2": Layout(**GEMMA),
+    "gemma3_text": Layout(qk_norm="head", **GEMMA),
     "llama": Layout(qkv_bias=("attention_bias", False), o_bias=("attention_bias", False), mlp_bias=("mlp_bias", False)),
     "mistral": Layout(),
     "qwen2": Layout(qkv_bias=True),

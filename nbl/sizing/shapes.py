@@ -43,6 +43,8 @@ class Shape:
     checkpoint_bytes_per_param: int  # as stored on the Hub (config torch_dtype), for the download
     context: int = 2048  # max_position_embeddings: the evaluation's perplexity windows are min(this, 2048)
     attn_extra: int = 0  # a layer's attention parameters beyond q/k/v/o's weights: biases, q/k norms, sinks
+    norms: int = 2  # d-wide norms per layer (Gemma's 4)
+    branch_norms: int = 1  # of them in the attention branch (Gemma's 2)
     mlp_bias: bool = False  # the dense MLP's gate/up/down have biases
     # a mixture of experts (experts 0: every layer dense)
     experts: int = 0  # n, the routed experts of an MoE layer
@@ -91,17 +93,22 @@ class Shape:
     @property
     def dense_layer_params(self) -> int:
         """One dense layer: attention, MLP, two norms."""
-        return self.attn_params + self.dense_mlp_params + 2 * self.hidden
+        return self.attn_params + self.dense_mlp_params + self.norms * self.hidden
 
     @property
     def moe_layer_params(self) -> int:
         """One MoE layer, every expert counted: what it holds."""
-        return self.attn_params + self.experts * self.expert_params + self.router_params + 2 * self.hidden
+        return self.attn_params + self.experts * self.expert_params + self.router_params + self.norms * self.hidden
 
     @property
     def moe_layer_active(self) -> int:
         """One MoE layer as one token uses it: its top-k experts, not the others."""
-        return self.attn_params + self.experts_per_token * self.expert_params + self.router_params + 2 * self.hidden
+        return (
+            self.attn_params
+            + self.experts_per_token * self.expert_params
+            + self.router_params
+            + self.norms * self.hidden
+        )
 
     @property
     def layer_params(self) -> int:
@@ -195,7 +202,7 @@ def layer_param_counts(shape: Shape, index: int, mode: str = "block") -> ParamCo
     if not 0 <= index < shape.layers:
         raise ValueError(f"layer {index} is not one of the model's {shape.layers}")
     if mode == "attn":
-        branch = shape.attn_params + shape.hidden
+        branch = shape.attn_params + shape.branch_norms * shape.hidden
         return ParamCounts(branch, branch)
     if mode != "block":
         raise ValueError(f"mode must be attn or block, got {mode!r}")
@@ -278,5 +285,7 @@ def shape_of(config: dict) -> Shape:
         context=read_int(cfg, "max_position_embeddings", 2048),
         attn_extra=attn_extra(layout, cfg, d, heads, kv_heads, head_dim),
         mlp_bias=flag(cfg, layout.mlp_bias),
+        norms=layout.norms,
+        branch_norms=layout.branch_norms,
         **(expert_fields(layout.experts, cfg, layers, intermediate, config) if layout.experts else {}),
     )

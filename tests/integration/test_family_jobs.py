@@ -77,6 +77,15 @@ def test_nbl_compress_and_nbl_estimate_take_each_family(family, tmp_path, text_f
     assert result["outputs"][0]["family"] == family
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert config["model_type"] == f"nbl_{family}" and config["nbl"]["mode"] == "block"
+    # the parameters it says it removed are those the base has and the output has not
+    from transformers import AutoModelForCausalLM
+
+    count = lambda path, **kw: sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(path, **kw).parameters())  # noqa: E731
+    params = result["outputs"][0]["params"]
+    assert params["total"] == count(model)
+    assert params["total"] - params["removed_total"] == count(tmp_path / "out", trust_remote_code=True)
+    assert (params["active"] < params["total"]) == (FAMILIES[family].experts is not None)
+    assert "Parameters removed:" in (tmp_path / "out" / "README.md").read_text()
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ the checkpoint (layer_source.py); each output is written tensor by tensor from t
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -22,6 +23,7 @@ from typing import Callable
 import torch
 
 from nbl.outputs.forms import family_error, runs_in
+from nbl.sizing.removed import removed_params
 from worker.engine.calibration.stage import (
     CalibrationResult,
     Report,
@@ -195,6 +197,7 @@ def _score_and_compress(
             "runs_in": runs_in(cfg.form, cfg.mode, cfg.method, lm.family),
             "family": lm.family,
             "replaced_layers": layers,
+            "params": _params(lm, plan),  # the base's and those removed, total and active (nbl/sizing/removed.py)
             "path": str(out) if out else None,
             **refined,
         }
@@ -263,8 +266,14 @@ def _scores_report(
             **({"max_ppl_increase": cfg.max_ppl_increase} if cfg.max_ppl_increase is not None else {}),
         },
         "replaced_layers": sorted(plan.layers),
+        "params": _params(lm, plan),
         "calibration": result.calibration,
         "layers": result.scores,
         **({"selection": result.selection} if result.selection is not None else {}),
         **({"refine": refined} if refined else {}),  # refit / heal records: the card's Refinement section
     }
+
+
+def _params(lm: LoadedModel, plan: Plan) -> dict:
+    config = json.loads((Path(lm.path) / "config.json").read_text())
+    return removed_params(config, plan.layers, plan.mode, plan.method)

@@ -132,8 +132,23 @@ def method_section(report: dict, base: str) -> str:
             else ""
         )
         + ". Replaced attention branches hold no KV cache, so the KV cache shrinks by the same fraction.\n"
+        + params_sentence(report.get("params"))
         + form_sentence(r.get("form", "nbl"), mode)
     )
+
+
+def params_sentence(params: dict | None) -> str:
+    """Parameters removed, net of the maps, in total and, for a mixture of experts, active per token."""
+    if not params:
+        return ""  # an older report
+    text = f"\nParameters removed: {_billions(params['removed_total'])} of {_billions(params['total'])}"
+    if params["active"] != params["total"]:
+        text += f"; active per token: {_billions(params['removed_active'])} of {_billions(params['active'])}"
+    return text + " (net of the maps added).\n"
+
+
+def _billions(n: int) -> str:
+    return f"{n / 1e9:.2f}B" if abs(n) >= 1e8 else f"{n:,}"
 
 
 def layers_section(report: dict, plot: str | None) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from testkit.model_configs import LLAMA_8B, LLAMA_70B, MIXTRAL_8X22B, QWEN3_235B_A22B, TINY, write_config
 
+from nbl.families import FAMILIES
 from nbl.sizing import model as sizing_model
 from nbl.sizing.bounds import BOUNDS, MAX_DENSE_LAYERS
 from nbl.sizing.classes import DEFAULT, parse_classes, place
@@ -97,6 +98,10 @@ TINY_FAMILIES = {
         "GptOssConfig",
         {"intermediate_size": 32, "num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 16},
     ),
+    "phi3": ("Phi3Config", {"intermediate_size": 96, "pad_token_id": 0}),
+    # Gemma: four norms a layer, two of them in the attention branch; Gemma 3 adds q/k norms
+    "gemma2": ("Gemma2Config", {"intermediate_size": 96, "head_dim": 16}),
+    "gemma3_text": ("Gemma3TextConfig", {"intermediate_size": 96, "head_dim": 16}),
 }
 
 
@@ -124,7 +129,8 @@ def test_shape_counts_every_familys_parameters_as_transformers_builds_them(name)
             active -= sum(p.numel() for p in experts.parameters()) * (n - k) // n
         # what NBL replaces in the layer: all of it (block), or its input norm and attention (attn)
         assert layer_param_counts(shape, i).total == held, i
-        branch = sum(p.numel() for m in (layer.input_layernorm, layer.self_attn) for p in m.parameters())
+        modules = [getattr(layer, name) for name in FAMILIES[config["model_type"]].attn]  # the family's branch
+        branch = sum(p.numel() for m in modules for p in m.parameters())
         assert layer_param_counts(shape, i, "attn") == ParamCounts(branch, branch), i
     assert max(sum(p.numel() for p in layer.parameters()) for layer in model.model.layers) == shape.layer_params
     assert param_counts(shape) == ParamCounts(shape.params, active)
