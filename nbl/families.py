@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nbl.layer_layout import Experts, Layout
+
 ATTN = ("input_layernorm", "self_attn")  # the attention branch of a Llama-shaped layer
 GEMMA_ATTN = ("input_layernorm", "self_attn", "post_attention_layernorm")
 # The checkpoint tensors whose output is a layer's MLP branch (a pattern after `model.layers.{j}.`, and the dimension
@@ -39,8 +41,6 @@ class Family:
     model: str  # its causal LM class
     attn: tuple[str, ...] = ATTN  # the attention branch's modules, input to output
     ln2: str = "post_attention_layernorm"  # the norm in front of the MLP branch
-    experts: str | None = None  # a mixture of experts: the config key of its experts per layer
-    active: str | None = None  # and of the experts each token runs through
     decilm: str | None = None  # None: DeciLM (forms linear, fold attn) can express it; else why not
     fold: str | None = None  # None: form fold writes its blocks; else why not
     window: int | None = None  # the sliding window its config class fills in when config.json leaves it out
@@ -49,54 +49,100 @@ class Family:
     # and listed only where a test of ours or the runtime's model registry says so
     plain: tuple[str, ...] = ()
     down: tuple[tuple[str, int], ...] = DOWN  # the MLP branch's output projections in a checkpoint (form fold)
+    # what its layer holds beyond Llama's (biases, q/k norms, sinks, Gemma's norms, experts): sizing counts it
+    layout: Layout = Layout()
+
+    @property
+    def moe(self) -> bool:
+        return self.layout.experts is not None
 
 
 _RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")  # each runs Llama, Mistral, Qwen2 and Qwen3 as is
 FAMILIES: dict[str, Family] = {
-    "llama": Family("LlamaConfig", "LlamaForCausalLM", plugin=True, plain=_RUNTIMES),
+    "llama": Family(
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        plugin=True,
+        plain=_RUNTIMES,
+        layout=Layout(
+            qkv_bias=("attention_bias", False), o_bias=("attention_bias", False), mlp_bias=("mlp_bias", False)
+        ),
+    ),
     "mistral": Family("MistralConfig", "MistralForCausalLM", window=4096, plugin=True, plain=_RUNTIMES),
-    "qwen2": Family("Qwen2Config", "Qwen2ForCausalLM", decilm="has no q/k/v biases", plugin=True, plain=_RUNTIMES),
-    "qwen3": Family("Qwen3Config", "Qwen3ForCausalLM", decilm="has no q/k norms", plugin=True, plain=_RUNTIMES),
+    "qwen2": Family(
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        decilm="has no q/k/v biases",
+        plugin=True,
+        plain=_RUNTIMES,
+        layout=Layout(qkv_bias=True),
+    ),
+    "qwen3": Family(
+        "Qwen3Config",
+        "Qwen3ForCausalLM",
+        decilm="has no q/k norms",
+        plugin=True,
+        plain=_RUNTIMES,
+        layout=Layout(qkv_bias=("attention_bias", False), o_bias=("attention_bias", False), qk_norm="head"),
+    ),
     "qwen3_moe": Family(
         "Qwen3MoeConfig",
         "Qwen3MoeForCausalLM",
-        experts="num_experts",
-        active="num_experts_per_tok",
         decilm="has no q/k norms or experts",
         down=EXPERTS_DOWN,
+        layout=Layout(
+            qkv_bias=("attention_bias", False),
+            o_bias=("attention_bias", False),
+            qk_norm="head",
+            experts=Experts(
+                ("num_experts", "num_local_experts"), 128, 8, "moe_intermediate_size", 768, sparse_layers=True
+            ),
+        ),
     ),
     "mixtral": Family(
         "MixtralConfig",
         "MixtralForCausalLM",
-        experts="num_local_experts",
-        active="num_experts_per_tok",
         decilm="has no experts",
         down=((r"block_sparse_moe\.experts\.\d+\.w2\.weight", 0),),  # Mixtral's checkpoint names
+        layout=Layout(experts=Experts(("num_local_experts", "num_experts"), 8, 2, "intermediate_size")),
     ),
     "qwen2_moe": Family(
         "Qwen2MoeConfig",
         "Qwen2MoeForCausalLM",
-        experts="num_experts",
-        active="num_experts_per_tok",
         decilm="has no q/k/v biases or experts",
         down=(*EXPERTS_DOWN, (r"mlp\.shared_expert\.down_proj\.weight", 0)),
+        layout=Layout(
+            qkv_bias=("qkv_bias", True),
+            experts=Experts(
+                ("num_experts",), 60, 4, "moe_intermediate_size", 1408, shared_default=5632, sparse_layers=True
+            ),
+        ),
     ),
     "olmoe": Family(
         "OlmoeConfig",
         "OlmoeForCausalLM",
-        experts="num_experts",
-        active="num_experts_per_tok",
         decilm="has no q/k norms or experts",
         down=EXPERTS_DOWN,
+        layout=Layout(
+            qkv_bias=("attention_bias", False),
+            o_bias=("attention_bias", False),
+            qk_norm="width",
+            experts=Experts(("num_experts", "num_local_experts"), 64, 8, "intermediate_size"),
+        ),
     ),
     "gpt_oss": Family(
         "GptOssConfig",
         "GptOssForCausalLM",
-        experts="num_local_experts",
-        active="num_experts_per_tok",
         decilm="has no attention sinks or experts",
         fold="is not written for gpt-oss: its checkpoints hold the experts in MXFP4 (down_proj_blocks, "
         "down_proj_scales), which a fold would have to quantize again",
+        layout=Layout(
+            qkv_bias=("attention_bias", True),
+            o_bias=("attention_bias", True),
+            sinks=True,
+            head_dim_default=64,
+            experts=Experts(("num_local_experts", "num_experts"), 128, 4, "intermediate_size", bias=True, fused=True),
+        ),
     ),
     "phi3": Family("Phi3Config", "Phi3ForCausalLM", decilm="fuses q, k, v (qkv_proj) and gate, up (gate_up_proj)"),
     # Gemma: a norm after attention (in the branch) and after the MLP, between down_proj and the residual: a map
@@ -108,6 +154,7 @@ FAMILIES: dict[str, Family] = {
         ln2="pre_feedforward_layernorm",
         decilm="has norms after attention and MLP, soft-capping and GeGLU",
         fold="is not exact: post_feedforward_layernorm sits between down_proj and the residual",
+        layout=Layout(norms=4, branch_norms=2),
     ),
     "gemma3_text": Family(
         "Gemma3TextConfig",
@@ -116,6 +163,7 @@ FAMILIES: dict[str, Family] = {
         ln2="pre_feedforward_layernorm",
         decilm="has norms after attention and MLP, q/k norms and GeGLU",
         fold="is not exact: post_feedforward_layernorm sits between down_proj and the residual",
+        layout=Layout(qk_norm="head", norms=4, branch_norms=2),
     ),
 }
 

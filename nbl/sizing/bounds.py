@@ -18,7 +18,7 @@ BOUNDS = {
     "head_dim": 16384,
     "vocab_size": 2**22,
     "max_position_embeddings": 2**24,
-    # a mixture of experts' numbers, bounded in the families that read them (layouts.LAYOUTS): DeepSeek-V3 has
+    # a mixture of experts' numbers, bounded in the families that read them (its entry's layout, nbl/families.py): DeepSeek-V3 has
     # 256 experts, Qwen3-235B-A22B 128 with 8 active; moe_intermediate_size and the shared expert's width are
     # inner widths like intermediate_size
     "num_experts": 16384,

@@ -1,93 +1,22 @@
-"""What each family's decoder layer holds beyond Llama's (q/k/v/o, gate/up/down, two norms), read from its
-config.json: biases, q/k norms, attention sinks, and for a mixture of experts the experts, their router and a
-shared expert. Each entry is transformers' modeling_<family>.py, its defaults its configuration_<family>.py's
-(tests/nbl/sizing/test_moe_sizing.py builds every family's tiny model and compares the counts). A family not
-here is counted as Llama's, as every family was before. Pure.
+"""A family's layer layout (nbl/layer_layout.py, carried by its entry in nbl/families.py) read against a
+config.json: the numbers it adds to a layer's parameters. A family not in the table is counted as Llama's. Pure.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from nbl.families import FAMILIES
+from nbl.layer_layout import Experts, Flag, Layout
 
 from .bounds import ShapeError, read_int, read_layers
-
-Flag = tuple[str, bool] | bool  # (config key, transformers' default when the config lacks it), or always/never
-
-
-@dataclass(frozen=True)
-class Experts:
-    """Where a family's config keeps its mixture of experts, and transformers' defaults for what it lacks."""
-
-    count: tuple[
-        str, ...
-    ]  # the expert count's keys, the first the config has wins (transformers' attribute_map aliases)
-    count_default: int
-    active_default: int  # num_experts_per_tok
-    width: str  # one expert's inner width: intermediate_size (then as a dense layer's, 4 d by default) or moe_intermediate_size
-    width_default: int | None = None
-    shared_default: int | None = None  # qwen2_moe: a shared expert of shared_expert_intermediate_size, gated by d x 1
-    sparse_layers: bool = False  # decoder_sparse_step and mlp_only_layers choose the MoE layers, the others dense
-    bias: bool = False  # gpt_oss: each expert's gate_up and down biases, and the router's
-    fused: bool = False  # the checkpoint keeps a layer's experts in one tensor (gpt_oss: gate_up n x d x 2 I)
-
-
-@dataclass(frozen=True)
-class Layout:
-    qkv_bias: Flag = False  # q, k and v biases
-    o_bias: Flag = False
-    qk_norm: str = ""  # "head": q_norm and k_norm over head_dim (Qwen3); "width": over d and (d // H) x KV (OLMoE)
-    sinks: bool = False  # one learned logit per head (gpt_oss)
-    mlp_bias: Flag = False  # the dense MLP's gate/up/down biases (Llama's mlp_bias)
-    head_dim_default: int | None = None  # None: d // H
-    experts: Experts | None = None
-    norms: int = 2  # the d-wide norms of a layer (Gemma: 4, after attention and around the MLP too)
-    branch_norms: int = 1  # those in the attention branch (Gemma: 2, the input's and the one after attention)
-
-
-GEMMA = {"norms": 4, "branch_norms": 2}
-LAYOUTS: dict[str, Layout] = {
-    "gemma2": Layout(**GEMMA),
-    "gemma3_text": Layout(qk_norm="head", **GEMMA),
-    "llama": Layout(qkv_bias=("attention_bias", False), o_bias=("attention_bias", False), mlp_bias=("mlp_bias", False)),
-    "mistral": Layout(),
-    "qwen2": Layout(qkv_bias=True),
-    "qwen3": Layout(qkv_bias=("attention_bias", False), o_bias=("attention_bias", False), qk_norm="head"),
-    "mixtral": Layout(experts=Experts(("num_local_experts", "num_experts"), 8, 2, "intermediate_size")),
-    "qwen2_moe": Layout(
-        qkv_bias=("qkv_bias", True),
-        experts=Experts(
-            ("num_experts",), 60, 4, "moe_intermediate_size", 1408, shared_default=5632, sparse_layers=True
-        ),
-    ),
-    "qwen3_moe": Layout(
-        qkv_bias=("attention_bias", False),
-        o_bias=("attention_bias", False),
-        qk_norm="head",
-        experts=Experts(("num_experts", "num_local_experts"), 128, 8, "moe_intermediate_size", 768, sparse_layers=True),
-    ),
-    "olmoe": Layout(
-        qkv_bias=("attention_bias", False),
-        o_bias=("attention_bias", False),
-        qk_norm="width",
-        experts=Experts(("num_experts", "num_local_experts"), 64, 8, "intermediate_size"),
-    ),
-    "gpt_oss": Layout(
-        qkv_bias=("attention_bias", True),
-        o_bias=("attention_bias", True),
-        sinks=True,
-        head_dim_default=64,
-        experts=Experts(("num_local_experts", "num_experts"), 128, 4, "intermediate_size", bias=True, fused=True),
-    ),
-}
 
 
 def layout_of(cfg: dict, config: dict, numbers: dict) -> Layout:
     """The family of one level `cfg` of `config`: its own model_type, else the language model's (`numbers`,
-    text_config's or the top level's), else the top level's; Llama's layer for a family not in LAYOUTS."""
+    text_config's or the top level's), else the top level's; Llama's layer for a family not in the table."""
     for level in (cfg, numbers, config):
         family = level.get("model_type")
-        if isinstance(family, str) and family in LAYOUTS:
-            return LAYOUTS[family]
+        if isinstance(family, str) and family in FAMILIES:
+            return FAMILIES[family].layout
     return Layout()
 
 

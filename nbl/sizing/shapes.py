@@ -2,7 +2,7 @@
 
 Pure (no torch, no transformers): the API reads a `local:NAME` config, the CLI a directory or a Hub
 config, and both get the same Shape. Multimodal configs keep the language model under `text_config`.
-A family's layer is Llama's plus what its layouts.LAYOUTS entry adds (biases, q/k norms, sinks, experts);
+A family's layer is Llama's plus what its entry's layout (nbl/families.py, nbl/layer_layout.py) adds (biases, q/k norms, sinks, experts);
 every number is bounded (bounds.BOUNDS).
 """
 
@@ -221,7 +221,7 @@ def out_of_bounds(config: dict) -> list[ShapeError]:
     checked: the estimate says what it lacks), at the top level and under text_config both: the estimate
     reads text_config when there is one, while transformers builds a text-only family (LlamaConfig) from
     the top level, so a bound on one level alone let 10**12 layers by on the other. A mixture of experts'
-    numbers (MOE_KEYS, mlp_only_layers) are checked where the level's family reads them (layouts.LAYOUTS)."""
+    numbers (MOE_KEYS, mlp_only_layers) are checked where the level's family reads them (its entry's layout, nbl/families.py)."""
     levels = [("", config)] + (
         [("text_config.", config["text_config"])] if isinstance(config.get("text_config"), dict) else []
     )

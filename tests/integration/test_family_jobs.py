@@ -84,7 +84,7 @@ def test_nbl_compress_and_nbl_estimate_take_each_family(family, tmp_path, text_f
     params = result["outputs"][0]["params"]
     assert params["total"] == count(model)
     assert params["total"] - params["removed_total"] == count(tmp_path / "out", trust_remote_code=True)
-    assert (params["active"] < params["total"]) == (FAMILIES[family].experts is not None)
+    assert (params["active"] < params["total"]) == FAMILIES[family].moe
     assert "Parameters removed:" in (tmp_path / "out" / "README.md").read_text()
 
 
