@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import transformers
 
-# family (base `model_type`) -> transformers config class; the engine writes these four.
+# family (base `model_type`) -> transformers config class: the families whose entry in nbl/families.py says
+# plugin=True (tests/worker/engine/modeling/test_family_layers.py holds the two equal).
 FAMILIES: dict[str, str] = {
     "llama": "LlamaConfig",
     "mistral": "MistralConfig",

@@ -91,3 +91,18 @@ def test_a_replaced_attention_branch_adds_exactly_w_h_plus_b(family):
 def test_the_shipped_modeling_file_has_every_entry_and_branch():
     assert {f: (e.config, e.model, e.attn) for f, e in FAMILIES.items()} == modeling_nbl.FAMILIES
     assert set(FAMILY_CONFIGS) == set(FAMILIES)  # every family has its tiny config in the tests
+
+
+def test_the_vllm_plugin_builds_the_families_whose_entry_says_so():
+    """The plugin (its own venv, which may not import nbl) has its own table: read from its source, it must be
+    the entries with plugin=True, so runs_in never claims vLLM for a family the plugin does not build."""
+    import ast
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[4] / "integrations" / "vllm" / "nbl_vllm" / "configs.py"
+    tables = [
+        ast.literal_eval(node.value)
+        for node in ast.parse(source.read_text()).body
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "FAMILIES"
+    ]
+    assert len(tables) == 1 and set(tables[0]) == {f for f, entry in FAMILIES.items() if entry.plugin}
