@@ -53,7 +53,9 @@ def test_a_criterion_auto_k_auto_job_records_the_table_and_the_winner(deployment
     assert set(at3) == {"cca", "cosine", "nmse", "greedy"}
     (won,) = sel["chosen"]
     assert at3[won["criterion"]]["heldout_ppl"] == min(t["heldout_ppl"] for t in at3.values())
-    assert job["selected_layers"] == [{"k": 3, "mode": "attn", "layers": won["layers"], "criterion": won["criterion"]}]
+    assert job["selected_layers"] == [
+        {"k": 3, "mode": "attn", "layers": won["layers"], "criterion": won["criterion"], "family": "llama"}
+    ]
     marks = [m for row in layers for m in row["outputs"]]
     assert {m["criterion"] for m in marks} == {won["criterion"]}
     assert sorted(row["layer"] for row in layers if row["outputs"][0]["selected"]) == won["layers"]
