@@ -168,15 +168,46 @@ FAMILIES: dict[str, Family] = {
 }
 
 
+@dataclass(frozen=True)
+class TextPart:
+    """A multimodal family whose language model is a family of the table: a job compresses that text part, and
+    its output is the text model alone (worker/engine/loading/text_part.py writes it before anything reads it)."""
+
+    family: str  # the text model's family (its text_config's model_type)
+    prefixes: tuple[tuple[str, str], ...]  # the checkpoint's text-model tensor prefixes -> the text model's own
+
+
+TEXT_PARTS = {
+    "gemma3": TextPart("gemma3_text", (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."))),
+}
+
+
+def text_model_config(config: dict) -> dict:
+    """The config of the model a job compresses: a multimodal config's text_config (as its text family, with the
+    head's tying), else the config itself."""
+    part = TEXT_PARTS.get(config.get("model_type"))
+    inner = config.get("text_config")
+    if part is None or not isinstance(inner, dict) or inner.get("model_type", part.family) != part.family:
+        return config
+    tied = config.get("tie_word_embeddings", inner.get("tie_word_embeddings", True))
+    return {
+        **inner,
+        "model_type": part.family,
+        "architectures": [FAMILIES[part.family].model],
+        "tie_word_embeddings": tied,
+    }
+
+
 def family_error(config: dict, families=tuple(FAMILIES)) -> str | None:
     """Why a config's family cannot be compressed (None: it can). `families`: those this process can load
-    (the worker: the table's that its transformers has)."""
-    family = config.get("model_type")
+    (the worker: the table's that its transformers has). A multimodal family of TEXT_PARTS is its text part's."""
+    family = text_model_config(config).get("model_type")
     if family in families:
         return None
     short = family is None or isinstance(family, str) and len(family) <= 64  # a config is user input: no megabyte repr
     shown = repr(family) if short else f"a {type(family).__name__}"
-    return f"architecture {shown} is not supported; supported: {', '.join(families)}"
+    parts = [f"{m} (its text part)" for m, part in TEXT_PARTS.items() if part.family in families]
+    return f"architecture {shown} is not supported; supported: {', '.join([*families, *parts])}"
 
 
 def classes(family: str) -> tuple[str, str]:

@@ -153,6 +153,9 @@ def run(
         run_warnings.hidden_size(lm),
         sink.warning,
     )
+    if (msg := run_warnings.text_part(lm)) is not None:
+        caveats.common.append(msg)
+        sink.warning(msg)
     if (msg := budget.selection_warning(recipe, compressed.selection, recipe.calibration.seq_len)) is not None:
         caveats.common.append(msg)  # the selection data cannot tell the budget apart: on the cards too
         sink.warning(msg)

@@ -77,6 +77,16 @@ def hidden_size(lm) -> int | None:
     return cfg.get("hidden_size") or (cfg.get("text_config") or {}).get("hidden_size")
 
 
+def text_part(lm) -> str | None:
+    """A multimodal model's job compresses and publishes its text model alone: said on every card."""
+    if lm.text_part_of is None:
+        return None
+    return (
+        f"the input is a multimodal {lm.text_part_of} model: this output is its text model alone "
+        f"({lm.family}), without the vision tower and the projector"
+    )
+
+
 def after_compression(
     scores: list[dict],
     mode: str,

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from nbl import recipe as R
-from nbl.families import family_error
+from nbl.families import family_error, text_model_config
 from nbl.outputs import forms
 from nbl.sizing.shapes import out_of_bounds
 
@@ -58,8 +58,10 @@ def quantized_error(config: dict) -> str | None:
 def config_problems(
     config: dict, ks: list[int], seq_len: int, form: str = R.FORM, mode: str = R.MODE
 ) -> list[tuple[tuple[str, ...], str]]:
-    """(field, message) for each way this request cannot work on a model with this config."""
+    """(field, message) for each way this request cannot work on a model with this config (a multimodal model's:
+    of its text part, which is what a job compresses)."""
     family = family_error(config) or quantized_error(config)
+    config = text_model_config(config)
     bounds = [str(e) for e in out_of_bounds(config)]
     problems = [(("model", "id"), msg) for msg in ([family] if family else []) + bounds]
     why = None if family or bounds else forms.family_error(form, mode, config["model_type"], config)

