@@ -175,10 +175,29 @@ class TextPart:
 
     family: str  # the text model's family (its text_config's model_type)
     prefixes: tuple[tuple[str, str], ...]  # the checkpoint's text-model tensor prefixes -> the text model's own
+    # the text config class's defaults for the shape's keys: a Hub config.json's text_config holds only what differs
+    # from them (google/gemma-3-4b-it's: hidden_size, intermediate_size, num_hidden_layers...), and the API sizes it
+    # without transformers (a test holds these equal to transformers' own)
+    defaults: tuple[tuple[str, object], ...] = ()
 
 
+GEMMA3_TEXT_DEFAULTS = (
+    ("vocab_size", 262208),
+    ("hidden_size", 2304),
+    ("intermediate_size", 9216),
+    ("num_hidden_layers", 26),
+    ("num_attention_heads", 8),
+    ("num_key_value_heads", 4),
+    ("head_dim", 256),
+    ("max_position_embeddings", 131072),
+    ("sliding_window", 4096),
+)
 TEXT_PARTS = {
-    "gemma3": TextPart("gemma3_text", (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."))),
+    "gemma3": TextPart(
+        "gemma3_text",
+        (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head.")),
+        GEMMA3_TEXT_DEFAULTS,
+    ),
 }
 
 
@@ -190,12 +209,9 @@ def text_model_config(config: dict) -> dict:
     if part is None or not isinstance(inner, dict) or inner.get("model_type", part.family) != part.family:
         return config
     tied = config.get("tie_word_embeddings", inner.get("tie_word_embeddings", True))
-    return {
-        **inner,
-        "model_type": part.family,
-        "architectures": [FAMILIES[part.family].model],
-        "tie_word_embeddings": tied,
-    }
+    dtypes = {k: config[k] for k in ("torch_dtype", "dtype") if k in config and k not in inner}
+    head = {"model_type": part.family, "architectures": [FAMILIES[part.family].model], "tie_word_embeddings": tied}
+    return {**dict(part.defaults), **dtypes, **inner, **head}
 
 
 def family_error(config: dict, families=tuple(FAMILIES)) -> str | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from nbl.families import TEXT_PARTS, text_model_config
+
 from .bounds import BOUNDS, MOE_KEYS, ShapeError, read_int, read_layers
 from .layouts import attn_extra, expert_fields, flag, layout_of, moe_keys
 
@@ -244,7 +246,10 @@ def out_of_bounds(config: dict) -> list[ShapeError]:
 
 
 def _numbers(config: dict) -> dict:
-    """Multimodal configs keep the language model under text_config."""
+    """Multimodal configs keep the language model under text_config; a multimodal family's of nbl/families.TEXT_PARTS
+    only what differs from its text config's defaults, which its entry fills in."""
+    if config.get("model_type") in TEXT_PARTS:
+        return text_model_config(config)
     inner = config.get("text_config")
     return inner if isinstance(inner, dict) else config
 

@@ -60,3 +60,34 @@ def test_a_multimodal_family_whose_text_part_is_not_ours_is_refused():
     config = {"model_type": "gemma3", "text_config": {"model_type": "llava"}}
     assert "architecture 'gemma3' is not supported" in family_error(config)
     assert "gemma3 (its text part)" in family_error({"model_type": "paligemma"})
+
+
+# google/gemma-3-4b-it's config.json: its text_config holds only what differs from Gemma3TextConfig's defaults
+GEMMA3_4B_IT = {
+    "architectures": ["Gemma3ForConditionalGeneration"],
+    "model_type": "gemma3",
+    "mm_tokens_per_image": 256,
+    "text_config": {
+        "hidden_size": 2560,
+        "intermediate_size": 10240,
+        "model_type": "gemma3_text",
+        "num_hidden_layers": 34,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window": 1024,
+    },
+    "torch_dtype": "bfloat16",
+    "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model", "num_hidden_layers": 27},
+}
+
+
+def test_a_hub_configs_sparse_text_config_is_sized_with_the_text_configs_defaults():
+    from transformers import Gemma3TextConfig
+
+    from nbl.families import TEXT_PARTS
+    from nbl.sizing.shapes import shape_of
+
+    full = Gemma3TextConfig().to_dict()
+    assert all(full[k] == v for k, v in TEXT_PARTS["gemma3"].defaults), "the entry's defaults are transformers' own"
+    built = Gemma3TextConfig(**GEMMA3_4B_IT["text_config"]).to_dict()
+    assert shape_of(GEMMA3_4B_IT) == shape_of({**built, "torch_dtype": "bfloat16"})
+    assert round(shape_of(GEMMA3_4B_IT).params / 1e9, 2) == 3.88  # the text model of the 4B: no vision tower
