@@ -58,6 +58,10 @@ class Family:
 
 
 _RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")  # each runs Llama, Mistral, Qwen2 and Qwen3 as is
+# vLLM: a fold block output of the family token-exact in vLLM CPU (tests/serving/test_vllm_forms.py); SGLang and
+# TensorRT-LLM: the class in their model registries (sglang/srt/models/{llama (Phi3ForCausalLM), mixtral, qwen2_moe,
+# qwen3_moe, olmoe}.py; tensorrt_llm/_torch/models/modeling_{phi3, mixtral, qwen_moe, qwen3_moe}.py, no OLMoE)
+_SERVERS = ("vllm", "sglang", "tensorrt-llm")
 FAMILIES: dict[str, Family] = {
     "llama": Family(
         "LlamaConfig",
@@ -88,6 +92,7 @@ FAMILIES: dict[str, Family] = {
     "qwen3_moe": Family(
         "Qwen3MoeConfig",
         "Qwen3MoeForCausalLM",
+        plain=_SERVERS,
         decilm="has no q/k norms or experts",
         down=EXPERTS_DOWN,
         layout=Layout(
@@ -102,6 +107,7 @@ FAMILIES: dict[str, Family] = {
     "mixtral": Family(
         "MixtralConfig",
         "MixtralForCausalLM",
+        plain=_SERVERS,
         decilm="has no experts",
         down=((r"block_sparse_moe\.experts\.\d+\.w2\.weight", 0),),  # Mixtral's checkpoint names
         layout=Layout(experts=Experts(("num_local_experts", "num_experts"), 8, 2, "intermediate_size")),
@@ -109,6 +115,7 @@ FAMILIES: dict[str, Family] = {
     "qwen2_moe": Family(
         "Qwen2MoeConfig",
         "Qwen2MoeForCausalLM",
+        plain=_SERVERS,
         decilm="has no q/k/v biases or experts",
         down=(*EXPERTS_DOWN, (r"mlp\.shared_expert\.down_proj\.weight", 0)),
         layout=Layout(
@@ -121,6 +128,7 @@ FAMILIES: dict[str, Family] = {
     "olmoe": Family(
         "OlmoeConfig",
         "OlmoeForCausalLM",
+        plain=("vllm", "sglang"),
         decilm="has no q/k norms or experts",
         down=EXPERTS_DOWN,
         layout=Layout(
@@ -144,7 +152,12 @@ FAMILIES: dict[str, Family] = {
             experts=Experts(("num_local_experts", "num_experts"), 128, 4, "intermediate_size", bias=True, fused=True),
         ),
     ),
-    "phi3": Family("Phi3Config", "Phi3ForCausalLM", decilm="fuses q, k, v (qkv_proj) and gate, up (gate_up_proj)"),
+    "phi3": Family(
+        "Phi3Config",
+        "Phi3ForCausalLM",
+        plain=_SERVERS,
+        decilm="fuses q, k, v (qkv_proj) and gate, up (gate_up_proj)",
+    ),
     # Gemma: a norm after attention (in the branch) and after the MLP, between down_proj and the residual: a map
     # folded into down_proj would pass through post_feedforward_layernorm, so fold is not exact
     "gemma2": Family(

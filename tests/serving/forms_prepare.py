@@ -11,6 +11,7 @@ tokens per prompt, as prepare.py's.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -28,6 +29,11 @@ FORM_OUTPUTS = {
     "tiny-mistral-fold-block": ("mistral", "block", 2),
     "tiny-qwen2-fold-block": ("qwen2", "block", 2),
     "tiny-qwen3-fold-block": ("qwen3", "block", 2),
+    "tiny-phi3-fold-block": ("phi3", "block", 2),
+    "tiny-mixtral-fold-block": ("mixtral", "block", 2),
+    "tiny-qwen2_moe-fold-block": ("qwen2_moe", "block", 2),
+    "tiny-qwen3_moe-fold-block": ("qwen3_moe", "block", 2),
+    "tiny-olmoe-fold-block": ("olmoe", "block", 2),
     "tiny-llama-fold-attn": ("llama", "attn", 2),
     "smollm2-fold-block": ("smollm2", "block", 2),
     "smollm2-fold-attn": ("smollm2", "attn", 4),
@@ -41,7 +47,10 @@ def main(work: Path) -> None:
     docs = json.loads((DATA_DIR / "c4" / "c4_demo.json").read_text())[:40]
     calib.write_text("".join(json.dumps({"text": d["text"]}) + "\n" for d in docs))
     ref = {}
+    only = set(os.environ.get("NBL_FORMS_ONLY", "").split(",")) - {""}  # a subset, when debugging one
     for name, (family, mode, k) in FORM_OUTPUTS.items():
+        if only and name not in only:
+            continue
         if family == "smollm2":
             base, data, prompts = (
                 smollm2_gguf(),

@@ -106,3 +106,17 @@ def test_the_vllm_plugin_builds_the_families_whose_entry_says_so():
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "FAMILIES"
     ]
     assert len(tables) == 1 and set(tables[0]) == {f for f, entry in FAMILIES.items() if entry.plugin}
+
+
+def test_vllm_is_claimed_for_a_fold_output_only_where_a_vllm_test_runs_one():
+    """An entry's `plain` names vLLM only for a family whose fold block output tests/serving/test_vllm_forms.py
+    serves in vLLM (token-exact against transformers); read from its source (it runs in the serving venv)."""
+    import ast
+    import re
+
+    from testkit.models import REPO
+
+    source = (REPO / "tests" / "serving" / "test_vllm_forms.py").read_text()
+    names = ast.literal_eval(re.search(r"^NAMES = (\[.*?\])", source, re.S | re.M).group(1))
+    served = {n.removeprefix("tiny-").removesuffix("-fold-block") for n in names if n.startswith("tiny-")}
+    assert {f for f, entry in FAMILIES.items() if "vllm" in entry.plain} == served & set(FAMILIES)
