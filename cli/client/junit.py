@@ -5,7 +5,9 @@ One test suite for the job (its `time` the job's, from start to end). Its test c
   - a failed or cancelled job: one failing case, `job`, that says why (the error, or where the cancel
     stopped it); a job failed by its gates (error.type quality) keeps its gate cases instead, which say it;
   - else one per gate check when the job has gates (job.gates .checks: {"output": "k4", "metric", "base",
-    "value", "limit", "passed"}), failed when the check did not pass;
+    "value", "limit", "passed"}): a check that did not pass is a failure when the job failed by it, and
+    `skipped` when the job succeeded with the outputs that passed (its output held back, not published): a
+    green job never shows a red test;
   - else one per output (k), with each metric, the base's figure and its delta;
   - else (the job ended before its outputs were known, or the wait gave up) one for the job.
 Every case carries its figures as properties (metric, value, base, limit: "none" without gates) and in
@@ -78,7 +80,10 @@ def _output_case(suite: ET.Element, classname: str, output: Mapping, base: Mappi
     ET.SubElement(case, "system-out").text = "\n".join(lines + ["limit: none (the job has no gates)"])
 
 
-def _gate_case(suite: ET.Element, classname: str, check: Mapping, outputs: Mapping[str, Mapping]) -> None:
+def _gate_case(
+    suite: ET.Element, classname: str, check: Mapping, outputs: Mapping[str, Mapping], published: list[str] | None
+) -> None:
+    """`published`: the outputs the job published (it succeeded), so a failed check's output was held back."""
     out = check.get("output")
     name = f"k{out}" if isinstance(out, int) else str(out)
     text = (
@@ -93,13 +98,16 @@ def _gate_case(suite: ET.Element, classname: str, check: Mapping, outputs: Mappi
         {k: check.get(k) for k in ("metric", "value", "base", "limit", "gate", "allowed")},
     )
     if not check.get("passed"):
-        ET.SubElement(
-            case,
-            "failure",
-            type="gate",
-            message=f"{check.get('metric')} = {readable(check.get('value'))} beyond its limit "
-            f"{readable(check.get('limit'))} (base {readable(check.get('base'))})",
+        beyond = (
+            f"{check.get('metric')} = {readable(check.get('value'))} beyond its limit "
+            f"{readable(check.get('limit'))} (base {readable(check.get('base'))})"
         )
+        if published is None:
+            ET.SubElement(case, "failure", type="gate", message=beyond)
+        else:
+            held = f"{name} held back, not published: {beyond}; the job published {', '.join(published)}"
+            ET.SubElement(case, "skipped", message=held)
+            text = f"{held}\n{text}"
     ET.SubElement(case, "system-out").text = text
 
 
@@ -128,8 +136,11 @@ def junit_xml(job: Mapping) -> str:
         ET.SubElement(case, "failure", type=kind, message=message)
     elif checks:
         by_name = {f"k{o.get('k')}": o for o in outputs}
+        failed = {c.get("output") for c in checks if not c.get("passed")}
+        names = list(dict.fromkeys(str(c.get("output")) for c in checks))
+        published = [n for n in names if n not in failed] if job.get("status") == "succeeded" else None
         for c in checks:
-            _gate_case(suite, classname, c, by_name)
+            _gate_case(suite, classname, c, by_name, published)
     elif outputs:
         for o in outputs:
             _output_case(suite, classname, o, result.get("base"), job)
