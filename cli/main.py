@@ -23,8 +23,15 @@ from cli.serve import add_serve
 from cli.worker import add_import_gguf, add_worker
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage error is one line and a hint, not the command's whole usage block (its subcommands inherit it)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n  (`{self.prog} --help` lists every option)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nbl", description="nbl-service: Neural Block Linearization for LLMs")
+    parser = Parser(prog="nbl", description="nbl-service: Neural Block Linearization for LLMs")
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     add_compress(sub)

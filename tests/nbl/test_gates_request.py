@@ -145,3 +145,4 @@ def test_a_gate_without_its_percent_is_refused_with_the_right_spelling(capsys, c
         main([*command, "--gate", gate])
     err = capsys.readouterr().err
     assert refused.value.code == 2 and f"--gate {gate}: " in err and spelling in err, err
+    assert len(err.splitlines()) == 2 and "--help` lists every option" in err  # one line and a hint (issue 38)
