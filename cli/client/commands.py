@@ -196,6 +196,12 @@ def _wait_args(p) -> None:
     p.add_argument("--interval", type=float, default=1.0, help="first polling interval; it backs off to 15 s")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr (retries and errors are still said)")
     p.add_argument(
+        "--verbose",
+        dest="every_line",
+        action="store_true",
+        help="a progress line whenever the job's progress moves (default: one line per stage, and warnings)",
+    )
+    p.add_argument(
         "--junit",
         type=Path,
         metavar="FILE",
@@ -271,6 +277,7 @@ def _submit(client: Client, args, body: dict) -> int:
         quiet=args.quiet,
         as_json=args.json,
         junit=args.junit,
+        verbose=args.every_line,
     )
 
 
@@ -283,6 +290,7 @@ def _wait(client: Client, args) -> int:
         quiet=args.quiet,
         as_json=args.json,
         junit=args.junit,
+        verbose=args.every_line,
     )
 
 

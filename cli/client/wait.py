@@ -1,9 +1,10 @@
 """`nbl wait JOB` (and `nbl submit --wait`): follow a job through nbl_client's Client.wait.
 
-On stderr, a line only when something changes (status, stage, the job's progress to 0.1 %, the
-stage's to 1 %, or a stage, warning or status event), each with the stage's progress and the ETA, and
-a heartbeat when nothing has for HEARTBEAT_S, so a CI log shows the job is alive without a line per
-poll. The job itself (and its metrics table) goes to stdout.
+On stderr, one line per stage (a line when the status or the stage changes, with the job's progress and
+the ETA), every warning, and a heartbeat when nothing was said for QUIET_HEARTBEAT_S, so a CI log shows the
+job is alive in a few lines (a 5-minute job: about ten, not ninety). `--verbose`: a line whenever something
+changes (the job's progress to 0.1 %, the stage's to 1 %, or a stage, warning or status event) and a
+heartbeat after HEARTBEAT_S. The job itself (and its metrics table) goes to stdout.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from cli.client.result_table import result_lines
 from nbl_client import ApiError, Client, Unavailable
 
 HEARTBEAT_S = 60.0
+QUIET_HEARTBEAT_S = 300.0
 EXIT = {"succeeded": 0, "failed": 1, "cancelled": 2}
 EXIT_TIMEOUT, EXIT_API, EXIT_QUALITY = 3, 4, 5
-SHOWN_EVENTS = ("stage", "warning", "status")
+SHOWN_EVENTS = ("stage", "warning", "status")  # with --verbose; else warnings only (the stage line says the rest)
 
 
 def failed(error: Exception) -> int:
@@ -37,9 +39,14 @@ class WaitPrinter:
     """Client.wait's on_poll: prints what changed since the last poll, else a heartbeat."""
 
     def __init__(
-        self, out: TextIO | None = None, clock: Callable[[], float] = time.monotonic, heartbeat_s: float = HEARTBEAT_S
+        self,
+        out: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat_s: float | None = None,
+        verbose: bool = False,
     ):
-        self.out, self.clock, self.heartbeat_s = out, clock, heartbeat_s
+        self.out, self.clock, self.verbose = out, clock, verbose
+        self.heartbeat_s = heartbeat_s or (HEARTBEAT_S if verbose else QUIET_HEARTBEAT_S)
         self.state: tuple | None = None
         self.last_line = clock()
         self.changed_at = self.last_line
@@ -51,10 +58,12 @@ class WaitPrinter:
     def __call__(self, job, events) -> None:
         now = self.clock()
         for ev in events.data:
-            if ev.kind in SHOWN_EVENTS:
+            if ev.kind in (SHOWN_EVENTS if self.verbose else ("warning",)):
                 self._say(event_line(ev.model_dump(mode="json")))
         stage_progress = getattr(job, "stage_progress", None)  # None from a server before migration 0008
-        state = (job.status, job.stage, round(job.progress * 1000), round((stage_progress or 0) * 100))
+        state = (job.status, job.stage)
+        if self.verbose:
+            state += (round(job.progress * 1000), round((stage_progress or 0) * 100))
         line = (
             f"{job.status:<10} {job.stage or '':<10} {job.progress:6.1%}"
             + (f"  (stage {stage_progress:4.0%})" if job.stage and stage_progress is not None else "")
@@ -98,11 +107,14 @@ def wait_for(
     quiet: bool,
     as_json: bool,
     junit: Path | None = None,
+    verbose: bool = False,
 ) -> int:
     """Waits and prints; the exit code by the job's end (0/1/2, 5 quality), 3 on a timeout, 4 if refused. `junit`:
     also write the JUnit XML report there (cli/client/junit.py), whatever the exit code."""
     try:
-        job = client.wait(job_id, timeout=timeout or None, interval=interval, on_poll=None if quiet else WaitPrinter())
+        job = client.wait(
+            job_id, timeout=timeout or None, interval=interval, on_poll=None if quiet else WaitPrinter(verbose=verbose)
+        )
     except (Unavailable, ApiError) as e:  # WaitTimeout is an Unavailable
         if junit is not None:
             junit_report.write(junit, junit_report.unreachable_xml(job_id, str(e)))

@@ -67,10 +67,35 @@ def test_submit_wait_exits_by_the_job(served, capsys):
     assert code == 2 and out.startswith(f"{job_id}  cancelled")
 
 
-def test_wait_prints_only_changes_and_a_heartbeat():
+def test_wait_prints_a_line_per_stage_warnings_and_a_rare_heartbeat():
+    """The default (issue 38: a 5-minute job printed about 90 lines): one line per stage, not per percent."""
     now = [0.0]
     out = io.StringIO()
-    printer = WaitPrinter(out=out, clock=lambda: now[0], heartbeat_s=60)
+    printer = WaitPrinter(out=out, clock=lambda: now[0])
+
+    def poll(t, status, stage, progress, *events):
+        now[0] = t
+        job = Job(id="job_x", status=status, stage=stage, progress=progress)
+        printer(job, EventList(data=[Event(id=i, kind=k, stage=stage, message=m) for i, (k, m) in enumerate(events)]))
+
+    poll(0, "queued", None, 0.0)
+    poll(1, "running", "calibrate", 0.0, ("stage", None), ("status", "running"))
+    for t in range(2, 100):
+        poll(t, "running", "calibrate", t / 400)  # the progress moves at every poll: silent
+    poll(100, "running", "score", 0.3, ("stage", None), ("warning", "too few tokens"))
+    poll(401, "running", "score", 0.35)  # 300 s since the last line: the heartbeat
+    poll(402, "succeeded", None, 1.0, ("status", "succeeded"))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 6, lines
+    assert lines[0].startswith("queued") and lines[1].startswith("running    calibrate")
+    assert "too few tokens" in lines[2] and lines[3].startswith("running    score")
+    assert "still; no change for 301 s" in lines[4] and lines[5].startswith("succeeded")
+
+
+def test_wait_verbose_prints_every_change_and_a_heartbeat():
+    now = [0.0]
+    out = io.StringIO()
+    printer = WaitPrinter(out=out, clock=lambda: now[0], heartbeat_s=60, verbose=True)
 
     def poll(t, status, stage, progress, *events):
         now[0] = t
