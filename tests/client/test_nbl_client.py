@@ -130,3 +130,22 @@ def test_cancel_of_a_job_that_began_publishing_is_a_409_of_its_own_type(api, ses
         api.cancel(job.id)
     assert refused.value.status == 409 and refused.value.problem["type"].endswith("/job-publishing")
     assert "cancel not possible" in str(refused.value) and api.job(job.id).status == "running"
+
+
+def test_estimate_sizes_a_request_before_it_is_submitted(api, settings):
+    """docs/api.md's example sizes its job first: the defaults cost hours on a CPU worker (issue 38 §3)."""
+    import json
+
+    from testkit.service_lib import TINY_CONFIG
+
+    (settings.models_dir / "m").mkdir(parents=True)
+    (settings.models_dir / "m" / "config.json").write_text(json.dumps({**TINY_CONFIG, "max_position_embeddings": 4096}))
+    small = api.estimate(
+        body(model="local:m", k=1, calibration={"num_samples": 8, "seq_len": 32}, evaluation={"max_tokens": 64})
+    )
+    default = api.estimate(body(model="local:m", k=1))
+    assert small["seconds"][0] > 0 and small["seconds"][1] < default["seconds"][1]
+    with pytest.raises(ApiError) as refused:
+        api.estimate(body(model="local:m", k=[7]))  # k at or above the model's layers
+    assert refused.value.status == 422
+    assert api.jobs().data == []  # an estimate makes no job

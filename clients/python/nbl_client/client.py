@@ -95,6 +95,10 @@ class Client:
             )
         )
 
+    def estimate(self, request: Mapping[str, Any], *, timeout: float | None = 120.0) -> dict:
+        """POST /v1/estimates: what the job would take (seconds [low, high], memory, disk, worker class), as JSON."""
+        return self._api.request("POST", "/v1/estimates", json=dict(request), deadline=_deadline(timeout))
+
     def job(self, job_id: str, *, timeout: float | None = None) -> Job:
         return Job.model_validate(self._api.request("GET", f"/v1/jobs/{job_id}", deadline=_deadline(timeout)))
 
