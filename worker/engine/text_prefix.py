@@ -1,10 +1,10 @@
 """What a tokenizer puts before a text: the ids every evaluation window and calibration block opens with.
 
-A model is trained on texts that open with what its tokenizer adds (Gemma's `<bos>`: its WikiText-2
-perplexity is 29.5 without and 18.3 with, bench/results/gemma3_bos.md), so windows cut from a longer
-text must open with it too, not only the first. Found by encoding a probe with and without special
-tokens: the ids before the plain encoding are the prefix ([bos] for Llama and Gemma tokenizers, [] for
-GPT-2 style ones such as SmolLM2's and Qwen's, whose windows are cut exactly as before).
+A model is trained on texts that open with what its tokenizer adds (Gemma's `<bos>`: Gemma 3 270M's
+WikiText-2 perplexity on 8 windows of 512 is 23.46 with it and 62.27 without, bench/results/gemma3_bos.md),
+so windows cut from a longer text must open with it too, not only the first. Found by encoding a probe
+with and without special tokens: the ids before the plain encoding are the prefix ([bos] for Llama and
+Gemma tokenizers, [] for GPT-2 style ones such as SmolLM2's, whose windows are cut exactly as before).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ suite was asked for (benchmarks/suite.py: its average, and the tasks skipped bec
 absent). The base model of a comparison is evaluated once per (fingerprint, evaluation spec,
 hardware): its result is kept as JSON under `home`/evals/<key>.json (the caller's NBL_HOME); the key
 hashes the model fingerprint, everything that changes the numbers (corpora, token cap, tasks, suite,
-task-file contents, data directory, limit, speed settings, dtype, the tokenizer's prefix when it has one) and, when speed is measured, the
-device and thread count.
+task-file contents, data directory, limit, speed settings, dtype, the tokenizer's prefix when it has
+one) and, when speed is measured, the device and thread count.
 """
 
 from __future__ import annotations
