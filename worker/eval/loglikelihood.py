@@ -1,7 +1,8 @@
 """Log-likelihood of continuations given contexts, computed as lm-evaluation-harness computes it.
 
 Pairs are split into tokens as lm-eval splits them (token_split.py). The model reads
-(ctx + cont)[-(L+1):][:-1], L its context window, and
+(ctx + cont)[-(L+1):][:-1], L its context window; an input cut so opens with the tokenizer's prefix
+still when the whole did (engine/text_prefix.py: Gemma's `<bos>`), where lm-eval drops it, and
 
     ll     = Σ_i log p(cont_i | ctx, cont_<i)
     greedy = every cont_i is the argmax of its distribution
@@ -23,10 +24,28 @@ import torch
 from tqdm.auto import tqdm
 
 from ..engine.placement import input_device
+from ..engine.text_prefix import text_prefix
 from .kv import cache_kwarg, cache_of, keep_last_logits
 from .token_split import encode_pair, max_length
 
 MIN_SHARED = 32  # shortest common prefix worth a forward of its own
+
+
+def model_input(ctx: list[int], cont: list[int], window: int, prefix: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """What the model reads for a request: (ctx + cont)[:-1], its last `window` tokens when longer, after
+    the prefix when the whole opens with it."""
+    whole = ctx + cont
+    if len(whole) <= window + 1 or not prefix or tuple(whole[: len(prefix)]) != prefix:
+        if len(cont) > window:
+            raise ValueError(f"a continuation of {len(cont)} tokens does not fit the {window}-token window")
+        return tuple(whole[-(window + 1) :][:-1])
+    room = window - len(prefix)
+    if len(cont) > room:
+        raise ValueError(
+            f"a continuation of {len(cont)} tokens does not fit the {window}-token window after its "
+            f"{len(prefix)}-token prefix"
+        )
+    return prefix + tuple(whole[-(room + 1) : -1])
 
 
 def common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -115,9 +134,11 @@ def score(
     progress: bool = False,
     share_prefix: bool = True,
     on_batch: Callable[[int, int], None] | None = None,
+    prefix: tuple[int, ...] = (),
 ) -> list[tuple[float, bool]]:
     """(log-likelihood, greedy) of each (context tokens, continuation tokens) request; `on_batch(done,
-    total)` after each batch (it may raise to cancel).
+    total)` after each batch (it may raise to cancel); `prefix`: the tokenizer's, kept when a long input
+    is cut (model_input).
 
     With `share_prefix` a common prefix runs once (KV cache); the numbers then match a full forward
     to float rounding (about 1e-5 in float32), not bit for bit.
@@ -125,9 +146,7 @@ def score(
     device = input_device(model)  # under device_map, where its first layer runs
     users: dict[tuple[int, ...], list[int]] = defaultdict(list)  # model input -> requests reading it
     for i, (ctx, cont) in enumerate(requests):
-        if len(cont) > window:
-            raise ValueError(f"a continuation of {len(cont)} tokens does not fit the {window}-token window")
-        users[tuple((ctx + cont)[-(window + 1) :][:-1])].append(i)
+        users[model_input(ctx, cont, window, prefix)].append(i)
     span = {inp: max(len(requests[i][1]) for i in idx) for inp, idx in users.items()}
     batches = plan_batches(span, batch_tokens, MIN_SHARED if share_prefix else window + 1)
 
@@ -160,4 +179,5 @@ def loglikelihoods(
 ) -> list[tuple[float, bool]]:
     """(log-likelihood, greedy) of each (context, continuation) string pair."""
     requests = [encode_pair(tokenizer, c, k) for c, k in pairs]
-    return score(model, requests, max_length(model, tokenizer), batch_tokens, progress, share_prefix, on_batch)
+    window = max_length(model, tokenizer)
+    return score(model, requests, window, batch_tokens, progress, share_prefix, on_batch, text_prefix(tokenizer))

@@ -1,8 +1,10 @@
 """Perplexity on a text corpus: non-overlapping windows, as in the paper and GPTQ-style evaluations.
 
-The corpus is tokenized once as a whole (with the tokenizer's usual special tokens) and cut into
-windows of `window` tokens; the last, shorter window is scored too. Inside each window every token
-but the first is predicted from those before it, so
+The corpus is tokenized once as a whole, and its tokens are cut into windows that each open with what
+the tokenizer puts before a text (engine/text_prefix.py: Gemma's `<bos>`, nothing for SmolLM2's or
+Qwen's), then `window - len(prefix)` of the text's tokens; the last, shorter window is scored too.
+Inside each window every text token is predicted from those before it but a window's first when
+there is no prefix (nothing predicts it), and the prefix is never predicted, so
 
     ppl            = exp(total NLL / predicted tokens)
     bits_per_byte  = total NLL / ln 2 / UTF-8 bytes of the text scored
@@ -23,6 +25,7 @@ from tqdm.auto import tqdm
 
 from ..engine.placement import input_device
 from ..engine.scoring.likelihood import nll_sum
+from ..engine.text_prefix import strip_prefix, text_prefix
 
 CORPORA = {"wikitext2": "wikitext-2/wiki.test.raw", "c4": "c4/c4_validation_2k.jsonl"}
 
@@ -61,24 +64,28 @@ def perplexity(
     progress: bool = True,
     on_window: Callable[[int, int], None] | None = None,
 ) -> dict:
-    """{"ppl", "bits_per_byte", "tokens"} of `text`; `max_tokens` scores only the first tokens, and when that
-    cuts the text short, "corpus_tokens" says how many it had (the card and the job's warning quote both).
-    `on_window(done, total)` after each batch of windows (it may raise to cancel)."""
+    """{"ppl", "bits_per_byte", "tokens"} of `text`; `max_tokens` scores only the text's first tokens (the
+    prefix aside), and when that cuts the text short, "corpus_tokens" says how many it had (the card and the
+    job's warning quote both). `on_window(done, total)` after each batch of windows (it may raise to cancel)."""
     window = window or default_window(model)
-    if window < 2:
-        raise ValueError("window must be at least 2 tokens")
+    prefix = text_prefix(tokenizer)
+    first = max(len(prefix), 1)  # the first position predicted in a window
+    if window < 2 or window <= len(prefix):
+        raise ValueError(f"window must be at least 2 tokens and longer than the tokenizer's prefix {list(prefix)}")
+    # the tokenizer's own call, as ever, then the prefix it put at the start taken off (each window gets its own)
     enc = tokenizer(text, return_offsets_mapping=max_tokens is not None)
-    ids = torch.tensor(enc["input_ids"], dtype=torch.long)
+    ids = torch.tensor(strip_prefix(enc["input_ids"], prefix), dtype=torch.long)
     n_bytes = len(text.encode("utf-8"))
     corpus_tokens = len(ids)
     if max_tokens is not None and max_tokens < len(ids):
         ids = ids[:max_tokens]
         # bytes of the text those tokens cover, for an honest bits-per-byte on a prefix
-        end = max(e for _, e in enc["offset_mapping"][:max_tokens])
+        end = max(e for _, e in enc["offset_mapping"][len(enc["input_ids"]) - corpus_tokens :][:max_tokens])
         n_bytes = len(text[:end].encode("utf-8"))
     device = input_device(model)  # under device_map, where its first layer runs
-    windows = [ids[i : i + window] for i in range(0, len(ids), window)]
-    windows = [w for w in windows if len(w) >= 2]
+    step, head = window - len(prefix), torch.tensor(prefix, dtype=torch.long)
+    windows = [torch.cat([head, ids[i : i + step]]) for i in range(0, len(ids), step)]
+    windows = [w for w in windows if len(w) > first]
     nll, count = 0.0, 0
     for start in tqdm(range(0, len(windows), batch_size), desc="perplexity", unit="win", disable=not progress):
         group = windows[start : start + batch_size]
@@ -87,7 +94,7 @@ def perplexity(
         else:
             group_list = [group]
         for g in group_list:
-            s, c = nll_sum(model, torch.stack(g).to(device))  # (B, T)
+            s, c = nll_sum(model, torch.stack(g).to(device), first)  # (B, T)
             nll, count = nll + s, count + c
         if on_window is not None:
             on_window(min(start + batch_size, len(windows)), len(windows))

@@ -5,6 +5,8 @@
 - decode tokens/s: `new_tokens` greedy steps of one token each, with the KV cache on, after a prefill
   of `decode_context` tokens (fewer if the window is short). Every step attends to the whole cache;
   the reference code's decode benchmark never passed the cache, so its context cost nothing;
+- the token ids are seeded random ones, opening with the tokenizer's prefix when it has one (Gemma's
+  `<bos>`, engine/text_prefix.py), as every real input does;
 - each timing is the median of `repeats` runs after `warmup` untimed ones;
 - KV-cache bytes per token, read from the cache object a forward returns: layers NBL replaced keep a
   `DummyLayer` holding nothing, so they add nothing;
@@ -89,13 +91,16 @@ def measure_speed(
     warmup: int = 1,
     base_non_embedding: int | None = None,
     seed: int = 0,
+    prefix: tuple[int, ...] = (),
 ) -> dict:
     device = input_device(model)  # under device_map, where its first layer runs
     vocab = model.config.vocab_size
     window = getattr(model.config, "max_position_embeddings", None) or max(*lengths, decode_context + new_tokens)
     decode_context = max(1, min(decode_context, window - new_tokens))  # a short window shortens the context
     gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, vocab, (1, max(*lengths, decode_context)), generator=gen).to(device)  # (1, T_max)
+    ids = torch.randint(0, vocab, (1, max(*lengths, decode_context)), generator=gen)  # (1, T_max)
+    ids[0, : len(prefix)] = torch.tensor(prefix, dtype=torch.long)
+    ids = ids.to(device)
     keep = keep_last_logits(model)
     cache_arg = cache_kwarg(model)
 

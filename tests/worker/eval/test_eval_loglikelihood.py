@@ -168,3 +168,29 @@ def test_shared_prefixes_on_a_compressed_model_with_layer_0_replaced(mode):
     shared = loglikelihoods(model, tok, pairs, share_prefix=True)
     for (a, ga), (b, gb) in zip(whole, shared):
         assert a == pytest.approx(b, abs=1e-4) and ga == gb
+
+
+def test_an_input_cut_to_the_window_keeps_the_tokenizers_prefix():
+    from worker.eval.loglikelihood import model_input
+
+    ctx, cont = [0, *range(3, 23)], [5, 6, 7]  # a context opening with <bos> (id 0)
+    assert model_input(ctx, cont, 8) == tuple((ctx + cont)[-9:-1])  # no prefix: cut as lm-eval cuts
+    assert model_input(ctx, cont, 8, (0,)) == (0, *(ctx + cont)[-8:-1])  # the prefix, then the last 7
+    assert model_input(ctx[:5], cont, 8, (0,)) == tuple((ctx[:5] + cont)[:-1])  # not cut: as it is
+    assert model_input(ctx[1:], cont, 8, (0,)) == tuple((ctx[1:] + cont)[-9:-1])  # opens without it
+    with pytest.raises(ValueError, match="after its 1-token prefix"):
+        model_input(ctx, list(range(3, 11)), 8, (0,))  # 8 continuation tokens: no room beside <bos>
+    assert len(model_input(ctx, list(range(3, 10)), 8, (0,))) == 8
+
+
+def test_a_long_task_input_on_a_bos_tokenizer_is_read_after_bos():
+    model, tok = tiny_model(vocab=128, max_position_embeddings=16), tiny_tokenizer(bos=True)
+    pairs = [("A context much longer than the sixteen-token window", " ends")]
+    ((ll, _),) = loglikelihoods(model, tok, pairs)
+    ctx, cont = encode_pair(tok, *pairs[0])
+    assert ctx[0] == 0
+    inp = [0, *(ctx + cont)[-16:-1]]  # 16 tokens: <bos> and the last 15 the model reads
+    with torch.no_grad():
+        logp = model(torch.tensor([inp])).logits[0].log_softmax(-1)
+    hand = sum(float(logp[16 - len(cont) + i, t]) for i, t in enumerate(cont))  # position 15 predicts the last
+    assert ll == pytest.approx(hand, abs=1e-5)

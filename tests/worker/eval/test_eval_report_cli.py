@@ -133,6 +133,15 @@ def test_cache_key_tracks_what_changes_the_numbers(tmp_path):
     assert key != cache_key("dir:abc", spec, "float32", "cpu")
 
 
+def test_cache_key_names_the_tokenizers_prefix_only_when_there_is_one():
+    """Windows open with the tokenizer's prefix (perplexity.py): a Gemma base evaluated before they did is not
+    read back; a tokenizer adding nothing keeps the key it had."""
+    spec = EvalSpec(perplexity=("wikitext2",), max_tokens=4096)
+    key = cache_key("dir:abc", spec, "float32", "cpu")
+    assert cache_key("dir:abc", spec, "float32", "cpu", prefix=()) == key
+    assert cache_key("dir:abc", spec, "float32", "cpu", prefix=(2,)) != key
+
+
 def test_delta_and_table_rows():
     def result(acc, ppl, tps):
         return {

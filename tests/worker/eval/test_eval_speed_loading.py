@@ -93,6 +93,20 @@ def test_lengths_beyond_the_window_are_skipped():
     assert speed["prefill_tokens_per_s"]["64"] is None and speed["prefill_tokens_per_s"]["16"] is not None
 
 
+def test_speed_inputs_open_with_the_tokenizers_prefix():
+    model, prefills = tiny_model(), []
+    model.model.embed_tokens.register_forward_pre_hook(
+        lambda _, args: prefills.append(args[0][0].tolist()) if args[0].shape[1] > 1 else None
+    )
+    speed = dict(lengths=(16,), new_tokens=2, decode_context=8, repeats=1, warmup=0)
+    measure_speed(model, **speed, prefix=(0,))
+    random = torch.randint(0, 128, (1, 16), generator=torch.Generator().manual_seed(0))[0].tolist()  # the seeded ids
+    assert len(prefills) == 3 and all(ids == [0, *random[1 : len(ids)]] for ids in prefills)
+    prefills.clear()
+    measure_speed(model, **speed)  # a tokenizer adding nothing: the seeded ids as they were
+    assert len(prefills) == 3 and all(ids == random[: len(ids)] for ids in prefills) and random[0] != 0
+
+
 def test_compressed_output_loads_with_its_code_and_gives_the_same_logits(compressed_dir):
     out, model = compressed_dir
     assert is_compressed_dir(out) and not is_compressed_dir(out.parent / "base")

@@ -2,7 +2,9 @@
 
 Blocking follows the reference code: tokenize each text without special tokens, append EOS,
 concatenate, cut into `seq_len` blocks, keep the first `num_samples` (or, with shuffle, take the
-documents in a seeded random order first).
+documents in a seeded random order first). Each block opens with what the tokenizer puts before a text
+(engine/text_prefix.py: Gemma's `<bos>`), then `seq_len - len(prefix)` tokens of the stream; a tokenizer
+that adds nothing (SmolLM2, Qwen) is cut as the reference cuts.
 
 A spec is a `datasets` path (+ config, split, text field), a local .json/.jsonl/.txt/.parquet
 file, or a short name (`c4`, `wikitext2`) that resolves to the local copies under `data_dir`
@@ -31,6 +33,7 @@ from nbl import recipe as R
 from nbl.data.dataset_names import refuse_packaged_builder
 from nbl.data.shipped import LOCAL_ALIASES  # name -> split -> file under data_dir (the copies in shared/data)
 from worker.engine.loading.hub_ids import refuse_path_shadowing
+from worker.engine.text_prefix import text_prefix
 
 LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".txt": "text", ".parquet": "parquet"}
 
@@ -151,26 +154,34 @@ def make_blocks(
     shuffle: bool = False,
     seed: int = 0,
 ) -> torch.Tensor:
-    """(num_samples, seq_len) int64 token blocks; raises DataError naming how many blocks exist."""
+    """(num_samples, seq_len) int64 token blocks, each opening with the tokenizer's prefix; raises DataError
+    naming how many blocks exist."""
     if num_samples < 1 or seq_len < 2:
         raise DataError(f"need num_samples >= 1 and seq_len >= 2, got {num_samples} and {seq_len}")
+    prefix = list(text_prefix(tokenizer))
+    step = seq_len - len(prefix)  # the stream's tokens in a block
+    if step < 1:
+        raise DataError(f"seq_len {seq_len} leaves no room after the tokenizer's {len(prefix)}-token prefix")
     eos = tokenizer.eos_token_id
     if eos is None:
         raise DataError("the tokenizer has no EOS token to separate documents")
     if shuffle:
         texts = list(texts)
         random.Random(seed).shuffle(texts)
-    need = num_samples * seq_len
+    need = num_samples * step
     stream: list[int] = []
     for text in texts:
         stream.extend(tokenizer(text, add_special_tokens=False)["input_ids"])
         stream.append(eos)
         if len(stream) >= need:
             break
-    have = len(stream) // seq_len
+    have = len(stream) // step
     if have < num_samples:
         raise DataError(
             f"calibration data gives {have} blocks of {seq_len} tokens ({len(stream)} tokens), "
             f"but num_samples={num_samples} were asked for"
         )
-    return torch.tensor(stream[:need], dtype=torch.long).view(num_samples, seq_len)
+    body = torch.tensor(stream[:need], dtype=torch.long).view(num_samples, step)  # (N, seq_len - P)
+    if not prefix:
+        return body
+    return torch.cat([torch.tensor(prefix, dtype=torch.long).expand(num_samples, -1), body], dim=1)

@@ -22,6 +22,7 @@ from worker.engine.calibration.stats_cache import Shards
 from worker.engine.config import CompressConfig
 from worker.engine.loading.load import LoadedModel
 from worker.engine.scoring.stage import layer_scores
+from worker.engine.text_prefix import text_prefix
 
 Report = Callable[[str, float, str], None]
 
@@ -60,24 +61,31 @@ def layer_source(lm: LoadedModel):
     return CheckpointLayers(lm.path, lm.dtype, lm.device)
 
 
+def stats_key(cfg: CompressConfig, fingerprint: str, dtype: str, products: str, prefix: tuple[int, ...] = ()) -> str:
+    """The statistics cache's key: everything the sums depend on (stats_cache.py)."""
+    return stats_cache.cache_key(
+        model=fingerprint,
+        dataset=cfg.dataset.key(),
+        num_samples=cfg.num_samples,
+        seq_len=cfg.seq_len,
+        seed=cfg.seed,
+        shuffle=cfg.shuffle,
+        dtype=dtype,
+        holdout_fraction=cfg.holdout_fraction,
+        product_dtype=products,
+        **({"form": cfg.form} if cfg.form != "nbl" else {}),  # nbl's keys stay as they were
+        # blocks open with the tokenizer's prefix (make_blocks); a tokenizer adding none keeps its keys
+        **({"prefix": list(prefix)} if prefix else {}),
+    )
+
+
 def calibration_stage(
     cfg: CompressConfig, lm: LoadedModel, report: Report = no_report, progress=True, source=None
 ) -> CalibrationResult:
     """Sums for every layer, from the cache when the same calibration ran before for this mode."""
     source = source or layer_source(lm)
     products = resolve_products(cfg.product_dtype, source.device)  # auto: tf32 on a GPU, float32 on the CPU
-    key = stats_cache.cache_key(
-        model=lm.fingerprint,
-        dataset=cfg.dataset.key(),
-        num_samples=cfg.num_samples,
-        seq_len=cfg.seq_len,
-        seed=cfg.seed,
-        shuffle=cfg.shuffle,
-        dtype=str(source.dtype),
-        holdout_fraction=cfg.holdout_fraction,
-        product_dtype=products,
-        **({"form": cfg.form} if cfg.form != "nbl" else {}),  # nbl's keys stay as they were
-    )
+    key = stats_key(cfg, lm.fingerprint, str(source.dtype), products, text_prefix(lm.tokenizer))
     max_run = max(cfg.ks) if (cfg.form, cfg.mode) == ("fold", "block") else 1  # a fold run is at most k blocks
     caching = cfg.use_cache and cfg.stats_dir is not None
     if caching:

@@ -5,8 +5,9 @@
     <stats_dir>/<key>.stats/meta.json                     modes held, layer count, calibration figures
 
 The key names everything the sums depend on: the exact weights (Hub commit or content hash), the
-dataset spec, num_samples, seq_len, seed, shuffle, dtype, the held-out split and the product
-precision. A run that differs only in k, method or criterion hits the cache and skips calibration.
+dataset spec, num_samples, seq_len, seed, shuffle, dtype, the held-out split, the product
+precision and the prefix every block opens with, when the tokenizer adds one (data.make_blocks). A
+run that differs only in k, method or criterion hits the cache and skips calibration.
 The mode is not in the key: the entry records which modes it holds, and a request for a mode it
 lacks calibrates again (and replaces the entry).
 

@@ -21,6 +21,24 @@ def test_blocks_follow_the_reference_recipe():
     assert tok.bos_token_id not in blocks.flatten().tolist()
 
 
+def test_blocks_open_with_the_tokenizers_prefix():
+    """Gemma's tokenizer puts <bos> before a text: every block opens with it, then seq_len - 1 stream tokens."""
+    plain, bos = tiny_tokenizer(), tiny_tokenizer(bos=True)
+    texts = ["abc", "de", "fghij", "klmnopq"]
+    stream = []
+    for t in texts:
+        stream += plain(t, add_special_tokens=False)["input_ids"] + [plain.eos_token_id]
+    blocks = make_blocks(texts, bos, num_samples=3, seq_len=5)
+    assert blocks.tolist() == [[0, *stream[:4]], [0, *stream[4:8]], [0, *stream[8:12]]]
+    # the first blocks do not depend on how many are asked for (the heal's and selection's blocks follow them)
+    assert make_blocks(texts, bos, 2, 5).tolist() == blocks[:2].tolist()
+    # without a prefix: the reference's blocks, as before
+    assert make_blocks(texts, plain, 3, 5).tolist() == [stream[:5], stream[5:10], stream[10:15]]
+    assert make_blocks(texts, plain, 3, 7).shape == (3, 7)  # 21 stream tokens (17 characters, 4 EOS)
+    with pytest.raises(DataError, match="gives 2 blocks of 9 tokens"):
+        make_blocks(texts, bos, 3, 9)  # 21 stream tokens: 2 blocks of 8 after the prefix
+
+
 def test_shuffle_is_seeded_and_too_little_data_says_how_many_blocks():
     tok = tiny_tokenizer()
     texts = [f"document number {i} " * 3 for i in range(50)]
