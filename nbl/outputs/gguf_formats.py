@@ -6,9 +6,10 @@
     publish.dtype     auto | bfloat16 | float16 | float32: the saved weights' dtype; auto is the
                       base's stored dtype (bfloat16 for a GGUF input, whose weights are quantized)
 
-A checkpoint exports to GGUF when llama.cpp has its architecture: a plain checkpoint of a supported
-family's own class, or DeciLM's `block_configs` schema (llama.cpp's `deci`, per-layer head counts).
-Our `nbl` form (modeling_nbl.py, `h + W h + b`) has none.
+A checkpoint exports to GGUF when llama.cpp has its architecture: a plain checkpoint of a family's own
+class whose entry names one (nbl/families.py `gguf`) and whose config is what llama.cpp assumes of that
+architecture (nbl/outputs/gguf_assumed.py), or DeciLM's `block_configs` schema (llama.cpp's `deci`,
+per-layer head counts). Our `nbl` form (modeling_nbl.py, `h + W h + b`) has none.
 """
 
 from __future__ import annotations
