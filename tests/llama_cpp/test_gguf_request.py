@@ -164,3 +164,17 @@ def test_gemma_attention_scale_is_llama_cpps_for_the_layer_count():
         gguf_arch({**big, "num_hidden_layers": 60, "layer_types": swa_layers(60, 6)})
     with pytest.raises(ValueError, match="query_pre_attn_scalar 256"):  # transformers' default, head_dim 16
         gguf_arch({**{k: v for k, v in GEMMA3.items() if k != "query_pre_attn_scalar"}, "num_hidden_layers": 6})
+
+
+def test_llama_cpp_is_claimed_only_where_a_test_decodes_it():
+    """runs_in names llama.cpp for a fold block output where the entry's `plain` has it: each such family names its
+    architecture, and test_gguf_forms.py decodes its output token-exact unless the entry says it is untested."""
+    from test_gguf_forms import FOLD_GGUF
+
+    from nbl.families import FAMILIES
+    from nbl.outputs.forms import runs_in
+
+    claimed = [f for f, entry in FAMILIES.items() if "llama.cpp" in runs_in("fold", "block", "nbl", f)]
+    assert {"phi3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"} <= set(claimed)
+    for family in claimed:
+        assert FAMILIES[family].gguf and (family in FOLD_GGUF or "llama.cpp" in FAMILIES[family].untested), family
