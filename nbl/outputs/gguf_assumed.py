@@ -12,6 +12,11 @@ llama.cpp (integrations/gguf/sdist.txt), src/models/<arch>.cpp and the converter
                  config.layer_types. A Gemma with layers removed keeps its kept layers' types (worker/engine/forms/
                  kept_layers.py), which no longer fall every n-th: llama.cpp would slide the window on global layers
                  and use the local RoPE base there, and the other way round
+    window       every other architecture exported runs no sliding window in llama.cpp (src/models/llama.cpp,
+                 qwen2.cpp, qwen3.cpp, qwen2moe.cpp, qwen3moe.cpp, olmoe.cpp build full attention; phi3.cpp's
+                 load_arch_hparams reads the window and sets LLAMA_SWA_TYPE_NONE, "Phi SWA is currently
+                 disabled"), where transformers applies the config's window (Mistral 7B v0.1's 4,096, Phi-3-mini-4k's
+                 2,047): a window shorter than the context is refused, as DeciLM refuses one (forms.py)
     gguf_scale   Gemma's attention scale: llama.cpp takes it from the model type, which it reads off the layer
                  count (load_arch_hparams: 46 layers Gemma 2 27B, 62 Gemma 3 27B, 1/sqrt(n_embd / n_head)),
                  1/sqrt(head_dim) for every other count; transformers uses query_pre_attn_scalar. Removing layers
@@ -69,11 +74,26 @@ def attention_scale_error(config: dict, entry: Family, where: str) -> str | None
     return None
 
 
+def window_error(config: dict, entry: Family, where: str) -> str | None:
+    """Why llama.cpp's full attention differs from the window transformers applies (None: it does not)."""
+    window = config["sliding_window"] if "sliding_window" in config else entry.window
+    context = config.get("max_position_embeddings")
+    if not window or not config.get("use_sliding_window", True):
+        return None
+    if isinstance(window, int) and isinstance(context, int) and window >= context:
+        return None  # the window never binds (Phi-3.5-mini's 262,144 over a 131,072 context)
+    return (
+        f"{where} has a sliding window of {_shown(window)} tokens, which transformers applies, and llama.cpp's "
+        f"{entry.gguf} attends to the whole context (src/models/{entry.gguf}.cpp has no sliding window): its GGUF "
+        "would compute another model past the window"
+    )
+
+
 def assumed_error(config: dict, where: str) -> None:
     """ValueError (one line) when the checkpoint sets what its family's llama.cpp architecture assumes otherwise."""
     family = config.get("model_type")
     entry = FAMILIES.get(family) if isinstance(family, str) else None
-    if entry is None:
+    if entry is None or not entry.gguf:
         return
     for key, assumed, default, source in entry.gguf_fixed:
         value, assumed = config.get(key, resolved(default, config)), resolved(assumed, config)
@@ -95,4 +115,6 @@ def assumed_error(config: dict, where: str) -> None:
                 f"-> llama_hparams::set_swa_pattern({entry.gguf_swa})); a Gemma with removed layers has no GGUF"
             )
     if entry.gguf_scale and (why := attention_scale_error(config, entry, where)):
+        raise ValueError(why)
+    if not entry.gguf_swa and (why := window_error(config, entry, where)):
         raise ValueError(why)

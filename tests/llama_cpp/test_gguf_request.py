@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from nbl.families import FAMILIES
 from nbl.outputs.gguf_assumed import resolved, swa_layers
 from nbl.outputs.gguf_formats import gguf_arch, gguf_types
 from nbl.recipe import from_request
@@ -89,11 +90,9 @@ def test_what_llama_cpp_deci_cannot_run_is_refused():
 
 
 def test_each_family_exports_as_its_entrys_llama_cpp_arch():
-    from nbl.families import FAMILIES
-
     for family, entry in FAMILIES.items():
         if entry.gguf:
-            cfg = {"architectures": [entry.model], "model_type": family, "num_hidden_layers": 4}
+            cfg = {"architectures": [entry.model], "model_type": family, "num_hidden_layers": 4, "sliding_window": None}
             fixed = {k: resolved(v, cfg) for k, v, _, _ in entry.gguf_fixed}
             if entry.gguf_swa:  # Gemma: the layer types llama.cpp derives, the scale it takes below the 27B
                 fixed.update(layer_types=swa_layers(4, entry.gguf_swa), hidden_size=64, num_attention_heads=4)
@@ -178,3 +177,24 @@ def test_llama_cpp_is_claimed_only_where_a_test_decodes_it():
     assert {"phi3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"} <= set(claimed)
     for family in claimed:
         assert FAMILIES[family].gguf and (family in FOLD_GGUF or "llama.cpp" in FAMILIES[family].untested), family
+
+
+@pytest.mark.parametrize(
+    "family, cls, extra, refused",
+    [
+        ("mistral", "MistralForCausalLM", {"sliding_window": 4096, "max_position_embeddings": 32768}, True),
+        ("mistral", "MistralForCausalLM", {"max_position_embeddings": 32768}, True),  # MistralConfig's 4096
+        ("mistral", "MistralForCausalLM", {"sliding_window": None, "max_position_embeddings": 32768}, False),
+        ("phi3", "Phi3ForCausalLM", {"sliding_window": 2047, "max_position_embeddings": 4096}, True),  # mini-4k
+        ("phi3", "Phi3ForCausalLM", {"sliding_window": 262144, "max_position_embeddings": 131072}, False),
+        ("qwen2", "Qwen2ForCausalLM", {"sliding_window": 4096, "use_sliding_window": False}, False),
+    ],
+)
+def test_a_window_llama_cpp_does_not_apply_is_refused(family, cls, extra, refused):
+    cfg = {"architectures": [cls], "model_type": family, "num_hidden_layers": 4, **extra}
+    if not refused:
+        assert gguf_arch(cfg)
+        return
+    with pytest.raises(ValueError, match=r"sliding window of \d+ tokens, which transformers applies") as e:
+        gguf_arch(cfg)
+    assert f"src/models/{FAMILIES[family].gguf}.cpp has no sliding window" in str(e.value)
