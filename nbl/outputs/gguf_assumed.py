@@ -25,7 +25,8 @@ llama.cpp (integrations/gguf/sdist.txt), src/models/<arch>.cpp and the converter
 
 from __future__ import annotations
 
-from nbl.families import FAMILIES, Family, Key
+from nbl.families import FAMILIES
+from nbl.family_entry import Family, Key
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
