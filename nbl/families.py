@@ -23,38 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nbl.family_entry import Family, Key
 from nbl.layer_layout import Experts, Layout
 
-ATTN = ("input_layernorm", "self_attn")  # the attention branch of a Llama-shaped layer
 GEMMA_ATTN = ("input_layernorm", "self_attn", "post_attention_layernorm")
-# The checkpoint tensors whose output is a layer's MLP branch (a pattern after `model.layers.{j}.`, and the dimension
-# that indexes the hidden size): form fold multiplies each by (I + T) there. A mixture of experts sums its experts'
-# outputs weighted by the router (and Qwen2-MoE's gated shared expert), so (I + T) applied to every expert's
-# down projection is (I + T) applied to the sum: exact, and the router is untouched.
-DOWN = ((r"mlp\.down_proj\.weight", 0), (r"mlp\.down_proj\.bias", 0))
 EXPERTS_DOWN = ((r"mlp\.experts\.\d+\.down_proj\.weight", 0),)
-
-
-@dataclass(frozen=True)
-class Family:
-    config: str  # the config class in transformers
-    model: str  # its causal LM class
-    attn: tuple[str, ...] = ATTN  # the attention branch's modules, input to output
-    ln2: str = "post_attention_layernorm"  # the norm in front of the MLP branch
-    decilm: str | None = None  # None: DeciLM (forms linear, fold attn) can express it; else why not
-    fold: str | None = None  # None: form fold writes its blocks; else why not
-    window: int | None = None  # the sliding window its config class fills in when config.json leaves it out
-    plugin: bool = False  # the nbl_vllm plugin (integrations/vllm) builds its layers: the nbl form runs in vLLM
-    # the runtimes besides transformers that run the family's own class (a fold block output), read from their code
-    # and listed only where a test of ours or the runtime's model registry says so
-    plain: tuple[str, ...] = ()
-    down: tuple[tuple[str, int], ...] = DOWN  # the MLP branch's output projections in a checkpoint (form fold)
-    # what its layer holds beyond Llama's (biases, q/k norms, sinks, Gemma's norms, experts): sizing counts it
-    layout: Layout = Layout()
-
-    @property
-    def moe(self) -> bool:
-        return self.layout.experts is not None
 
 
 _RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")  # each runs Llama, Mistral, Qwen2 and Qwen3 as is
@@ -62,22 +35,33 @@ _RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")  # each runs Llama, 
 # TensorRT-LLM: the class in their model registries (sglang/srt/models/{llama (Phi3ForCausalLM), mixtral, qwen2_moe,
 # qwen3_moe, olmoe}.py; tensorrt_llm/_torch/models/modeling_{phi3, mixtral, qwen_moe, qwen3_moe}.py, no OLMoE)
 _SERVERS = ("vllm", "sglang", "tensorrt-llm")
+# llama.cpp's Qwen MoE graphs (src/models/qwen2moe.cpp, qwen3moe.cpp) give every layer a router (ffn_gate_inp is
+# required by load_arch_tensors), so a config with dense layers among the sparse ones has no GGUF
+_QWEN_SPARSE = (
+    ("decoder_sparse_step", 1, 1, "load_arch_tensors: every layer a router"),
+    ("mlp_only_layers", [], [], "load_arch_tensors: every layer a router"),
+)
 FAMILIES: dict[str, Family] = {
     "llama": Family(
         "LlamaConfig",
         "LlamaForCausalLM",
         plugin=True,
+        gguf="llama",
         plain=_RUNTIMES,
         layout=Layout(
             qkv_bias=("attention_bias", False), o_bias=("attention_bias", False), mlp_bias=("mlp_bias", False)
         ),
     ),
-    "mistral": Family("MistralConfig", "MistralForCausalLM", window=4096, plugin=True, plain=_RUNTIMES),
+    "mistral": Family("MistralConfig", "MistralForCausalLM", window=4096, plugin=True, plain=_RUNTIMES, gguf="llama"),
     "qwen2": Family(
         "Qwen2Config",
         "Qwen2ForCausalLM",
         decilm="has no q/k/v biases",
         plugin=True,
+        gguf="qwen2",
+        # llama.cpp's converter knows a Qwen2 vocabulary by its hash only, and transformers loads any tokenizer
+        # beside a qwen2 config as Qwen2Tokenizer: without a real Qwen vocabulary offline, not tested there
+        untested=("llama.cpp",),
         plain=_RUNTIMES,
         layout=Layout(qkv_bias=True),
     ),
@@ -86,14 +70,20 @@ FAMILIES: dict[str, Family] = {
         "Qwen3ForCausalLM",
         decilm="has no q/k norms",
         plugin=True,
+        gguf="qwen3",
         plain=_RUNTIMES,
         layout=Layout(qkv_bias=("attention_bias", False), o_bias=("attention_bias", False), qk_norm="head"),
     ),
     "qwen3_moe": Family(
         "Qwen3MoeConfig",
         "Qwen3MoeForCausalLM",
-        plain=_SERVERS,
+        plain=(*_SERVERS, "llama.cpp"),
         decilm="has no q/k norms or experts",
+        gguf="qwen3moe",
+        gguf_fixed=(
+            ("norm_topk_prob", True, False, "src/models/qwen3moe.cpp build_moe_ffn(norm_w=true)"),
+            *_QWEN_SPARSE,
+        ),
         down=EXPERTS_DOWN,
         layout=Layout(
             qkv_bias=("attention_bias", False),
@@ -107,16 +97,22 @@ FAMILIES: dict[str, Family] = {
     "mixtral": Family(
         "MixtralConfig",
         "MixtralForCausalLM",
-        plain=_SERVERS,
+        plain=(*_SERVERS, "llama.cpp"),
         decilm="has no experts",
+        gguf="llama",  # llama.cpp's llama with experts (ffn_*_exps)
         down=((r"block_sparse_moe\.experts\.\d+\.w2\.weight", 0),),  # Mixtral's checkpoint names
         layout=Layout(experts=Experts(("num_local_experts", "num_experts"), 8, 2, "intermediate_size")),
     ),
     "qwen2_moe": Family(
         "Qwen2MoeConfig",
         "Qwen2MoeForCausalLM",
-        plain=_SERVERS,
+        plain=(*_SERVERS, "llama.cpp"),
         decilm="has no q/k/v biases or experts",
+        gguf="qwen2moe",
+        gguf_fixed=(
+            ("norm_topk_prob", False, False, "src/models/qwen2moe.cpp build_moe_ffn(norm_w=false)"),
+            *_QWEN_SPARSE,
+        ),
         down=(*EXPERTS_DOWN, (r"mlp\.shared_expert\.down_proj\.weight", 0)),
         layout=Layout(
             qkv_bias=("qkv_bias", True),
@@ -128,8 +124,20 @@ FAMILIES: dict[str, Family] = {
     "olmoe": Family(
         "OlmoeConfig",
         "OlmoeForCausalLM",
-        plain=("vllm", "sglang"),
+        plain=("vllm", "sglang", "llama.cpp"),
         decilm="has no q/k norms or experts",
+        gguf="olmoe",
+        gguf_fixed=(
+            ("norm_topk_prob", False, False, "src/models/olmoe.cpp build_moe_ffn(norm_w=false)"),
+            ("rms_norm_eps", 1e-5, 1e-5, "the converter's OlmoeModel.set_gguf_parameters writes 1e-5"),
+            # its q/k norms span all heads, and llama.cpp sizes attn_k_norm n_embd: as many k/v heads as queries
+            (
+                "num_key_value_heads",
+                Key("num_attention_heads"),
+                Key("num_attention_heads"),
+                "src/models/olmoe.cpp load_arch_tensors: attn_k_norm {n_embd}",
+            ),
+        ),
         down=EXPERTS_DOWN,
         layout=Layout(
             qkv_bias=("attention_bias", False),
@@ -144,6 +152,8 @@ FAMILIES: dict[str, Family] = {
         decilm="has no attention sinks or experts",
         fold="is not written for gpt-oss: its checkpoints hold the experts in MXFP4 (down_proj_blocks, "
         "down_proj_scales), which a fold would have to quantize again",
+        no_gguf="llama.cpp has gpt-oss (conversion/gpt_oss.py), but no output of ours is a plain gpt-oss with "
+        "layers removed (form fold is refused: MXFP4 experts), and the converter's MXFP4 path is not tested here",
         layout=Layout(
             qkv_bias=("attention_bias", True),
             o_bias=("attention_bias", True),
@@ -155,8 +165,9 @@ FAMILIES: dict[str, Family] = {
     "phi3": Family(
         "Phi3Config",
         "Phi3ForCausalLM",
-        plain=_SERVERS,
+        plain=(*_SERVERS, "llama.cpp"),
         decilm="fuses q, k, v (qkv_proj) and gate, up (gate_up_proj)",
+        gguf="phi3",
     ),
     # Gemma: a norm after attention (in the branch) and after the MLP, between down_proj and the residual: a map
     # folded into down_proj would pass through post_feedforward_layernorm, so fold is not exact
@@ -167,6 +178,12 @@ FAMILIES: dict[str, Family] = {
         ln2="pre_feedforward_layernorm",
         decilm="has norms after attention and MLP, soft-capping and GeGLU",
         fold="is not exact: post_feedforward_layernorm sits between down_proj and the residual",
+        gguf="gemma2",
+        gguf_fixed=(
+            ("tie_word_embeddings", True, True, "conversion/gemma.py Gemma2Model.filter_tensors drops lm_head"),
+        ),
+        gguf_swa=2,
+        gguf_scale=(46, 256),
         layout=Layout(norms=4, branch_norms=2),
     ),
     "gemma3_text": Family(
@@ -176,6 +193,9 @@ FAMILIES: dict[str, Family] = {
         ln2="pre_feedforward_layernorm",
         decilm="has norms after attention and MLP, q/k norms and GeGLU",
         fold="is not exact: post_feedforward_layernorm sits between down_proj and the residual",
+        gguf="gemma3",
+        gguf_swa=6,
+        gguf_scale=(62, 256),
         layout=Layout(qk_norm="head", norms=4, branch_norms=2),
     ),
 }

@@ -35,7 +35,7 @@ from .eval_stage import eval_spec, evaluate
 from .pipeline_io import Options, Paths, PipelineResult, Sink
 from .publish import loadcheck
 from .publish.destination import Destination
-from .publish.gguf_export import export_formats, gguf_python
+from .publish.gguf_export import export_formats, exportable, gguf_python
 from .publish.stage import publish
 
 
@@ -103,6 +103,9 @@ def run(
     name = recipe.model  # as the job names it (local:NAME), never a server path
     lm, load_s, fetched = load_stage.load(recipe, cfg, options, sink)
     lm.source = name  # what nbl_scores.json and the card call the base model
+    if gguf_types(recipe.publishing.formats if recipe.publishing else ()) and (cfg.form, cfg.mode) == ("fold", "block"):
+        # the output is the base's own class with fewer layers: what llama.cpp cannot take of it fails now
+        exportable(Path(lm.path), f"the base model {name}")
     if hasattr(sink, "loaded"):
         sink.loaded(fetched)
     layers = layer_count(lm.path)

@@ -14,8 +14,10 @@ file in this process), and none of the architectures exported needs remote code,
 from_pretrained is held to trust_remote_code=False (transformers then refuses such a checkpoint).
 
 The tokenizer is embedded by the converter. One thing is chosen here, not written: the converter's
-DeciLM class reads a SentencePiece vocabulary unless the vocabulary is Llama-3's size; a checkpoint with
-a `tokenizer.json` and no `tokenizer.model` (a BPE tokenizer, e.g. SmolLM2's) takes its own BPE reader
+DeciLM class reads a SentencePiece vocabulary unless the vocabulary is Llama-3's size, its Phi-3 class
+(Phi3MiniModel) one unless tokenizer_config.json names GPT2Tokenizer (Phi-4), and its Gemma 2 class one
+always (Gemma 3's falls back to BPE itself); a checkpoint with a
+`tokenizer.json` and no `tokenizer.model` (a BPE tokenizer, e.g. SmolLM2's) takes its own BPE reader
 instead (TextModel._set_vocab_gpt2, the one LlamaModel falls back to).
 """
 
@@ -45,20 +47,28 @@ def no_remote_code() -> None:
         auto.from_pretrained = no_code
 
 
+def bpe_without_spm(own, llama3_vocab: int | None):
+    """A converter class's set_vocab that reads a BPE `tokenizer.json` when there is no `tokenizer.model`
+    (and the vocabulary is not Llama-3's), where the class's own would stop on the missing SentencePiece file."""
+
+    def set_vocab(self):
+        if (self.dir_model / "tokenizer.model").is_file() or self.hparams.get("vocab_size") == llama3_vocab:
+            return own(self)
+        return self._set_vocab_gpt2()
+
+    return set_vocab
+
+
 def convert(model_dir: Path, out: Path, outtype: str) -> None:
     no_remote_code()
     sys.path.insert(0, str(LLAMA_CPP))
     import convert_hf_to_gguf
     from conversion.deci import DeciModel
+    from conversion.gemma import Gemma2Model
+    from conversion.phi import Phi3MiniModel
 
-    spm_or_llama3 = DeciModel.set_vocab
-
-    def set_vocab(self):
-        if (self.dir_model / "tokenizer.model").is_file() or self.hparams.get("vocab_size") == 128256:
-            return spm_or_llama3(self)
-        return self._set_vocab_gpt2()
-
-    DeciModel.set_vocab = set_vocab
+    for cls, llama3 in ((DeciModel, 128256), (Phi3MiniModel, None), (Gemma2Model, None)):
+        cls.set_vocab = bpe_without_spm(cls.set_vocab, llama3)
     # absolute, and the directory after `--`: a folder named `--vocab-only` is never read as an option
     sys.argv = [
         "convert_hf_to_gguf.py",

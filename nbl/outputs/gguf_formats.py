@@ -6,24 +6,28 @@
     publish.dtype     auto | bfloat16 | float16 | float32: the saved weights' dtype; auto is the
                       base's stored dtype (bfloat16 for a GGUF input, whose weights are quantized)
 
-A checkpoint exports to GGUF when llama.cpp has its architecture: a plain checkpoint of a supported
-family's own class, or DeciLM's `block_configs` schema (llama.cpp's `deci`, per-layer head counts).
-Our `nbl` form (modeling_nbl.py, `h + W h + b`) has none.
+A checkpoint exports to GGUF when llama.cpp has its architecture: a plain checkpoint of a family's own
+class whose entry names one (nbl/families.py `gguf`) and whose config is what llama.cpp assumes of that
+architecture (nbl/outputs/gguf_assumed.py), or DeciLM's `block_configs` schema (llama.cpp's `deci`,
+per-layer head counts). Our `nbl` form (modeling_nbl.py, `h + W h + b`) has none.
 """
 
 from __future__ import annotations
 
+from nbl.families import FAMILIES
+from nbl.outputs.gguf_assumed import assumed_error
+
 GGUF_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_k_m")
 OUTPUT_DTYPES = ("auto", "bfloat16", "float16", "float32")
 SAFETENSORS = "safetensors"
-# transformers' class -> the GGUF architecture llama.cpp's converter writes for it
+# transformers' class -> the GGUF architecture llama.cpp's converter writes for it: each family's entry
+# (nbl/families.py `gguf`), and DeciLM, the class forms linear and fold attn write
 GGUF_ARCHS = {
-    "LlamaForCausalLM": "llama",
-    "MistralForCausalLM": "llama",
-    "Qwen2ForCausalLM": "qwen2",
-    "Qwen3ForCausalLM": "qwen3",
+    **{entry.model: entry.gguf for entry in FAMILIES.values() if entry.gguf},
     "DeciLMForCausalLM": "deci",
 }
+# the classes GGUF export refuses, with their entry's reason (nbl/families.py `no_gguf`)
+NO_GGUF = {entry.model: entry.no_gguf for entry in FAMILIES.values() if entry.no_gguf}
 EXPORTING_FORMS = (
     "a `fold` output or an output with no replaced layers (the base family's own class), or a "
     "`linear`/`fold` DeciLM output (architectures DeciLMForCausalLM, block_configs)"
@@ -77,10 +81,13 @@ def gguf_arch(config: dict, where: str = "the checkpoint") -> str:
         )
     archs = config.get("architectures") or []
     arch = GGUF_ARCHS.get(archs[0]) if len(archs) == 1 else None
+    if arch is None and len(archs) == 1 and archs[0] in NO_GGUF:
+        raise ValueError(f"{where} is a {archs[0]}, which GGUF export does not take: {NO_GGUF[archs[0]]}")
     if arch is None:
         raise ValueError(
             f"{where} is a {archs or 'model without architectures'}: GGUF export takes {', '.join(GGUF_ARCHS)}"
         )
+    assumed_error(config, where)
     if arch == "deci" and not isinstance(config.get("block_configs"), list):
         raise ValueError(f"{where} is a DeciLM without block_configs: GGUF export takes the Nemotron-NAS schema")
     if arch == "deci" and any(

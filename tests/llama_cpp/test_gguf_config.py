@@ -14,7 +14,7 @@ import pytest
 from testkit.fake_converter import fake_converter, llama_dir, runs
 
 from cli.main import main
-from worker.publish.gguf_config import CONVERTER_KEYS
+from worker.publish.gguf_config import CONVERTER_KEYS, EXPERT_COUNT
 from worker.publish.gguf_export import GgufExportError, export_gguf
 
 LLAMA = {
@@ -51,6 +51,20 @@ def export(capsys, model: Path, out: Path) -> tuple[int, str]:
         ({"dense_intermediate_size": 10**9}, "reads as intermediate_size (128 for transformers)"),
         ({"vocab_size_per_layer_input": 10**9}, "reads as vocab_size (128 for transformers)"),
         ({"rope_pct": 0.5}, "reads as partial_rotary_factor (not set: transformers' default)"),
+        (
+            {"n_positions": 10**7},
+            "'n_positions' (10000000) is what llama.cpp's converter reads as max_position_embeddings (256 for",
+        ),
+        (
+            {
+                "architectures": ["Qwen3MoeForCausalLM"],
+                "model_type": "qwen3_moe",
+                "norm_topk_prob": True,
+                "num_experts": 4,
+                "num_local_experts": 10**7,
+            },
+            "'num_local_experts' (10000000) is what llama.cpp's converter reads as num_experts (4 for transformers)",
+        ),
         (
             {"text_config": {"num_hidden_layers": 10**7}},
             "config.json has 'text_config', whose keys llama.cpp's converter",
@@ -96,11 +110,23 @@ def test_the_converter_gets_none_of_the_workers_secrets(tmp_path, monkeypatch):
     assert env["HF_HUB_OFFLINE"] == "1" and env["TRANSFORMERS_OFFLINE"] == "1"
 
 
+# the converter's classes of the other architectures exported (nbl/families.py `gguf`), by file
+CLASSES = {"phi.py": ("Phi3MiniModel",), "qwen.py": ("Qwen2MoeModel", "Qwen3MoeModel"), "olmo.py": ("OlmoeModel",)}
+
+
 def converter_lists(llama_cpp: Path) -> list[tuple[str, ...]]:
-    """Every find_hparam([...]) key list of the converter's base and Llama classes, comments stripped."""
+    """Every find_hparam([...]) key list of the converter's base and Llama classes and of the other exported
+    architectures' classes, comments stripped."""
     found = []
-    for name in ("base.py", "llama.py"):
-        source = re.sub(r"#[^\n]*", "", (llama_cpp / "conversion" / name).read_text())
+    sources = [(llama_cpp / "conversion" / name).read_text() for name in ("base.py", "llama.py")]
+    for name, classes in CLASSES.items():
+        text = (llama_cpp / "conversion" / name).read_text()
+        for cls in classes:
+            body = re.search(rf"\nclass {cls}\(.*?(?=\n@ModelBase|\nclass |\Z)", text, flags=re.S)
+            assert body, f"no class {cls} in conversion/{name}"
+            sources.append(body.group(0))
+    for source in sources:
+        source = re.sub(r"#[^\n]*", "", source)
         for body in re.findall(r"find_hparam\(\s*\[(.*?)\]", source, flags=re.S):
             found.append(tuple(re.findall(r"[\"']([^\"']+)[\"']", body)))
     return found
@@ -114,7 +140,7 @@ def test_the_key_table_is_the_pinned_converters(gguf_python):
         for own, orders in CONVERTER_KEYS.items():
             if own in keys:
                 assert keys in orders, f"the converter reads {own} as {keys}; the table has {orders}"
-    listed = {order for orders in CONVERTER_KEYS.values() for order in orders}
+    listed = {order for orders in CONVERTER_KEYS.values() for order in orders} | set(EXPERT_COUNT)
     assert listed <= set(lists)
 
 

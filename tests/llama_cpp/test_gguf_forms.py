@@ -2,14 +2,20 @@
 --type f32`, and decoded greedily by llama-cpp-python: 3 prompts x 16 tokens identical to the compressed model in
 memory (form_layers.apply_form, fp32).
 
-    fold block   tiny Llama and Mistral (layers 1, 2 as one fold run, and 4): the base's own GGUF arch
+    fold block   a tiny model of every family whose entry names a llama.cpp architecture (nbl/families.py
+                 `gguf`: Llama, Mistral, Qwen3, Phi-3, Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE; layers 1, 2 as one
+                 fold run, and 4): the base's own GGUF arch, experts and shared expert included
     SmolLM2      fold block k=2 (llama), fold attn k=4 and linear attn k=4 (deci)
 
-Qwen2 and Qwen3 are not here: llama.cpp's converter names the pre-tokenizer by hashing the ids of a fixed text,
-and only a real Qwen vocabulary hashes to one it knows. None is on this machine (no Hub), and transformers 5 loads
-any tokenizer beside a qwen2/qwen3 config as Qwen2Tokenizer (Qwen's pre-tokenizer), so SmolLM2's vocabulary under a
-Qwen config is refused ("BPE pre-tokenizer was not recognized"). Their fold outputs are the stock classes, tested
-in transformers (tests/worker/engine/forms/test_forms_outputs.py) and vLLM (tests/serving/test_vllm_forms.py).
+Each tiny model has SmolLM2's vocabulary and the config values llama.cpp's graph assumes (the entry's `gguf_fixed`:
+Qwen3-MoE's normalized top-k weights, OLMoE's as many k/v heads as queries, as the real models have).
+
+Qwen2 is not here (its entry says llama.cpp is untested): llama.cpp's converter names the pre-tokenizer by hashing
+the ids of a fixed text, and only a real Qwen vocabulary hashes to one it knows. None is on this machine (no Hub),
+and transformers 5 loads any tokenizer beside a qwen2 config as Qwen2Tokenizer (Qwen's pre-tokenizer; it is in
+MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS, qwen3 and the MoE families are not), so SmolLM2's vocabulary under a
+Qwen2 config is refused ("BPE pre-tokenizer was not recognized"). Its fold output is the stock class, tested in
+transformers (tests/worker/engine/forms/test_forms_outputs.py) and vLLM (tests/serving/test_vllm_forms.py).
 """
 
 from __future__ import annotations
@@ -23,13 +29,18 @@ from pathlib import Path
 
 import pytest
 from gguf_helpers import REPO, greedy, llama_cpp_greedy
-from testkit.models import DATA_DIR, load_smollm2, save_tiny_checkpoint
+from testkit.models import DATA_DIR, load_smollm2, save_tiny_checkpoint, tiny_config
+
+from nbl.families import FAMILIES
+from nbl.outputs.forms import FOLD_BLOCK_FAMILIES
+from nbl.outputs.gguf_assumed import resolved
 
 pytestmark = pytest.mark.slow
 
 TEXTS = ["The capital of France is", "def fibonacci(n):\n    ", "Once upon a time, in a small village,"]
 NEW = 16
-ARCH = {"llama": "llama", "mistral": "llama"}  # llama.cpp reads Mistral as llama
+# the families whose fold block output is their own class and whose entry names a llama.cpp architecture
+FOLD_GGUF = [f for f in FOLD_BLOCK_FAMILIES if FAMILIES[f].gguf and "llama.cpp" not in FAMILIES[f].untested]
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +84,7 @@ def check(model, out: Path, tokenizer, arch: str, gguf_python: Path, tmp: Path) 
     assert got["tokens"] == greedy(model, ids, NEW)
 
 
-@pytest.mark.parametrize("family", ["llama", "mistral"])
+@pytest.mark.parametrize("family", FOLD_GGUF)
 def test_tiny_fold_block_is_token_identical_in_llama_cpp(family, smollm2, gguf_python, tmp_path):
     import torch
     from transformers import AutoModelForCausalLM
@@ -85,7 +96,11 @@ def test_tiny_fold_block_is_token_identical_in_llama_cpp(family, smollm2, gguf_p
     from worker.engine.forms.surgery import Plan
 
     # random weights, SmolLM2's tokenizer (llama.cpp's converter reads only tokenizers it knows)
-    base = save_tiny_checkpoint(tmp_path / "base", family, seed=7, layers=6, intermediate_size=256, vocab=49152)
+    # with the values llama.cpp's graph assumes (its entry's gguf_fixed: Qwen3-MoE's norm_topk_prob, as the real ones)
+    fixed = {key: resolved(value, tiny_config(family).to_dict()) for key, value, _, _ in FAMILIES[family].gguf_fixed}
+    base = save_tiny_checkpoint(
+        tmp_path / "base", family, seed=7, layers=6, intermediate_size=256, vocab=49152, **fixed
+    )
     for f in base.glob("tokenizer*"):
         f.unlink()
     smollm2.tokenizer.save_pretrained(base)
@@ -97,7 +112,7 @@ def test_tiny_fold_block_is_token_identical_in_llama_cpp(family, smollm2, gguf_p
     out = write_form(base, plan, maps, torch.float32, smollm2.tokenizer, tmp_path / "out", family, {"layers": []})
     assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 3
     apply_form(model, plan, maps)
-    check(model, out, smollm2.tokenizer, ARCH[family], gguf_python, tmp_path)
+    check(model, out, smollm2.tokenizer, FAMILIES[family].gguf, gguf_python, tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -3,13 +3,15 @@
 transformers is tested by this service for every form (tests/worker/engine/forms/test_forms_*.py load each form token-exact),
 vLLM with no plugin on the fold forms (tests/serving/test_vllm_forms.py) and with the plugin on nbl's, llama.cpp on
 the DeciLM forms (Llama-shaped by construction; tests/llama_cpp/test_gguf_forms.py, test_gguf_decilm.py). Fold
-block through llama.cpp is tested for Llama and Mistral but not Qwen2/Qwen3 (no Qwen vocabulary offline for the
-converter), and the card does not know the family here, so it says "per the runtime's code" there; the other rows
-are read from the runtimes' own code, and the card says so.
+block through llama.cpp is tested for each family whose entry claims it (nbl/families.py `plain`) but does not
+list it `untested` (Qwen2: no Qwen vocabulary offline for the converter); without the family (an older record)
+the card says "per the runtime's code" there. The other rows are read from the runtimes' own code, and the card
+says so.
 """
 
 from __future__ import annotations
 
+from nbl.families import FAMILIES
 from nbl.outputs.forms import FORM, runs_in, writes_decilm
 
 # runtimes this service's tests load the outputs in, token-exact against the compressed model in memory
@@ -77,6 +79,12 @@ def _snippet(runtime: str, where: str, sub: str, remote: bool) -> str:
     return "see above"
 
 
+def _plain_tested(runtime: str, form: str, mode: str, family: str | None) -> bool:
+    """Whether our tests load a fold block output (the family's own class) of this family in `runtime`."""
+    entry = FAMILIES.get(family) if family else None
+    return (form, mode) == ("fold", "block") and entry is not None and runtime not in entry.untested
+
+
 def runs_in_section(
     form: str | None, mode: str, method: str, repo_id: str | None, subfolder: str | None, family: str | None = None
 ) -> str:
@@ -92,7 +100,7 @@ def runs_in_section(
             if r.endswith("+file")
             else ("with the nbl-vllm plugin" if r.endswith("+plugin") else "as is, no code of ours")
         )
-        tested = r in TESTED or (r == "llama.cpp" and remote)
+        tested = r in TESTED or (r == "llama.cpp" and (remote or _plain_tested(r, form, mode, family)))
         seen = "tested by nbl-service" if tested else "per the runtime's code"
         text += f"| {LABELS.get(r, r)} | {how} | {seen} |\n"
     if form == FORM or method == "drop":

@@ -42,8 +42,8 @@ def gguf_python(python: Path | None = None) -> Path:
     return exe
 
 
-def exportable(model_dir: Path) -> str:
-    """The GGUF architecture `model_dir` exports as; ValueError when it has none."""
+def exportable(model_dir: Path, where: str | None = None) -> str:
+    """The GGUF architecture `model_dir` exports as; ValueError when it has none (naming it `where`)."""
     cfg = Path(model_dir) / "config.json"
     if not cfg.is_file():
         raise ValueError(f"{model_dir}: not a checkpoint directory (no config.json)")
@@ -53,8 +53,9 @@ def exportable(model_dir: Path) -> str:
         raise ValueError(f"{cfg}: not JSON ({e})") from None
     if not isinstance(config, dict):
         raise ValueError(f"{cfg}: not a JSON object")
-    arch = gguf_arch(config, str(model_dir))
-    check_converter_keys(config, str(model_dir))  # the converter's reading of it is transformers'
+    where = where or str(model_dir)
+    arch = gguf_arch(config, where)
+    check_converter_keys(config, where)  # the converter's reading of it is transformers'
     return arch
 
 

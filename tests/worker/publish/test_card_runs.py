@@ -43,3 +43,19 @@ def test_nbl_card_keeps_its_loading_section():
         "## How to load" in text
         and "| vLLM (nbl-vllm plugin) | with the nbl-vllm plugin | tested by nbl-service |" in text
     )
+
+
+def test_fold_block_card_says_llama_cpp_per_family():
+    """llama.cpp runs a fold block output of each family its entry claims; tested where tests/llama_cpp decodes one
+    token-exact (qwen3_moe), per the runtime's code where the entry says untested (qwen2), absent where unclaimed."""
+
+    def row(family):
+        report = {**_report("fold"), "base_family": family}
+        runs = card_text(CardInfo(report=report, plot=None)).split("## Runs in")[1].split("## Citation")[0]
+        return next((line for line in runs.splitlines() if line.startswith("| llama.cpp |")), None)
+
+    assert row("qwen3_moe") == "| llama.cpp | as is, no code of ours | tested by nbl-service |"
+    assert row("phi3") == "| llama.cpp | as is, no code of ours | tested by nbl-service |"
+    assert row("qwen2") == "| llama.cpp | as is, no code of ours | per the runtime's code |"
+    assert row(None) == "| llama.cpp | as is, no code of ours | per the runtime's code |"
+    assert row("gemma3_text") is None  # its fold is refused: nothing claimed
