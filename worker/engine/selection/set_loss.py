@@ -27,6 +27,7 @@ from typing import Callable, Iterable
 
 import torch
 
+from nbl.selection.sets import PREFIX_CACHE_BYTES
 from nbl.sizing.head import head_chunk
 from worker.engine.calibration.activations import HiddenCache
 from worker.engine.calibration.calibrate import first_pass
@@ -51,7 +52,7 @@ class SetLoss:
         maps: Callable[[int], LinearMap] | dict | None,
         batch_size: int = 1,
         device=None,
-        prefix_bytes: int | None = 4 << 30,
+        prefix_bytes: int | None = PREFIX_CACHE_BYTES,
     ):
         self.source = as_source(model)
         self.device = torch.device(device) if device is not None else self.source.device
