@@ -140,9 +140,10 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     acts = tokens_b * (ACT_WIDTHS_D * d * dt + mlp_act) + tokens_b * ACC_WIDTHS_D * d * 4
     stem = shape.embed_params * dt + tokens_b * d * dt  # first pass: embeddings and one batch
     head_b = head_chunk_bytes(shape.vocab, dt)  # one chunk of positions' logits and loss (head.py)
-    if opts.criterion == "loss":  # the probe's head: final norm + LM head, a chunk of positions at a time
-        stem = max(stem, shape.embed_params * dt + tokens_b * d * dt + head_b)
     per_proc = max(stem, layer_w + sums + scratch + scoring + acts)
+    if opts.criterion == "loss":  # the probe's head (LM head, a chunk of positions at a time) after its layer passes:
+        # on top of them, as the heap they grew is kept (Qwen2.5-0.5B shape: 1.72 GB measured, memory_vocab.md)
+        per_proc += shape.embed_params * dt + head_b
     # the host keeps every block's hidden states (the process' share), spilt past the budget
     hidden = (1 + kept_mlp) * math.ceil(opts.num_samples / procs) * opts.seq_len * d * dt * procs
     if opts.criterion == "loss":  # L + 1 streams of the held-out hidden states

@@ -42,7 +42,7 @@ def host(vocab: int, opts: Options, phase: str) -> int:
 def test_host_memory_grows_with_the_vocabulary_by_its_weights_and_one_chunk(opts, phase):
     small, qwen, gemma = (host(v, opts, phase) for v in (49152, 151936, 262144))
     assert small < qwen < gemma
-    weights = (2 if phase != "calibrate" else 1) * (262144 - 151936) * 896 * 4  # untied: embedding and head
+    weights = 2 * (262144 - 151936) * 896 * 4  # untied: the embedding and the head (the probe's, after the stem)
     chunk = head_chunk_bytes(262144, 4) - head_chunk_bytes(151936, 4)
     assert gemma - qwen == weights + chunk  # no tokens x vocab term: before, 2,048 tokens' logits, 2.7 GB more
 
