@@ -39,7 +39,7 @@ def nll_sum(model, batch: torch.Tensor) -> tuple[float, int]:
     """(Σ -log p(t_i | t_<i), number of predicted tokens) over a (B, T) batch of equal-length rows: the decoder's
     last hidden states, then the head a chunk of positions at a time (as the causal LM's forward, soft cap included)."""
     hidden = model.get_decoder()(input_ids=batch, use_cache=False)[0][:, :-1]  # (B, T-1, d)
-    head, cap = model.get_output_embeddings(), getattr(model.config, "final_logit_softcapping", None)
+    head, cap = model.get_output_embeddings(), getattr(model.config.get_text_config(), "final_logit_softcapping", None)
 
     def logits_of(h: torch.Tensor) -> torch.Tensor:
         logits = head(h)
