@@ -8,6 +8,11 @@ import math
 
 from .score_fields import GREEDY_WIDTH, MEASURED
 
+# Host bytes measured selection keeps of hidden states with a prefix of replacements applied (a greedy step's
+# chosen layers below each candidate: worker/engine/selection/prefix_cache.py), beside the base's; the estimate
+# counts at most this.
+PREFIX_CACHE_BYTES = 4 << 30
+
 
 def expected_sets(criterion: str, ks, n_layers: int, width: int = GREEDY_WIDTH, k_auto: bool = False) -> int:
     """About how many layer sets a selection measures, the base included. k auto is priced at most: the

@@ -35,8 +35,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from nbl.selection.sets import expected_sets
+from nbl.selection.sets import PREFIX_CACHE_BYTES, expected_sets
 
+from .head import head_chunk_bytes
 from .options import Options, default_batch_size, holdout_count, measured, selection_blocks
 from .refine import heal_bytes, refine_token_layers
 from .shapes import DTYPE_BYTES, Shape
@@ -76,9 +77,11 @@ DOWNLOAD_BPS = (1e8, 1e9)  # 100 MB/s to 1 GB/s from the Hub
 
 
 def logit_bytes(dt: int) -> int:
-    """Bytes per token and vocabulary entry of a loss (engine/scoring/likelihood.nll_sum): the logits in the model's
-    dtype, their float32 copy, cross_entropy's log-softmax. Measured: SmolLM2 evaluated 2.28 GB, random
-    d=1024 x 24 3.31 GB (bench/results/estimate_accuracy.md); one float32 copy alone left both 26-34% short."""
+    """Bytes per token and vocabulary entry of a whole batch's logits and their loss (the tasks' scoring,
+    eval/loglikelihood.py): the logits in the model's dtype, their float32 copy, log-softmax. Measured when
+    perplexity took them whole too: SmolLM2 evaluated 2.28 GB, random d=1024 x 24 3.31 GB
+    (bench/results/estimate_accuracy.md); one float32 copy alone left both 26-34% short. Perplexity, the loss
+    probe and measured selection take them a chunk of positions at a time (head.py)."""
     return dt + 4 + 4
 
 
@@ -136,9 +139,11 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     scoring = 3 * d * d * 8  # score_stage: a few float64 (d, d) temporaries while the layer is scored
     acts = tokens_b * (ACT_WIDTHS_D * d * dt + mlp_act) + tokens_b * ACC_WIDTHS_D * d * 4
     stem = shape.embed_params * dt + tokens_b * d * dt  # first pass: embeddings and one batch
-    if opts.criterion == "loss":  # the probe's head: final norm + LM head over one batch's logits
-        stem = max(stem, shape.embed_params * dt + tokens_b * shape.vocab * 4)
+    head_b = head_chunk_bytes(shape.vocab, dt)  # one chunk of positions' logits and loss (head.py)
     per_proc = max(stem, layer_w + sums + scratch + scoring + acts)
+    if opts.criterion == "loss":  # the probe's head (LM head, a chunk of positions at a time) after its layer passes:
+        # on top of them, as the heap they grew is kept (Qwen2.5-0.5B shape: 1.72 GB measured, memory_vocab.md)
+        per_proc += shape.embed_params * dt + head_b
     # the host keeps every block's hidden states (the process' share), spilt past the budget
     hidden = (1 + kept_mlp) * math.ceil(opts.num_samples / procs) * opts.seq_len * d * dt * procs
     if opts.criterion == "loss":  # L + 1 streams of the held-out hidden states
@@ -164,13 +169,19 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     one = RUNTIME_HOST + (CUDA_CONTEXT_HOST if on_gpu else 0)  # one process' runtime (the first; the check's child)
     placed = spread(model_b, gpus, memory, ctx_dev)
     window = min(shape.context, 2048)  # perplexity windows (eval/perplexity.default_window)
-    loss_per_token = shape.vocab * logit_bytes(dt) + ACT_WIDTHS_D * d * dt + mlp_act  # a forward and its loss
-    eval_acts = window * loss_per_token
+    fwd_per_token = ACT_WIDTHS_D * d * dt + mlp_act  # a forward's transients
+    # perplexity: a window's forward, then its loss a chunk of positions at a time; tasks: a batch's whole logits
+    eval_acts = window * fwd_per_token + head_b
+    if opts.tasks:
+        eval_acts = max(eval_acts, window * (fwd_per_token + shape.vocab * logit_bytes(dt)))
     if measured(opts):
-        sel_tokens = selection_blocks(opts) * opts.seq_len
-        sel_acts = tokens_b * loss_per_token  # one batch of the selection blocks
-        starts = min(L, expected_sets(opts.criterion, opts.ks, L, opts.greedy_width, opts.k_auto))
-        sel_hidden = starts * sel_tokens * d * dt  # the base's inputs at each layer a set starts at
+        entry = selection_blocks(opts) * opts.seq_len * d * dt  # the selection blocks' hidden states, once
+        sets = expected_sets(opts.criterion, opts.ks, L, opts.greedy_width, opts.k_auto)
+        # one batch through a layer, one chunk of the head's logits, and the set's states carried up the layers
+        sel_acts = tokens_b * fwd_per_token + head_b + entry
+        # the base's inputs at each layer a set starts at, and the prefix cache (at most one entry a set, within
+        # its budget: selection/prefix_cache.py)
+        sel_hidden = min(L, sets) * entry + min(PREFIX_CACHE_BYTES, sets * entry)
         if gpus and placed.device < model_b:  # larger than the first GPU: each set reads the layers again
             phases["select"] = {"device": layer_w + sel_acts + ctx_dev, "host": one + sel_hidden + layer_w}
         else:

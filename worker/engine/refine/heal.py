@@ -42,6 +42,7 @@ from torch import nn
 
 from nbl.refine_schema import blocks_per_step
 from worker.engine.forms.surgery import Plan, replaced
+from worker.engine.scoring.likelihood import nll_sum
 from worker.engine.scoring.scores import LinearMap
 
 TOP_K = 64
@@ -123,11 +124,8 @@ def perplexity(model, blocks: torch.Tensor) -> float:
     total, count = 0.0, 0
     for b in range(blocks.shape[0]):
         ids = blocks[b : b + 1].to(device)
-        logits = model(input_ids=ids, use_cache=False).logits[:, :-1].float()  # (1, T-1, V)
-        total += float(
-            nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="sum")
-        )
-        count += ids.shape[1] - 1
+        nll, n = nll_sum(model, ids)  # the head a chunk of positions at a time
+        total, count = total + nll, count + n
     return math.exp(total / count)
 
 

@@ -13,7 +13,8 @@ reading every layer's weights), one walk over the layers carries L + 1 streams o
 Each layer's weights are read once. Cost: layer l runs on l + 2 streams, so about L²/2 layer passes
 over the held-out blocks, i.e. (L / 2) x (held-out / all blocks) of calibration's forward work
 (L=30, a tenth held out: 1.5 calibration passes; L=80: 4), plus L + 1 LM-head passes over the
-held-out tokens. Host memory: L + 1 copies of the held-out hidden states, spilt to disk past the budget.
+held-out tokens, a chunk of positions at a time (scoring/likelihood.token_nll). Host memory: L + 1 copies of
+the held-out hidden states, spilt to disk past the budget, and one chunk of logits.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
+from nbl.sizing.head import head_chunk
 from worker.engine.calibration.activations import HiddenCache
 from worker.engine.calibration.calibrate import first_pass
 from worker.engine.calibration.layer_source import as_source, head_logits
 from worker.engine.modeling.modeling_nbl import NBLAttention, NBLBlock, attn_branch
+from worker.engine.scoring.likelihood import token_nll
 from worker.engine.scoring.scores import LinearMap
 
 BASE = "base"
@@ -120,19 +123,16 @@ def loss_rise(
             finally:
                 source.release(i)
         norm, lm_head = source.head(device)
+        chunk = head_chunk(source.config.vocab_size)  # positions through the head at once, not a batch's
         try:
             losses = {}
             for s in streams:
                 total, count = 0.0, 0
                 for b, (lo, hi, _) in enumerate(batches):
-                    logits = head_logits(source.config, norm, lm_head, cache.get((s, b)).to(device))[:, :-1].float()
-                    # (B, T-1, V)
                     target = blocks[lo:hi, 1:].to(device)
-                    total += float(
-                        torch.nn.functional.cross_entropy(
-                            logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="sum"
-                        )
-                    )
+                    h = cache.get((s, b)).to(device)[:, :-1]
+                    nll = token_nll(h, lambda x: head_logits(source.config, norm, lm_head, x), target, chunk)
+                    total += float(nll.double().sum())
                     count += target.numel()
                     done += head
                     tick(done, total_passes)

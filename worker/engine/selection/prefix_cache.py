@@ -16,11 +16,13 @@ from collections import OrderedDict
 
 import torch
 
+from nbl.selection.sets import PREFIX_CACHE_BYTES
+
 Key = tuple[tuple[int, ...], int]  # (replaced layers below j, j)
 
 
 class PrefixCache:
-    def __init__(self, max_bytes: int | None = 4 << 30):
+    def __init__(self, max_bytes: int | None = PREFIX_CACHE_BYTES):
         self.base: dict[int, list[torch.Tensor]] = {}  # j -> per batch, the unmodified model's states entering j
         self.prefixed: OrderedDict[Key, list[torch.Tensor]] = OrderedDict()
         self.max_bytes, self.bytes = max_bytes, 0

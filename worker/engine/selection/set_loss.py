@@ -15,7 +15,8 @@ blocks are run. `__call__` is the mean over every block (each block has the same
 per-block differences with the base give the standard error of a set's perplexity rise (nbl/selection/rise_error.py).
 
 Host memory: one copy of the selection blocks' hidden states per base entry (a selection set of 64 x 512 tokens
-on a d=576 model: 75 MB per start layer, in the model's dtype), plus the prefix entries, within `prefix_bytes`.
+on a d=576 model: 75 MB per start layer, in the model's dtype), plus the prefix entries, within `prefix_bytes`,
+plus one batch through a layer and one chunk of the head's logits (nbl/sizing/head.py).
 Every state is computed without autograd: warm() is called outside per_block's no_grad, and its states once held
 every layer's saved activations (a Qwen2.5-0.5B-shaped greedy was killed at 22.3 GB).
 """
@@ -26,9 +27,12 @@ from typing import Callable, Iterable
 
 import torch
 
+from nbl.selection.sets import PREFIX_CACHE_BYTES
+from nbl.sizing.head import head_chunk
 from worker.engine.calibration.activations import HiddenCache
 from worker.engine.calibration.calibrate import first_pass
 from worker.engine.calibration.layer_source import as_source, head_logits
+from worker.engine.scoring.likelihood import token_nll
 from worker.engine.scoring.scores import LinearMap
 from worker.engine.selection.loss_probe import layer_output, replaced_layer
 from worker.engine.selection.prefix_cache import PrefixCache
@@ -48,7 +52,7 @@ class SetLoss:
         maps: Callable[[int], LinearMap] | dict | None,
         batch_size: int = 1,
         device=None,
-        prefix_bytes: int | None = 4 << 30,
+        prefix_bytes: int | None = PREFIX_CACHE_BYTES,
     ):
         self.source = as_source(model)
         self.device = torch.device(device) if device is not None else self.source.device
@@ -163,17 +167,18 @@ class SetLoss:
         return {b: h.cpu() for b, h in hidden.items()}
 
     def _head_losses(self, hidden: dict[int, torch.Tensor]) -> dict[int, torch.Tensor]:
-        """batch -> (rows,) float64 mean next-token loss of each block."""
+        """batch -> (rows,) float64 mean next-token loss of each block; the head runs a chunk of positions at a
+        time (scoring/likelihood.token_nll): a batch's whole logits were 3.7 GB on a 151,936-entry vocabulary."""
         norm, lm_head = self.source.head(self.device)
-        out = {}
+        config, out = self.source.config, {}
+        chunk = head_chunk(config.vocab_size)
         try:
             for b, h in hidden.items():
                 lo, hi, _ = self.batches[b]
-                logits = head_logits(self.source.config, norm, lm_head, h.to(self.device))[
-                    :, :-1
-                ].float()  # (B, T-1, V)
                 target = self.blocks[lo:hi, 1:].to(self.device)  # (B, T-1)
-                nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")
+                nll = token_nll(
+                    h.to(self.device)[:, :-1], lambda x: head_logits(config, norm, lm_head, x), target, chunk
+                )
                 out[b] = nll.double().mean(dim=1).cpu()
         finally:
             self.source.release_head()
