@@ -88,6 +88,7 @@ FAMILIES: dict[str, Family] = {
     "qwen3_moe": Family(
         "Qwen3MoeConfig",
         "Qwen3MoeForCausalLM",
+        plugin=True,
         decilm="has no q/k norms or experts",
         down=EXPERTS_DOWN,
         layout=Layout(
@@ -102,6 +103,7 @@ FAMILIES: dict[str, Family] = {
     "mixtral": Family(
         "MixtralConfig",
         "MixtralForCausalLM",
+        plugin=True,
         decilm="has no experts",
         down=((r"block_sparse_moe\.experts\.\d+\.w2\.weight", 0),),  # Mixtral's checkpoint names
         layout=Layout(experts=Experts(("num_local_experts", "num_experts"), 8, 2, "intermediate_size")),

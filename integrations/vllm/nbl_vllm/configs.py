@@ -16,6 +16,8 @@ FAMILIES: dict[str, str] = {
     "mistral": "MistralConfig",
     "qwen2": "Qwen2Config",
     "qwen3": "Qwen3Config",
+    "qwen3_moe": "Qwen3MoeConfig",
+    "mixtral": "MixtralConfig",
 }
 # family -> the architecture name in the output's config.json (modeling_nbl.class_names).
 ARCHITECTURES: dict[str, str] = {
@@ -23,6 +25,8 @@ ARCHITECTURES: dict[str, str] = {
     "mistral": "NBLMistralForCausalLM",
     "qwen2": "NBLQwen2ForCausalLM",
     "qwen3": "NBLQwen3ForCausalLM",
+    "qwen3_moe": "NBLQwen3MoeForCausalLM",
+    "mixtral": "NBLMixtralForCausalLM",
 }
 
 
