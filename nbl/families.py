@@ -162,6 +162,7 @@ FAMILIES: dict[str, Family] = {
         "Gemma3TextConfig",
         "Gemma3ForCausalLM",
         attn=GEMMA_ATTN,
+        plugin=True,
         ln2="pre_feedforward_layernorm",
         decilm="has norms after attention and MLP, q/k norms and GeGLU",
         fold="is not exact: post_feedforward_layernorm sits between down_proj and the residual",

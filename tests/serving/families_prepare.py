@@ -20,13 +20,17 @@ from plan import FAMILY_MODES  # noqa: E402
 from prepare import TINY_PROMPTS, TINY_SHAPE, compress, reference  # noqa: E402
 from testkit.models import DATA_DIR, save_tiny_checkpoint  # noqa: E402
 
+# Gemma 3's tiny config has 4 sliding layers (its pattern puts the global one 6th): both kinds here, so that a
+# replaced layer of each kind is served with the others keeping their own window
+LAYERS = {"gemma3_text": {"layer_types": ["sliding_attention", "full_attention"] * 2}}
+
 
 def main(work: Path, family: str) -> None:
     work.mkdir(parents=True, exist_ok=True)
     calib = work / "calib.jsonl"
     docs = json.loads((DATA_DIR / "c4" / "c4_demo.json").read_text())[:40]
     calib.write_text("".join(json.dumps({"text": d["text"]}) + "\n" for d in docs))
-    base = save_tiny_checkpoint(work / "base", family, seed=1, **TINY_SHAPE)
+    base = save_tiny_checkpoint(work / "base", family, seed=1, **TINY_SHAPE, **LAYERS.get(family, {}))
     ref = {}
     for mode, k in FAMILY_MODES.items():
         path = compress(
@@ -36,6 +40,8 @@ def main(work: Path, family: str) -> None:
             *("--mode", mode, "--method", "nbl", "--criterion", "cca", "--k", k),
         )[k]
         ref[mode] = reference(path, TINY_PROMPTS)
+        kinds = set(json.loads((path / "config.json").read_text()).get("layer_types") or ["full_attention"])
+        ref[mode]["hybrid"] = len(kinds) > 1  # sliding and full layers: vLLM caches each kind in its own group
     (work / "reference.json").write_text(json.dumps(ref, indent=1))
 
 

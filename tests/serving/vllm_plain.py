@@ -1,6 +1,7 @@
-"""One output through vLLM in its own process: prints JSON {"tokens", "logprobs", "block_size", "kv_cache_tokens"}
-of 16 greedy fp32 tokens per prompt, as vllm_run.py measures them. With VLLM_PLUGINS= no plugin is loaded (the
-form outputs); without, vLLM loads ours by its entry point (the families' nbl outputs).
+"""One output through vLLM in its own process: prints JSON {"tokens", "logprobs"} of 16 greedy fp32 tokens per
+prompt, as vllm_run.py measures them, and its KV cache: "block_size", "kv_cache_tokens" and "kv_cache_layers" (the
+attention layers vLLM laid it out for). With VLLM_PLUGINS= no plugin is loaded (the form outputs); without, vLLM
+loads ours by its entry point (the families' nbl outputs).
 
     [VLLM_PLUGINS=] python tests/serving/vllm_plain.py PATH TRUST_REMOTE_CODE(0|1) PROMPTS_JSON
 """
@@ -32,6 +33,8 @@ def main(path: str, trust: bool, prompts: list[list[int]]) -> None:
     params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True, logprobs=1)
     outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
     cache = llm.llm_engine.vllm_config.cache_config
+    # in this process (no engine process): the layers the KV cache was laid out for
+    groups = llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_config.kv_cache_groups
     print(
         "RESULT "
         + json.dumps(
@@ -42,6 +45,7 @@ def main(path: str, trust: bool, prompts: list[list[int]]) -> None:
                 ],
                 "block_size": cache.block_size,
                 "kv_cache_tokens": cache.num_gpu_blocks * cache.block_size,
+                "kv_cache_layers": sorted(name for g in groups for name in g.layer_names),
             }
         )
     )

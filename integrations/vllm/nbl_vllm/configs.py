@@ -18,6 +18,7 @@ FAMILIES: dict[str, str] = {
     "qwen3": "Qwen3Config",
     "qwen3_moe": "Qwen3MoeConfig",
     "mixtral": "MixtralConfig",
+    "gemma3_text": "Gemma3TextConfig",
 }
 # family -> the architecture name in the output's config.json (modeling_nbl.class_names).
 ARCHITECTURES: dict[str, str] = {
@@ -27,6 +28,7 @@ ARCHITECTURES: dict[str, str] = {
     "qwen3": "NBLQwen3ForCausalLM",
     "qwen3_moe": "NBLQwen3MoeForCausalLM",
     "mixtral": "NBLMixtralForCausalLM",
+    "gemma3_text": "NBLGemma3ForCausalLM",
 }
 
 

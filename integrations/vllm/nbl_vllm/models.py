@@ -7,9 +7,9 @@ family in vLLM:
     qwen2, qwen3_moe              Model(decoder_layer_type=...), their ForCausalLM builds the Model by its
                                   module-level name, which points at our Model while it is built
     qwen3                         Model.decoder_layer_type, the same way
-    mixtral                       the Model builds the layer by its module-level name, which points at our
-                                  constructor while the Model is built (its ForCausalLM then checks each
-                                  layer's type by that name)
+    mixtral, gemma3_text          the Model builds the layer by its module-level name, which points at our
+                                  constructor while the Model is built (Mixtral's ForCausalLM then checks
+                                  each layer's type by that name)
 
 `layer_factory` gives one constructor for all: the family's own layer for a kept index, ours for a
 replaced one (the index is the last part of the layer's prefix, `model.layers.{i}`).
@@ -20,13 +20,14 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from vllm.config import get_current_vllm_config
-from vllm.model_executor.models import llama, mistral, mixtral, qwen2, qwen3, qwen3_moe
+from vllm.model_executor.models import gemma3, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe
 
 from .layers import NBLMap, block_layer_type, replace_branch
 from .loading import check_loaded
 from .plan_rules import checked_plan
 
 ATTN = ("input_layernorm", "self_attn")  # a layer's attention branch in vLLM's module names, input to output
+GEMMA_ATTN = (*ATTN, "post_attention_layernorm")  # Gemma's norm after attention is in the branch (nbl/families.py)
 
 
 def layer_factory(family_layer, branch: tuple[str, ...] = ATTN, hidden_first: bool = False):
@@ -125,4 +126,11 @@ class NBLMixtralModel(mixtral.MixtralModel):
 class NBLMixtralForCausalLM(_Checked, mixtral.MixtralForCausalLM):
     def __init__(self, *, vllm_config, prefix: str = ""):
         with _module_name(mixtral, "MixtralModel", NBLMixtralModel):
+            super().__init__(vllm_config=vllm_config, prefix=prefix)
+
+
+class NBLGemma3ForCausalLM(_Checked, gemma3.Gemma3ForCausalLM):
+    def __init__(self, *, vllm_config, prefix: str = ""):
+        layers = layer_factory(gemma3.Gemma3DecoderLayer, GEMMA_ATTN)
+        with _module_name(gemma3, "Gemma3DecoderLayer", layers):
             super().__init__(vllm_config=vllm_config, prefix=prefix)
