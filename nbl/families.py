@@ -146,7 +146,12 @@ FAMILIES: dict[str, Family] = {
             experts=Experts(("num_local_experts", "num_experts"), 128, 4, "intermediate_size", bias=True, fused=True),
         ),
     ),
-    "phi3": Family("Phi3Config", "Phi3ForCausalLM", decilm="fuses q, k, v (qkv_proj) and gate, up (gate_up_proj)"),
+    "phi3": Family(
+        "Phi3Config",
+        "Phi3ForCausalLM",
+        decilm="fuses q, k, v (qkv_proj) and gate, up (gate_up_proj)",
+        plugin=True,
+    ),
     # Gemma: a norm after attention (in the branch) and after the MLP, between down_proj and the residual: a map
     # folded into down_proj would pass through post_feedforward_layernorm, so fold is not exact
     "gemma2": Family(

@@ -19,6 +19,7 @@ FAMILIES: dict[str, str] = {
     "qwen3_moe": "Qwen3MoeConfig",
     "mixtral": "MixtralConfig",
     "gemma3_text": "Gemma3TextConfig",
+    "phi3": "Phi3Config",
 }
 # family -> the architecture name in the output's config.json (modeling_nbl.class_names).
 ARCHITECTURES: dict[str, str] = {
@@ -29,6 +30,7 @@ ARCHITECTURES: dict[str, str] = {
     "qwen3_moe": "NBLQwen3MoeForCausalLM",
     "mixtral": "NBLMixtralForCausalLM",
     "gemma3_text": "NBLGemma3ForCausalLM",
+    "phi3": "NBLPhi3ForCausalLM",
 }
 
 

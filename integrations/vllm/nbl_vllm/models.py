@@ -3,7 +3,7 @@
 Each family's model builds its decoder layers through a constructor, but how we get ours in differs by
 family in vLLM:
 
-    llama, mistral                ForCausalLM(layer_type=...)
+    llama, mistral, phi3          ForCausalLM(layer_type=...) (vLLM's Phi-3 is its Llama, q/k/v and gate/up fused)
     qwen2, qwen3_moe              Model(decoder_layer_type=...), their ForCausalLM builds the Model by its
                                   module-level name, which points at our Model while it is built
     qwen3                         Model.decoder_layer_type, the same way
@@ -20,7 +20,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from vllm.config import get_current_vllm_config
-from vllm.model_executor.models import gemma3, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe
+from vllm.model_executor.models import gemma3, llama, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe
 
 from .layers import NBLMap, block_layer_type, replace_branch
 from .loading import check_loaded
@@ -80,6 +80,12 @@ class NBLLlamaForCausalLM(_Checked, llama.LlamaForCausalLM):
 class NBLMistralForCausalLM(_Checked, mistral.MistralForCausalLM):
     def __init__(self, *, vllm_config, prefix: str = ""):
         layer_type = layer_factory(mistral.MistralDecoderLayer)
+        super().__init__(vllm_config=vllm_config, prefix=prefix, layer_type=layer_type)
+
+
+class NBLPhi3ForCausalLM(_Checked, phi3.Phi3ForCausalLM):
+    def __init__(self, *, vllm_config, prefix: str = ""):
+        layer_type = layer_factory(llama.LlamaDecoderLayer)
         super().__init__(vllm_config=vllm_config, prefix=prefix, layer_type=layer_type)
 
 
