@@ -111,6 +111,7 @@ FAMILIES: dict[str, Family] = {
     "qwen2_moe": Family(
         "Qwen2MoeConfig",
         "Qwen2MoeForCausalLM",
+        plugin=True,
         decilm="has no q/k/v biases or experts",
         down=(*EXPERTS_DOWN, (r"mlp\.shared_expert\.down_proj\.weight", 0)),
         layout=Layout(
@@ -123,6 +124,7 @@ FAMILIES: dict[str, Family] = {
     "olmoe": Family(
         "OlmoeConfig",
         "OlmoeForCausalLM",
+        plugin=True,
         decilm="has no q/k norms or experts",
         down=EXPERTS_DOWN,
         layout=Layout(
@@ -158,6 +160,7 @@ FAMILIES: dict[str, Family] = {
         "Gemma2Config",
         "Gemma2ForCausalLM",
         attn=GEMMA_ATTN,
+        plugin=True,
         ln2="pre_feedforward_layernorm",
         decilm="has norms after attention and MLP, soft-capping and GeGLU",
         fold="is not exact: post_feedforward_layernorm sits between down_proj and the residual",

@@ -20,9 +20,13 @@ from plan import FAMILY_MODES  # noqa: E402
 from prepare import TINY_PROMPTS, TINY_SHAPE, compress, reference  # noqa: E402
 from testkit.models import DATA_DIR, save_tiny_checkpoint  # noqa: E402
 
-# Gemma 3's tiny config has 4 sliding layers (its pattern puts the global one 6th): both kinds here, so that a
-# replaced layer of each kind is served with the others keeping their own window
-LAYERS = {"gemma3_text": {"layer_types": ["sliding_attention", "full_attention"] * 2}}
+# Beyond the tests' tiny config. Gemma 3's has 4 sliding layers (its pattern puts the global one 6th): both kinds
+# here, so that a replaced layer of each kind is served with the others keeping their own window. vLLM's Gemma 2
+# always ties its LM head to the embeddings (gemma2.py: no lm_head), as every Gemma 2 checkpoint does.
+OVERRIDES = {
+    "gemma3_text": {"layer_types": ["sliding_attention", "full_attention"] * 2},
+    "gemma2": {"tie_word_embeddings": True},
+}
 
 
 def main(work: Path, family: str) -> None:
@@ -30,7 +34,7 @@ def main(work: Path, family: str) -> None:
     calib = work / "calib.jsonl"
     docs = json.loads((DATA_DIR / "c4" / "c4_demo.json").read_text())[:40]
     calib.write_text("".join(json.dumps({"text": d["text"]}) + "\n" for d in docs))
-    base = save_tiny_checkpoint(work / "base", family, seed=1, **TINY_SHAPE, **LAYERS.get(family, {}))
+    base = save_tiny_checkpoint(work / "base", family, seed=1, **TINY_SHAPE, **OVERRIDES.get(family, {}))
     ref = {}
     for mode, k in FAMILY_MODES.items():
         path = compress(

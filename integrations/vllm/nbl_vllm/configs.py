@@ -20,6 +20,9 @@ FAMILIES: dict[str, str] = {
     "mixtral": "MixtralConfig",
     "gemma3_text": "Gemma3TextConfig",
     "phi3": "Phi3Config",
+    "gemma2": "Gemma2Config",
+    "olmoe": "OlmoeConfig",
+    "qwen2_moe": "Qwen2MoeConfig",
 }
 # family -> the architecture name in the output's config.json (modeling_nbl.class_names).
 ARCHITECTURES: dict[str, str] = {
@@ -31,6 +34,9 @@ ARCHITECTURES: dict[str, str] = {
     "mixtral": "NBLMixtralForCausalLM",
     "gemma3_text": "NBLGemma3ForCausalLM",
     "phi3": "NBLPhi3ForCausalLM",
+    "gemma2": "NBLGemma2ForCausalLM",
+    "olmoe": "NBLOlmoeForCausalLM",
+    "qwen2_moe": "NBLQwen2MoeForCausalLM",
 }
 
 

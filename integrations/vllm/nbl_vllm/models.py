@@ -3,12 +3,12 @@
 Each family's model builds its decoder layers through a constructor, but how we get ours in differs by
 family in vLLM:
 
-    llama, mistral, phi3          ForCausalLM(layer_type=...) (vLLM's Phi-3 is its Llama, q/k/v and gate/up fused)
+    llama, mistral, phi3, olmoe   ForCausalLM(layer_type=...) (vLLM's Phi-3 is its Llama, q/k/v and gate/up fused)
     qwen2, qwen3_moe              Model(decoder_layer_type=...), their ForCausalLM builds the Model by its
                                   module-level name, which points at our Model while it is built
     qwen3                         Model.decoder_layer_type, the same way
-    mixtral, gemma3_text          the Model builds the layer by its module-level name, which points at our
-                                  constructor while the Model is built (Mixtral's ForCausalLM then checks
+    mixtral, qwen2_moe, gemma2,   the Model builds the layer by its module-level name, which points at our
+    gemma3_text                   constructor while the Model is built (Mixtral's ForCausalLM then checks
                                   each layer's type by that name)
 
 `layer_factory` gives one constructor for all: the family's own layer for a kept index, ours for a
@@ -20,7 +20,19 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from vllm.config import get_current_vllm_config
-from vllm.model_executor.models import gemma3, llama, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe
+from vllm.model_executor.models import (
+    gemma2,
+    gemma3,
+    llama,
+    mistral,
+    mixtral,
+    olmoe,
+    phi3,
+    qwen2,
+    qwen2_moe,
+    qwen3,
+    qwen3_moe,
+)
 
 from .layers import NBLMap, block_layer_type, replace_branch
 from .loading import check_loaded
@@ -89,6 +101,12 @@ class NBLPhi3ForCausalLM(_Checked, phi3.Phi3ForCausalLM):
         super().__init__(vllm_config=vllm_config, prefix=prefix, layer_type=layer_type)
 
 
+class NBLOlmoeForCausalLM(_Checked, olmoe.OlmoeForCausalLM):
+    def __init__(self, *, vllm_config, prefix: str = ""):
+        layer_type = layer_factory(olmoe.OlmoeDecoderLayer)
+        super().__init__(vllm_config=vllm_config, prefix=prefix, layer_type=layer_type)
+
+
 class NBLQwen2Model(qwen2.Qwen2Model):
     def __init__(self, *, vllm_config, prefix: str = ""):
         layers = layer_factory(qwen2.Qwen2DecoderLayer)
@@ -139,4 +157,18 @@ class NBLGemma3ForCausalLM(_Checked, gemma3.Gemma3ForCausalLM):
     def __init__(self, *, vllm_config, prefix: str = ""):
         layers = layer_factory(gemma3.Gemma3DecoderLayer, GEMMA_ATTN)
         with _module_name(gemma3, "Gemma3DecoderLayer", layers):
+            super().__init__(vllm_config=vllm_config, prefix=prefix)
+
+
+class NBLQwen2MoeForCausalLM(_Checked, qwen2_moe.Qwen2MoeForCausalLM):
+    def __init__(self, *, vllm_config, prefix: str = ""):
+        layers = layer_factory(qwen2_moe.Qwen2MoeDecoderLayer)
+        with _module_name(qwen2_moe, "Qwen2MoeDecoderLayer", layers):
+            super().__init__(vllm_config=vllm_config, prefix=prefix)
+
+
+class NBLGemma2ForCausalLM(_Checked, gemma2.Gemma2ForCausalLM):
+    def __init__(self, *, vllm_config, prefix: str = ""):
+        layers = layer_factory(gemma2.Gemma2DecoderLayer, GEMMA_ATTN)
+        with _module_name(gemma2, "Gemma2DecoderLayer", layers):
             super().__init__(vllm_config=vllm_config, prefix=prefix)
