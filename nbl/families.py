@@ -137,6 +137,7 @@ FAMILIES: dict[str, Family] = {
     "gpt_oss": Family(
         "GptOssConfig",
         "GptOssForCausalLM",
+        plugin=True,
         decilm="has no attention sinks or experts",
         fold="is not written for gpt-oss: its checkpoints hold the experts in MXFP4 (down_proj_blocks, "
         "down_proj_scales), which a fold would have to quantize again",

@@ -42,6 +42,7 @@ def test_expert_names_map_to_the_fused_moe_parameters(loading):
         == f"{mixtral}.routed_experts.w13_weight"
     )
     assert vllm_name(f"{mixtral}.0.w2.weight") == f"{mixtral}.routed_experts.w2_weight"
+    assert vllm_name("model.layers.1.mlp.experts.w13_bias") == f"{fused}.w13_bias"  # gpt-oss, after its own mapper
     assert (
         vllm_name("model.layers.1.mlp.shared_expert.up_proj.weight")
         == "model.layers.1.mlp.shared_expert.gate_up_proj.weight"

@@ -23,6 +23,7 @@ FAMILIES: dict[str, str] = {
     "gemma2": "Gemma2Config",
     "olmoe": "OlmoeConfig",
     "qwen2_moe": "Qwen2MoeConfig",
+    "gpt_oss": "GptOssConfig",
 }
 # family -> the architecture name in the output's config.json (modeling_nbl.class_names).
 ARCHITECTURES: dict[str, str] = {
@@ -37,6 +38,7 @@ ARCHITECTURES: dict[str, str] = {
     "gemma2": "NBLGemma2ForCausalLM",
     "olmoe": "NBLOlmoeForCausalLM",
     "qwen2_moe": "NBLQwen2MoeForCausalLM",
+    "gpt_oss": "NBLGptOssForCausalLM",
 }
 
 

@@ -25,8 +25,13 @@ _EXPERT = re.compile(r"\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w3|w2)\.w
 _EXPERT_STACK = {"gate_proj": "w13", "up_proj": "w13", "w1": "w13", "w3": "w13", "down_proj": "w2", "w2": "w2"}
 
 
+# gpt-oss stores them stacked already (its mapper names them experts.w13_weight, w2_bias, ...)
+_STACKED_EXPERTS = re.compile(r"\.experts\.(w13|w2)_(weight|bias)$")
+
+
 def vllm_name(checkpoint_name: str) -> str:
     name = _EXPERT.sub(lambda m: f".experts.routed_experts.{_EXPERT_STACK[m.group(1)]}_weight", checkpoint_name)
+    name = _STACKED_EXPERTS.sub(r".experts.routed_experts.\1_\2", name)
     return _STACKED.sub(lambda m: f".{_STACK_OF[m.group(1)]}.", name)
 
 

@@ -7,6 +7,7 @@ family in vLLM:
     qwen2, qwen3_moe              Model(decoder_layer_type=...), their ForCausalLM builds the Model by its
                                   module-level name, which points at our Model while it is built
     qwen3                         Model.decoder_layer_type, the same way
+    gpt_oss                       Model.block_cls, the same way
     mixtral, qwen2_moe, gemma2,   the Model builds the layer by its module-level name, which points at our
     gemma3_text                   constructor while the Model is built (Mixtral's ForCausalLM then checks
                                   each layer's type by that name)
@@ -23,6 +24,7 @@ from vllm.config import get_current_vllm_config
 from vllm.model_executor.models import (
     gemma2,
     gemma3,
+    gpt_oss,
     llama,
     mistral,
     mixtral,
@@ -76,9 +78,13 @@ class _Checked:
     """Loads like the family, then checks that every checkpoint tensor found a parameter and every
     parameter was loaded (vLLM's loader skips unexpected `.bias` tensors silently)."""
 
+    renames = False  # the family's loader renames checkpoint tensors by its hf_to_vllm_mapper beyond stacking
+
     def load_weights(self, weights):
         seen: list[str] = []
         loaded = super().load_weights((seen.append(name) or (name, w)) for name, w in weights)
+        if self.renames:
+            seen = [self.hf_to_vllm_mapper.map_name(name) or name for name in seen]
         check_loaded(self, seen, loaded)
         return loaded
 
@@ -171,4 +177,17 @@ class NBLGemma2ForCausalLM(_Checked, gemma2.Gemma2ForCausalLM):
     def __init__(self, *, vllm_config, prefix: str = ""):
         layers = layer_factory(gemma2.Gemma2DecoderLayer, GEMMA_ATTN)
         with _module_name(gemma2, "Gemma2DecoderLayer", layers):
+            super().__init__(vllm_config=vllm_config, prefix=prefix)
+
+
+class NBLGptOssModel(gpt_oss.GptOssModel):
+    # gpt-oss names its attention `attn` and calls a layer (hidden_states, positions, residual)
+    block_cls = staticmethod(layer_factory(gpt_oss.TransformerBlock, ("input_layernorm", "attn"), hidden_first=True))
+
+
+class NBLGptOssForCausalLM(_Checked, gpt_oss.GptOssForCausalLM):
+    renames = True  # self_attn -> attn, embed_tokens -> embedding, experts' gate_up_proj -> w13_weight, ...
+
+    def __init__(self, *, vllm_config, prefix: str = ""):
+        with _module_name(gpt_oss, "GptOssModel", NBLGptOssModel):
             super().__init__(vllm_config=vllm_config, prefix=prefix)
