@@ -78,6 +78,7 @@ FAMILIES: dict[str, Family] = {
         "Qwen3MoeConfig",
         "Qwen3MoeForCausalLM",
         plain=(*_SERVERS, "llama.cpp"),
+        plugin=True,
         decilm="has no q/k norms or experts",
         gguf="qwen3moe",
         gguf_fixed=(
@@ -98,6 +99,7 @@ FAMILIES: dict[str, Family] = {
         "MixtralConfig",
         "MixtralForCausalLM",
         plain=(*_SERVERS, "llama.cpp"),
+        plugin=True,
         decilm="has no experts",
         gguf="llama",  # llama.cpp's llama with experts (ffn_*_exps)
         down=((r"block_sparse_moe\.experts\.\d+\.w2\.weight", 0),),  # Mixtral's checkpoint names
@@ -107,6 +109,7 @@ FAMILIES: dict[str, Family] = {
         "Qwen2MoeConfig",
         "Qwen2MoeForCausalLM",
         plain=(*_SERVERS, "llama.cpp"),
+        plugin=True,
         decilm="has no q/k/v biases or experts",
         gguf="qwen2moe",
         gguf_fixed=(
@@ -125,6 +128,7 @@ FAMILIES: dict[str, Family] = {
         "OlmoeConfig",
         "OlmoeForCausalLM",
         plain=("vllm", "sglang", "llama.cpp"),
+        plugin=True,
         decilm="has no q/k norms or experts",
         gguf="olmoe",
         gguf_fixed=(
@@ -149,6 +153,7 @@ FAMILIES: dict[str, Family] = {
     "gpt_oss": Family(
         "GptOssConfig",
         "GptOssForCausalLM",
+        plugin=True,
         decilm="has no attention sinks or experts",
         fold="is not written for gpt-oss: its checkpoints hold the experts in MXFP4 (down_proj_blocks, "
         "down_proj_scales), which a fold would have to quantize again",
@@ -168,6 +173,7 @@ FAMILIES: dict[str, Family] = {
         plain=(*_SERVERS, "llama.cpp"),
         decilm="fuses q, k, v (qkv_proj) and gate, up (gate_up_proj)",
         gguf="phi3",
+        plugin=True,
     ),
     # Gemma: a norm after attention (in the branch) and after the MLP, between down_proj and the residual: a map
     # folded into down_proj would pass through post_feedforward_layernorm, so fold is not exact
@@ -175,6 +181,7 @@ FAMILIES: dict[str, Family] = {
         "Gemma2Config",
         "Gemma2ForCausalLM",
         attn=GEMMA_ATTN,
+        plugin=True,
         ln2="pre_feedforward_layernorm",
         decilm="has norms after attention and MLP, soft-capping and GeGLU",
         fold="is not exact: post_feedforward_layernorm sits between down_proj and the residual",
@@ -190,6 +197,7 @@ FAMILIES: dict[str, Family] = {
         "Gemma3TextConfig",
         "Gemma3ForCausalLM",
         attn=GEMMA_ATTN,
+        plugin=True,
         ln2="pre_feedforward_layernorm",
         decilm="has norms after attention and MLP, q/k norms and GeGLU",
         fold="is not exact: post_feedforward_layernorm sits between down_proj and the residual",

@@ -25,3 +25,22 @@ def kv_cache_tokens(attention_layers: int, bytes_per_token_layer: int, block_siz
     """Tokens a KV cache of KV_CACHE_GIB holds when `attention_layers` layers keep K and V."""
     per_block = attention_layers * bytes_per_token_layer * block_size
     return (KV_CACHE_GIB << 30) // per_block * block_size
+
+
+# The nbl outputs of each family's tiny model (families_prepare.py, test_vllm_families.py): mode -> k, method nbl
+FAMILY_MODES = {"attn": 2, "block": 1}
+# families whose nbl outputs OUTPUTS above already runs (SmolLM2 is a Llama)
+OUTPUT_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+
+
+def plugin_families() -> list[str]:
+    """The families the plugin builds: its table (integrations/vllm/nbl_vllm/configs.py FAMILIES), read from its
+    source, so that this file imports neither the plugin nor vLLM."""
+    import ast
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[2] / "integrations" / "vllm" / "nbl_vllm" / "configs.py"
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "FAMILIES":
+            return list(ast.literal_eval(node.value))
+    raise LookupError(f"no FAMILIES table in {source}")

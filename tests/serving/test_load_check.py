@@ -28,6 +28,27 @@ def test_stacked_names_map_to_vllm_parameters(loading):
     assert vllm_name("model.layers.3.self_attn.linear.bias") == "model.layers.3.self_attn.linear.bias"
 
 
+def test_expert_names_map_to_the_fused_moe_parameters(loading):
+    """One checkpoint tensor per expert and projection; one stacked parameter per layer in vLLM's fused MoE."""
+    vllm_name = loading.vllm_name
+    fused = "model.layers.1.mlp.experts.routed_experts"
+    assert vllm_name("model.layers.1.mlp.experts.7.gate_proj.weight") == f"{fused}.w13_weight"
+    assert vllm_name("model.layers.1.mlp.experts.7.up_proj.weight") == f"{fused}.w13_weight"
+    assert vllm_name("model.layers.1.mlp.experts.7.down_proj.weight") == f"{fused}.w2_weight"
+    mixtral = "model.layers.1.block_sparse_moe.experts"
+    assert (
+        vllm_name(f"{mixtral}.0.w1.weight")
+        == vllm_name(f"{mixtral}.0.w3.weight")
+        == f"{mixtral}.routed_experts.w13_weight"
+    )
+    assert vllm_name(f"{mixtral}.0.w2.weight") == f"{mixtral}.routed_experts.w2_weight"
+    assert vllm_name("model.layers.1.mlp.experts.w13_bias") == f"{fused}.w13_bias"  # gpt-oss, after its own mapper
+    assert (
+        vllm_name("model.layers.1.mlp.shared_expert.up_proj.weight")
+        == "model.layers.1.mlp.shared_expert.gate_up_proj.weight"
+    )
+
+
 def test_complete_load_has_no_problems(loading):
     names = ["embed.weight", "map.weight", "map.bias"]
     assert loading.load_problems(_Tiny(), names, set(names)) == []

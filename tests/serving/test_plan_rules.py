@@ -16,7 +16,7 @@ def build():
     def kept(**kw):
         return "the family's own layer"
 
-    return models.layer_factory(kept, make_mlp=None)
+    return models.layer_factory(kept)
 
 
 def config(plan) -> SimpleNamespace:

@@ -16,6 +16,14 @@ FAMILIES: dict[str, str] = {
     "mistral": "MistralConfig",
     "qwen2": "Qwen2Config",
     "qwen3": "Qwen3Config",
+    "qwen3_moe": "Qwen3MoeConfig",
+    "mixtral": "MixtralConfig",
+    "gemma3_text": "Gemma3TextConfig",
+    "phi3": "Phi3Config",
+    "gemma2": "Gemma2Config",
+    "olmoe": "OlmoeConfig",
+    "qwen2_moe": "Qwen2MoeConfig",
+    "gpt_oss": "GptOssConfig",
 }
 # family -> the architecture name in the output's config.json (modeling_nbl.class_names).
 ARCHITECTURES: dict[str, str] = {
@@ -23,6 +31,14 @@ ARCHITECTURES: dict[str, str] = {
     "mistral": "NBLMistralForCausalLM",
     "qwen2": "NBLQwen2ForCausalLM",
     "qwen3": "NBLQwen3ForCausalLM",
+    "qwen3_moe": "NBLQwen3MoeForCausalLM",
+    "mixtral": "NBLMixtralForCausalLM",
+    "gemma3_text": "NBLGemma3ForCausalLM",
+    "phi3": "NBLPhi3ForCausalLM",
+    "gemma2": "NBLGemma2ForCausalLM",
+    "olmoe": "NBLOlmoeForCausalLM",
+    "qwen2_moe": "NBLQwen2MoeForCausalLM",
+    "gpt_oss": "NBLGptOssForCausalLM",
 }
 
 

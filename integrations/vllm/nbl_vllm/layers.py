@@ -1,21 +1,28 @@
 """The replaced decoder layers, in vLLM's layer protocol.
 
 vLLM's decoder layers take and return `(hidden_states, residual)`, whose sum is the residual stream
-h (the RMSNorms fuse the add); the first layer gets `residual=None` and h in `hidden_states`. Kept
-layers are the family's own; a replaced layer is one of these, and neither builds an attention
+h (the RMSNorms fuse the add); the first layer gets `residual=None` and h in `hidden_states`.
+Kept layers are the family's own; a replaced one is built here, and neither form keeps an attention
 module, so vLLM allocates no KV cache for it:
 
-    attn + nbl    h' = h + (W h + b), then the layer's MLP block as usual
-    attn + drop   h' = h,             then the MLP block
+    attn + nbl    h' = h + (W h + b), then the layer's MLP branch as usual
+    attn + drop   h' = h,             then the MLP branch
     block + nbl   h'' = h + (W h + b)
     block + drop  h'' = h
 
-Module and parameter names follow the checkpoint (modeling_nbl.py): `self_attn.linear`,
-`post_attention_layernorm`, `mlp` for attn; `linear` for block. The maps are plain nn.Linear (no
-tensor parallelism: d x d is small) and run the same F.linear as transformers.
+Attn mode keeps the family's own layer and its forward, with the modules of the attention branch
+swapped, as modeling_nbl.apply_nbl does in transformers: the norms of the branch pass h through and the
+attention module is the map. So the MLP branch (dense, a mixture of experts, Gemma's norms around it)
+is the family's own code and names, whatever it is. Block mode replaces the whole layer.
+
+Module and parameter names follow the checkpoint (modeling_nbl.py): `self_attn.linear` for attn,
+`linear` for block. The maps are plain nn.Linear (no tensor parallelism: d x d is small) and run the
+same F.linear as transformers.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 from torch import nn
@@ -26,40 +33,65 @@ def _stream(hidden_states: torch.Tensor, residual: torch.Tensor | None) -> torch
 
 
 class NBLMap(nn.Module):
-    """y = W h + b (nbl) or 0 (drop), on the raw residual stream h: LN1 is replaced with it."""
+    """Stands in for the attention module: y = W h + b (nbl) or 0 (drop) on what the branch's (now passing)
+    norm gave it, the raw residual stream h. Called as the family calls its attention: h by keyword
+    (`hidden_states=`) or first (gpt-oss's `attn(hidden_states, positions)`)."""
 
     def __init__(self, hidden_size: int, linear: bool, bias: bool = True):
         super().__init__()
         self.linear = nn.Linear(hidden_size, hidden_size, bias=bias) if linear else None
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, *args, hidden_states: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
+        h = args[0] if hidden_states is None else hidden_states
         return torch.zeros_like(h) if self.linear is None else self.linear(h)  # (T, d)
 
 
-class NBLAttnLayer(nn.Module):
-    """A decoder layer whose LN1 + attention is the map: h' = h + y, then h' + MLP(LN2 h')."""
+class PassNorm(nn.Module):
+    """A norm of the replaced branch: h unchanged; with the residual (vLLM's fused add-and-norm) the sum h,
+    as both the normed output and the new residual."""
 
-    def __init__(self, self_attn: NBLMap, post_attention_layernorm: nn.Module, mlp: nn.Module):
-        super().__init__()
-        self.self_attn = self_attn
-        self.post_attention_layernorm = post_attention_layernorm
-        self.mlp = mlp
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
+        if residual is None:
+            return x
+        h = x + residual
+        return h, h
 
-    def forward(self, positions, hidden_states, residual, **kwargs):
-        h = _stream(hidden_states, residual)
-        y = self.self_attn(h)
-        hidden_states, residual = self.post_attention_layernorm(y, h)  # residual = y + h, normed
-        return self.mlp(hidden_states), residual
+
+def replace_branch(layer: nn.Module, branch: tuple[str, ...], nbl_map: NBLMap, prefix: str, vllm_config) -> None:
+    """Swap the attention branch of a built family layer (`branch`: its modules, the attention one ending in
+    `attn`) for the map, and unregister the attention that was built with it (vLLM sizes the KV cache from
+    the attention layers registered in its static forward context)."""
+    for name in branch:
+        if name.endswith("attn"):
+            setattr(layer, name, nbl_map)
+            context = vllm_config.compilation_config.static_forward_context
+            for key in [k for k in context if k.startswith(f"{prefix}.{name}.")]:
+                del context[key]
+        else:
+            setattr(layer, name, PassNorm())
 
 
 class NBLBlockLayer(nn.Module):
-    """A whole decoder layer replaced: returns (y, h), which the next layer adds to h + y."""
+    """A whole decoder layer replaced: returns (y, h), which the next layer adds to h + y.
+
+    Made a subclass of the family's layer (block_layer_type) without running its __init__: vLLM's MoE models
+    assert that every layer is their decoder layer type and read its `mlp` (None here: a replaced block has no
+    experts)."""
+
+    mlp = None
+    hidden_first = False  # gpt-oss calls its layers (hidden_states, positions, residual)
 
     def __init__(self, hidden_size: int, linear: bool, bias: bool = True):
-        super().__init__()
+        nn.Module.__init__(self)  # not the family layer's: nothing of it is built
         self.linear = nn.Linear(hidden_size, hidden_size, bias=bias) if linear else None
 
-    def forward(self, positions, hidden_states, residual, **kwargs):
-        h = _stream(hidden_states, residual)
+    def forward(self, first, second, residual, **kwargs):
+        h = _stream(first if self.hidden_first else second, residual)
         y = torch.zeros_like(h) if self.linear is None else self.linear(h)
         return y, h
+
+
+@functools.cache
+def block_layer_type(family_layer: type, hidden_first: bool = False) -> type:
+    name = f"NBLBlock{family_layer.__name__}"
+    return type(name, (NBLBlockLayer, family_layer), {"hidden_first": hidden_first, "__module__": __name__})

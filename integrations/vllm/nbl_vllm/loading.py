@@ -1,7 +1,8 @@
 """The load check: every checkpoint tensor went into a parameter, and no parameter was left as built.
 
 vLLM's loader returns the names of the parameters it filled; checkpoint names differ from them only
-where vLLM stacks projections (q/k/v -> qkv_proj, gate/up -> gate_up_proj). Tied parameters (the
+where vLLM stacks projections (q/k/v -> qkv_proj, gate/up -> gate_up_proj) and a layer's experts (one tensor
+per expert and projection in the checkpoint, `experts.routed_experts.w13_weight` and `.w2_weight` in vLLM's fused MoE). Tied parameters (the
 LM head of a model with tied embeddings) are one tensor under two names: loading either fills both.
 """
 
@@ -19,10 +20,19 @@ _STACK_OF = {
     "gate_proj": "gate_up_proj",
     "up_proj": "gate_up_proj",
 }
+# an expert's projection (Qwen-MoE and OLMoE: gate/up/down_proj; Mixtral: w1/w3/w2) -> the stacked parameter
+_EXPERT = re.compile(r"\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w3|w2)\.weight$")
+_EXPERT_STACK = {"gate_proj": "w13", "up_proj": "w13", "w1": "w13", "w3": "w13", "down_proj": "w2", "w2": "w2"}
+
+
+# gpt-oss stores them stacked already (its mapper names them experts.w13_weight, w2_bias, ...)
+_STACKED_EXPERTS = re.compile(r"\.experts\.(w13|w2)_(weight|bias)$")
 
 
 def vllm_name(checkpoint_name: str) -> str:
-    return _STACKED.sub(lambda m: f".{_STACK_OF[m.group(1)]}.", checkpoint_name)
+    name = _EXPERT.sub(lambda m: f".experts.routed_experts.{_EXPERT_STACK[m.group(1)]}_weight", checkpoint_name)
+    name = _STACKED_EXPERTS.sub(r".experts.routed_experts.\1_\2", name)
+    return _STACKED.sub(lambda m: f".{_STACK_OF[m.group(1)]}.", name)
 
 
 def load_problems(model: nn.Module, checkpoint_names: list[str], loaded: set[str]) -> list[str]:
