@@ -66,7 +66,7 @@ class WaitPrinter:
             state += (round(job.progress * 1000), round((stage_progress or 0) * 100))
         line = (
             f"{job.status:<10} {job.stage or '':<10} {job.progress:6.1%}"
-            + (f"  (stage {stage_progress:4.0%})" if job.stage and stage_progress is not None else "")
+            + (f"  (stage {stage_progress:4.0%})" if self.verbose and job.stage and stage_progress is not None else "")
             + eta(job.eta_seconds)
         )
         if state != self.state:  # the ETA alone moves at every poll: it rides on the lines that change
