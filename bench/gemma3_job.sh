@@ -2,11 +2,11 @@
 # Gemma 3 270M through the real service: import, key, API + worker (embedded SQLite), a job attn k=4, wait.
 # Writes its state and logs under /tmp/gjob; bench/results/gemma3_job.md is made from wait.out, wait.err, job.json.
 set -euo pipefail
-cd /work/main
+cd "$(dirname "$0")/.."
 source .venv/bin/activate
-export NBL_DATA_DIR=/work/shared/data NBL_HOME=/tmp/gjob/home NBL_API_URL=http://127.0.0.1:8765
-cd /tmp/gjob
-GGUF=$(python -c 'import sys; sys.path.insert(0, "/work/main/tests"); from testkit.models import gemma3_gguf; print(gemma3_gguf())')
+export NBL_DATA_DIR=${NBL_DATA_DIR:-$PWD/../shared/data} NBL_HOME=/tmp/gjob/home NBL_API_URL=http://127.0.0.1:8765
+mkdir -p /tmp/gjob && cd /tmp/gjob
+GGUF=$(python -c 'import sys; sys.path.insert(0, "tests"); from testkit.models import gemma3_gguf; print(gemma3_gguf())')
 /usr/bin/time -v nbl import-gguf "$GGUF" --name gemma3-270m 2> import.time
 export NBL_API_KEY=$(nbl admin create-key --team bench --create-team | tail -n 1)
 nbl serve --port 8765 > serve.log 2>&1 &
