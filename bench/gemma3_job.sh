@@ -7,7 +7,7 @@ source .venv/bin/activate
 export NBL_DATA_DIR=${NBL_DATA_DIR:-$PWD/../shared/data} NBL_HOME=/tmp/gjob/home NBL_API_URL=http://127.0.0.1:8765
 REPO=$PWD
 mkdir -p /tmp/gjob && cd /tmp/gjob
-GGUF=$(python -c 'import sys; sys.path.insert(0, "$REPO/tests"); from testkit.models import gemma3_gguf; print(gemma3_gguf())')
+GGUF=$(PYTHONPATH="$REPO/tests" python -c 'from testkit.models import gemma3_gguf; print(gemma3_gguf())')
 /usr/bin/time -v nbl import-gguf "$GGUF" --name gemma3-270m 2> import.time
 export NBL_API_KEY=$(nbl admin create-key --team bench --create-team | tail -n 1)
 nbl serve --port 8765 > serve.log 2>&1 &
