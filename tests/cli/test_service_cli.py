@@ -112,7 +112,7 @@ def test_submit_and_wait(served, capsys, tmp_path):
     )  # the typed result's table (cli/client/result_table.py)
     row = next(line for line in out.out.splitlines() if line.startswith("wikitext2 ppl"))
     assert row.split()[2:4] == ["20.25", "23.5"], out.out
-    assert "stage: evaluate" in out.err
+    assert any(line.startswith("succeeded  evaluate") for line in out.err.splitlines()), out.err  # its stage line
 
     # Failed -> 1, cancelled -> 2.
     with sessions() as s:
