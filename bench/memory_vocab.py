@@ -15,6 +15,8 @@ process's peak is its own stage's):
     auto_k     nbl compress --criterion cca --k auto --max-ppl-increase 0.5 (on the same selection data)
     loss       nbl compress --criterion loss                     the loss probe over the held-out blocks
     evaluate   nbl eval --perplexity wikitext2 --max-tokens N   one whole model's perplexity
+    refit      nbl compress --refit sequential                  a second pass on the compressed model's activations
+    heal       nbl compress --heal-tokens N --heal-steps 2       the whole model's forward and backward, its head's too
 
 Its peak is the larger of /usr/bin/time's maximum RSS and the process tree's RSS sampled every 50 ms; a watchdog
 kills the tree past --limit-gb (the stage is then reported as killed at that size). Each is compared with
@@ -54,7 +56,15 @@ QWEN_05B = dict(
     rope_theta=1000000.0,
     rms_norm_eps=1e-6,
 )
-PHASE = {"calibrate": "calibrate", "greedy": "select", "auto_k": "select", "loss": "calibrate", "evaluate": "evaluate"}
+PHASE = {
+    "calibrate": "calibrate",
+    "greedy": "select",
+    "auto_k": "select",
+    "loss": "calibrate",
+    "evaluate": "evaluate",
+    "refit": "calibrate",  # refit is a second calibration pass over the compressed model's own activations
+    "heal": "refine",
+}
 
 
 def build_model(path: Path) -> int:
@@ -85,6 +95,19 @@ def stage_flags(stage: str, args) -> list[str]:
         return base + ["--criterion", "cca", "--k", "auto", "--max-ppl-increase", "0.5"] + selection
     if stage == "loss":
         return base + ["--criterion", "loss", "--k", str(args.k)]
+    if stage == "refit":
+        return base + ["--criterion", "cca", "--k", str(args.k), "--refit", "sequential"]
+    if stage == "heal":  # the whole model's forward and backward through the head, a few optimiser steps
+        return base + [
+            "--criterion",
+            "cca",
+            "--k",
+            str(args.k),
+            "--heal-tokens",
+            str(args.heal_tokens),
+            "--heal-steps",
+            "2",
+        ]
     if stage == "evaluate":  # the job's evaluation phase: one whole model's perplexity
         return base + ["--k", str(args.k), "--eval", "--perplexity", "wikitext2", "--max-tokens", str(args.eval_tokens)]
     return base + ["--criterion", "cca", "--k", str(args.k)]
@@ -208,6 +231,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=2)
     ap.add_argument("--greedy-width", type=int, default=2)
     ap.add_argument("--eval-tokens", type=int, default=2048)
+    ap.add_argument("--heal-tokens", type=int, default=1024, help="the heal stage's training tokens")
     ap.add_argument("--limit-gb", type=float, default=12.0)
     ap.add_argument("--stages", default="calibrate,greedy,auto_k,loss,evaluate")
     ap.add_argument("--engine", type=Path, help="run the stages with this checkout's code (default: this one)")
