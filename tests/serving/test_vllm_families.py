@@ -9,11 +9,11 @@ main suite): a family the plugin claims is run here, or by test_vllm_outputs.py 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from plan import FAMILY_MODES, LOGPROB_TOL, OUTPUT_FAMILIES, kv_cache_tokens, plugin_families
+from vllm_once import served, worst_logprob
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
@@ -45,18 +45,9 @@ def family_reference(tmp_path_factory):
 def test_nbl_output_runs_in_vllm_as_in_transformers(family, mode, family_reference):
     ref = family_reference(family)[mode]
     assert ref["nbl"]["mode"] == mode and len(ref["nbl"]["layers"]) == FAMILY_MODES[mode]
-    run = subprocess.run(
-        [sys.executable, str(HERE / "vllm_plain.py"), ref["path"], "0", json.dumps(ref["prompts"])],
-        env={k: v for k, v in os.environ.items() if k != "VLLM_PLUGINS"},  # ours, by its entry point
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    lines = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
-    assert run.returncode == 0 and lines, run.stderr[-3000:]
-    got = json.loads(lines[-1][len("RESULT ") :])
+    got = served(ref["path"], ref["prompts"])  # our plugin, by its entry point
     assert got["tokens"] == ref["tokens"], (family, mode)
-    worst = max(abs(a - b) for la, lb in zip(got["logprobs"], ref["logprobs"]) for a, b in zip(la, lb))
+    worst = worst_logprob(got, ref)
     assert worst <= LOGPROB_TOL, (family, mode, worst)
     cached = {int(name.split(".")[2]) for name in got["kv_cache_layers"]}  # model.layers.{i}.<attention>
     assert cached == set(range(ref["num_layers"])) - set(ref["nbl"]["layers"]), (family, mode)

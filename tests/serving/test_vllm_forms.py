@@ -6,11 +6,11 @@ fold attn is DeciLM (attention no_op), whose `nemotron-nas` config vLLM reads th
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from plan import LOGPROB_TOL
+from vllm_once import served, worst_logprob
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
@@ -46,22 +46,7 @@ def form_reference(tmp_path_factory) -> dict:
 @pytest.mark.parametrize("name", NAMES)
 def test_fold_outputs_run_in_vllm_without_plugins(name, form_reference):
     ref = form_reference[name]
-    run = subprocess.run(
-        [
-            sys.executable,
-            str(HERE / "vllm_plain.py"),
-            ref["path"],
-            "1" if ref["remote"] else "0",
-            json.dumps(ref["prompts"]),
-        ],
-        env={**os.environ, "VLLM_PLUGINS": ""},
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    lines = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
-    assert run.returncode == 0 and lines, run.stderr[-3000:]
-    got = json.loads(lines[-1][len("RESULT ") :])
+    got = served(ref["path"], ref["prompts"], remote=ref["remote"], plugins=False)
     assert got["tokens"] == ref["tokens"], name
-    worst = max(abs(a - b) for la, lb in zip(got["logprobs"], ref["logprobs"]) for a, b in zip(la, lb))
+    worst = worst_logprob(got, ref)
     assert worst <= LOGPROB_TOL, (name, worst)
