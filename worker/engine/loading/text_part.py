@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from nbl.families import FAMILIES, TEXT_PARTS
+from nbl.families import FAMILIES, TEXT_PARTS, TextPart
 from worker.engine.calibration.layer_source import tensor_files
 from worker.engine.forms.shard_writer import INDEX_FILE, SAFETENSORS_DTYPES, spans, write_safetensors
 
@@ -38,22 +38,23 @@ def renamed(name: str, prefixes) -> str | None:
     return None
 
 
-def text_config(path: Path) -> dict:
+def text_config(path: Path) -> tuple[dict, TextPart]:
+    """The text model's complete config (transformers' defaults filled in) and the multimodal family's entry."""
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(path, trust_remote_code=False)
     part = TEXT_PARTS[config.model_type]
     text = config.get_text_config().to_dict()
     text.update(model_type=part.family, architectures=[FAMILIES[part.family].model])
-    return text
+    return text, part
 
 
 def extract_text_part(path: Path, out: Path) -> Path:
     """The text model of the multimodal checkpoint at `path`, written once at `out` (reused if present)."""
     if (out / "config.json").is_file():
         return out
-    config = text_config(path)
-    prefixes = TEXT_PARTS[json.loads((path / "config.json").read_text())["model_type"]].prefixes
+    config, part = text_config(path)
+    prefixes = part.prefixes
     by_file: dict[str, dict[str, str]] = {}  # source shard -> {its text tensors: their new names}
     for name, file in tensor_files(path).items():  # checked: every shard a file of the folder (weight_files.py)
         if (new := renamed(name, prefixes)) is not None:
