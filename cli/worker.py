@@ -16,6 +16,13 @@ def add_import_gguf(sub) -> None:
     )
     p.add_argument("path", type=Path, help="the .gguf file")
     p.add_argument("--name", required=True, help="the model's name under NBL_MODELS_DIR")
+    p.add_argument(
+        "--dtype",
+        choices=("auto", "bfloat16", "float16", "float32"),
+        default="auto",
+        help="the weights' dtype (default auto: bfloat16 from a quantized GGUF, else the GGUF's own); "
+        "outputs inherit it through publish.dtype auto",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_import_gguf)
 
@@ -28,8 +35,14 @@ def cmd_import_gguf(args) -> int:
         raise ValueError(f"not a .gguf file: {args.path}")
     if "/" in args.name or args.name.startswith("."):
         raise ValueError(f"--name must be a plain name, got {args.name!r}")
-    out = convert_gguf(args.path, Settings().models_dir / args.name)
-    print(json.dumps({"model": f"local:{args.name}", "path": str(out)}) if args.json else f"local:{args.name} -> {out}")
+    out = convert_gguf(args.path, Settings().models_dir / args.name, dtype=args.dtype)
+    cfg = json.loads((out / "config.json").read_text())
+    dtype = cfg.get("dtype") or cfg.get("torch_dtype")  # an earlier import of the same name is reused as it is
+    size = sum(f.stat().st_size for f in out.glob("*.safetensors"))
+    if args.json:
+        print(json.dumps({"model": f"local:{args.name}", "path": str(out), "dtype": dtype, "bytes": size}))
+    else:
+        print(f"local:{args.name} -> {out} ({dtype}, {size / 1e6:,.0f} MB)")
     return 0
 
 

@@ -5,7 +5,7 @@ build it here, so the three agree.
     {"calibration": {"tokens", "seconds", "cached"},
      "base": METRICS,
      "base_evaluation": {"cached", "seconds"},
-     "outputs": [{"k", "mode", "method", "criterion", "form", "runs_in", "layers", "metrics", "delta", "relative",
+     "outputs": [{"k", "mode", "method", "criterion", "form", "runs_in", "layers", "dtype", "metrics", "delta", "relative",
                   "seconds", "refit", "heal"}]}
 
     METRICS = {"perplexity": {name: {ppl, bits_per_byte, tokens}},
@@ -207,6 +207,7 @@ def output_entry(
     seconds: float | None = None,
     refine: Mapping | None = None,
     family: str | None = None,
+    dtype: str | None = None,
 ) -> dict:
     """One output's entry; `form` None is nbl (a request without one), runs_in from nbl/outputs/forms.py's table;
     `seconds` its reload and evaluation; `refine` {"refit", "heal"} (refine_of) or the engine's records."""
@@ -220,6 +221,7 @@ def output_entry(
         "form": form,
         "runs_in": runs_in(form, mode, method, family),
         "layers": layers,
+        "dtype": dtype,  # the saved weights'; null where nothing was saved (or a job from before it was recorded)
         "metrics": metrics,
         "delta": delta(metrics, base),
         "relative": relative(metrics, base),
@@ -293,6 +295,7 @@ def job_result(
                 _dict(metrics.get(EVALUATION_SECONDS)).get(f"k{k}"),
                 refine_of(metrics.get(REFINE), k),
                 (chosen.get(k) or {}).get("family"),
+                (chosen.get(k) or {}).get("dtype"),
             )
             for k in ks
         ],

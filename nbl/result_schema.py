@@ -184,6 +184,12 @@ class OutputResult(Schema):
     layers: list[int] | None = Field(
         None, description="the replaced layers, ascending; null until scoring ends", examples=[[19, 21, 22, 23]]
     )
+    dtype: str | None = Field(
+        None,
+        description="the saved weights' dtype (publish.dtype; auto: the base's, bfloat16 from a GGUF); "
+        "null until the output is written",
+        examples=["bfloat16"],
+    )
     metrics: Metrics | None = Field(None, description="this output, reloaded from disk; null until evaluated")
     delta: Metrics | None = Field(None, description="metrics - base, field by field; null until both are evaluated")
     relative: MetricsRelative | None = Field(

@@ -140,6 +140,7 @@ def run(
         result.selected,
         compressed.selection,  # measured: auto_k.Chooser.record
         family=lm.family,
+        dtypes={o["k"]: o["dtype"] for o in compressed.outputs if o.get("dtype")},
     )
     cal = compressed.calibration
     sink.metrics(

@@ -150,7 +150,12 @@ class DbSink:
         db(store.save_layer_scores, self.job_id, scores, lease_token=self.token)
 
     def selection(
-        self, mode: str, selected: dict[int, list[int]], measured: dict | None = None, family: str | None = None
+        self,
+        mode: str,
+        selected: dict[int, list[int]],
+        measured: dict | None = None,
+        family: str | None = None,
+        dtypes: dict[int, str] | None = None,
     ) -> None:
         won = {c["k"]: c["criterion"] for c in (measured or {}).get("chosen", [])}  # the criterion that chose each k
         # the base's family: where each output runs depends on it (nbl/forms.runs_in)
@@ -161,6 +166,7 @@ class DbSink:
                 "layers": v,
                 **({"criterion": won[k]} if k in won else {}),
                 **({"family": family} if family else {}),
+                **({"dtype": dtypes[k]} if k in (dtypes or {}) else {}),  # the saved weights' (publish.dtype)
             }
             for k, v in selected.items()
         ]

@@ -60,6 +60,7 @@ def test_a_job_on_each_family_succeeds_and_claims_its_entrys_runtimes(family, se
     (out,) = job["result"]["outputs"]
     assert out["runs_in"] == runs_in("nbl", "attn", "nbl", family)
     assert ("vllm+plugin" in out["runs_in"]) == FAMILIES[family].plugin
+    assert out["dtype"] == "float32"  # publish.dtype auto: the tiny base's stored dtype, as the result says
 
 
 @pytest.mark.parametrize("family", FAMILY_PARAMS)

@@ -35,7 +35,7 @@ from worker.engine.calibration.stage import (
 from worker.engine.config import CompressConfig
 from worker.engine.forms.fold_runs import fit_form_maps
 from worker.engine.forms.layerwise_logits import LayerwiseModel
-from worker.engine.forms.out_dtype import output_dtype
+from worker.engine.forms.out_dtype import dtype_name, output_dtype
 from worker.engine.forms.saving import write_compressed
 from worker.engine.forms.saving_forms import write_form
 from worker.engine.forms.surgery import Plan
@@ -205,6 +205,7 @@ def _score_and_compress(
             report("compress", j / len(ks), f"k={k}: layers {layers} -> {out}")
             # written tensor by tensor from the base's shards: the whole model is never in memory
             saved = output_dtype(cfg.out_dtype, lm.dtype, lm.path, lm.fingerprint)
+            output["dtype"] = dtype_name(saved)
             if cfg.form != "nbl":
                 write_form(
                     lm.path,
@@ -214,7 +215,7 @@ def _score_and_compress(
                     lm.tokenizer,
                     out,
                     lm.family,
-                    _scores_report(cfg, lm, result, plan, refined),
+                    _scores_report(cfg, lm, result, plan, refined, saved),
                     cfg.max_shard_size,
                 )
             else:
@@ -226,7 +227,7 @@ def _score_and_compress(
                     lm.tokenizer,
                     out,
                     lm.family,
-                    _scores_report(cfg, lm, result, plan, refined),
+                    _scores_report(cfg, lm, result, plan, refined, saved),
                     cfg.max_shard_size,
                 )
             if on_saved is not None:
@@ -240,7 +241,12 @@ def _score_and_compress(
 
 
 def _scores_report(
-    cfg: CompressConfig, lm: LoadedModel, result: CompressResult, plan: Plan, refined: dict | None = None
+    cfg: CompressConfig,
+    lm: LoadedModel,
+    result: CompressResult,
+    plan: Plan,
+    refined: dict | None = None,
+    dtype: torch.dtype | None = None,
 ) -> dict:
     return {
         "base_model": lm.source,
@@ -266,6 +272,7 @@ def _scores_report(
             **({"max_ppl_increase": cfg.max_ppl_increase} if cfg.max_ppl_increase is not None else {}),
         },
         "replaced_layers": sorted(plan.layers),
+        **({"dtype": dtype_name(dtype)} if dtype is not None else {}),  # the saved weights': the card says it
         "params": _params(lm, plan),
         "calibration": result.calibration,
         "layers": result.scores,

@@ -70,6 +70,7 @@ def compress_result(view: dict, base: dict | None, results: dict[int, dict]) -> 
                 (results.get(o["k"]) or {}).get("seconds"),
                 o,
                 o.get("family"),
+                o.get("dtype"),
             )
             for o in view["outputs"]
         ],

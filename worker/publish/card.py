@@ -248,6 +248,8 @@ def card_text(info: CardInfo) -> str:
             f"\nCalibration: {format_number(cal.get('num_samples'))} × {format_number(cal.get('seq_len'))} = "
             f"{format_number(cal['tokens'])} tokens.\n"
         )
+    if report.get("dtype"):
+        recipe += f"\nWeights: {report['dtype']}.\n"
     selection = selection_section(report.get("selection"), len(report.get("replaced_layers") or []))
     rec, refine = report.get("recipe") or {}, refine_section(report.get("refine"))
     sections = [

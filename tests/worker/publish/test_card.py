@@ -77,6 +77,7 @@ def test_nbl_compress_writes_a_card_and_plot_into_every_output(tmp_path, text_fi
         assert "https://arxiv.org/abs/2505.21077" in text
         assert f"Replaced layers: **{report['replaced_layers']}**" in text
         assert f"--k {k}" in text and "nbl compress" in text  # the exact recipe
+        assert "Weights: float32." in text and report["dtype"] == "float32"  # nbl compress: the compute dtype
         assert f"![per-layer scores, replaced layers marked]({PLOT})" in text
         assert "trust_remote_code=True" in text and "Not evaluated here" in text
         for layer in report["replaced_layers"]:

@@ -29,6 +29,11 @@ def stored_dtype(path: Path, fingerprint: str = "") -> torch.dtype | None:
     return NAMES.get(name) if isinstance(name, str) else None
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """ "bfloat16" for torch.bfloat16: the name the result, the card and config.json use."""
+    return str(dtype).removeprefix("torch.")
+
+
 def output_dtype(choice: str | None, compute: torch.dtype, path: Path, fingerprint: str = "") -> torch.dtype:
     """The saved weights' dtype for `choice` (module doc); `compute` the dtype the model runs in here."""
     if choice is None:

@@ -49,9 +49,13 @@ def test_saved_in_the_dtype_asked_and_the_load_check_passes(tmp_path, text_file,
         stats_dir=tmp_path / "stats",
         dtype="float32",
     )
-    compress.run(cfg, progress=False, on_saved=lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model)))
+    res = compress.run(
+        cfg, progress=False, on_saved=lambda o, model: refs.__setitem__(o["k"], loadcheck.reference(model))
+    )
     out = tmp_path / "out"
     assert json.loads((out / "config.json").read_text())["dtype"] == saved
+    assert res.outputs[0]["dtype"] == saved  # the result says it (nbl compress --json; the API's via selection)
+    assert json.loads((out / "nbl_scores.json").read_text())["dtype"] == saved  # and the card, from the report
     with safe_open(str(out / "model.safetensors"), "pt") as f:
         assert {f.get_slice(n).get_dtype() for n in f.keys()} == {saved.replace("bfloat", "BF").replace("float", "F")}
     res = loadcheck.check(out, refs[1], timeout_s=300)
