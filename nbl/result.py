@@ -13,9 +13,8 @@ build it here, so the three agree.
                "speed": {prefill_tokens_per_s: {tokens: rate}, decode_tokens_per_s, ...} | None,
                "params": {params, non_embedding_params} | None}
 
-delta = model - base and relative = (model - base) / |base| for every number both have (null where
-either is missing, or base is 0 for relative). JSON has no NaN or Infinity: `finite` turns them
-into null, so a value that could not be measured reads as unknown, never as a parse error.
+delta = model - base, relative = (model - base) / |base| for every number both have (else null); JSON has no NaN
+or Infinity: `finite` makes them null, so a value not measured reads as unknown, never as a parse error.
 """
 
 from __future__ import annotations
@@ -78,9 +77,7 @@ def finite(node: Any) -> Any:
 
 def _number(x: Any) -> int | float | None:
     """A whole float from the store (245000.0) as an int, so counts read as counts."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    if isinstance(x, float) and not math.isfinite(x):
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not math.isfinite(x)):
         return None
     return int(x) if isinstance(x, float) and x.is_integer() and abs(x) < 2**53 else x
 
@@ -91,14 +88,13 @@ def _dict(x: Any) -> dict:
 
 def metrics_of(result: Mapping[str, Any]) -> dict:
     """The nested metrics of one evaluation result (worker/eval/evaluate.py's dict)."""
-    speed = result.get("speed")
     return finite(
         {
             "perplexity": {
                 name: {m: r.get(m) for m in PERPLEXITY_KEYS} for name, r in (result.get("perplexity") or {}).items()
             },
             "tasks": {name: {m: r.get(m) for m in TASK_KEYS} for name, r in (result.get("tasks") or {}).items()},
-            "speed": {m: speed.get(m) for m in SPEED_KEYS} if speed else None,
+            "speed": {m: result["speed"].get(m) for m in SPEED_KEYS} if result.get("speed") else None,
             "params": {m: result["params"].get(m) for m in PARAM_KEYS} if result.get("params") else None,
         }
     )
@@ -221,7 +217,7 @@ def output_entry(
         "form": form,
         "runs_in": runs_in(form, mode, method, family),
         "layers": layers,
-        "dtype": dtype,  # the saved weights'; null where nothing was saved (or a job from before it was recorded)
+        "dtype": dtype,  # the saved weights'; null where none were saved
         "metrics": metrics,
         "delta": delta(metrics, base),
         "relative": relative(metrics, base),
@@ -265,6 +261,7 @@ def job_result(
     ks = [ks] if isinstance(ks, int) else list(ks) if isinstance(ks, list) else []  # "auto": the k it found, below
     chosen = {int(s["k"]): s for s in selected or [] if isinstance(s, Mapping) and "k" in s}
     ks += [k for k in sorted(chosen) if k not in ks]
+    row = {k: chosen.get(k) or {} for k in ks}  # each output's selection row: mode, layers, family, dtype
     metrics = metrics or {}
     ev = spec.get("evaluation") or {}
     order = {"perplexity": list(ev.get("perplexity") or []), "tasks": list(ev.get("tasks") or [])}
@@ -285,17 +282,17 @@ def job_result(
         "outputs": [
             output_entry(
                 k,
-                (chosen.get(k) or {}).get("mode", comp.get("mode")),
+                row[k].get("mode", comp.get("mode")),
                 comp.get("method"),
-                (chosen.get(k) or {}).get("criterion") or comp.get("criterion"),
-                (chosen.get(k) or {}).get("layers"),
+                row[k].get("criterion") or comp.get("criterion"),
+                row[k].get("layers"),
                 nested(f"k{k}"),
                 base,
                 comp.get("form"),
                 _dict(metrics.get(EVALUATION_SECONDS)).get(f"k{k}"),
                 refine_of(metrics.get(REFINE), k),
-                (chosen.get(k) or {}).get("family"),
-                (chosen.get(k) or {}).get("dtype"),
+                row[k].get("family"),
+                row[k].get("dtype"),
             )
             for k in ks
         ],

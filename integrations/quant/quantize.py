@@ -1,0 +1,88 @@
+"""Runs in the quantization venv (.venv-quant, `make quant-env`), never in the worker's: one checkpoint directory
+to a compressed-tensors checkpoint that vLLM loads with no code of ours, by llm-compressor's `oneshot`.
+
+    python quantize.py MODEL_DIR OUT_DIR PRESET [--gptq --ids IDS.json] [--group N] [--ignore PATTERN ...]
+
+PRESET is compressed-tensors' preset (FP8_DYNAMIC, W8A8, W4A16: nbl/outputs/quant_schemes.py names ours); --gptq
+fits the weights by GPTQ on the token blocks of IDS.json (a list of lists of ids, the job's own calibration
+blocks), else round-to-nearest with no data. --group sets W4A16's group size (the caller picks one that divides
+every input width). The checkpoint is read with trust_remote_code=False, so only a transformers class loads
+(the fold block form is the base's own). The last line printed is a JSON object of what was done: the scheme,
+the libraries' versions, the calibration tokens, the modules left unquantized.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from importlib.metadata import version
+from pathlib import Path
+
+
+def scheme(preset: str, group: int | None):
+    """The preset, or W4A16's with the group size asked (symmetric always: vLLM's CPU kernel takes no zero points)."""
+    from compressed_tensors.quantization import preset_name_to_scheme
+
+    s = preset_name_to_scheme(preset, ["Linear"])
+    if group is not None and s.weights is not None and s.weights.strategy == "group":
+        s.weights.group_size = group
+    return s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("preset")
+    ap.add_argument("--gptq", action="store_true")
+    ap.add_argument("--ids", type=Path)
+    ap.add_argument("--group", type=int)
+    ap.add_argument("--ignore", nargs="*", default=["lm_head"])
+    a = ap.parse_args()
+
+    import torch
+    from datasets import Dataset
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype="auto", trust_remote_code=False)
+    tok = AutoTokenizer.from_pretrained(a.model, trust_remote_code=False)
+    config_groups = {"group_0": scheme(a.preset, a.group)}
+    tokens, data = 0, {}
+    if a.gptq:
+        ids = json.loads(a.ids.read_text())
+        tokens = sum(len(b) for b in ids)
+        ds = Dataset.from_dict({"input_ids": ids, "attention_mask": [[1] * len(b) for b in ids]})
+        recipe = GPTQModifier(config_groups=config_groups, ignore=a.ignore)
+        data = {"dataset": ds, "num_calibration_samples": len(ids), "max_seq_length": max(map(len, ids))}
+    else:
+        recipe = QuantizationModifier(config_groups=config_groups, ignore=a.ignore)
+    with torch.no_grad():
+        oneshot(model=model, recipe=recipe, processor=tok, **data)
+    tmp = a.out.with_name(a.out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, save_compressed=True)
+    tok.save_pretrained(tmp)
+    kept = sorted(
+        n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and not hasattr(m, "quantization_scheme")
+    )
+    facts = {
+        "preset": a.preset,
+        "group_size": a.group,
+        "method": "gptq" if a.gptq else "round-to-nearest",
+        "calibration_tokens": tokens,
+        "unquantized": kept,
+        "llmcompressor": version("llmcompressor"),
+        "compressed_tensors": version("compressed-tensors"),
+        "transformers": version("transformers"),
+    }
+    (tmp / "quantization.json").write_text(json.dumps(facts, indent=2) + "\n")
+    shutil.rmtree(a.out, ignore_errors=True)
+    tmp.rename(a.out)
+    print(json.dumps(facts))
+
+
+if __name__ == "__main__":
+    main()

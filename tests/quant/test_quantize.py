@@ -1,0 +1,78 @@
+"""Each scheme on a tiny Llama through llm-compressor in the quantization venv (worker/publish/quantize.py): the
+checkpoint's quantization_config is compressed-tensors with the scheme asked for, it reloads in transformers
+(the venv's), and its logits stay within the scheme's error of the unquantized model's; the head stays as it was.
+Refusals come before anything runs: an nbl-form or DeciLM output, GPTQ without data."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from testkit.models import save_tiny_checkpoint
+
+from worker.quant.quantize import quantize
+
+# relative L2 error of the logits on 4 x 16 tokens, measured on this tiny random model with a margin (its weights
+# are N(0, 0.02), the hardest case for a per-group scale): fp8 0.059, w8a8 0.015, w4a16 0.18; deterministic
+WITHIN = {"fp8-dynamic": 0.15, "w8a8": 0.05, "w4a16": 0.35}
+FORMAT = {
+    "fp8-dynamic": ("float-quantized", 8, "float"),
+    "w8a8": ("int-quantized", 8, "int"),
+    "w4a16": ("pack-quantized", 4, "int"),
+}
+LOGITS = """
+import json, sys, torch
+from transformers import AutoModelForCausalLM
+torch.manual_seed(0)
+ids = torch.randint(3, 100, (4, 16))
+out = [AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32).eval()(ids).logits for p in sys.argv[1:3]]
+print(json.dumps({"error": ((out[1] - out[0]).norm() / out[0].norm()).item()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("q") / "base", hidden_size=128, intermediate_size=256, layers=2)
+
+
+def blocks() -> list[list[int]]:
+    return [[(7 * i + j) % 90 + 3 for j in range(32)] for i in range(8)]
+
+
+@pytest.mark.parametrize("scheme", sorted(WITHIN))
+def test_each_scheme_writes_compressed_tensors_that_reload_close(scheme, base, quant_python, tmp_path):
+    facts = quantize(base, tmp_path / scheme, scheme, blocks(), python=quant_python, timeout_s=600)
+    config = json.loads((tmp_path / scheme / "config.json").read_text())
+    q = config["quantization_config"]
+    assert q["quant_method"] == "compressed-tensors" and q["format"] == FORMAT[scheme][0]
+    weights = q["config_groups"]["group_0"]["weights"]
+    assert (weights["num_bits"], weights["type"], weights["symmetric"]) == (*FORMAT[scheme][1:], True)
+    if scheme == "w4a16":
+        assert weights["group_size"] == 128 and weights["strategy"] == "group"
+    assert facts["unquantized"] == ["lm_head"] and facts["llmcompressor"] == "0.14.0.1"
+    assert facts["calibration_tokens"] == (0 if scheme == "fp8-dynamic" else 8 * 32)
+    assert json.loads((tmp_path / scheme / "quantization.json").read_text())["preset"] == facts["preset"]
+    run = subprocess.run(
+        [str(quant_python), "-c", LOGITS, str(base), str(tmp_path / scheme)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    error = json.loads(run.stdout.strip().splitlines()[-1])["error"]
+    assert 0 < error < WITHIN[scheme], error  # changed (quantized), but within the scheme's error
+
+
+def test_forms_other_than_fold_block_and_gptq_without_data_are_refused(base, tmp_path):
+    nbl = tmp_path / "nbl"
+    nbl.mkdir()
+    (nbl / "config.json").write_text(json.dumps({"model_type": "nbl_llama", "nbl": {"layers": [1]}}))
+    with pytest.raises(ValueError, match="only a fold block output"):
+        quantize(nbl, tmp_path / "out", "w8a8", blocks())
+    with pytest.raises(ValueError, match="one of fp8-dynamic, w8a8, w4a16"):
+        quantize(base, tmp_path / "out", "int3", blocks())
+    odd = save_tiny_checkpoint(tmp_path / "odd", hidden_size=64, intermediate_size=200, layers=1)
+    with pytest.raises(ValueError, match="intermediate_size 200 is not a multiple of 32"):
+        quantize(odd, tmp_path / "out", "w4a16", blocks())
