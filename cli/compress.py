@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from cli.compress_options import compress_arguments
 from cli.gates import EXIT_QUALITY, gates_from_args
@@ -51,6 +52,8 @@ def cmd_compress(args) -> int:
     if args.host_cache_bytes is not None and args.host_cache_bytes < 0:
         raise ValueError(f"the host cache budget must be a number of bytes, got {args.host_cache_bytes}")
     espec = eval_spec(args) if args.eval else None  # checked before the long part
+    if getattr(args, "quantize", None):
+        quantizable(args)
     settings = (
         Settings()
     )  # the reader of NBL_* (service/core/settings.py): directories, the defaults of the limits below
@@ -91,6 +94,13 @@ def cmd_compress(args) -> int:
             print(json.dumps({"gates": sink.gate_checks}, indent=2))
         return EXIT_QUALITY
     view = _json_view(result.compressed.as_dict())
+    if getattr(args, "quantize", None):  # each output that passed, written once more beside it, quantized
+        view["quantized"] = quantize_outputs(
+            args,
+            recipe(args, espec),
+            paths.data_dir,
+            [o for o in result.compressed.outputs if o["k"] in result.outputs],
+        )
     view["load_check"] = {f"k{k}": c for k, c in result.checks.items()}  # each output reloaded in a fresh process
     if sink.gate_checks is not None:
         view["gates"] = sink.gate_checks  # {"passed", "checks"}: only the outputs that passed got their card
@@ -106,6 +116,35 @@ def cmd_compress(args) -> int:
     for r in results.values():  # base vs each output, as `nbl eval` prints it
         print_table(r, base)
     return 0
+
+
+def quantizable(args) -> None:
+    """--quantize's refusals before the long part: the form, --out, the quantization venv."""
+    from nbl.outputs.quant_schemes import form_error
+    from worker.quant.quantize import quant_python
+
+    if (why := form_error(args.form or R.FORM, args.mode)) is not None:
+        raise ValueError(f"--quantize: {why}")
+    if args.out is None:
+        raise ValueError("--quantize writes beside the saved outputs: give --out")
+    quant_python()
+
+
+def quantize_outputs(args, rec: R.Recipe, data_dir, outputs: list[dict]) -> dict:
+    """{kK: what quantize did} for each published output (OUT-SCHEME beside OUT, or OUT/kK-SCHEME); an output
+    a gate held back is not quantized."""
+    from worker.quant.blocks import gptq_blocks
+    from worker.quant.quantize import quantize
+
+    done = {}
+    for o in outputs:
+        path = Path(o["path"])
+        blocks = gptq_blocks(rec, path, data_dir)
+        done[f"k{o['k']}"] = facts = quantize(
+            path, path.with_name(f"{path.name}-{args.quantize}"), args.quantize, blocks
+        )
+        print(f"k={o['k']}: {args.quantize} -> {facts['path']} ({facts['bytes'] / 1e6:,.1f} MB)", file=sys.stderr)
+    return done
 
 
 def recipe(args, espec=None) -> R.Recipe:

@@ -14,6 +14,7 @@ from cli.refine_options import add_refine_options
 from cli.selection_options import add_selection_options
 from nbl import recipe as R
 from nbl.outputs.forms import FORMS
+from nbl.outputs.quant_schemes import SCHEMES
 from nbl.selection.score_fields import CRITERIA, MEASURED
 
 
@@ -62,6 +63,12 @@ def compress_arguments(p, *, k_required: bool = True) -> None:
         help="how outputs are written, so where they run (docs/engine.md#forms): nbl (our modeling file), "
         "linear (DeciLM replace_with_linear), fold (the map folded into the previous MLP: block mode "
         "writes the base's own class)",
+    )
+    p.add_argument(
+        "--quantize",
+        choices=sorted(SCHEMES),
+        help="also write each output quantized by llm-compressor beside it (OUT-SCHEME, compressed-tensors, "
+        "for vLLM; fold block outputs only; needs `make quant-env`; docs/serving.md#quantized-outputs)",
     )
     p.add_argument(
         "--k",

@@ -11,10 +11,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def served(path: str, prompts: list[list[int]], remote: bool = False, plugins: bool = True) -> dict:
+def served(
+    path: str, prompts: list[list[int]], remote: bool = False, plugins: bool = True, dtype: str = "float32"
+) -> dict:
     """vllm_plain.py's RESULT ({"tokens", "logprobs", ...}); `plugins` False: VLLM_PLUGINS empty, none loaded,
-    else ours by its entry point. An AssertionError with the process's stderr when it gives none."""
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_PLUGINS"}
+    else ours by its entry point; `dtype` the model's. An AssertionError with the process's stderr when it gives none."""
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_PLUGINS"} | {"NBL_VLLM_DTYPE": dtype}
     run = subprocess.run(
         [sys.executable, str(HERE / "vllm_plain.py"), path, "1" if remote else "0", json.dumps(prompts)],
         env=env if plugins else {**env, "VLLM_PLUGINS": ""},

@@ -3,7 +3,7 @@ prompt, as vllm_run.py measures them, and its KV cache: "block_size", "kv_cache_
 attention layers vLLM laid it out for). With VLLM_PLUGINS= no plugin is loaded (the form outputs); without, vLLM
 loads ours by its entry point (the families' nbl outputs).
 
-    [VLLM_PLUGINS=] python tests/serving/vllm_plain.py PATH TRUST_REMOTE_CODE(0|1) PROMPTS_JSON
+    [VLLM_PLUGINS=] [NBL_VLLM_DTYPE=bfloat16] python tests/serving/vllm_plain.py PATH TRUST_REMOTE_CODE(0|1) PROMPTS_JSON
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def main(path: str, trust: bool, prompts: list[list[int]]) -> None:
 
     llm = LLM(
         model=path,
-        dtype="float32",
+        dtype=os.environ.get("NBL_VLLM_DTYPE", "float32"),  # a quantized output's kernels may want bfloat16
         generation_config="vllm",
         max_model_len=256,
         seed=0,
