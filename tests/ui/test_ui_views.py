@@ -13,6 +13,7 @@ import pytest
 from nbl.result import output_entry
 from nbl.result_schema import JobResult
 from service.ui import chart, compare, metrics, views
+from service.ui.request_diff import request_diff
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -143,7 +144,7 @@ def test_timeline_spans_end_where_the_next_stage_starts():
 def test_recipe_diff_and_layers_side_by_side():
     a = {"model": {"id": "m"}, "compression": {"k": [4], "criterion": "cca"}, "metadata": {"ci": "1"}}
     b = {"model": {"id": "m"}, "compression": {"k": [4, 8], "criterion": "cca"}, "metadata": {"ci": "2"}}
-    assert views.recipe_diff([a, b]) == [{"field": "compression.k", "values": ["[4]", "[4, 8]"]}]
+    assert request_diff([a, b]) == [{"field": "compression.ks", "values": ["[4]", "[4, 8]"]}]
     ja = NS(selected_layers=[{"k": 4, "mode": "attn", "layers": [9, 3]}], result=typed_result({"ppl": 10.0}, {}))
     jb = NS(
         selected_layers=[{"k": 4, "mode": "attn", "layers": [3, 5]}, {"k": 8, "mode": "attn", "layers": [1]}],
@@ -201,3 +202,25 @@ def test_numbers_and_durations():
     ]
     assert views.artifact_href("/srv/nbl/out") is None and views.artifact_href("/v1/jobs/x") == "/ui/jobs/x"
     assert re.fullmatch(r"[+-].*", views.signed(-0.5)) and views.signed(0.1234, True) == "+12.3%"
+
+
+def test_a_failed_job_says_why_and_what_the_gates_held_back():
+    from service.ui.outcome import outcome
+
+    gates = {
+        "passed": False,
+        "checks": [
+            {"output": "k2", "metric": "perplexity/wikitext2/ppl", "gate": "max_ppl_increase", "allowed": 0.1,
+             "base": 20.0, "value": 25.0, "limit": 22.0, "passed": False},
+            {"output": "k2", "metric": "tasks/arc_easy/acc", "gate": "max_acc_drop", "allowed": 0.02,
+             "base": 0.6, "value": 0.59, "limit": 0.58, "passed": True},
+        ],
+    }  # fmt: skip
+    job = NS(status="failed", artifacts=[], gates=gates, error={"type": "quality", "message": "no output passed"})
+    got = outcome(job)
+    assert got["error"] == "quality: no output passed" and "failed" in got["why"]
+    assert got["held_back"] == [
+        {"output": "k2", "checks": ["WikiText-2 perplexity 25 > 22 (base 20, at most +10%)"]}
+    ]
+    running = outcome(NS(status="running", artifacts=[], gates=None, error=None))
+    assert running == {"error": "", "why": "No outputs yet.", "held_back": []}
