@@ -224,3 +224,22 @@ def test_a_failed_job_says_why_and_what_the_gates_held_back():
     ]
     running = outcome(NS(status="running", artifacts=[], gates=None, error=None))
     assert running == {"error": "", "why": "No outputs yet.", "held_back": []}
+
+
+def test_compare_bars_show_the_change_from_the_baseline_so_twenty_percent_is_visible():
+    m = metrics.describe("perplexity/wikitext2/ppl")
+
+    def entry(variant, value, ref):
+        d = None if variant == "base" else value - ref
+        return {"job": "job_a", "variant": variant, "value": value, "ref": ref, "delta": d, "relative": "",
+                "judge": metrics.judge(m, d), "text": str(value), "delta_text": metrics.delta(m, d)}  # fmt: skip
+
+    row = {"metric": m, "entries": [entry("base", 20.0, 20.0), entry("k2", 24.0, 20.0), entry("k4", 20.2, 20.0)]}
+    svg = ElementTree.fromstring(compare.chart(row, "base"))
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = {r.get("data-variant"): float(r.get("width")) for r in svg.iter(f"{ns}rect")}
+    half = (compare.WIDTH - compare.LEFT - compare.RIGHT) / 2
+    assert set(bars) == {"k2", "k4"}  # the base is a mark at 0, not a bar
+    assert bars["k2"] > 0.8 * half  # +20 %: most of the axis, not a sliver of a bar from 0
+    assert bars["k4"] < 0.1 * half and bars["k2"] / bars["k4"] == pytest.approx(20, rel=0.05)
+    assert [e.get("data-variant") for e in svg.iter(f"{ns}line") if e.get("class") == "ref"] == ["base"]
