@@ -243,3 +243,15 @@ def test_compare_bars_show_the_change_from_the_baseline_so_twenty_percent_is_vis
     assert bars["k2"] > 0.8 * half  # +20 %: most of the axis, not a sliver of a bar from 0
     assert bars["k4"] < 0.1 * half and bars["k2"] / bars["k4"] == pytest.approx(20, rel=0.05)
     assert [e.get("data-variant") for e in svg.iter(f"{ns}line") if e.get("class") == "ref"] == ["base"]
+
+
+def test_a_flat_cca_chart_is_zoomed_so_its_bars_differ():
+    """Block-mode CCA bounds 380–408 (issue 38) drew eight bars of one height on an axis from 0."""
+    layers = [{"layer": i, "block": {"cca_bound": v}} for i, v in enumerate((380.0, 392.0, 408.0, 385.0))]
+    (c,) = chart.job_charts(layers, [], {"compression": {"mode": "block"}})
+    root = ElementTree.fromstring(c["svg"])
+    ns = "{http://www.w3.org/2000/svg}"
+    heights = [float(b.get("height")) for b in root.findall(f"{ns}rect")]
+    assert 370 < float(root.get("data-axis-from")) < 380
+    assert heights[2] > 5 * heights[0]  # 408 against 380: visibly taller
+    assert "lower = more linear" in c["svg"]
