@@ -67,7 +67,7 @@ def summary(w: Mapping[str, str]) -> str:
 
 
 def short_model(model: str) -> str:
-    """"HuggingFaceTB/SmolLM2-135M-Instruct" -> "SmolLM2-135M-Instruct"; a local:NAME stays itself."""
+    """ "HuggingFaceTB/SmolLM2-135M-Instruct" -> "SmolLM2-135M-Instruct"; a local:NAME stays itself."""
     return model.rsplit("/", 1)[-1]
 
 

@@ -65,7 +65,7 @@ def eta(seconds: float | None) -> str:
 
 
 def recipe_text(spec: dict) -> str:
-    """"attn/nbl/cca k=2,4 form linear": the method and the output form both named (nbl/job_label.py)."""
+    """ "attn/nbl/cca k=2,4 form linear": the method and the output form both named (nbl/job_label.py)."""
     w = job_label.words(spec)
     return f"{w['mode']}/{w['method']}/{w['criterion']} k={w['k']} form {w['form']}"
 

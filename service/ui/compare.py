@@ -113,14 +113,14 @@ def chart(row: dict, baseline_label: str) -> str:
                 f'width="{max(right - left, 0.5):.1f}" height="{ROW - 6}">'
                 f"<title>{escape(label)}: {escape(e['text'])}{escape(delta)}</title></rect>"
             )
-        else:  # a baseline (or a model with none): a mark at 0, its value on the right
+        elif isinstance(e["ref"], (int, float)):  # a baseline itself: a mark at 0, its value on the right
             out.append(
                 f'<line class="ref" data-job="{escape(e["job"])}" data-variant="{escape(e["variant"])}" '
                 f'x1="{x(0.0):.1f}" x2="{x(0.0):.1f}" y1="{y + 2}" y2="{y + ROW - 2}"/>'
             )
         out.append(
             f'<text class="value {e["judge"]}" x="{WIDTH - RIGHT + 6}" y="{y + ROW * 0.7:.1f}">'
-            f"{escape(e['text'])}{escape(delta)}</text>"
+            f"{escape(e['text'])}{escape(delta)}{'' if e['ref'] is not None else ' (no baseline)'}</text>"
         )
     out.append("</svg>")
     return "".join(out)

@@ -219,9 +219,7 @@ def test_a_failed_job_says_why_and_what_the_gates_held_back():
     job = NS(status="failed", artifacts=[], gates=gates, error={"type": "quality", "message": "no output passed"})
     got = outcome(job)
     assert got["error"] == "quality: no output passed" and "failed" in got["why"]
-    assert got["held_back"] == [
-        {"output": "k2", "checks": ["WikiText-2 perplexity 25 > 22 (base 20, at most +10%)"]}
-    ]
+    assert got["held_back"] == [{"output": "k2", "checks": ["WikiText-2 perplexity 25 > 22 (base 20, at most +10%)"]}]
     running = outcome(NS(status="running", artifacts=[], gates=None, error=None))
     assert running == {"error": "", "why": "No outputs yet.", "held_back": []}
 
