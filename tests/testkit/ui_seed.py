@@ -119,11 +119,9 @@ def seed_job(
                     "perplexity/wikitext2/tokens": 287644,
                 },
             )
-            if not published:
-                pass
-            elif files is None:
+            if published and files is None:
                 store.save_artifact(s, job_id, k, "model", f"/v1/jobs/{job_id}/outputs/{k}/files", lease_token=token)
-            else:
+            elif published:
                 uri = _publish(settings, who.team_name, job_id, k, len(ks) > 1, files)
                 store.save_artifact(s, job_id, k, "local", uri, lease_token=token)
         if gate is not None:  # +gate relative WikiText-2 perplexity, checked as the worker checks it
