@@ -31,7 +31,9 @@ def models(client: Client, args) -> int:
         print(json.dumps(page.model_dump(mode="json"), indent=2))
         return 0
     for m in page:
-        where = size(m.size_bytes) + " on disk" if m.size_bytes is not None else f"{m.jobs} recent job(s)"
+        on_disk = [size(m.size_bytes) + " on disk"] if m.size_bytes is not None else []
+        used = [f"{m.jobs} recent job(s)"] if m.jobs is not None else []  # a local model's too (issue 38)
+        where = ", ".join(on_disk + used) or "-"
         print(f"{m.id:40s}  {m.source or '-':5s}  {_shape(m.shape)}  ({where})")
     if page.has_more:
         print(f"(more: --after {page.next_cursor})", file=sys.stderr)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from nbl import job_label
+
 # Families first in this order, then leaves in this order; anything else after, by name.
 FAMILIES = ("perplexity", "tasks", "speed")
 LEAVES = ("ppl", "bits_per_byte", "tokens", "acc", "acc_norm", "n")
@@ -62,17 +64,19 @@ def eta(seconds: float | None) -> str:
     return f"  eta {h}h{m:02d}m" if h else f"  eta {m}m{s:02d}s" if m else f"  eta {s}s"
 
 
+def recipe_text(spec: dict) -> str:
+    """ "attn/nbl/cca k=2,4 form linear": the method and the output form both named (nbl/job_label.py)."""
+    w = job_label.words(spec)
+    return f"{w['mode']}/{w['method']}/{w['criterion']} k={w['k']} form {w['form']}"
+
+
 def job_lines(job: dict) -> list[str]:
     spec = job.get("spec") or {}
-    comp = spec.get("compression") or {}
     lines = [
         f"{job['id']}  {job['status']}"
         + (f"  ({job['stage']} {job.get('progress') or 0:.0%})" if job.get("stage") else "")
     ]
-    lines.append(
-        f"  model {(spec.get('model') or {}).get('id')}  {comp.get('mode')}/{comp.get('method')}/"
-        f"{comp.get('criterion')} k={comp.get('k')}"
-    )
+    lines.append(f"  model {(spec.get('model') or {}).get('id')}  {recipe_text(spec)}")
     if job.get("metadata"):
         lines.append("  metadata " + " ".join(f"{k}={v}" for k, v in sorted(job["metadata"].items())))
     for sel in job.get("selected_layers") or []:
@@ -102,13 +106,14 @@ def job_lines(job: dict) -> list[str]:
 
 
 def job_row(job: dict) -> str:
-    """`nbl jobs`: id, status, stage and progress, model, k, created, metadata."""
+    """`nbl jobs`: id, status, stage and progress, model, k and output form, created, metadata."""
     spec = job.get("spec") or {}
     where = f"{job.get('stage') or '':<9} {job.get('progress') or 0:>4.0%}" if job["status"] == "running" else " " * 14
     meta = " ".join(f"{k}={v}" for k, v in sorted((job.get("metadata") or {}).items()))
-    model, k = (spec.get("model") or {}).get("id", ""), (spec.get("compression") or {}).get("k")
+    w = job_label.words(spec)
+    made = f"k={w['k']} {w['form']}"
     return (
-        f"{job['id']}  {job['status']:<10} {where}  {model!s:<40} k={k!s:<8} "
+        f"{job['id']}  {job['status']:<10} {where}  {w['model']:<40} {made:<15} "
         f"{str(job.get('created_at') or '')[:19]}  {meta}"
     ).rstrip()
 

@@ -26,8 +26,8 @@ class ModelOut(BaseModel):
         "context, params; null when unknown (a Hub model the API could not read)"
     )
     size_bytes: int | None = Field(description="local: bytes on disk; null for the Hub")
-    last_used_at: datetime | None = Field(description="hub: when your newest job on it was created; null for local")
-    jobs: int | None = Field(description="hub: how many of your recent jobs named it; null for local")
+    last_used_at: datetime | None = Field(description="when your newest job on it was created; null: none of yours")
+    jobs: int | None = Field(description="how many of your recent jobs named it (0: none)")
 
 
 class ModelList(BaseModel):

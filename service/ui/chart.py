@@ -11,24 +11,15 @@ from __future__ import annotations
 import math
 from html import escape
 
-# criterion -> the score field it ranks by, and whether higher ranks first. The same map as the
-# worker's engine/selection/criteria.py CRITERION_FIELD; the API never imports the worker, hence a copy.
-CRITERIA = {
-    "cca": ("cca_bound", False),
-    "nmse": ("nmse", False),
-    "cosine": ("cosine", True),
-    "loss": ("loss_rise", False),
-}
-LABELS = {
-    "cca_bound": "CCA bound Σ(1 − ρ²), lower = more linear",
-    "nmse": "NMSE of the linear fit",
-    "cosine": "1 − cosine(h, h + y), log axis, lower = more skippable",
-    "loss_rise": "loss rise when replaced",
-}
+from nbl.selection.score_fields import CRITERION_FIELD, HIGHER_FIRST
+from nbl.selection.score_view import TINY, axis_range, drawn, view
+
+# One convention with the model card's figure (nbl/selection/score_view.py): lower = more skippable for every
+# score, cosine drawn as 1 − cosine on a log axis, a linear axis zoomed when the scores sit far from 0.
+CRITERIA = {c: (f, c in HIGHER_FIRST) for c, f in CRITERION_FIELD.items()}  # criterion -> (field, higher first)
 
 WIDTH, HEIGHT = 720, 220
 SCALE_LOG = ' data-scale="log"'
-TINY = 1e-9  # 1 − cosine of an identity-like layer can be 0 (or a rounding below): the log axis' floor
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 22, 30  # plot margins: y labels left, layer numbers below
 
 
@@ -69,15 +60,11 @@ def score_chart(
         return ""
     layers = sorted(values)
     lines = cuts(values, ks, higher_first)
+    lo, hi = axis_range([*values.values(), *lines.values()], log=log)
     if log:
         values = {i: math.log10(max(v, TINY)) for i, v in values.items()}
         lines = {k: math.log10(max(v, TINY)) for k, v in lines.items()}
-        lo, hi = math.floor(min(*values.values(), *lines.values())), math.ceil(max(*values.values(), *lines.values()))
-    else:
-        lo = min(0.0, *values.values(), *lines.values())
-        hi = max(0.0, *values.values(), *lines.values())
-    if hi == lo:
-        hi = lo + 1.0
+        lo, hi = math.log10(lo), math.log10(hi)
     shown = (lambda v: 10**v) if log else (lambda v: v)
     pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     slot = pw / len(layers)
@@ -88,14 +75,14 @@ def score_chart(
     out = [
         f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(title)}" data-field="{escape(field)}"'
-        f"{SCALE_LOG if log else ''}>",
+        f' data-axis-from="{fmt(shown(lo))}"{SCALE_LOG if log else ""}>',
         f"<title>{escape(title)}</title>",
         f'<text class="chart-title" x="{LEFT}" y="14">{escape(title)}</text>',
     ]
     for v in (lo, (lo + hi) / 2, hi):  # three y ticks
         out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(v):.1f}" y2="{y(v):.1f}"/>')
         out.append(f'<text class="tick" x="{LEFT - 4}" y="{y(v) + 3:.1f}" text-anchor="end">{fmt(shown(v))}</text>')
-    zero = y(lo if log else 0.0)
+    zero = y(lo if log or lo > 0 else 0.0)  # bars stand on the axis' bottom when it does not start at 0
     step = max(1, len(layers) // 32)  # at most ~32 layer numbers under the axis
     for n, layer in enumerate(layers):
         v = values[layer]
@@ -140,18 +127,17 @@ def job_charts(layers: list[dict], selected_layers: list[dict] | None, spec: dic
             values = series(layers, mode, field)
             if not values:
                 continue
-            log = field == "cosine"  # drawn as 1 − cosine on a log axis: lower = more skippable, the same ranking
-            if log:
-                values, higher_first = {i: 1.0 - v for i, v in values.items()}, False
+            v = view(field)  # cosine drawn as 1 − cosine: lower = more skippable, the same ranking
+            values, higher_first = {i: drawn(field, x) for i, x in values.items()}, higher_first != v.flip
             chosen = mode == job_mode and criterion == job_criterion
-            title = f"{mode} · {criterion}: {LABELS[field]}"
+            title = f"{mode} · {criterion}: {v.label}"
             charts.append(
                 {
                     "mode": mode,
                     "criterion": criterion,
                     "field": field,
                     "chosen": chosen,
-                    "svg": score_chart(values, selected, ks, field, higher_first, title, log=log),
+                    "svg": score_chart(values, selected, ks, field, higher_first, title, log=v.log),
                 }
             )
     return charts

@@ -29,7 +29,9 @@ from service.keys.auth import Principal, authenticate
 from . import chart, compare, csrf, metrics, views
 from . import session as ui_session
 from . import sort as metric_sort
+from .outcome import outcome
 from .render import page
+from .request_diff import request_diff
 
 router = APIRouter(prefix="/ui", include_in_schema=False, route_class=OneHopRoute)
 MAX_COMPARE = 10
@@ -157,7 +159,7 @@ def jobs_page(
     items = [
         {
             "job": j,
-            "recipe": views.recipe(j.spec),
+            "recipe": views.recipe(j.spec, j.metadata),
             "age": views.age(j.created_at, now),
             "eta": views.duration(j.eta_seconds) if j.status not in views.TERMINAL else "",
             "values": [_cell(c, values.get((j.id, c))) for c in cols],
@@ -224,7 +226,7 @@ def job_page(request: Request, job_id: str, session: SessionDep, who: Who) -> Re
         job=job,
         nonce=secrets.token_urlsafe(12),
         stage_class=views.stage_class,
-        recipe=views.recipe(job.spec),
+        recipe=views.recipe(job.spec, job.metadata),
         events=events,
         recent_events=RECENT_EVENTS,
         age=views.age(job.created_at, now),
@@ -235,6 +237,7 @@ def job_page(request: Request, job_id: str, session: SessionDep, who: Who) -> Re
         num=views.num,
         eta=views.duration(job.eta_seconds) if job.status not in views.TERMINAL else "",
         artifacts=[(a, views.artifact_href(a.uri)) for a in job.artifacts],
+        outcome=outcome(job),
     )
 
 
@@ -259,8 +262,8 @@ def compare_page(
         "compare.html",
         who=who,
         jobs=data,
-        recipes=[views.recipe(j.spec) for j in data],
-        diff=views.recipe_diff([j.spec for j in data]),
+        recipes=[views.recipe(j.spec, j.metadata) for j in data],
+        diff=request_diff([j.spec for j in data]),
         selected=views.selected_side_by_side(data),
         baseline=baseline,
         charts=[{"metric": r["metric"], "svg": compare.chart(r, label)} for r in compare.rows(data, baseline)],

@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
+from nbl import job_label
+
 from . import metrics
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -35,16 +37,11 @@ def signed(x: float | None, percent: bool = False) -> str:
     return f"{x * 100:+.1f}%" if percent else ("+" if x > 0 else "") + num(x)
 
 
-def recipe(spec: dict) -> dict:
-    """mode, method, k, criterion of a job's request (defaults filled in, as stored)."""
-    comp = spec.get("compression") or {}
-    k = comp.get("k")
-    return {
-        "mode": comp.get("mode", "attn"),
-        "method": comp.get("method", "nbl"),
-        "k": ",".join(map(str, k)) if isinstance(k, list) else str(k),
-        "criterion": comp.get("criterion", "cca"),
-    }
+def recipe(spec: dict, metadata: dict | None = None) -> dict:
+    """A job's recipe in words (model, mode, method, form, k, criterion; defaults as the worker fills them),
+    its one-line summary and its label (nbl/job_label.py: shared with the `nbl` client)."""
+    w = job_label.words(spec)
+    return {**w, "summary": job_label.summary(w), "label": job_label.label(spec, metadata)}
 
 
 def duration(seconds: float | None) -> str:
@@ -169,28 +166,6 @@ STAGE_COLOURS = ("load", "calibrate", "score", "select", "refine", "compress", "
 def stage_class(stage: str) -> str:
     """Each stage its own colour (ui.css), the same on every page; an unknown one a neutral grey."""
     return f"stage-{stage}" if stage in STAGE_COLOURS else "stage-other"
-
-
-def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values."""
-    if not isinstance(d, dict):
-        return {prefix: d}
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
-
-
-def recipe_diff(specs: list[dict]) -> list[dict]:
-    """The request fields (metadata aside) whose values differ between the jobs: [{"field", "values"}]."""
-    flat = [flatten({k: v for k, v in s.items() if k != "metadata"}) for s in specs]
-    fields = sorted(set().union(*flat))
-    rows = []
-    for f in fields:
-        values = [x.get(f) for x in flat]
-        if any(v != values[0] for v in values):
-            rows.append({"field": f, "values": ["—" if v is None else str(v) for v in values]})
-    return rows
 
 
 def _plain(s) -> dict:

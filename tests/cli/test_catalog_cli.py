@@ -33,6 +33,7 @@ def test_models_and_usage(served, capsys):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("local:tiny") and "4 layers x 64, 4/2 heads" in lines[0] and "on disk" in lines[0]
+    assert "0 recent job(s)" in lines[0]  # the team has not used it yet
     assert lines[1].startswith("acme/m") and "hub" in lines[1] and "1 recent job(s)" in lines[1]
     code, out, _ = run(capsys, "models", "--json", "--limit", "1")
     page = json.loads(out)

@@ -57,6 +57,8 @@ def seed_job(
     metadata=None,
     finish: str | None = "succeeded",
     error_message: str | None = None,
+    error_type: str = "user",
+    published: bool = True,
     ppl_shift: float = 0.0,
     pause: float = 0.0,
     gate: float | None = None,
@@ -68,7 +70,8 @@ def seed_job(
     seconds between stages give the timeline visible widths (the browser test's screenshots).
     `files` are published as each k's local output by the worker's own local publisher (the API
     serves them); without them the artifact rows point nowhere. `compression`: more of that section
-    (mode, form, ...). `logs`: that many calibration log events, as a real job writes hundreds."""
+    (mode, form, ...). `logs`: that many calibration log events, as a real job writes hundreds. `published=False`:
+    no artifact rows (a job that failed before publishing)."""
     compression = {"k": list(ks), **(compression or {})}
     spec = JobCreate.model_validate(
         {
@@ -116,9 +119,9 @@ def seed_job(
                     "perplexity/wikitext2/tokens": 287644,
                 },
             )
-            if files is None:
+            if published and files is None:
                 store.save_artifact(s, job_id, k, "model", f"/v1/jobs/{job_id}/outputs/{k}/files", lease_token=token)
-            else:
+            elif published:
                 uri = _publish(settings, who.team_name, job_id, k, len(ks) > 1, files)
                 store.save_artifact(s, job_id, k, "local", uri, lease_token=token)
         if gate is not None:  # +gate relative WikiText-2 perplexity, checked as the worker checks it
@@ -131,7 +134,7 @@ def seed_job(
             store.save_gates(s, job_id, gates.summary(found), lease_token=token)
         time.sleep(pause)
         if finish == "failed":
-            states.finish(s, job_id, token, "failed", "user", error_message)
+            states.finish(s, job_id, token, "failed", error_type, error_message)
         elif finish is not None:
             states.finish(s, job_id, token, finish)
     return job_id

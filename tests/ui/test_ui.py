@@ -185,7 +185,7 @@ def test_compare_shows_recipe_differences_selected_layers_and_metric_deltas(clie
     assert r.status_code == 200, r.text
     html = r.text
     diff = re.search(r'<table class="diff">.*?</table>', html, re.S).group(0)
-    assert "compression.k" in diff and "[2]" in diff and "[2, 4]" in diff and "model.id" not in diff
+    assert "compression.ks" in diff and "[2]" in diff and "[2, 4]" in diff and "model" not in diff
     layers = re.search(r'<table class="layers-compare">.*?</table>', html, re.S).group(0)
     assert "attn k=2" in layers and "attn k=4" in layers and "—" in layers  # a has no k=4 output
     chart = re.search(

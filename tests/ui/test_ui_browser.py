@@ -8,22 +8,16 @@ the tracked screenshots alone."""
 from __future__ import annotations
 
 import os
-import re
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from testkit.cdp import Browser, chromium_binary, env_without
 from testkit.ui_seed import lowest, seed_job
+from testkit.ui_server import REPO, cli_key, nbl_serve
 
-REPO = Path(__file__).resolve().parents[2]
 # A published output's files (README.md as HTML: downloaded, never rendered on the dashboard's origin).
 FILES = {
     "config.json": b'{"model_type": "llama"}\n',
@@ -31,67 +25,11 @@ FILES = {
     "README.md": b"<script>alert(1)</script>\n",
 }
 SHOTS = Path(os.environ.get("NBL_UI_SHOTS") or tempfile.mkdtemp(prefix="nbl-ui-shots-"))
-_SCRIPT = Path(sys.executable).with_name("nbl")  # the installed console script, as a user runs it
-NBL = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
-
 if chromium_binary() is None:
     # CI must not skip it: .ci/run installs the Debian chromium before `make test`.
     if os.environ.get("CI"):
         pytest.fail("chromium is not installed (apt-get install -y chromium)", pytrace=False)
     pytest.skip("chromium is not installed (apt-get install -y chromium)", allow_module_level=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _create_key(env: dict, team: str) -> str:
-    out = subprocess.run(
-        [*NBL, "admin", "create-key", "--team", team, "--create-team"],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    return re.search(r"^(nbl_[A-Za-z0-9_-]{43})$", out.stdout, re.M).group(1)
-
-
-@contextmanager
-def nbl_serve(env: dict):
-    """A real `nbl serve` on a free port; yields a function that waits until it answers, then its URL.
-    Started before the jobs are written and the browser starts, so the three start-ups overlap."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [*NBL, "serve", "--port", str(port), "--log-level", "warning"],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def ready() -> str:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/healthz", timeout=1):
-                    return url
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
-                    pytest.fail(f"nbl serve did not start: {proc.communicate()[0]}", pytrace=False)
-                time.sleep(0.1)
-
-    try:
-        yield ready
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 def test_dashboard_in_headless_chromium(tmp_path):
@@ -105,7 +43,7 @@ def test_dashboard_in_headless_chromium(tmp_path):
         "PYTHONPATH": str(REPO),
         "NBL_STREAM_POLL_S": "0.2",
     }
-    alpha = _create_key(env, "alpha")  # also migrates the fresh SQLite database
+    alpha = cli_key(env, "alpha")  # also migrates the fresh SQLite database
     settings = Settings(home=env["NBL_HOME"])
     engine = make_engine(settings)
     sessions = make_sessionmaker(engine)
@@ -225,18 +163,20 @@ def _check_pages(
 
     assert browser.goto(f"{url}/ui/compare?ids={base},{job}&baseline={base}") == 200
     assert "compression.k" in browser.eval("document.querySelector('table.diff').innerText")
-    bars = browser.eval("""[...document.querySelectorAll('svg.compare-chart[data-metric="perplexity/wikitext2/ppl"] rect.cbar')]
+    # A bar per model with a baseline to change from, a mark at 0 for the baselines; the k4 the base job lacks: none.
+    drawn = browser.eval("""[...document.querySelectorAll('svg.compare-chart[data-metric="perplexity/wikitext2/ppl"] [data-job]')]
         .map(r => ({job: r.dataset.job, variant: r.dataset.variant, fill: getComputedStyle(r).fill,
-                    width: r.getBBox().width}))""")
-    assert {(b["job"], b["variant"]) for b in bars} == {
-        (base, "base"),
-        (base, "k2"),
-        (job, "base"),
-        (job, "k2"),
-        (job, "k4"),
+                    bar: r.tagName === 'rect', width: r.getBBox().width}))""")
+    assert {(b["job"], b["variant"], b["bar"]) for b in drawn} == {
+        (base, "base", False),
+        (base, "k2", False),
+        (job, "base", True),
+        (job, "k2", True),
     }
+    bars = [b for b in drawn if b["bar"]]
     k2 = next(b for b in bars if b["job"] == job and b["variant"] == "k2")
     assert k2["fill"] == "rgb(225, 87, 89)" and k2["width"] > 50  # above the baseline job's k2 perplexity: worse, red
+    assert next(b for b in bars if b["variant"] == "base")["width"] < 1  # the same base: no change
     browser.screenshot(SHOTS / "compare.png")
 
 

@@ -13,6 +13,7 @@ import pytest
 from nbl.result import output_entry
 from nbl.result_schema import JobResult
 from service.ui import chart, compare, metrics, views
+from service.ui.request_diff import request_diff
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -143,7 +144,7 @@ def test_timeline_spans_end_where_the_next_stage_starts():
 def test_recipe_diff_and_layers_side_by_side():
     a = {"model": {"id": "m"}, "compression": {"k": [4], "criterion": "cca"}, "metadata": {"ci": "1"}}
     b = {"model": {"id": "m"}, "compression": {"k": [4, 8], "criterion": "cca"}, "metadata": {"ci": "2"}}
-    assert views.recipe_diff([a, b]) == [{"field": "compression.k", "values": ["[4]", "[4, 8]"]}]
+    assert request_diff([a, b]) == [{"field": "compression.ks", "values": ["[4]", "[4, 8]"]}]
     ja = NS(selected_layers=[{"k": 4, "mode": "attn", "layers": [9, 3]}], result=typed_result({"ppl": 10.0}, {}))
     jb = NS(
         selected_layers=[{"k": 4, "mode": "attn", "layers": [3, 5]}, {"k": 8, "mode": "attn", "layers": [1]}],
@@ -201,3 +202,54 @@ def test_numbers_and_durations():
     ]
     assert views.artifact_href("/srv/nbl/out") is None and views.artifact_href("/v1/jobs/x") == "/ui/jobs/x"
     assert re.fullmatch(r"[+-].*", views.signed(-0.5)) and views.signed(0.1234, True) == "+12.3%"
+
+
+def test_a_failed_job_says_why_and_what_the_gates_held_back():
+    from service.ui.outcome import outcome
+
+    gates = {
+        "passed": False,
+        "checks": [
+            {"output": "k2", "metric": "perplexity/wikitext2/ppl", "gate": "max_ppl_increase", "allowed": 0.1,
+             "base": 20.0, "value": 25.0, "limit": 22.0, "passed": False},
+            {"output": "k2", "metric": "tasks/arc_easy/acc", "gate": "max_acc_drop", "allowed": 0.02,
+             "base": 0.6, "value": 0.59, "limit": 0.58, "passed": True},
+        ],
+    }  # fmt: skip
+    job = NS(status="failed", artifacts=[], gates=gates, error={"type": "quality", "message": "no output passed"})
+    got = outcome(job)
+    assert got["error"] == "quality: no output passed" and "failed" in got["why"]
+    assert got["held_back"] == [{"output": "k2", "checks": ["WikiText-2 perplexity 25 > 22 (base 20, at most +10%)"]}]
+    running = outcome(NS(status="running", artifacts=[], gates=None, error=None))
+    assert running == {"error": "", "why": "No outputs yet.", "held_back": []}
+
+
+def test_compare_bars_show_the_change_from_the_baseline_so_twenty_percent_is_visible():
+    m = metrics.describe("perplexity/wikitext2/ppl")
+
+    def entry(variant, value, ref):
+        d = None if variant == "base" else value - ref
+        return {"job": "job_a", "variant": variant, "value": value, "ref": ref, "delta": d, "relative": "",
+                "judge": metrics.judge(m, d), "text": str(value), "delta_text": metrics.delta(m, d)}  # fmt: skip
+
+    row = {"metric": m, "entries": [entry("base", 20.0, 20.0), entry("k2", 24.0, 20.0), entry("k4", 20.2, 20.0)]}
+    svg = ElementTree.fromstring(compare.chart(row, "base"))
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = {r.get("data-variant"): float(r.get("width")) for r in svg.iter(f"{ns}rect")}
+    half = (compare.WIDTH - compare.LEFT - compare.RIGHT) / 2
+    assert set(bars) == {"k2", "k4"}  # the base is a mark at 0, not a bar
+    assert bars["k2"] > 0.8 * half  # +20 %: most of the axis, not a sliver of a bar from 0
+    assert bars["k4"] < 0.1 * half and bars["k2"] / bars["k4"] == pytest.approx(20, rel=0.05)
+    assert [e.get("data-variant") for e in svg.iter(f"{ns}line") if e.get("class") == "ref"] == ["base"]
+
+
+def test_a_flat_cca_chart_is_zoomed_so_its_bars_differ():
+    """Block-mode CCA bounds 380–408 (issue 38) drew eight bars of one height on an axis from 0."""
+    layers = [{"layer": i, "block": {"cca_bound": v}} for i, v in enumerate((380.0, 392.0, 408.0, 385.0))]
+    (c,) = chart.job_charts(layers, [], {"compression": {"mode": "block"}})
+    root = ElementTree.fromstring(c["svg"])
+    ns = "{http://www.w3.org/2000/svg}"
+    heights = [float(b.get("height")) for b in root.findall(f"{ns}rect")]
+    assert 370 < float(root.get("data-axis-from")) < 380
+    assert heights[2] > 5 * heights[0]  # 408 against 380: visibly taller
+    assert "lower = more linear" in c["svg"]

@@ -6,6 +6,10 @@
                                                            panel: the selection perplexity after each greedy
                                                            step, cut at k (plot_selection.py)
 
+Every score is drawn lower = more skippable, cosine as 1 − cosine on a log axis, a linear axis zoomed when
+the scores sit far from 0: the dashboard's convention (nbl/selection/score_view.py). The series and the cut
+below stay in the score's own terms; only the drawing converts.
+
 Drawn with matplotlib's object API on an Agg canvas (no pyplot, no display, no global backend
 state), so it runs inside a headless worker and beside other threads.
 """
@@ -17,15 +21,10 @@ from pathlib import Path
 
 from nbl.recipe import CRITERION, MODE
 from nbl.selection.score_fields import CRITERION_FIELD, HIGHER_FIRST, MEASURED
+from nbl.selection.score_view import axis_range, drawn, view
 
 from .plot_selection import GREEDY, draw_greedy, greedy_panel
 
-LABELS = {
-    "cca_bound": "CCA bound Σ(1 − ρ²)  (lower = more linear)",
-    "nmse": "NMSE of the linear fit",
-    "cosine": "cosine(h, h + y)  (higher = more skippable)",
-    "loss_rise": "loss rise when replaced",
-}
 REPLACED, KEPT = "#d62728", "#9ab3cf"
 
 
@@ -73,6 +72,19 @@ def cut_value(report: dict, series: tuple[str, list[int], list[float], set[int]]
     return cut if math.isfinite(cut) else None
 
 
+def drawing(report: dict, series: tuple[str, list[int], list[float], set[int]]) -> dict:
+    """What the figure draws, in the dashboard's convention: {"label", "log", "heights" (per layer), "cut" (or
+    None), "ylim", "floor" (where the bars stand)}."""
+    score, _, values, _ = series
+    shown = view(score)
+    heights = [drawn(score, v) for v in values]
+    cut = cut_value(report, series)
+    cut = None if cut is None else drawn(score, cut)
+    lo, hi = axis_range([*heights, *([] if cut is None else [cut])], log=shown.log)
+    floor = lo if shown.log or lo > 0 else 0.0  # bars stand on the axis' bottom when it does not start at 0
+    return {"label": shown.label, "log": shown.log, "heights": heights, "cut": cut, "ylim": (lo, hi), "floor": floor}
+
+
 def score_plot(report: dict, path: Path) -> Path | None:
     """Write the PNG to `path`; None (and no file) when the report holds no scores."""
     series = plot_series(report)
@@ -92,16 +104,20 @@ def score_plot(report: dict, path: Path) -> Path | None:
     fig = Figure(figsize=(max(6.0, 0.28 * len(layers) + 2), 6.6 if panel else 3.4), dpi=110)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(2, 1, 1) if panel else fig.add_subplot()
-    ax.bar(layers, values, color=[REPLACED if i in chosen else KEPT for i in layers], width=0.8)
+    d = drawing(report, series)
+    colors = [REPLACED if i in chosen else KEPT for i in layers]
+    ax.bar(layers, [h - d["floor"] for h in d["heights"]], bottom=d["floor"], color=colors, width=0.8)
+    if d["log"]:
+        ax.set_yscale("log")
+    ax.set_ylim(*d["ylim"])
     ax.set_xlabel("decoder layer")
-    ax.set_ylabel(LABELS.get(score, score), fontsize=8)
+    ax.set_ylabel(d["label"], fontsize=8)
     ax.set_title(f"NBL per-layer scores ({mode} mode, chosen by {by}); replaced: {sorted(chosen)}", fontsize=9)
     ax.set_xticks(layers if len(layers) <= 40 else layers[::2])
     ax.tick_params(axis="x", labelsize=7)
     handles = [Patch(color=REPLACED, label="replaced"), Patch(color=KEPT, label="kept")]
-    cut = cut_value(report, series)
-    if cut is not None:
-        ax.axhline(cut, color="black", linestyle="--", linewidth=1)
+    if d["cut"] is not None:
+        ax.axhline(d["cut"], color="black", linestyle="--", linewidth=1)
         handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1, label=f"cut (k={len(chosen)})"))
     ax.legend(handles=handles, fontsize=8, loc="best")
     if panel:

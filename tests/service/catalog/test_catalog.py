@@ -36,6 +36,8 @@ def test_models_lists_local_models_then_the_teams_hub_ids(client, auth, team_key
     assert tiny["source"] == "local" and tiny["size_bytes"] > 1000
     assert tiny["shape"]["layers"] == TINY_CONFIG["num_hidden_layers"] and tiny["shape"]["params"] > 0
     assert tiny["shape"]["architecture"] == "LlamaForCausalLM"
+    other = got["data"][0]  # a local model carries the team's use of it, as a Hub id does (issue 38)
+    assert (tiny["jobs"], other["jobs"], other["last_used_at"]) == (1, 0, None) and tiny["last_used_at"]
     new, old = got["data"][2:]
     assert (new["source"], new["jobs"], new["shape"]) == ("hub", 2, {"layers": 30, "params": 134})
     assert old["shape"] is None and old["size_bytes"] is None and old["last_used_at"]
@@ -53,6 +55,23 @@ def test_models_lists_local_models_then_the_teams_hub_ids(client, auth, team_key
     assert_problem(client.get("/v1/models"), 401, "unauthorized")
     beta = client.get("/v1/models", headers=team_key("beta")).json()  # the server's models, not alpha's Hub ids
     assert [m["id"] for m in beta["data"]] == ["local:other", "local:tiny"]
+    assert [m["jobs"] for m in beta["data"]] == [0, 0]  # alpha's use is not beta's
+
+
+def test_team_use_counts_every_model_and_keeps_the_newest_use():
+    from service.catalog.models import team_use
+
+    t = [datetime(2026, 12, d, tzinfo=timezone.utc) for d in (1, 2, 3)]
+    rows = [  # newest first, as the query orders them
+        ({"model": {"id": "local:tiny"}}, None, t[2]),
+        ({"model": {"id": "acme/m"}}, {"shape": {"layers": 2}}, t[1]),
+        ({"model": {"id": "local:tiny"}}, None, t[0]),
+        ({}, None, t[0]),
+    ]
+    used = team_use(rows)
+    assert list(used) == ["local:tiny", "acme/m"]
+    assert used["local:tiny"] == {"jobs": 2, "last_used_at": t[2], "shape": None}
+    assert used["acme/m"] == {"jobs": 1, "last_used_at": t[1], "shape": {"layers": 2}}
 
 
 def test_a_local_job_stores_the_shape_it_was_estimated_from(client, auth, settings):

@@ -173,3 +173,20 @@ def test_nbl_compress_greedy_with_k_auto_records_the_budget_and_draws_two_panels
     panel = greedy_panel(report)
     assert panel.k == len(report["replaced_layers"]) and panel.budget_ppl == pytest.approx(panel.base_ppl * (1 + 1e9))
     assert png_size(out / "nbl_scores.png")[1] > 600
+
+
+def test_the_card_draws_scores_as_the_dashboard_does():
+    """Cosine as 1 − cosine on a log axis, lower = more skippable (issue 38: the card read "higher = more
+    skippable" on a linear 0–1 axis beside the dashboard's 1 − cosine); the cut follows."""
+    from worker.publish.plot import drawing
+
+    report = ranked("cosine", 1)
+    d = drawing(report, plot_series(report))
+    assert d["log"] and "1 − cosine" in d["label"] and "lower = more skippable" in d["label"]
+    assert min(d["heights"]) > d["floor"]  # the most skippable layer is a bar, not the axis
+    assert d["heights"][4] == pytest.approx(0.1) and d["cut"] == pytest.approx(1 - (0.9 + 0.7) / 2)
+    assert d["heights"][4] < d["cut"] < min(h for i, h in enumerate(d["heights"]) if i != 4)  # replaced: below
+    flat = {"recipe": {"mode": "block", "criterion": "cca"}, "replaced_layers": [0],
+            "layers": [{"layer": i, "block": {"cca_bound": v}} for i, v in enumerate((380.0, 395.0, 408.0))]}  # fmt: skip
+    d = drawing(flat, plot_series(flat))
+    assert 370 < d["ylim"][0] < 380 and d["floor"] == d["ylim"][0]  # zoomed: the bars' differences show
