@@ -72,7 +72,7 @@ serving-env: $(VLLM_VENV)/.installed
 
 # The vLLM tests (tests/serving) in the serving venv; their outputs and transformers reference are
 # made with the project's venv, hence `install` too. `make test` leaves them to this target.
-test-serving: install serving-env
+test-serving: install serving-env quant-env
 	$(VPY) -m pytest -q -rs -p no:cacheprovider --confcutdir=tests/serving tests/serving
 
 # The GGUF venv: llama-cpp-python built here from its sdist (sha256-checked, integrations/gguf/sdist.txt),
