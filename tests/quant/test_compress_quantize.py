@@ -1,0 +1,49 @@
+"""`nbl compress --quantize`: a fold block output written once more beside it (OUT-SCHEME), GPTQ fitted on the run's
+own calibration blocks, and said in --json; the forms that cannot be quantized, and a run without --out, refused
+at once with the reason (exit 2), before anything is calibrated."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from testkit.models import save_tiny_checkpoint
+
+from cli.main import main
+
+RUN = ["--num-samples", "8", "--seq-len", "32", "--k", "1", "--no-load-check", "--json"]
+
+
+def test_a_fold_block_output_is_quantized_beside_it(tmp_path, text_file, quant_python, monkeypatch, capsys):
+    monkeypatch.setattr("worker.quant.quantize.DEFAULT_VENV", quant_python.parents[1])
+    base = save_tiny_checkpoint(tmp_path / "base", hidden_size=128, intermediate_size=256, layers=3)
+    out = tmp_path / "out"
+    argv = ["compress", "--model", str(base), "--dataset", str(text_file), "--form", "fold", "--mode", "block"]
+    assert main([*argv, *RUN, "--out", str(out), "--quantize", "w8a8"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    facts = view["quantized"]["k1"]
+    assert facts["path"] == str(tmp_path / "out-w8a8") and facts["calibration_tokens"] == 8 * 32
+    config = json.loads((tmp_path / "out-w8a8" / "config.json").read_text())
+    assert config["quantization_config"]["format"] == "int-quantized"
+    assert config["num_hidden_layers"] == 2  # the fold block output, one block removed, quantized
+    assert "quantization_config" not in json.loads((out / "config.json").read_text())  # the output itself stays
+
+
+@pytest.mark.parametrize(
+    "form, mode, why",
+    [("nbl", "attn", "vLLM plugin"), ("linear", "attn", "replace_with_linear"), ("fold", "attn", "DeciLM")],
+)
+def test_other_forms_are_refused_before_calibrating(form, mode, why, tmp_path, text_file, capsys):
+    base = save_tiny_checkpoint(tmp_path / "base")
+    argv = ["compress", "--model", str(base), "--dataset", str(text_file), "--form", form, "--mode", mode]
+    assert main([*argv, *RUN, "--out", str(tmp_path / "out"), "--quantize", "w4a16"]) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("nbl:")]  # not the checkpoint's progress
+    assert len(err) == 1 and "--quantize" in err[0] and why in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_quantize_needs_out(tmp_path, text_file, capsys):
+    base = save_tiny_checkpoint(tmp_path / "base")
+    argv = ["compress", "--model", str(base), "--dataset", str(text_file), "--form", "fold", "--mode", "block"]
+    assert main([*argv, *RUN, "--quantize", "w8a8"]) == 2
+    assert "give --out" in capsys.readouterr().err
