@@ -61,7 +61,13 @@ class Tracker:
         self.measured: dict[str, tuple[float, float]] = {}  # ended stage -> (token-layers, seconds): worker/rates.py
 
     def replan(self, costs: dict[str, StageCost]) -> None:
-        """New costs (the model's layer count is known): the fraction still never goes back."""
+        """New costs (the model's layer count is known, a calibration read the cache): the fraction still never
+        goes back. A finished stage's measurement takes its new cost: the work it turned out to be, so that the
+        rate recorded for a cache-hit calibration is per the work of one (worker/rates.py)."""
+        for stage, (w, s) in list(self.measured.items()):
+            old, new = self.costs.get(stage), costs.get(stage)
+            if old is not None and new is not None and old.weight > 0 and new.weight != old.weight:
+                self.measured[stage] = (w * new.weight / old.weight, s)
         self.costs = dict(costs)
 
     def update(self, stage: str, fraction: float) -> Figures:
