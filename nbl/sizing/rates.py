@@ -13,6 +13,7 @@ worker-hours times the class's GPUs; the cost is worker-hours times its price (N
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from .stage_plan import MIN_MEASURE_S
@@ -77,7 +78,8 @@ def measured_range(times: Mapping[str, Mapping]) -> tuple[float, float]:
     mid = sum(t["seconds"] for t in times.values())
     if high > low * MAX_WIDTH:  # a class whose rates scatter this much: the band that holds the central figure
         low, high = max(low, mid / MAX_WIDTH**0.5), min(high, mid * MAX_WIDTH**0.5)
-    return round(low, 1), round(high, 1)
+    low = round(low, 1)
+    return low, min(round(high, 1), math.floor(low * MAX_WIDTH * 10) / 10)  # still within MAX_WIDTH, rounded
 
 
 def parse_prices(text: str) -> dict[str, float]:

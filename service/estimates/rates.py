@@ -33,11 +33,7 @@ RECENT = 3  # a stage's rate: its last this many measurements of its kind on the
 def measured(session: Session, worker_class: str, shape: str) -> dict[tuple[str, str], list[tuple[float, float]]]:
     """{(stage, kind): [(token-layers, seconds) of each of the class's last RECENT measurements]} (`fetch`:
     bytes, seconds). Numbered per stage and kind in the query, so a kind run rarely keeps its rows."""
-    n = (
-        func.row_number()
-        .over(partition_by=(StageRate.stage, StageRate.kind), order_by=StageRate.id.desc())
-        .label("n")
-    )
+    n = func.row_number().over(partition_by=(StageRate.stage, StageRate.kind), order_by=StageRate.id.desc()).label("n")
     recent = (
         select(StageRate.stage, StageRate.kind, StageRate.weight, StageRate.seconds, n)
         .where(StageRate.worker_class == worker_class, StageRate.shape == shape)
