@@ -7,8 +7,8 @@ Rates are kept per stage and per kind of work (nbl/sizing/kinds.py). Once a clas
 shape, the range is each stage's work at the fastest and the slowest of its recent rates (the spread of the
 measurements), widened by FLOOR and at most MAX_WIDTH wide, not the FLOP model's (nbl/sizing/model.py),
 which spans CPUs and GPUs of every speed. A stage of a kind the class has not run yet is priced at the
-class's overall rate, within a factor UNMEASURED. GPU-hours are
-worker-hours times the class's GPUs; the cost is worker-hours times its price (NBL_CLASS_PRICES). Pure.
+class's overall rate, within a factor UNMEASURED. GPU-hours are worker-hours times the class's GPUs; the cost
+is worker-hours times its price (NBL_CLASS_PRICES). Pure.
 """
 
 from __future__ import annotations
