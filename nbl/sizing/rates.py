@@ -5,7 +5,7 @@ runs at the class's rate over every stage it measured, as the worker's ETA assum
 
 Rates are kept per stage and per kind of work (nbl/sizing/kinds.py). Once a class has run one job on a
 shape, the range is each stage's work at the fastest and the slowest of its recent rates (the spread of the
-measurements), widened by FLOOR and at most MAX_WIDTH wide, not the FLOP model's (nbl/sizing/model.py),
+measurements), widened by FLOOR and, once every stage is measured on its kind, at most MAX_WIDTH wide, not the FLOP model's (nbl/sizing/model.py),
 which spans CPUs and GPUs of every speed. A stage of a kind the class has not run yet is priced at the
 class's overall rate, within a factor UNMEASURED. GPU-hours are worker-hours times the class's GPUs; the cost
 is worker-hours times its price (NBL_CLASS_PRICES). Pure.
@@ -72,10 +72,13 @@ def stage_times(
 
 def measured_range(times: Mapping[str, Mapping]) -> tuple[float, float]:
     """The job's range: each stage's fastest and slowest recent rate of its kind, summed, each end moved out
-    by FLOOR (one measurement is no spread), at most MAX_WIDTH wide around the stages' sum."""
+    by FLOOR (one measurement is no spread). Once every stage was measured on its kind, at most MAX_WIDTH
+    wide around the stages' sum; the first job of a kind keeps its unmeasured stage's margin."""
     low = sum(t.get("low", t["seconds"]) for t in times.values()) / FLOOR
     high = sum(t.get("high", t["seconds"]) for t in times.values()) * FLOOR
     mid = sum(t["seconds"] for t in times.values())
+    if not all(t.get("measured", True) for t in times.values()):
+        return round(low, 1), round(high, 1)
     if high > low * MAX_WIDTH:  # a class whose rates scatter this much: the band that holds the central figure
         low, high = max(low, mid / MAX_WIDTH**0.5), min(high, mid * MAX_WIDTH**0.5)
     low = round(low, 1)
