@@ -105,3 +105,13 @@ def test_the_tracker_keeps_each_stages_work_and_time():
     quick.update("score", 0.0)  # scores made during calibration: the stage ends at once, and counts as such
     quick.update("evaluate", 0.0)
     assert quick.close() == {"score": (800.0, 0.01), "evaluate": (400.0, 0.01)}
+
+
+def test_the_first_job_of_a_kind_keeps_its_margin():
+    """A stage of a kind the class never ran is priced within UNMEASURED either way, and the job's range keeps
+    that margin (the 2x cap is for jobs whose every stage was measured on its kind)."""
+    rows = {("calibrate", "fresh"): [(1000.0, 10.0)]}
+    times = stage_times({"calibrate": 1000.0, "score": 5000.0}, rows, {"calibrate": "fresh", "score": "cached"})
+    assert times["score"]["measured"] is False
+    low, high = measured_range(times)
+    assert high / low > MAX_WIDTH and low <= times["score"]["seconds"] + 10.0 <= high
