@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from .stage_plan import MIN_MEASURE_S
 
 FETCH = "fetch"  # a load's first read of the weights (worker/fetch.py): its work is the checkpoint's bytes
-FLOOR = 1.15  # each end of a measured range moves out by this at least: one job's rate is no spread
+FLOOR = 1.25  # each end of a measured range moves out by this at least: one job's rate is no spread, and the
+# same work on the same class ran within this factor (bench/estimate_accuracy.py)
 MAX_WIDTH = 2.0  # high / low at most: a wider range plans nothing (issue 38's target)
 UNMEASURED = 2.0  # a stage of a kind the class has not run: its overall rate x [1/2, 2]
 

@@ -73,25 +73,25 @@ def test_a_cache_hit_is_priced_and_recorded_as_its_own_kind(api):
     assert first["estimate"]["statistics_cached"] is False
     assert first["result"]["calibration"]["cached"] is False
     fresh = kinds(client, first["id"])
-    assert fresh["calibrate"][0] == "fresh" and fresh["compress"][0] == "nbl/attn"
+    assert fresh["calibrate"][0] == "fresh/attn" and fresh["compress"][0] == "nbl/attn"
     with client.app.state.sessions() as s:
         assert s.scalar(select(ClassCache.id).where(ClassCache.kind == "statistics")) is not None
 
     est = client.post("/v1/estimates", json=job(), headers=auth).json()
     assert est["statistics_cached"] is True  # the class's statistics cache holds this calibration
-    assert est["stages"]["calibrate"]["kind"] == "cached"
+    assert est["stages"]["calibrate"]["kind"] == "cached/attn"
     assert est["stages"]["calibrate"]["measured"] is False  # no cache-hit calibration measured yet
 
     second = run(client, auth, job())
     assert second["result"]["calibration"]["cached"] is True and second["estimate"]["statistics_cached"] is True
     hit = kinds(client, second["id"])
-    assert hit["calibrate"][0] == "cached" and hit["score"][0] == "cached"
+    assert hit["calibrate"][0] == "cached/attn" and hit["score"][0] == "cached/attn"
     assert hit["calibrate"][1] < fresh["calibrate"][1]  # recorded as the work of a cache read, not a calibration
 
     again = client.post("/v1/estimates", json=job(), headers=auth).json()
-    assert again["stages"]["calibrate"] == {**again["stages"]["calibrate"], "kind": "cached", "measured": True}
+    assert again["stages"]["calibrate"] == {**again["stages"]["calibrate"], "kind": "cached/attn", "measured": True}
     other = client.post("/v1/estimates", json=job(num_samples=16), headers=auth).json()  # not in the cache
-    assert other["statistics_cached"] is False and other["stages"]["calibrate"]["kind"] == "fresh"
+    assert other["statistics_cached"] is False and other["stages"]["calibrate"]["kind"] == "fresh/attn"
     w, s = fresh["calibrate"][1:]  # priced from the fresh row alone, at its rate
     work = plan(from_request(JobCreate.model_validate(job(16))), other["shape"]["layers"])["calibrate"].weight
     calibrate = other["stages"]["calibrate"]
