@@ -51,7 +51,7 @@ def jobs(args) -> list[tuple[str, str, dict]]:
             {
                 **base,
                 "compression": {"mode": "attn", "k": "auto", "budget": {"max_ppl_increase": 20.0}},
-                "selection": {"dataset": "wikitext2", "num_samples": 4},  # enough tokens to resolve the budget
+                "selection": {"dataset": "wikitext2", "num_samples": 20},  # enough tokens to resolve the budget
                 "publish": {"local_dir": "auto"},
             },
         ),
