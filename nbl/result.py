@@ -45,6 +45,7 @@ SPEED_KEYS = (
     "dtype",
 )
 CALIBRATION_KEYS = ("tokens", "seconds", "cached")
+CALIBRATION = "calibration"  # the stored variant of the calibration's facts {"tokens", "seconds", "cached"}
 BASE_EVALUATION = "base_evaluation"  # the stored variant of the base's evaluation facts {"cached", "seconds"}
 EVALUATION_SECONDS = "evaluation_seconds"  # the stored variant {"k4": seconds of its reload and evaluation}
 REFINE = "refine"  # the stored variant {"k4/refit/seconds": ..., "k4/heal/perplexity_after": ...}

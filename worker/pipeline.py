@@ -1,6 +1,6 @@
 """The stages of one compression job, run by the worker task: plain functions over a Recipe.
 
-    load -> calibrate (statistics cache) -> score -> compress -> check -> evaluate -> gates -> publish
+    load -> calibrate (statistics cache) -> score -> compress -> check -> evaluate -> gates -> export -> publish
 
 The engine's own stages (engine/compress.py) do the first four; this adds the load check (each saved
 output reloaded in a fresh process), evaluation, the quality gates (worker/gates.py: an output that fails
@@ -110,9 +110,13 @@ def run(
         sink.loaded(fetched)
     layers = layer_count(lm.path)
 
-    def replan(base_cached: bool = False) -> None:  # the stages' costs, now that the layer count is known
+    known = {"base_cached": False, "stats_cached": False}  # what the job turned out to reuse
+
+    def replan(base_cached: bool | None = None) -> None:  # the stages' costs, now that the layer count is known
+        if base_cached is not None:
+            known["base_cached"] = base_cached
         if hasattr(sink, "replan"):  # (worker/progress.py)
-            sink.replan(progress.plan(recipe, layers, base_cached=base_cached))
+            sink.replan(progress.plan(recipe, layers, **known))
 
     replan()
     refs: dict[int, loadcheck.Reference] = {}  # k -> logits of the compressed model in memory
@@ -143,6 +147,9 @@ def run(
         dtypes={o["k"]: o["dtype"] for o in compressed.outputs if o.get("dtype")},
     )
     cal = compressed.calibration
+    if cal.get("cached"):  # a calibration that read the statistics cache: recorded as the work of one
+        known["stats_cached"] = True
+        replan()
     sink.metrics(
         "calibration",
         {"tokens": cal.get("tokens"), "seconds": cal.get("seconds"), "cached": float(bool(cal.get("cached")))},
@@ -190,9 +197,10 @@ def run(
     caveats.common.extend(told)
     outputs = gates.apply(recipe.gates, outputs, metrics, sink, extra=held)  # QualityFailure when none passes
     if recipe.publishing is not None and gguf_types(recipe.publishing.formats):  # written into each output's folder
-        for k, path in outputs.items():
-            sink.progress("publish", 0.0, f"k={k}: GGUF {', '.join(gguf_types(recipe.publishing.formats))}")
+        for j, (k, path) in enumerate(outputs.items()):  # its own stage: timed and priced per GGUF type
+            sink.progress("export", j / len(outputs), f"k={k}: GGUF {', '.join(gguf_types(recipe.publishing.formats))}")
             export_formats(path, recipe.publishing.formats, paths.gguf_python, should_stop=stop_check(sink))
+        sink.progress("export", 1.0, f"exported {len(outputs)} output(s) to GGUF")
     result.outputs = publish(
         outputs,
         result.selected,

@@ -53,6 +53,8 @@ class Tracker:
         rates (service/estimates/rates.py): the ETA from the first second, before this job measured anything."""
         self.costs, self.clock, self.prior = dict(costs), clock, dict(prior or {})
         self.stage: str | None = None
+        self.opened = clock()  # the job's start: the first stage's time runs from here, so that the whole job
+        # is in its stages' times (the worker's preparation before the load is priced with the load)
         self.started = 0.0  # when the current stage began
         self.fraction = 0.0  # its highest reported fraction
         self.best = 0.0  # the job's highest fraction so far
@@ -61,15 +63,22 @@ class Tracker:
         self.measured: dict[str, tuple[float, float]] = {}  # ended stage -> (token-layers, seconds): worker/rates.py
 
     def replan(self, costs: dict[str, StageCost]) -> None:
-        """New costs (the model's layer count is known): the fraction still never goes back."""
+        """New costs (the model's layer count is known, a calibration read the cache): the fraction still never
+        goes back. A finished stage's measurement takes its new cost: the work it turned out to be, so that the
+        rate recorded for a cache-hit calibration is per the work of one (worker/rates.py)."""
+        for stage, (w, s) in list(self.measured.items()):
+            old, new = self.costs.get(stage), costs.get(stage)
+            if old is not None and new is not None and old.weight > 0 and new.weight != old.weight:
+                self.measured[stage] = (w * new.weight / old.weight, s)
         self.costs = dict(costs)
 
     def update(self, stage: str, fraction: float) -> Figures:
         now = self.clock()
         fraction = min(max(float(fraction), 0.0), 1.0)
         if stage != self.stage:
+            first = self.stage is None and not self.measured
             self._finish(now)
-            self.stage, self.started, self.fraction = stage, now, fraction
+            self.stage, self.started, self.fraction = stage, self.opened if first else now, fraction
         self.fraction = max(self.fraction, fraction)
         self.best = max(self.best, self._overall(stage, self.fraction))
         elapsed = now - self.started

@@ -22,8 +22,9 @@ from celery.exceptions import Reject
 from sqlalchemy import select
 
 from nbl.recipe import Publishing, Recipe, from_request
-from nbl.result import BASE_EVALUATION
-from nbl.sizing.reuse import MODEL
+from nbl.result import BASE_EVALUATION, CALIBRATION
+from nbl.sizing.kinds import stage_kinds
+from nbl.sizing.reuse import MODEL, STATISTICS
 from service.core.celery_app import RUN_JOB, make_celery
 from service.core.db import make_engine, make_sessionmaker
 from service.core.dbretry import is_transient, retrying
@@ -91,6 +92,7 @@ class DbSink:
         """`keys`: what the job fills for its class (worker/host/caches.py), noted as it does."""
         self.job_id, self.token, self.keys = job_id, token, dict(keys or {})
         self.fetched = None  # the load's fetch of the weights (worker/fetch.py)
+        self.stats_cached = False  # the calibration read the statistics cache: its rates are kind `cached`
         self.redact = Redactor.for_settings(settings)  # events never carry a server path (worker/redact.py)
         self.tracker = Tracker(costs or {}, prior=prior)  # prior: the class's stage times, the ETA from the start
         self._last = 0.0
@@ -140,6 +142,10 @@ class DbSink:
 
     def metrics(self, variant: str, values: dict[str, float]) -> None:
         db(store.save_metrics, self.job_id, variant, values, lease_token=self.token)
+        if variant == CALIBRATION:  # the statistics are in the class's cache now, from this job or before
+            self.stats_cached = bool(values.get("cached"))
+            if STATISTICS in self.keys:
+                db(caches.note, self.job_id, STATISTICS, self.keys[STATISTICS])
         if variant == BASE_EVALUATION and BASE_EVALUATION in self.keys:  # in the class's evaluation cache now
             db(caches.note, self.job_id, BASE_EVALUATION, self.keys[BASE_EVALUATION])
 
@@ -265,7 +271,8 @@ def run_job(job_id: str) -> str:
         # since) fails the job as `user` rather than leaving it `running` until its lease expires.
         recipe = from_request(db(store.job_spec, job_id))  # stored JSON -> JobCreate -> Recipe, once
         paths = run_paths(settings, scratch_dir(settings, job_id), publish_dir=settings.publish_dir)
-        sink = DbSink(job_id, token, plan(recipe), db(rates.prior, job_id), caches.keys(recipe))
+        keys = caches.keys(recipe, statistics=settings.stats_cache_max_bytes > 0)
+        sink = DbSink(job_id, token, plan(recipe), db(rates.prior, job_id), keys)
         run(
             recipe,
             sink,
@@ -274,9 +281,8 @@ def run_job(job_id: str) -> str:
             run_options(settings),
             source=model_source(settings, recipe.model),
         )  # local:NAME -> its directory
-        db(
-            rates.record, job_id, sink.tracker.close(), sink.fetched
-        )  # the class's measured stages, for the next estimate
+        kinds = stage_kinds(recipe, sink.stats_cached)  # what each stage did: a cache hit is no fresh calibration
+        db(rates.record, job_id, sink.tracker.close(), sink.fetched, kinds)  # for the class's next estimate
     except Cancelled as e:
         status, err_msg = "cancelled", str(e)
     except Exception as e:  # every failure ends the job: none stays in `running`

@@ -3,17 +3,26 @@ nbl/sizing/stage_plan.py) over the rate, in token-layers per second, the class m
 jobs on the same model shape. A stage the class has not measured (a selection stage no earlier job had)
 runs at the class's rate over every stage it measured, as the worker's ETA assumes (worker/progress.py).
 
-Once a class has run one job on a shape the range is the measured time x [1/SPREAD, SPREAD] (1.56x wide),
-not the FLOP model's (nbl/sizing/model.py), which spans CPUs and GPUs of every speed. GPU-hours are
-worker-hours times the class's GPUs; the cost is worker-hours times its price (NBL_CLASS_PRICES). Pure.
+Rates are kept per stage and per kind of work (nbl/sizing/kinds.py). Once a class has run one job on a
+shape, the range is each stage's work at the fastest and the slowest of its recent rates (the spread of the
+measurements), widened by FLOOR and, once every stage is measured on its kind, at most MAX_WIDTH wide, not the FLOP model's (nbl/sizing/model.py),
+which spans CPUs and GPUs of every speed. A stage of a kind the class has not run yet is priced at the
+class's overall rate, within a factor UNMEASURED. GPU-hours are worker-hours times the class's GPUs; the cost
+is worker-hours times its price (NBL_CLASS_PRICES). Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+
+from .stage_plan import MIN_MEASURE_S
 
 FETCH = "fetch"  # a load's first read of the weights (worker/fetch.py): its work is the checkpoint's bytes
-SPREAD = 1.25  # a stage of the same work on the same class ran within this factor (bench/estimate_accuracy.py)
+FLOOR = 1.25  # each end of a measured range moves out by this at least: one job's rate is no spread, and the
+# same work on the same class ran within this factor (bench/estimate_accuracy.py)
+MAX_WIDTH = 2.0  # high / low at most: a wider range plans nothing (issue 38's target)
+UNMEASURED = 2.0  # a stage of a kind the class has not run: its overall rate x [1/2, 2]
 
 
 def shape_key(shape: Mapping | None) -> str | None:
@@ -29,21 +38,52 @@ def shape_key(shape: Mapping | None) -> str | None:
         return None
 
 
-def stage_times(weights: Mapping[str, float], measured: Mapping[str, tuple[float, float]]) -> dict | None:
-    """{stage: {"seconds", "measured"}} for the stages with work; None when nothing was measured.
-    `measured`: {stage: (token-layers, seconds)} summed over the class's recent jobs on this shape."""
-    done = [(w, s) for w, s in measured.values() if w > 0 and s > 0]
-    if not done:
+def stage_times(
+    weights: Mapping[str, float],
+    measured: Mapping[tuple[str, str], Sequence[tuple[float, float]]],
+    kinds: Mapping[str, str] | None = None,
+) -> dict | None:
+    """{stage: {"seconds", "low", "high", "measured"}} for the stages with work; None when nothing was measured.
+    `measured`: {(stage, kind): [(token-layers, seconds) of each recent job]} of the class on this shape;
+    `kinds`: the kind of work each stage will do (nbl/sizing/kinds.py; absent: kind ''). A stage is priced
+    only from rows of its own kind: a cache-hit calibration never stands for a fresh one."""
+    kinds = kinds or {}
+    real = [(w, s) for rows in measured.values() for w, s in rows if w > 0 and s >= MIN_MEASURE_S]
+    if not real:
         return None
-    overall = sum(w for w, _ in done) / sum(s for _, s in done)  # token-layers/s over every measured stage
+    overall = sum(s for _, s in real) / sum(w for w, _ in real)  # s per token-layer over every measured stage
     out = {}
     for stage, weight in weights.items():
         if weight <= 0:
             continue
-        w, s = measured.get(stage, (0.0, 0.0))
-        rate = w / s if w > 0 and s > 0 else overall
-        out[stage] = {"seconds": round(weight / rate, 1), "measured": w > 0 and s > 0}
+        rows = [(w, s) for w, s in measured.get((stage, kinds.get(stage, "")), ()) if w > 0 and s > 0]
+        if rows:
+            per = [s / w for w, s in rows]  # each job's seconds per token-layer
+            mid, low, high = sum(s for _, s in rows) / sum(w for w, _ in rows), min(per), max(per)
+        else:  # not measured on this kind yet: the class's overall rate, with a wide margin
+            mid, low, high = overall, overall / UNMEASURED, overall * UNMEASURED
+        out[stage] = {
+            "seconds": round(weight * mid, 1),
+            "low": round(weight * low, 1),
+            "high": round(weight * high, 1),
+            "measured": bool(rows),
+        }
     return out
+
+
+def measured_range(times: Mapping[str, Mapping]) -> tuple[float, float]:
+    """The job's range: each stage's fastest and slowest recent rate of its kind, summed, each end moved out
+    by FLOOR (one measurement is no spread). Once every stage was measured on its kind, at most MAX_WIDTH
+    wide around the stages' sum; the first job of a kind keeps its unmeasured stage's margin."""
+    low = sum(t.get("low", t["seconds"]) for t in times.values()) / FLOOR
+    high = sum(t.get("high", t["seconds"]) for t in times.values()) * FLOOR
+    mid = sum(t["seconds"] for t in times.values())
+    if not all(t.get("measured", True) for t in times.values()):
+        return round(low, 1), round(high, 1)
+    if high > low * MAX_WIDTH:  # a class whose rates scatter this much: the band that holds the central figure
+        low, high = max(low, mid / MAX_WIDTH**0.5), min(high, mid * MAX_WIDTH**0.5)
+    low = round(low, 1)
+    return low, min(round(high, 1), math.floor(low * MAX_WIDTH * 10) / 10)  # still within MAX_WIDTH, rounded
 
 
 def parse_prices(text: str) -> dict[str, float]:
@@ -70,8 +110,3 @@ def budget(seconds: tuple[float, float], devices: int, price: float | None) -> d
         "gpu_hours": [round(h * devices, 4) for h in hours],
         "cost": [round(h * price, 4) for h in hours] if price is not None else None,
     }
-
-
-def measured_range(times: Mapping[str, Mapping]) -> tuple[float, float]:
-    total = sum(t["seconds"] for t in times.values())
-    return round(total / SPREAD, 1), round(total * SPREAD, 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nbl.outputs.gguf_formats import gguf_types
 from nbl.recipe import Recipe
 from nbl.selection.score_fields import MEASURED
 from nbl.selection.sets import expected_sets
@@ -16,7 +17,7 @@ from nbl.sizing.model import EVAL_TOKENS_PER_CORPUS, TASK_DOCS, TASK_TOKENS_PER_
 from nbl.sizing.refine import guard_blocks, refine_token_layers
 
 # select: measured only; refine: compression.refit / heal (nbl/sizing/refine.py)
-STAGES = ("load", "calibrate", "score", "select", "refine", "compress", "check", "evaluate", "publish")
+STAGES = ("load", "calibrate", "score", "select", "refine", "compress", "check", "evaluate", "export", "publish")
 LAYERS = 32  # before the model's config is read (only the loss probe's cost is not linear in layers)
 # Token-layers per layer of each stage's one unit of work, measured on SmolLM2-135M (CPU, 2 cores under
 # load, bench/results/progress_smollm2.json): scoring a layer from its sums ~0.9 s, saving an output ~4 s,
@@ -28,6 +29,10 @@ SAVE_PER_LAYER = 256
 CHECK_PER_LAYER = 1024
 LOAD_PER_LAYER = 128
 PUBLISH_PER_LAYER = 64
+# A GGUF export (convert, then quantize unless f16/bf16/f32) per output and type: ~7 s for SmolLM2 on 2 busy
+# cores (issue 38) where calibration ran ~2000 token-layers/s; measured per type from a class's first export
+EXPORT_PER_LAYER = 512
+CACHED_CALIBRATE_PER_LAYER = 64  # a statistics cache hit reads each layer's shard, no forward
 EVAL_PER_TOKEN_LAYER = 0.65  # a forward alone: evaluation ran 2600 token-layers/s where calibration ran 1700
 HEAD_LAYERS = 11  # an LM-head pass in layer passes (SmolLM2: 49k vocabulary, d = 576; the probe took 155 s
 # for its 495 layer passes, then 110 s for its 31 head passes)
@@ -42,10 +47,13 @@ class StageCost:
     weight: float  # expected cost in token-layers
 
 
-def plan(recipe: Recipe, layers: int | None = None, base_cached: bool = False) -> dict[str, StageCost]:
+def plan(
+    recipe: Recipe, layers: int | None = None, base_cached: bool = False, stats_cached: bool = False
+) -> dict[str, StageCost]:
     """Each stage's expected cost for `recipe` on a model of `layers` decoder layers (None: not known yet).
     `base_cached`: the base's evaluation comes from the cache (nbl/sizing/reuse.py), so evaluation is the
-    outputs' alone: models = outputs, not 1 + outputs (the worker's measured rate is per model evaluated)."""
+    outputs' alone: models = outputs, not 1 + outputs (the worker's measured rate is per model evaluated).
+    `stats_cached`: the statistics come from the cache, so calibration reads shards and runs no token."""
     L = layers or LAYERS
     cal, ev = recipe.calibration, recipe.evaluation
     tokens = cal.num_samples * cal.seq_len
@@ -62,9 +70,15 @@ def plan(recipe: Recipe, layers: int | None = None, base_cached: bool = False) -
     docs = len(ev.perplexity) * -(-ppl_tokens // WINDOW) + task_docs + (4 if ev.speed else 0)
     eval_tokens = len(ev.perplexity) * ppl_tokens + task_docs * TASK_TOKENS_PER_DOC + (8192 if ev.speed else 0)
     models = outputs + (0 if base_cached else 1)
+    exports = outputs * len(gguf_types(recipe.publishing.formats if recipe.publishing else ()))
+    calibrate = (
+        StageCost(0, "tokens", L * CACHED_CALIBRATE_PER_LAYER)
+        if stats_cached
+        else StageCost(tokens, "tokens", tokens * L + L * SCORE_PER_LAYER)
+    )
     return {
         "load": StageCost(1, "models", L * LOAD_PER_LAYER),
-        "calibrate": StageCost(tokens, "tokens", tokens * L + L * SCORE_PER_LAYER),
+        "calibrate": calibrate,
         "score": score,
         # a set runs from its first replaced layer on (L/2 on average), then the LM head (set_loss.py)
         "select": StageCost(sets, "layer sets", sets * sel_tokens * (L / 2 + HEAD_LAYERS)),
@@ -87,5 +101,6 @@ def plan(recipe: Recipe, layers: int | None = None, base_cached: bool = False) -
         "evaluate": StageCost(
             models * docs, "documents", 0 if ev.empty() else models * eval_tokens * L * EVAL_PER_TOKEN_LAYER
         ),
+        "export": StageCost(exports, "exports", exports * L * EXPORT_PER_LAYER),
         "publish": StageCost(outputs, "outputs", outputs * L * PUBLISH_PER_LAYER),
     }

@@ -6,12 +6,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from nbl.recipe import from_request
-from nbl.request import JobCreate
 from service.core.errors import InvalidRequest, Problem
 from service.http.deps import PrincipalDep, SessionDep, SettingsDep
 from service.http.hops import OneHopRoute
 
 from . import local_model
+from .inline_config import EstimateCreate
 from .limits import check_limits
 from .placement import placement_for
 from .rates import with_rates
@@ -44,15 +44,17 @@ router = APIRouter(
     response_model=EstimateOut,
     summary="Estimate a job without creating it",
     description="Peak device and host memory, disk, a time range, and the worker class the job would "
-    "go to, from the model's config.json alone (nothing is downloaded but that file).",
+    "go to, from the model's config.json alone (nothing is downloaded but that file), or from the `config` "
+    "given inline for a model that is not on the Hub.",
 )
 def create_estimate(
-    body: JobCreate, principal: PrincipalDep, settings: SettingsDep, session: SessionDep
+    body: EstimateCreate, principal: PrincipalDep, settings: SettingsDep, session: SessionDep
 ) -> EstimateOut:
-    errors = check_limits(body, settings) or local_model.submit_problems(body, settings)
+    inline = body.config is not None  # a model named only: no local model to find
+    errors = check_limits(body, settings) or ([] if inline else local_model.submit_problems(body, settings))
     if errors:
         raise InvalidRequest(errors[0]["msg"], errors=errors)
-    placement, stored = placement_for(body, settings, required=True)
+    placement, stored = placement_for(body, settings, required=True, config=body.config)
     stored = with_rates(session, stored, from_request(body), settings)  # the class's measured stages
     session.commit()  # end the read
     return EstimateOut(**stored, refusal=placement.reason or None)

@@ -33,14 +33,18 @@ HUB_RETRY_AFTER_S = 60.0  # after the Hub could not be reached, jobs skip the fe
 _hub_down_until = 0.0
 
 
-def placement_for(body: JobCreate, settings: Settings, *, required: bool) -> tuple[Placement | None, dict | None]:
-    """(placement, its stored form); (None, None) when the config cannot be had and not `required`."""
+def placement_for(
+    body: JobCreate, settings: Settings, *, required: bool, config: dict | None = None
+) -> tuple[Placement | None, dict | None]:
+    """(placement, its stored form); (None, None) when the config cannot be had and not `required`. `config`:
+    given inline (POST /v1/estimates' `config`), checked as a Hub model's and never fetched."""
     global _hub_down_until
-    hub = not body.model.id.startswith(LOCAL_PREFIX)
-    if hub and not required and time.monotonic() < _hub_down_until:
+    hub = config is not None or not body.model.id.startswith(LOCAL_PREFIX)
+    if config is None and hub and not required and time.monotonic() < _hub_down_until:
         return None, None
     try:
-        config = model_config(body.model.id, settings, body.model.revision, timeout_s=HUB_TIMEOUT_S)
+        if config is None:
+            config = model_config(body.model.id, settings, body.model.revision, timeout_s=HUB_TIMEOUT_S)
     except ConfigUnavailable as e:
         if e.unreachable and hub:
             _hub_down_until = time.monotonic() + HUB_RETRY_AFTER_S
@@ -58,9 +62,8 @@ def placement_for(body: JobCreate, settings: Settings, *, required: bool) -> tup
         placement = place_job(config, from_request(body), settings)
     except ShapeError as e:
         msg = f"{body.model.id}: {e}"
-        raise InvalidRequest(
-            msg, errors=[{"loc": ["body", "model", "id"], "msg": msg, "type": "model_config"}]
-        ) from None
+        loc = ["body", "config"] if getattr(body, "config", None) is not None else ["body", "model", "id"]
+        raise InvalidRequest(msg, errors=[{"loc": loc, "msg": msg, "type": "model_config"}]) from None
     return placement, {**placement_json(placement, settings), "shape": shape_summary(config)}  # GET /v1/models
 
 

@@ -1,5 +1,5 @@
-"""Whether a job's worker class already holds its model (a warm load) and its base model's evaluation
-(the outputs' evaluation alone), from the notes its workers left (class_caches, worker/host/caches.py) under
+"""Whether a job's worker class already holds its model (a warm load), its calibration's statistics (a
+calibration that reads the cache) and its base model's evaluation (the outputs' evaluation alone), from the notes its workers left (class_caches, worker/host/caches.py) under
 the request-level keys of nbl/sizing/reuse.py. A `local:NAME` model too: its first load hashes it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from nbl.recipe import Recipe
-from nbl.sizing.reuse import BASE_EVALUATION, MODEL, base_evaluation_key, model_key
+from nbl.sizing.reuse import BASE_EVALUATION, MODEL, STATISTICS, base_evaluation_key, model_key, statistics_key
 from service.core.class_cache import ClassCache
 
 
@@ -31,3 +31,8 @@ def reuse(session: Session, worker_class: str, recipe: Recipe) -> tuple[bool, bo
         session, worker_class, BASE_EVALUATION, base_evaluation_key(recipe)
     )
     return warm, cached
+
+
+def statistics_held(session: Session, worker_class: str, recipe: Recipe) -> bool:
+    """Whether the class's statistics cache holds this calibration (the calibration stage will read it)."""
+    return holds(session, worker_class, STATISTICS, statistics_key(recipe))

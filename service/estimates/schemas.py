@@ -50,14 +50,16 @@ class EstimateOut(BaseModel):
     basis: str | None = Field(
         None,
         description="measured: `seconds` and `stages` from the rates this worker class "
-        "measured on jobs of the same model shape (a range 1.56x wide); model: from FLOP "
+        "measured on jobs of the same model shape and kind of work (a range from the spread of "
+        "those measurements, at most 2x wide); model: from FLOP "
         "counts and the slowest and fastest hardware of the class (wide)",
     )
     stages: dict[str, dict[str, Any]] | None = Field(
         None,
         description="measured basis: each stage's time, "
-        "{seconds, measured} (measured false: the class's rate over "
-        "its other stages), load's `warm` and evaluate's "
+        "{seconds, low, high, measured, kind} (measured false: the class's rate over "
+        "its other stages; kind: the work the stage will do, e.g. a `cached` calibration or a "
+        "`gguf:Q4_K_M` export), load's `warm` and evaluate's "
         "`base_cached`; `fetch` (reading the weights the first time: a "
         "download, or hashing a local model) for a model the class has "
         "not loaded, once it measured a fetch; null on the model basis",
@@ -67,6 +69,11 @@ class EstimateOut(BaseModel):
         description="the worker class holds the base model's "
         "evaluation for this model and evaluation section (an earlier job "
         "made it): only the outputs' evaluation is priced",
+    )
+    statistics_cached: bool | None = Field(
+        None,
+        description="the worker class holds this calibration's statistics (an earlier job on the same "
+        "model and calibration section made them): calibration is priced as a read of the cache",
     )
     warm_load: bool | None = Field(
         None,

@@ -160,7 +160,18 @@ def result_table(result: Any) -> dict:
     return {"columns": columns, "rows": rows}
 
 
-STAGE_COLOURS = ("load", "calibrate", "score", "select", "refine", "compress", "check", "evaluate", "publish")
+STAGE_COLOURS = (
+    "load",
+    "calibrate",
+    "score",
+    "select",
+    "refine",
+    "compress",
+    "check",
+    "evaluate",
+    "export",
+    "publish",
+)
 
 
 def stage_class(stage: str) -> str:

@@ -141,7 +141,8 @@ def test_a_cancel_during_evaluation_is_seen_inside_a_forward_pass(here):
 
 def test_evaluation_reports_within_each_window_and_climbs_to_one(tmp_path):
     """evaluate_outputs on a tiny Llama (4 layers, 256-token windows): a report before every layer's
-    forward, the same fraction until a window ends, then higher; one model's share after another."""
+    forward, a step for each layer a window's forward has passed (issue 38: a one-window evaluation moved
+    from 0 to 1 in one jump), then the next window; one model's share after another."""
     from testkit.models import tiny_model, tiny_tokenizer
 
     from worker.engine.loading.load import LoadedModel
@@ -161,4 +162,4 @@ def test_evaluation_reports_within_each_window_and_climbs_to_one(tmp_path):
     assert reports == sorted(reports) and reports[0] == 0.0 and reports[-1] == 1.0
     windows = 1024 // 256
     assert len(reports) >= windows * 4  # 4 layer forwards a window
-    assert len({f for f in reports if 0 < f < 1}) == windows - 1  # a step after each window but the last
+    assert len({f for f in reports if 0 < f < 1}) == windows * 4 - 1  # a step per layer forward, but the first

@@ -114,3 +114,18 @@ def test_the_layer_count_comes_from_the_config_before_the_weights_load(tmp_path)
 
     assert layer_count(save_tiny_checkpoint(tmp_path / "m", layers=3)) == 3
     assert layer_count(tmp_path / "absent") is None  # the plan then assumes progress.LAYERS
+
+
+def test_the_first_stage_runs_from_the_jobs_start():
+    """The worker's preparation before its first report counts in the first stage: the stages' times add up
+    to the job's, which is what the estimate's range is held against (issue 38)."""
+    now = [0.0]
+    t = Tracker(
+        {"load": StageCost(1, "models", 100.0), "calibrate": StageCost(10, "tokens", 1000.0)}, clock=lambda: now[0]
+    )
+    now[0] = 5.0
+    t.update("load", 0.0)  # 5 s of imports and preparation before the load said anything
+    now[0] = 6.0
+    t.update("calibrate", 0.0)
+    now[0] = 16.0
+    assert t.close() == {"load": (100.0, 6.0), "calibrate": (1000.0, 10.0)}

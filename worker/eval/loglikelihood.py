@@ -152,6 +152,8 @@ def score(
 
     out: list[tuple[float, bool] | None] = [None] * len(requests)
     memo: dict = {}
+    if on_batch is not None:  # the count first: the first batch's layers are reported as they pass (steps.py)
+        on_batch(0, len(batches))
     for n_done, (shared, rows) in enumerate(tqdm(batches, desc="loglikelihood", unit="batch", disable=not progress), 1):
         logits = _logits(model, shared, rows, device, memo)  # (B, T - shared, V)
         for r, inp in enumerate(rows):

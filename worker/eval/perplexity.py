@@ -66,7 +66,7 @@ def perplexity(
 ) -> dict:
     """{"ppl", "bits_per_byte", "tokens"} of `text`; `max_tokens` scores only the text's first tokens (the
     prefix aside), and when that cuts the text short, "corpus_tokens" says how many it had (the card and the
-    job's warning quote both). `on_window(done, total)` after each batch of windows (it may raise to cancel)."""
+    job's warning quote both). `on_window(done, total)` before the first batch of windows (done 0) and after each (it may raise to cancel)."""
     window = window or default_window(model)
     prefix = text_prefix(tokenizer)
     first = max(len(prefix), 1)  # the first position predicted in a window
@@ -87,6 +87,8 @@ def perplexity(
     windows = [torch.cat([head, ids[i : i + step]]) for i in range(0, len(ids), step)]
     windows = [w for w in windows if len(w) > first]
     nll, count = 0.0, 0
+    if on_window is not None:  # the count first: the first batch's layers are reported as they pass (steps.py)
+        on_window(0, len(windows))
     for start in tqdm(range(0, len(windows), batch_size), desc="perplexity", unit="win", disable=not progress):
         group = windows[start : start + batch_size]
         if len({len(w) for w in group}) > 1:  # the short last window goes alone

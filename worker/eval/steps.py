@@ -30,23 +30,37 @@ def part_weights(spec) -> list[float]:
 
 
 class Steps:
-    """`report(fraction)` of one model's evaluation, from its parts' (done, total) counts."""
+    """`report(fraction)` of one model's evaluation, from its parts' (done, total) counts and, inside a batch,
+    from the decoder layers its forward has passed (a batch of one 2048-token window is the whole of a small
+    evaluation: counted by batches alone, the stage said 0 % until it ended)."""
 
     def __init__(self, weights: list[float], report: Callable[[float], None] | None):
         self.weights, self.report = weights, report
         self.total = sum(weights) or 1.0
         self.before = 0.0  # the weight of the parts done
         self.current = 0  # the index of the part running
+        self.done, self.count = 0, 0  # its batches done, of how many (0: not said yet)
         self.fraction = 0.0
 
     def part(self, index: int) -> Callable[[int, int], None]:
-        """The (done, total) callback of part `index`; the parts before it count as done."""
-        self.before, self.current = sum(self.weights[:index]), index
+        """The (done, total) callback of part `index`; the parts before it count as done. A part may call it
+        with (0, total) before its first batch, so that the layers of that batch count too."""
+        self.before, self.current, self.done, self.count = sum(self.weights[:index]), index, 0, 0
         self._say(self.before / self.total)
-        return lambda done, total: self._say((self.before + self.weights[index] * done / max(total, 1)) / self.total)
 
-    def beat(self) -> None:
-        self._say(self.fraction)
+        def tick(done: int, total: int) -> None:
+            self.done, self.count = done, max(total, 1)
+            self._say((self.before + self.weights[index] * done / self.count) / self.total)
+
+        return tick
+
+    def beat(self, within: float = 0.0) -> None:
+        """Re-reports the fraction while a forward runs; `within`: the share of the current batch's forward
+        done (the decoder layers passed), counted once the part said its batches."""
+        if self.count and self.weights:
+            self._say((self.before + self.weights[self.current] * (self.done + within) / self.count) / self.total)
+        else:
+            self._say(self.fraction)
 
     def finish(self) -> None:
         self._say(1.0)
@@ -63,10 +77,13 @@ def decoder_layers(model) -> list:
 
 
 @contextmanager
-def beating(model, beat: Callable[[], None] | None) -> Iterator[None]:
-    """`beat()` before every decoder layer's forward while inside (nothing when beat is None)."""
+def beating(model, beat: Callable[[float], None] | None) -> Iterator[None]:
+    """`beat(i / L)` before decoder layer i's forward (of L) while inside (nothing when beat is None)."""
+    layers = decoder_layers(model)
     hooks = (
-        [] if beat is None else [layer.register_forward_pre_hook(lambda *_: beat()) for layer in decoder_layers(model)]
+        []
+        if beat is None
+        else [layer.register_forward_pre_hook(lambda *_, i=i: beat(i / len(layers))) for i, layer in enumerate(layers)]
     )
     try:
         yield

@@ -1,5 +1,5 @@
 """The worker's notes of what its class now holds for later jobs (class_caches, migration 0012): the model's
-files after a load, and the base model's evaluation once it is in the evaluation cache, under the
+files after a load, a calibration's statistics once they are in the statistics cache, and the base model's evaluation once it is in the evaluation cache, under the
 request-level keys of nbl/sizing/reuse.py, for the job's worker class (the queue its estimate chose). The
 API's next estimate reads them (service/estimates/reuse.py). A job without an estimate's class notes nothing."""
 
@@ -10,14 +10,17 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from nbl.recipe import Recipe
-from nbl.sizing.reuse import BASE_EVALUATION, MODEL, base_evaluation_key, model_key
+from nbl.sizing.reuse import BASE_EVALUATION, MODEL, STATISTICS, base_evaluation_key, model_key, statistics_key
 from service.core.class_cache import ClassCache
 from service.core.models import Job, utcnow
 
 
-def keys(recipe: Recipe) -> dict[str, str]:
-    """{kind: key} of what a job on `recipe` fills."""
-    return {MODEL: model_key(recipe), BASE_EVALUATION: base_evaluation_key(recipe)}
+def keys(recipe: Recipe, statistics: bool = True) -> dict[str, str]:
+    """{kind: key} of what a job on `recipe` fills; `statistics`: the worker keeps a statistics cache."""
+    out = {MODEL: model_key(recipe), BASE_EVALUATION: base_evaluation_key(recipe)}
+    if statistics:
+        out[STATISTICS] = statistics_key(recipe)
+    return out
 
 
 def note(session: Session, job_id: str, kind: str, key: str) -> bool:
