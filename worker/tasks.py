@@ -23,6 +23,7 @@ from sqlalchemy import select
 
 from nbl.recipe import Publishing, Recipe, from_request
 from nbl.result import BASE_EVALUATION, CALIBRATION
+from nbl.selection.stored_rows import selection_rows
 from nbl.sizing.kinds import stage_kinds
 from nbl.sizing.reuse import MODEL, STATISTICS
 from service.core.celery_app import RUN_JOB, make_celery
@@ -155,27 +156,8 @@ class DbSink:
     def layer_scores(self, scores: list[dict]) -> None:
         db(store.save_layer_scores, self.job_id, scores, lease_token=self.token)
 
-    def selection(
-        self,
-        mode: str,
-        selected: dict[int, list[int]],
-        measured: dict | None = None,
-        family: str | None = None,
-        dtypes: dict[int, str] | None = None,
-    ) -> None:
-        won = {c["k"]: c["criterion"] for c in (measured or {}).get("chosen", [])}  # the criterion that chose each k
-        # the base's family: where each output runs depends on it (nbl/forms.runs_in)
-        rows = [
-            {
-                "k": k,
-                "mode": mode,
-                "layers": v,
-                **({"criterion": won[k]} if k in won else {}),
-                **({"family": family} if family else {}),
-                **({"dtype": dtypes[k]} if k in (dtypes or {}) else {}),  # the saved weights' (publish.dtype)
-            }
-            for k, v in selected.items()
-        ]
+    def selection(self, mode: str, selected: dict, measured: dict | None = None, family=None, dtypes=None) -> None:
+        rows = selection_rows(mode, selected, measured, family, dtypes)  # nbl/selection/stored_rows.py
         db(store.set_selected_layers, self.job_id, rows, lease_token=self.token)
         if measured is not None:
             db(store.save_selection, self.job_id, measured, lease_token=self.token)
