@@ -4,7 +4,8 @@ joined from the runs that measured them (no model is run here). docs/quality.md#
     .venv/bin/python bench/default_criterion.py
 
 Sources (bench/results): default_criterion_<model>.json (bench/family_table.py, one C4 32 x 256 calibration per mode:
-SmolLM2 attn k=4, 8 and block k=2; Gemma attn k=8 and block k=2), family_table_gemma3-270m.json (Gemma's attn k=4
+SmolLM2 attn k=4, 8 and block k=2; Gemma attn k=8 and block k=2, its block greedy and auto in
+default_criterion_gemma3-270m_block_measured.json), family_table_gemma3-270m.json (Gemma's attn k=4
 from the same calibration, with greedy on 8 x 256 WikiText-2 validation blocks; the k=8 run reproduced its cca set
 and perplexity) and selection_table.json (SmolLM2, C4 64 x 512, 32k test tokens: attn k=4, 8 with greedy and auto).
 Writes default_criterion.json and .md, with each source's command.
@@ -77,9 +78,12 @@ def selection_rows(name: str, model: str, ks=(4, 8)) -> list[dict]:
 def rows() -> list[dict]:
     out = []
     for model, name in (("SmolLM2-135M", "smollm2"), ("Gemma 3 270M", "gemma3-270m")):
-        path = RESULTS / f"default_criterion_{name}.json"
-        if path.exists():
-            out += family_rows(path.name, model)
+        for path in (
+            RESULTS / f"default_criterion_{name}.json",
+            RESULTS / f"default_criterion_{name}_block_measured.json",
+        ):
+            if path.exists():  # the second: Gemma's block greedy and auto, run apart for time
+                out += family_rows(path.name, model)
     out += family_rows("family_table_gemma3-270m.json", "Gemma 3 270M")  # attn k=4 with greedy; block k=2 cca, cosine
     out += selection_rows("selection_table.json", "SmolLM2-135M")
     return out
