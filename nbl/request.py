@@ -106,7 +106,7 @@ class CompressionSpec(Request):
     method: Literal[R.METHODS] = R.METHOD  # type: ignore[valid-type]
     criterion: Literal[CRITERIA + MEASURED] = Field(  # type: ignore[valid-type]
         default=R.CRITERION,
-        description="how layers are ranked: cosine (default, best of the one-shot criteria measured), cca (the "
+        description="how layers are ranked: cosine (the default, docs/quality.md#the-default-criterion), cca (the "
         "paper's CCA bound), nmse, loss; greedy and auto measure layer sets on the selection data",
     )
     k: KValues | Literal["auto"] = Field(

@@ -111,8 +111,7 @@ CRITERION_GLOSS = {  # the one-shot criteria a reader of the card may not know (
     "cca": " (the CCA bound Σ(1 − ρᵢ²) between a layer's input and output: the lower, the more linear the layer, "
     "as the paper ranks)",
     "cosine": " (the mean cosine between the residual stream before and after the replaced part: the higher, the "
-    "less the layer changes it, as the DROP baselines rank; the default, which measured better than the paper's CCA "
-    "bound)",
+    "less the layer changes it, as the DROP baselines rank)",
 }
 
 
