@@ -21,8 +21,8 @@ ONE_SHOT = ("cca", "cosine", "nmse")  # ranked from the calibration sums alone
 COLUMNS = (*ONE_SHOT, "greedy", "auto")
 NOTES = (
     "The machine's 2 cores ran other work beside these runs (load 5 to 12): seconds compare only within a row.",
-    "Greedy and auto are not measured in SmolLM2's attn rows at 32 x 256 nor in Gemma's attn k=8 and block rows",
-    "(time); SmolLM2's attn k=4, 8 measured sets are the 64 x 512 rows. Calibration s 0.0: a statistics-cache hit.",
+    "Greedy and auto are not measured in SmolLM2's attn rows at 32 x 256 nor in Gemma's attn k=8 row (time);",
+    "SmolLM2's attn k=4, 8 measured sets are the 64 x 512 rows. Calibration s 0.0: a statistics-cache hit.",
     "To repeat: the --model paths are `testkit.models.smollm2_gguf()` and `gemma3_gguf()` (tests/testkit), each",
     "command run as `PYTHONPATH=$PWD nice .venv/bin/python bench/...`, then `python bench/default_criterion.py`.",
 )
