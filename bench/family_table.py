@@ -1,16 +1,22 @@
-"""One real model's NBL table: criteria (cca, cosine, nmse, greedy) in attn mode and cca/cosine in block mode, with
-perplexity and KV-cache bytes per token, from one calibration. Written for Gemma 3 270M beside SmolLM2's tables.
+"""One real model's NBL table by criterion: cca, cosine, nmse, and the measured greedy and auto, in attn and block
+mode, for lists of k, with perplexity, KV-cache bytes per token and what the measured criteria cost, from one
+calibration per mode. Written for Gemma 3 270M beside SmolLM2's tables; bench/default_criterion.py joins them.
 
     .venv/bin/python bench/family_table.py --model PATH --name gemma3-270m [--num-samples 32] [--seq-len 256]
-        [--selection-samples 8] [--max-tokens 4094] [--window 2048] [--attn-k 4] [--block-k 2]
+        [--selection-samples 8] [--max-tokens 4094] [--window 2048] [--attn-k 4 8] [--block-k 2]
+        [--measured attn block]
 
-PATH: a model directory or a GGUF file (converted under NBL_MODELS_DIR as a job would). One calibration (C4,
---num-samples x --seq-len); the fixed criteria's layer sets from its scores; greedy measured on WikiText-2
-*validation* (--selection-samples blocks of --seq-len), never the test split evaluated; perplexity on the first
---max-tokens tokens of WikiText-2 raw test in --window windows, each opening with what the tokenizer adds (Gemma's
-<bos>). Forms: nbl (the only one every family has; each refused form is listed with its reason). KV bytes per
-token: 2 (K and V) x kv_heads x head_dim x 2 bytes (bf16) per kept attention layer; a sliding-window layer holds at
-most its window's tokens, so its share is listed apart. Writes --out's .json as it goes, then .md.
+PATH: a model directory or a GGUF file (converted under NBL_MODELS_DIR as a job would). One calibration per mode
+(C4, --num-samples x --seq-len); the fixed criteria's layer sets from its scores; greedy and auto (the lowest
+selection loss of the cca, cosine, nmse and greedy sets, as a job's `criterion: auto`) measured on WikiText-2
+*validation* (--selection-samples blocks of --seq-len), never the test split evaluated, in the modes of
+--measured (greedy is nested: its k=8 extends its k=4); `selection_s` is the time from the start of that mode's
+selection up to that k, `peak_rss_mb` the process's peak resident memory so far. Perplexity on the first
+--max-tokens tokens of WikiText-2 raw test in --window windows, each opening with what the tokenizer adds
+(Gemma's <bos>); a set already evaluated is not evaluated again. Forms: nbl (the only one every family has; each
+refused form is listed with its reason). KV bytes per token: 2 (K and V) x kv_heads x head_dim x 2 bytes (bf16)
+per kept attention layer; a sliding-window layer holds at most its window's tokens, so its share is listed apart.
+Writes --out's .json as it goes, then .md.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from dataclasses import replace
@@ -52,6 +59,10 @@ def kv_bytes(config, attention_layers: list[int]) -> dict:
     return {"per_token": per_layer * len(attention_layers), "sliding_layers": sliding, "per_layer": per_layer}
 
 
+def peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
@@ -61,8 +72,9 @@ def main() -> None:
     ap.add_argument("--selection-samples", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=4094)
     ap.add_argument("--window", type=int, default=2048)
-    ap.add_argument("--attn-k", type=int, default=4)
-    ap.add_argument("--block-k", type=int, default=2)
+    ap.add_argument("--attn-k", type=int, nargs="*", default=[4])
+    ap.add_argument("--block-k", type=int, nargs="*", default=[2])
+    ap.add_argument("--measured", nargs="*", choices=("attn", "block"), default=["attn", "block"])
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     out_path = args.out or HERE / "results" / f"family_table_{args.name}"
@@ -71,6 +83,7 @@ def main() -> None:
     out: dict = {
         "model": args.name,
         "calibration": f"c4 {args.num_samples}x{args.seq_len}",
+        "selection": f"wikitext2 validation {args.selection_samples}x{args.seq_len}",
         "eval": f"WikiText-2 raw test, first {args.max_tokens} tokens, window {args.window}",
         "command": " ".join(["python", *sys.argv]),
         "machine": f"{os.cpu_count()} CPUs, float32",
@@ -93,24 +106,27 @@ def main() -> None:
     cfg = CompressConfig(
         model=args.name,
         dataset=DatasetSpec("c4"),
-        ks=[args.attn_k],
+        ks=[4],
         num_samples=args.num_samples,
         seq_len=args.seq_len,
         criterion="auto",
         stats_dir=settings.stats_dir,
         data_dir=settings.data_dir,
     )
-    cal = calibration_stage(cfg, lm)
-    scores = cal.scores or score_stage(cal.stats)
-    out["calibration_s"] = round(time.perf_counter() - t0, 1)
     text = corpus_text("wikitext2", settings.data_dir)
     every = list(range(config.num_hidden_layers))
+    evaluated: dict[tuple, dict] = {}  # (mode, layers) -> the perplexity result, so a set shared by criteria runs once
 
-    def row(mode: str, criterion: str, layers: list[int], seconds: float | None = None) -> None:
+    def row(mode: str, criterion: str, layers: list[int], stats, **extra) -> None:
         t = time.perf_counter()
-        maps = fit_maps(cal.stats, mode, layers) if layers else {}
-        with replaced(lm.model, Plan(mode if layers else "attn", "nbl", tuple(layers)), maps):
-            r = perplexity(lm.model, lm.tokenizer, text, window=args.window, max_tokens=args.max_tokens, progress=False)
+        key = (mode, tuple(sorted(layers)))
+        if key not in evaluated:
+            maps = fit_maps(stats, mode, layers) if layers else {}
+            with replaced(lm.model, Plan(mode if layers else "attn", "nbl", tuple(layers)), maps):
+                evaluated[key] = perplexity(
+                    lm.model, lm.tokenizer, text, window=args.window, max_tokens=args.max_tokens, progress=False
+                )
+        r = evaluated[key]
         kept = [i for i in every if i not in layers]
         out["rows"].append(
             {
@@ -122,35 +138,55 @@ def main() -> None:
                 "tokens": r["tokens"],
                 "kv": kv_bytes(config, kept),
                 "eval_s": round(time.perf_counter() - t, 1),
-                **({"selection_s": seconds} if seconds is not None else {}),
+                "peak_rss_mb": peak_rss_mb(),
+                **extra,
             }
         )
         print(out["rows"][-1], flush=True)
         save()
 
-    row("base", "-", [])
-    for c in FIXED:
-        row("attn", c, choose(scores, "attn", c, args.attn_k))
-    scfg = replace(
-        cfg, selection=DatasetSpec("wikitext2", split="validation"), selection_samples=args.selection_samples
-    )
-    t = time.perf_counter()
-    blocks, _, split = selection_data(scfg, lm, cal)
-    loss = SetLoss(
-        layer_source(lm),
-        blocks,
-        "attn",
-        "nbl",
-        lambda i: fit_maps(cal.stats, "attn", [i], split=split)[i],
-        batch_size=cal.meta.get("batch_size", 1),
-    )
-    greedy = Chooser(scores, "attn", "greedy", loss, loss.base, scfg.greedy_width).greedy.layers(args.attn_k)
-    row("attn", "greedy", list(greedy), round(time.perf_counter() - t, 1))
-    # block mode: its own calibration (a block's sums are the whole layer's input and output)
-    cal = calibration_stage(replace(cfg, mode="block", ks=[args.block_k]), lm)
-    scores = cal.scores or score_stage(cal.stats)
-    for c in ("cca", "cosine"):
-        row("block", c, choose(scores, "block", c, args.block_k))
+    def table(mode: str, ks: list[int]) -> None:
+        """One calibration for the mode (a block's sums are the whole layer's input and output), then its rows."""
+        t = time.perf_counter()
+        cal = calibration_stage(replace(cfg, mode=mode, ks=ks), lm)
+        out.setdefault("calibration_s", {})[mode] = round(time.perf_counter() - t, 1)
+        scores = cal.scores or score_stage(cal.stats)
+        if not evaluated:
+            row("base", "-", [], cal.stats)
+        for k in ks:
+            for c in FIXED:
+                row(mode, c, choose(scores, mode, c, k), cal.stats)
+        if mode not in args.measured:
+            return
+        t = time.perf_counter()
+        scfg = replace(
+            cfg,
+            mode=mode,
+            selection=DatasetSpec("wikitext2", split="validation"),
+            selection_samples=args.selection_samples,
+        )
+        blocks, _, split = selection_data(scfg, lm, cal)
+        loss = SetLoss(
+            layer_source(lm),
+            blocks,
+            mode,
+            "nbl",
+            lambda i: fit_maps(cal.stats, mode, [i], split=split)[i],
+            batch_size=cal.meta.get("batch_size", 1),
+        )
+        chooser = Chooser(scores, mode, "auto", loss, loss.base, scfg.greedy_width)
+        for k in ks:
+            layers, winner = chooser.layers(k)  # measures cca, cosine, nmse and greedy's sets; the lowest loss wins
+            seconds = round(time.perf_counter() - t, 1)
+            sel = {x["criterion"]: x["heldout_ppl"] for x in chooser.tried if x["k"] == k}
+            cost = {"selection_s": seconds, "sets_measured": len(loss.rows), "layer_passes": loss.layer_passes}
+            row(mode, "greedy", chooser.greedy.layers(k), cal.stats, **cost, selection_ppl=sel)
+            row(mode, "auto", layers, cal.stats, **cost, selection_ppl=sel, winner=winner)
+
+    if args.attn_k:
+        table("attn", args.attn_k)
+    if args.block_k:
+        table("block", args.block_k)
     out["total_s"] = round(time.perf_counter() - t0, 1)
     save()
     out_path.with_suffix(".md").write_text(markdown(out))
@@ -158,20 +194,25 @@ def main() -> None:
 
 def markdown(out: dict) -> str:
     base = out["rows"][0]
+    cal = ", ".join(f"{m} {s} s" for m, s in out["calibration_s"].items())
     lines = [
         f"# {out['model']} ({out['family']}, {out['layers']} layers): NBL by criterion, form nbl",
         "",
-        f"Command: `{out['command']}` ({out['machine']}; calibration {out['calibration']}, {out['calibration_s']} s).",
+        f"Command: `{out['command']}` ({out['machine']}; calibration {out['calibration']}: {cal}; "
+        f"greedy and auto on {out['selection']}; {out['total_s']} s in all).",
         f"Perplexity: {out['eval']}, each window opening with the tokenizer's prefix. KV: bf16 bytes per token of",
-        "the kept attention layers (a sliding-window layer holds at most its window's tokens).",
+        "the kept attention layers (a sliding-window layer holds at most its window's tokens). Selection s: from the",
+        "start of the mode's selection up to that k (greedy is nested); auto's winner in brackets.",
         "",
-        "| mode | k | criterion | layers | WikiText-2 ppl | vs base | KV bytes/token (sliding layers) |",
-        "|---|---|---|---|---|---|---|",
+        "| mode | k | criterion | layers | WikiText-2 ppl | vs base | KV bytes/token (sliding layers) | selection s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in out["rows"]:
         rise = f"{100 * (r['ppl'] / base['ppl'] - 1):+.1f}%" if r["k"] else "-"
         kv = f"{r['kv']['per_token']:,} ({r['kv']['sliding_layers']})"
-        lines.append(f"| {r['mode']} | {r['k']} | {r['criterion']} | {r['layers']} | {r['ppl']:.2f} | {rise} | {kv} |")
+        crit = f"auto ({r['winner']})" if "winner" in r else r["criterion"]
+        sel = r.get("selection_s", "-")
+        lines.append(f"| {r['mode']} | {r['k']} | {crit} | {r['layers']} | {r['ppl']:.2f} | {rise} | {kv} | {sel} |")
     lines += ["", "Forms this family refuses, with the reason:", ""]
     lines += [f"- {form}: {why}" for form, why in out["refused"].items()] or ["- none"]
     return "\n".join(lines) + "\n"

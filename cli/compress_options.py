@@ -54,7 +54,8 @@ def compress_arguments(p, *, k_required: bool = True) -> None:
         "--criterion",
         choices=CRITERIA + MEASURED,
         default=R.CRITERION,
-        help="greedy and auto measure layer sets on the selection data (see --selection-dataset)",
+        help=f"default {R.CRITERION}; cca is the paper's CCA bound; greedy and auto measure layer sets on the "
+        "selection data (see --selection-dataset)",
     )
     p.add_argument(
         "--form",

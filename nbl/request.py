@@ -104,7 +104,11 @@ class SelectionSpec(Request):
 class CompressionSpec(Request):
     mode: Literal[R.MODES] = R.MODE  # type: ignore[valid-type]
     method: Literal[R.METHODS] = R.METHOD  # type: ignore[valid-type]
-    criterion: Literal[CRITERIA + MEASURED] = R.CRITERION  # type: ignore[valid-type]
+    criterion: Literal[CRITERIA + MEASURED] = Field(  # type: ignore[valid-type]
+        default=R.CRITERION,
+        description="how layers are ranked: cosine (the default, docs/quality.md#the-default-criterion), cca (the "
+        "paper's CCA bound), nmse, loss; greedy and auto measure layer sets on the selection data",
+    )
     k: KValues | Literal["auto"] = Field(
         description="layers to replace; a list gives one output per k from one calibration; auto: the largest "
         "within budget.max_ppl_increase",

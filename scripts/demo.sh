@@ -37,7 +37,7 @@ step "POST /v1/jobs: Attn NBL, k=4, calibrated on C4 (32 x 512 tokens on CPU), W
 cat >"$NBL_HOME/job.json" <<JSON
 {"model": {"id": "local:smollm2"},
  "calibration": {"dataset": "c4", "num_samples": 32, "seq_len": 512},
- "compression": {"mode": "attn", "method": "nbl", "criterion": "cca", "k": 4},
+ "compression": {"mode": "attn", "method": "nbl", "k": 4},
  "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 4096},
  "publish": {"local_dir": "smollm2-nbl-k4", "overwrite": true}}
 JSON

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nbl.recipe import CRITERION
 from nbl.selection.score_fields import GREEDY_WIDTH, MEASURED
 
 
@@ -20,7 +21,7 @@ class Options:
     batch_size: int | None = None  # blocks per batch; None: calibration_stage.default_batch_size
     mode: str = "attn"
     method: str = "nbl"
-    criterion: str = "cca"
+    criterion: str = CRITERION
     form: str = "nbl"  # fold keeps MLP outputs in the hidden cache and, in block mode, lag sums (form_taps.py)
     ks: tuple[int, ...] = (4,)
     dtype: str = "auto"  # float32 on CPU, bfloat16 on GPU (engine/loading/load.resolve_dtype)

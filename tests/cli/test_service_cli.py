@@ -87,7 +87,7 @@ def test_submit_and_wait(served, capsys, tmp_path):
     job = submit_json(capsys, str(spec), "--seq-len", "512", "--mode", "block")
     assert job["status"] == "queued" and job["metadata"] == {"pipeline": "ci-1"}
     assert job["spec"]["calibration"]["num_samples"] == 32 and job["spec"]["calibration"]["seq_len"] == 512
-    assert job["spec"]["compression"] == {"mode": "block", "method": "nbl", "criterion": "cca", "k": [2, 4]}
+    assert job["spec"]["compression"] == {"mode": "block", "method": "nbl", "criterion": "cosine", "k": [2, 4]}
 
     # Same idempotency key twice: the same job.
     a = submit_json(capsys, "--model", "acme/m", "--k", "4", "--idempotency-key", "pipeline-9")

@@ -15,11 +15,12 @@ def test_a_minimal_request_gets_the_recipes_defaults():
         model="acme/m", compression=R.Compression(ks=(4,)), evaluation=R.Evaluation(perplexity=R.PERPLEXITY)
     )
     assert (r.calibration.dataset, r.calibration.num_samples, r.calibration.seq_len) == ("c4", 256, 2048)
-    assert (r.compression.mode, r.compression.method, r.compression.criterion) == ("attn", "nbl", "cca")
+    # cosine, not the paper's cca: docs/quality.md#the-default-criterion
+    assert (r.compression.mode, r.compression.method, r.compression.criterion) == ("attn", "nbl", "cosine")
     assert r.publishing is None and r.request["compression"] == {
         "mode": "attn",
         "method": "nbl",
-        "criterion": "cca",
+        "criterion": "cosine",
         "k": 4,
     }
 

@@ -107,6 +107,14 @@ def card_data(info: CardInfo):
 # --- body ----------------------------------------------------------------------------------------
 
 
+CRITERION_GLOSS = {  # the one-shot criteria a reader of the card may not know (the measured ones have their section)
+    "cca": " (the CCA bound Σ(1 − ρᵢ²) between a layer's input and output: the lower, the more linear the layer, "
+    "as the paper ranks)",
+    "cosine": " (the mean cosine between the residual stream before and after the replaced part: the higher, the "
+    "less the layer changes it, as the DROP baselines rank)",
+}
+
+
 def method_section(report: dict, base: str) -> str:
     r = report.get("recipe") or {}
     mode, method = r.get("mode", "attn"), r.get("method", "nbl")
@@ -125,12 +133,7 @@ def method_section(report: dict, base: str) -> str:
         f"([NBL, arXiv 2505.21077]({PAPER})).\n\n"
         f"In {len(layers)} of its {n or '?'} decoder layers the {what} was {how}. "
         f"Layers were chosen by the `{crit}` criterion"
-        + (
-            " (the CCA bound Σ(1 − ρᵢ²) between a layer's input and output: the lower, the more linear the "
-            "layer, as the paper ranks)"
-            if crit == "cca"
-            else ""
-        )
+        + CRITERION_GLOSS.get(crit, "")
         + ". Replaced attention branches hold no KV cache, so the KV cache shrinks by the same fraction.\n"
         + params_sentence(report.get("params"))
         + form_sentence(r.get("form", "nbl"), mode)

@@ -43,7 +43,8 @@ def plot_series(report: dict) -> tuple[str, list[int], list[float], set[int]] | 
     """(score field, layers, values, replaced layers) for the plot, or None when there is nothing to draw.
     The field is the deciding criterion's; greedy (and an unresolved auto) show the CCA bound."""
     mode = (report.get("recipe") or {}).get("mode", MODE)
-    score = CRITERION_FIELD.get(chosen_by(report), CRITERION_FIELD[CRITERION])
+    # a set measured as a whole has no per-layer score of its own: the paper's bound, whatever the default is
+    score = CRITERION_FIELD.get(chosen_by(report), CRITERION_FIELD["cca"])
     points = [(s["layer"], (s.get(mode) or {}).get(score)) for s in report.get("layers") or []]
     points = [(i, float(v)) for i, v in points if v is not None]
     if not points:

@@ -65,7 +65,9 @@ def scores(n: int) -> list[dict]:
 
 
 def test_result_is_typed_with_deltas_and_layers_are_marked(client, auth, sessions):
-    job_id = client.post("/v1/jobs", json=body(k=[1, 2]), headers=auth).json()["id"]
+    spec = body(k=[1, 2])
+    spec["compression"]["criterion"] = "cca"  # ranks below are the CCA bound's (the default is cosine)
+    job_id = client.post("/v1/jobs", json=spec, headers=auth).json()["id"]
     queued = strict_json(client.get(f"/v1/jobs/{job_id}", headers=auth).text)["result"]
     assert queued["calibration"] is None and queued["base"] is None
     assert [(o["k"], o["layers"], o["metrics"], o["delta"]) for o in queued["outputs"]] == [

@@ -22,3 +22,13 @@ def test_the_key_changes_with_a_prefix_and_keeps_its_old_value_without():
         product_dtype="float32",
     )
     assert stats_key(cfg, "dir:abc", "torch.float32", "float32", (2,)) != key  # Gemma's <bos>: a new entry
+
+
+def test_the_criterion_is_not_in_the_key():
+    """The sums do not depend on how layers are ranked: a job under the new default (cosine) reuses an entry made
+    under the old one (cca), and switching criterion never calibrates again."""
+    keys = {
+        stats_key(CompressConfig(model="m", dataset=DatasetSpec("c4"), ks=[2], criterion=c), "dir:abc", "f32", "f32")
+        for c in ("cca", "cosine", "nmse", "greedy", "auto")
+    }
+    assert len(keys) == 1
