@@ -80,11 +80,8 @@ def add_client_commands(sub) -> None:
     p.add_argument("--shuffle", action="store_true", default=None)
     p.add_argument("--mode", choices=["attn", "block"])
     p.add_argument("--method", choices=["nbl", "drop"])
-    p.add_argument(
-        "--criterion",
-        choices=["cca", "nmse", "cosine", "loss", "greedy", "auto"],
-        help="default: the server's (cosine); cca is the paper's CCA bound",
-    )
+    crit = ["cca", "nmse", "cosine", "loss", "greedy", "auto"]
+    p.add_argument("--criterion", choices=crit, help="default: the server's (cosine); cca is the paper's CCA bound")
     p.add_argument("--form", choices=["nbl", "linear", "fold"], help="how outputs are written, so where they run")
     p.add_argument("--k", help="K or K1,K2,..., or auto with --max-ppl-increase")
     p.add_argument("--max-ppl-increase", type=float, metavar="F", help="k auto: the largest k within this rise")
