@@ -67,7 +67,8 @@ def _why(job: Mapping) -> tuple[str, str]:
 
 def _output_case(suite: ET.Element, classname: str, output: Mapping, base: Mapping | None, job: Mapping) -> None:
     props: dict[str, object] = {"layers": str(output.get("layers")), "limit": "none (the job has no gates)"}
-    lines = [f"layers {output.get('layers')} ({output.get('mode')}/{output.get('method')}/{output.get('criterion')})"]
+    recipe = "/".join(str(output.get(f)) for f in ("mode", "method", "criterion"))
+    lines = [f"layers {output.get('layers')} ({recipe}, {output.get('form') or 'nbl'} form)"]  # the form: where it runs
     for label, get in rows({"base": base, "outputs": [output]}):
         props[label], props[f"{label} base"] = get(output.get("metrics")), get(base)
         lines.append(

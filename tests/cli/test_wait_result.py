@@ -128,6 +128,7 @@ def test_wait_prints_the_result_and_writes_junit(served, capsys, tmp_path):
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == ["k1", "k2"]
     assert "wikitext2 ppl: 25 (base 20, +5, +25.0%)" in cases[0].find("system-out").text
+    assert ", nbl form)" in cases[0].find("system-out").text.splitlines()[0]  # the form, where the recipe is
     props = {p.get("name"): p.get("value") for p in cases[0].iter("property")}  # the figures, machine-readable
     assert (props["wikitext2 ppl"], props["wikitext2 ppl base"], props["limit"]) == (
         "25",
