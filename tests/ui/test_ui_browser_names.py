@@ -46,7 +46,7 @@ def test_the_dashboard_names_what_each_job_made(tmp_path):
     sessions = make_sessionmaker(engine)
     with nbl_serve(env) as ready:
         plain = seed_job(sessions, settings, key, ks=(4,), compression={"k": 4}, metadata={"name": "nightly attn"})
-        spelled = seed_job(sessions, settings, key, ks=(4,), compression={"form": "nbl", "criterion": "cca"})
+        spelled = seed_job(sessions, settings, key, ks=(4,), compression={"form": "nbl", "criterion": "cosine"})
         linear = seed_job(sessions, settings, key, ks=(4,), compression={"form": "linear"}, metadata=WIDE_METADATA)
         failed = seed_job(
             sessions,

@@ -19,7 +19,7 @@ def test_equal_requests_written_differently_have_no_differences():
     stored_before_defaults = {"model": M, "compression": {"k": 4}, "publish": {"local_dir": "out"}}
     spelled_out = {
         "model": M,
-        "compression": {"k": [4], "mode": "attn", "method": "nbl", "criterion": "cca", "form": "nbl"},
+        "compression": {"k": [4], "mode": "attn", "method": "nbl", "criterion": "cosine", "form": "nbl"},
         "calibration": {"dataset": "c4", "num_samples": 256},
         "publish": {"local_dir": "out", "overwrite": False, "formats": ["safetensors"], "dtype": "auto"},
         "metadata": {"name": "another name"},
@@ -54,7 +54,7 @@ def test_k_auto_and_a_request_this_release_refuses():
 def test_words_name_the_form_beside_the_method():
     w = job_label.words(_spec(k=[2, 4], form="fold"))
     assert (w["method"], w["form"], w["k"]) == ("nbl", "fold", "2,4")
-    assert job_label.summary(w) == "attn · nbl · fold form · k=2,4 · cca"
+    assert job_label.summary(w) == "attn · nbl · fold form · k=2,4 · cosine"  # the default criterion
     assert job_label.words(_spec())["form"] == "nbl"  # the default, named as what it is
     assert job_label.words({"model": M, "compression": {"k": 4, "form": "linear", "bogus": 1}})["form"] == "linear"
 
@@ -68,5 +68,5 @@ def test_label_is_the_metadata_name_else_model_and_recipe():
 
 def test_the_client_prints_the_form():
     job = {"id": "job_1", "status": "succeeded", "spec": _spec(k=[2, 4], form="linear"), "metadata": {}}
-    assert "attn/nbl/cca k=2,4 form linear" in job_lines(job)[1]
+    assert "attn/nbl/cosine k=2,4 form linear" in job_lines(job)[1]
     assert "k=2,4 linear" in job_row(job)

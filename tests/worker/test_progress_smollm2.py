@@ -41,5 +41,7 @@ def test_evaluation_reports_inside_a_window(smollm2_home):
             report=evaluate,
             data_dir=DATA_DIR,
         )
-    # 20 reports before the first of two 2048-token windows is done: one before each of its 30 layers
-    assert evaluate.seen == [0.0] * 20
+    # 20 reports before the first of two 2048-token windows is done: one before each of its 30 layers; since issue
+    # 38 each also moves the stage's fraction (1/60: 2 windows x 30 layers), so it no longer sits at 0 % a window long
+    assert len(evaluate.seen) == 20 and evaluate.seen == sorted(evaluate.seen)
+    assert 0 < evaluate.seen[-1] < 0.5  # moved, and still inside the first window
