@@ -53,10 +53,10 @@ def test_a_criterion_auto_k_auto_job_records_the_table_and_the_winner(deployment
     assert set(at3) == {"cca", "cosine", "nmse", "greedy"}
     (won,) = sel["chosen"]
     assert at3[won["criterion"]]["heldout_ppl"] == min(t["heldout_ppl"] for t in at3.values())
-    assert job["selected_layers"] == [  # dtype: the saved weights' (publish.dtype auto: the tiny base's float32)
+    assert job["selected_layers"] == [  # the saved dtype is stored too, and shown in the result, not here
         {"k": 3, "mode": "attn", "layers": won["layers"], "criterion": won["criterion"], "family": "llama"}
-        | {"dtype": "float32"}
     ]
+    assert job["result"]["outputs"][0]["dtype"] == "float32"  # publish.dtype auto: the tiny base's
     marks = [m for row in layers for m in row["outputs"]]
     assert {m["criterion"] for m in marks} == {won["criterion"]}
     assert sorted(row["layer"] for row in layers if row["outputs"][0]["selected"]) == won["layers"]

@@ -53,8 +53,8 @@ def test_smollm2_k_auto_job_publishes_the_largest_k_within_the_budget(request, s
     (won,) = sel["chosen"]
     assert won["k"] == k
     config = json.loads((settings.publish_dir / "alpha" / "smol-auto-k" / "config.json").read_text())
-    assert job["selected_layers"] == [  # dtype: the saved weights', as config.json says
+    assert job["selected_layers"] == [
         {"k": k, "mode": "attn", "layers": won["layers"], "criterion": won["criterion"], "family": "llama"}
-        | {"dtype": config["dtype"]}
     ]
+    assert job["result"]["outputs"][0]["dtype"] == config["dtype"]  # the saved weights', as config.json says
     assert config["nbl"]["layers"] == won["layers"] and config["nbl"]["mode"] == "attn"
