@@ -133,13 +133,15 @@ def quantizable(args) -> None:
 def quantize_outputs(args, rec: R.Recipe, data_dir, outputs: list[dict]) -> dict:
     """{kK: what quantize did} for each published output (OUT-SCHEME beside OUT, or OUT/kK-SCHEME); an output
     a gate held back is not quantized."""
+    from nbl.outputs.quant_schemes import SCHEMES
     from worker.quant.blocks import gptq_blocks
     from worker.quant.quantize import quantize
 
-    done = {}
+    done, blocks = {}, None
     for o in outputs:
         path = Path(o["path"])
-        blocks = gptq_blocks(rec, path, data_dir)
+        if blocks is None and SCHEMES[args.quantize].gptq:  # the outputs share the base's tokenizer: cut once
+            blocks = gptq_blocks(rec, path, data_dir)
         done[f"k{o['k']}"] = facts = quantize(
             path, path.with_name(f"{path.name}-{args.quantize}"), args.quantize, blocks
         )

@@ -30,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 # argv: PARENT_PID CMD...; exits as the command did (128 + N when killed by signal N)
@@ -59,6 +60,17 @@ sys.exit(code if code >= 0 else 128 - code)
 
 class Stopped(RuntimeError):
     """`should_stop` said to stop; the command's group was killed."""
+
+
+def venv_python(python: Path | None, default_venv: Path, needs: str, make: str, variable: str = "") -> Path:
+    """The interpreter of a tool's own venv (llama.cpp's, llm-compressor's): `python` as configured, else
+    `default_venv`'s; ValueError saying what `needs` it and how to build it when there is none."""
+    exe = Path(python) if python else default_venv / "bin" / "python"
+    if not exe.is_file():
+        raise ValueError(
+            f"{needs}, and {exe} is missing: run `make {make}`" + (f" or set {variable}" if variable else "")
+        )
+    return exe
 
 
 def child_env(hf_home: str) -> dict[str, str]:

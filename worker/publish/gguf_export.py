@@ -33,13 +33,9 @@ class GgufExportError(RuntimeError):
 def gguf_python(python: Path | None = None) -> Path:
     """The GGUF venv's interpreter: `python` (Settings.gguf_python, NBL_GGUF_PYTHON) or the checkout's
     .venv-gguf; ValueError when there is none."""
-    exe = Path(python) if python else DEFAULT_VENV / "bin" / "python"
-    if not exe.is_file():
-        raise ValueError(
-            f"GGUF export needs llama.cpp's converter in the GGUF venv, and {exe} is missing: run "
-            "`make gguf-env` or set NBL_GGUF_PYTHON"
-        )
-    return exe
+    return subproc.venv_python(
+        python, DEFAULT_VENV, "GGUF export needs llama.cpp's converter in the GGUF venv", "gguf-env", "NBL_GGUF_PYTHON"
+    )
 
 
 def exportable(model_dir: Path, where: str | None = None) -> str:

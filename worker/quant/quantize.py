@@ -30,14 +30,13 @@ class QuantizeError(RuntimeError):
 
 
 def quant_python(python: Path | None = None) -> Path:
-    """The quantization venv's interpreter: `python` (NBL_QUANT_PYTHON) or the checkout's .venv-quant."""
-    exe = Path(python) if python else DEFAULT_VENV / "bin" / "python"
-    if not exe.is_file():
-        raise ValueError(
-            f"quantizing needs llm-compressor in the quantization venv, and {exe} is missing: run "
-            "`make quant-env` or set NBL_QUANT_PYTHON"
-        )
-    return exe
+    """The quantization venv's interpreter: `python` (a caller's) or the checkout's .venv-quant."""
+    return subproc.venv_python(
+        python,
+        DEFAULT_VENV,
+        "quantizing needs llm-compressor in the quantization venv",
+        "quant-env",
+    )
 
 
 def calibration_blocks(blocks: list[list[int]]) -> list[list[int]]:
