@@ -42,6 +42,17 @@ def test_other_forms_are_refused_before_calibrating(form, mode, why, tmp_path, t
     assert not (tmp_path / "out").exists()
 
 
+def test_a_folder_in_the_way_that_is_not_a_quantized_output_is_never_replaced(tmp_path):
+    base = save_tiny_checkpoint(tmp_path / "base", hidden_size=128, intermediate_size=256, layers=3)
+    (tmp_path / "out-w8a8").mkdir()
+    (tmp_path / "out-w8a8" / "notes.txt").write_text("a user's")
+    from worker.quant.quantize import quantize
+
+    with pytest.raises(ValueError, match="is not a quantized output"):
+        quantize(base, tmp_path / "out-w8a8", "w8a8", [[5] * 8])
+    assert (tmp_path / "out-w8a8" / "notes.txt").read_text() == "a user's"
+
+
 def test_quantize_needs_out(tmp_path, text_file, capsys):
     base = save_tiny_checkpoint(tmp_path / "base")
     argv = ["compress", "--model", str(base), "--dataset", str(text_file), "--form", "fold", "--mode", "block"]

@@ -62,6 +62,8 @@ def quantize(
     if (why := scheme_shape_error(scheme, config)) is not None:
         raise ValueError(f"{model_dir}: {why}")
     weight_map(model_dir, Path(model_dir).name)  # transformers reads the index's shards: ours only
+    if Path(out).exists() and not (Path(out) / "quantization.json").is_file():  # replaced only if it is ours
+        raise ValueError(f"{out} exists and is not a quantized output (no quantization.json): move it first")
     s, exe = SCHEMES[scheme], quant_python(python)
     model_dir, out = Path(model_dir).absolute(), Path(out).absolute()
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
