@@ -29,17 +29,34 @@ def children(pid: int) -> list[int]:
     return kids
 
 
+def cmdline(pid: int) -> bytes | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None  # gone meanwhile
+
+
 class ChildWatch(threading.Thread):
     """Records the pool children of `pid` in the order they first appear (polled every 20 ms; a
-    child lives at least for one task, whole seconds here)."""
+    child lives at least for one task, whole seconds here). A pool child is forked without exec, so
+    it has its parent's command line; a program the main process runs (a library's helper) has its
+    own and lands in `other`, named, never counted as a pool child."""
 
     def __init__(self, pid: int):
         super().__init__(daemon=True)
-        self.pid, self.seen, self.stop = pid, [], threading.Event()
+        self.pid, self.seen, self.other, self.stop = pid, [], {}, threading.Event()
 
     def run(self) -> None:
+        own = cmdline(self.pid)
         while not self.stop.wait(0.02):
-            self.seen += [k for k in children(self.pid) if k not in self.seen]
+            for k in children(self.pid):
+                if k in self.seen or k in self.other:
+                    continue
+                line = cmdline(k)
+                if line == own:
+                    self.seen.append(k)
+                elif line:  # b"" while a fork has not yet exec'd or has exited: asked again at the next poll
+                    self.other[k] = line.replace(b"\0", b" ").decode(errors="replace")[:200]
 
 
 def submit_and_cancel(c, auth, n: int) -> list[str]:
@@ -70,8 +87,12 @@ def test_dead_deliveries_cost_no_pool_child(pg_url, redis_server, cluster_factor
     assert job["status"] == "succeeded", job
     [run] = [line.split() for line in (c.fault_dir / "runs.log").read_text().splitlines() if "start" in line]
     assert run[0] == job_id
-    assert watch.seen and int(run[1]) == watch.seen[0], (run, watch.seen)  # the first pool child ran it
     log = c.log("worker")
+    # A delivery whose status read failed (the database slow past its connect timeout) goes to the pool by
+    # design (worker/delivery_gate.py); each such one may cost a child. None expected, each one named.
+    through = log.count("status not read before the pool")
+    gate = [line for line in log.splitlines() if "before the pool" in line]
+    assert int(run[1]) in watch.seen[: through + 1], (run, watch.seen, watch.other, gate)  # the first pool child ran it
     for dead_id in dead:
         assert f"job {dead_id}: delivery dropped: already cancelled" in log
         assert c.job(attacker, dead_id)["attempt"] == 0
