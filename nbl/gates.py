@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
+
+from nbl.selection.schema import without_none
 
 # Names of lm-eval tasks and of our corpora: letters, digits, _ and -, as EVAL_TASKS and PERPLEXITY_CORPORA are.
 GateName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
@@ -27,7 +29,7 @@ PPL_METRIC = "perplexity/{}/ppl"
 ACC_METRIC = "tasks/{}/acc"
 
 
-class GatesSpec(BaseModel):
+class Bounds(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     max_ppl_increase: dict[GateName, PplRise] = Field(
@@ -42,6 +44,16 @@ class GatesSpec(BaseModel):
         examples=[{"arc_easy": 0.02}],
         description="per task: the largest absolute drop of accuracy (acc) below the base (0.02: 2 points)",
     )
+
+
+class GatesSpec(Bounds):
+    quantized: Bounds | None = Field(
+        default=None,
+        description="bounds of their own for the quantized outputs (publish.quantize), against the unquantized "
+        "base: an output is published only if it and each of its quantized copies pass",
+        examples=[{"max_ppl_increase": {"wikitext2": 0.30}}],
+    )
+    _dump = model_serializer(mode="wrap")(without_none("quantized"))  # stored and hashed as before it existed
 
 
 def unmeasured(
@@ -72,8 +84,12 @@ def unmeasured(
 
 
 def gate_errors(spec) -> list[dict]:
-    """The job request's (a schemas.JobCreate) unmeasured gates."""
+    """The job request's (a schemas.JobCreate) unmeasured gates, the quantized outputs' included."""
     if spec.gates is None:
         return []
-    ev = spec.evaluation
-    return unmeasured(spec.gates.model_dump(), ev.perplexity, [*ev.tasks, *(f.name for f in ev.task_files)])
+    ev, gates = spec.evaluation, spec.gates.model_dump()
+    tasks = [*ev.tasks, *(f.name for f in ev.task_files)]
+    errors = unmeasured(gates, ev.perplexity, tasks)
+    if gates.get("quantized"):
+        errors += unmeasured(gates["quantized"], ev.perplexity, tasks, prefix=("body", "gates", "quantized"))
+    return errors

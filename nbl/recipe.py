@@ -119,6 +119,7 @@ class Publishing:
     overwrite: bool = False
     formats: tuple[str, ...] = ("safetensors",)  # + "gguf:TYPE" (nbl/outputs/gguf_formats.py)
     dtype: str = "auto"  # the saved weights' dtype; auto: the base's stored one
+    quantize: tuple[str, ...] = ()  # each output once more per scheme, in its SCHEME/ folder (nbl/outputs/quant_schemes.py)
 
 
 @dataclass(frozen=True)
@@ -128,9 +129,10 @@ class Gates:
 
     max_ppl_increase: Mapping[str, float] = field(default_factory=dict)
     max_acc_drop: Mapping[str, float] = field(default_factory=dict)
+    quantized: Gates | None = None  # the same bounds' kind, for each quantized copy (publish.quantize)
 
     def empty(self) -> bool:
-        return not (self.max_ppl_increase or self.max_acc_drop)
+        return not (self.max_ppl_increase or self.max_acc_drop or (self.quantized and not self.quantized.empty()))
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,13 @@ def from_request(spec) -> Recipe:
     cal, comp, ev, pub = spec.calibration, spec.compression, spec.evaluation, spec.publish
     publishing = None
     if pub is not None:
-        given = pub.model_dump(include=set(Publishing.__dataclass_fields__) - {"formats", "dtype"})
-        publishing = Publishing(**given, formats=tuple(pub.formats or ("safetensors",)), dtype=pub.dtype or "auto")
+        given = pub.model_dump(include=set(Publishing.__dataclass_fields__) - {"formats", "dtype", "quantize"})
+        publishing = Publishing(
+            **given,
+            formats=tuple(pub.formats or ("safetensors",)),
+            dtype=pub.dtype or "auto",
+            quantize=tuple(pub.quantize or ()),
+        )
     return Recipe(
         model=spec.model.id,
         revision=spec.model.revision,
@@ -185,8 +192,18 @@ def from_request(spec) -> Recipe:
             task_texts=tuple((f.name, f.jsonl) for f in ev.task_files),
         ),
         publishing=publishing,
-        gates=None if spec.gates is None else Gates(**spec.gates.model_dump()),
+        gates=None if spec.gates is None else gates_of(spec.gates.model_dump()),
         request=quoted(spec.model_dump(mode="json")),
+    )
+
+
+def gates_of(spec: dict) -> Gates:
+    """The request's gates section (a dump of nbl/gates.GatesSpec) as Gates, its quantized bounds included."""
+    q = spec.get("quantized")
+    return Gates(
+        max_ppl_increase=spec.get("max_ppl_increase") or {},
+        max_acc_drop=spec.get("max_acc_drop") or {},
+        quantized=None if q is None else Gates(q.get("max_ppl_increase") or {}, q.get("max_acc_drop") or {}),
     )
 
 
