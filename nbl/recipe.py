@@ -119,7 +119,9 @@ class Publishing:
     overwrite: bool = False
     formats: tuple[str, ...] = ("safetensors",)  # + "gguf:TYPE" (nbl/outputs/gguf_formats.py)
     dtype: str = "auto"  # the saved weights' dtype; auto: the base's stored one
-    quantize: tuple[str, ...] = ()  # each output once more per scheme, in its SCHEME/ folder (nbl/outputs/quant_schemes.py)
+    quantize: tuple[
+        str, ...
+    ] = ()  # each output once more per scheme, in its SCHEME/ folder (nbl/outputs/quant_schemes.py)
 
 
 @dataclass(frozen=True)

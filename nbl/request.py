@@ -35,8 +35,8 @@ from nbl.data.task_records import parse_lines, text_lines
 from nbl.gates import GatesSpec
 from nbl.outputs.forms import FORMS, request_error
 from nbl.outputs.gguf_formats import GGUF_TYPES, OUTPUT_DTYPES, check_formats, gguf_types, refuse_form
-from nbl.outputs.quant_schemes import SCHEMES
-from nbl.outputs.quant_schemes import form_error as quant_form_error
+from nbl.outputs.quant_schemes import NAMES as QUANT_NAMES
+from nbl.outputs.quant_schemes import QUANTIZE_HELP, refuse_quantize
 from nbl.plain_text import plain_text, secret_token
 from nbl.refine_schema import REFIT, HealSpec, RefitName, refine_error
 from nbl.request_fields import (
@@ -57,8 +57,6 @@ from nbl.request_fields import (
 )
 from nbl.selection.schema import BudgetSpec, check_budget, without_none
 from nbl.selection.score_fields import CRITERIA, MEASURED
-
-QUANT_SCHEMES = tuple(SCHEMES)  # publish.quantize's names (nbl/outputs/quant_schemes.py)
 
 
 def _distinct(values: list) -> list:
@@ -216,14 +214,8 @@ class PublishSpec(Request):
         default=None,
         description="the saved weights' dtype (default auto: the base's stored dtype, bfloat16 for a GGUF input)",
     )
-    quantize: Annotated[list[Literal[QUANT_SCHEMES]], AfterValidator(_distinct)] | None = Field(  # type: ignore[valid-type]
-        default=None,
-        max_length=len(QUANT_SCHEMES),
-        description="each output written once more per scheme, quantized as vLLM loads it with no code of ours (a "
-        f"compressed-tensors checkpoint in the output's SCHEME/ folder): {', '.join(QUANT_SCHEMES)}. Needs "
-        "compression.form fold, mode block; with an evaluation, the quantized outputs and the base quantized "
-        "alike are evaluated too, and gates.quantized may hold them to bounds of their own",
-        examples=[["w4a16"]],
+    quantize: Annotated[list[Literal[QUANT_NAMES]], AfterValidator(_distinct)] | None = Field(  # type: ignore[valid-type]
+        default=None, max_length=len(QUANT_NAMES), description=QUANTIZE_HELP, examples=[["w4a16"]]
     )
     # stored and hashed as before these existed when not given
     _dump = model_serializer(mode="wrap")(without_none("card_metadata", "formats", "dtype", "quantize"))
@@ -298,16 +290,9 @@ class JobCreate(Request):
     _dump = model_serializer(mode="wrap")(without_none("selection"))
 
     @model_validator(mode="after")
-    def _gguf_needs_a_gguf_form(self):
+    def _publish_fits_the_form(self):
         if self.publish is not None and gguf_types(self.publish.formats):  # what llama.cpp cannot hold: a 422 now
             refuse_form(self.compression.form or R.FORM, self.compression.mode)  # unset: the default form, nbl
-        return self
-
-    @model_validator(mode="after")
-    def _quantize_needs_fold_block(self):
-        if self.publish is not None and self.publish.quantize:
-            if (why := quant_form_error(self.compression.form or R.FORM, self.compression.mode)) is not None:
-                raise ValueError(f"publish.quantize: {why}")
-        if self.gates is not None and self.gates.quantized is not None and not (self.publish and self.publish.quantize):
-            raise ValueError("gates.quantized bounds the quantized outputs: set publish.quantize too")
+        quant = (self.publish.quantize if self.publish else None, self.gates.quantized if self.gates else None)
+        refuse_quantize(self.compression.form or R.FORM, self.compression.mode, *quant)  # publish.quantize's 422
         return self

@@ -4,9 +4,9 @@ build it here, so the three agree.
 
     {"calibration": {"tokens", "seconds", "cached"},
      "base": METRICS,
-     "base_evaluation": {"cached", "seconds"},
+     "base_evaluation": {"cached", "seconds"}, "base_quantized": [QUANTIZED],
      "outputs": [{"k", "mode", "method", "criterion", "form", "runs_in", "layers", "dtype", "metrics", "delta", "relative",
-                  "seconds", "refit", "heal"}]}
+                  "seconds", "refit", "heal", "quantized": [QUANTIZED]}]}   (QUANTIZED: nbl/quant_result.py)
 
     METRICS = {"perplexity": {name: {ppl, bits_per_byte, tokens}},
                "tasks": {name: {acc, acc_norm, n, ppl}},
@@ -24,25 +24,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nbl.outputs.forms import FORM, runs_in
+from nbl.quant_result import QUANTIZATION, copies
 
 PERPLEXITY_KEYS = ("ppl", "bits_per_byte", "tokens")
 TASK_KEYS = ("acc", "acc_norm", "n", "ppl")
 PARAM_KEYS = ("params", "non_embedding_params")
 SPEED_KEYS = (
-    "prefill_tokens_per_s",
-    "decode_tokens_per_s",
-    "decode_context",
-    "new_tokens",
-    "kv_cache_bytes_per_token",
-    "kv_cache_layers",
-    "params",
-    "non_embedding_params",
-    "base_non_embedding_params",
-    "sparsity",
-    "repeats",
-    "threads",
-    "device",
-    "dtype",
+    *("prefill_tokens_per_s", "decode_tokens_per_s", "decode_context", "new_tokens", "kv_cache_bytes_per_token"),
+    *("kv_cache_layers", "params", "non_embedding_params", "base_non_embedding_params", "sparsity", "repeats"),
+    *("threads", "device", "dtype"),
 )
 CALIBRATION_KEYS = ("tokens", "seconds", "cached")
 CALIBRATION = "calibration"  # the stored variant of the calibration's facts {"tokens", "seconds", "cached"}
@@ -276,10 +266,12 @@ def job_result(
         return m
 
     base = nested("base")
+    quant = lambda who: copies(who, metrics.get(QUANTIZATION), metrics, nested, base, delta, relative)  # noqa: E731
     return {
         "calibration": calibration_of(metrics.get("calibration")),
         "base": base,
         "base_evaluation": base_evaluation_of(metrics.get(BASE_EVALUATION)),
+        "base_quantized": [{**c, "path": None} for c in quant("base")],  # publish.quantize's comparison, unpublished
         "outputs": [
             output_entry(
                 k,
@@ -295,6 +287,7 @@ def job_result(
                 row[k].get("family"),
                 row[k].get("dtype"),
             )
+            | {"quantized": quant(f"k{k}")}
             for k in ks
         ],
     }

@@ -161,6 +161,22 @@ class BaseEvaluationFacts(Schema):
     )
 
 
+class QuantizedResult(Schema):
+    """A copy quantized by publish.quantize: llm-compressor's compressed-tensors checkpoint that vLLM loads."""
+
+    scheme: str = Field(description="fp8-dynamic, w8a8 or w4a16 (docs/serving.md: where each runs)", examples=["w4a16"])
+    path: str | None = Field(
+        None, description="its folder inside the output (null for the base's, never published)", examples=["w4a16"]
+    )
+    bytes: int | None = Field(None, description="its weights on disk (*.safetensors)", examples=[169_200_000])
+    calibration_tokens: int | None = Field(
+        None, description="the tokens GPTQ fitted on (the job's own calibration blocks); 0 for fp8-dynamic"
+    )
+    metrics: Metrics | None = Field(None, description="it, reloaded from disk; null until evaluated")
+    delta: Metrics | None = Field(None, description="metrics - the unquantized base's")
+    relative: MetricsRelative | None = Field(None, description="(metrics - base) / |base|, the unquantized base")
+
+
 class OutputResult(Schema):
     k: int = Field(description="layers replaced in this output", examples=[4])
     mode: str | None = Field(None, description="attn or block", examples=["attn"])
@@ -202,6 +218,9 @@ class OutputResult(Schema):
     )
     refit: RefitFacts | None = Field(None, description="compression.refit sequential: the refit; null without one")
     heal: HealFacts | None = Field(None, description="compression.heal: the healing; null without one")
+    quantized: list[QuantizedResult] = Field(
+        default_factory=list, description="publish.quantize: this output once more per scheme; empty without it"
+    )
 
 
 class RefitFacts(Schema):
@@ -253,5 +272,9 @@ class JobResult(Schema):
     )
     base_evaluation: BaseEvaluationFacts | None = Field(
         None, description="how the base's figures were had: measured, or reused from the cache; null until evaluated"
+    )
+    base_quantized: list[QuantizedResult] = Field(
+        default_factory=list,
+        description="publish.quantize with an evaluation: the base quantized alike, for base vs base + scheme",
     )
     outputs: list[OutputResult] = Field(default_factory=list, description="one per requested k, in request order")

@@ -56,6 +56,7 @@ E2E_FILES = {
     "worker/eval/test_eval_device_map.py",
     "docs/test_docs_quickstart.py",
     "llama_cpp/test_gguf_job_e2e.py",
+    "llama_cpp/test_quantize_job_e2e.py",
 }
 
 

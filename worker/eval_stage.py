@@ -50,10 +50,12 @@ def evaluate(
     progress: bool = False,
     devices: list[str] | None = None,
     on_base=lambda cached: None,
+    extra: dict[str, Path] | None = None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
     """Base (cached per model and spec unless paths.eval_cache is off) and each output reloaded from disk
     (worker/eval/compare.py), over `devices` when larger than the first, each stored as soon as measured.
     `on_base(cached)`: the base's evaluation is done, from the cache or not (the stage's cost is replanned).
+    `extra`: more models by name, measured after the outputs (the quantized ones: "k4+w4a16", "base+w4a16").
     Returns the flat metrics by variant ({"base": {...}, "k4": {...}}) and the nested results they come from."""
     metrics: dict[str, dict[str, float]] = {}
     nested: dict[str, dict] = {}
@@ -84,6 +86,7 @@ def evaluate(
         data_dir=paths.data_dir,
         home=paths.home,
         devices=devices,
+        extra=extra,
     )
     return metrics, nested
 

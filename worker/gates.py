@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 from nbl.gates import ACC_METRIC, PPL_METRIC
 from nbl.recipe import Gates
@@ -56,9 +57,13 @@ def check_one(output: str, metric: str, gate: str, allowed: float, base: float |
     }
 
 
-def checks(gates: Gates, metrics: Metrics, outputs: list[str]) -> list[dict]:
-    """Every gate on every output ("k4", ...), in the order outputs then gates."""
+def checks(gates: Gates, metrics: Metrics, outputs: list[str], schemes: tuple[str, ...] = ()) -> list[dict]:
+    """Every gate on every output ("k4", ...), in the order outputs then gates; then gates.quantized's on each
+    quantized copy ("k4+w4a16"), against the same (unquantized) base."""
     base = metrics.get("base") or {}
+    if gates.quantized is not None and schemes:
+        copies = [f"{out}+{s}" for out in outputs for s in schemes]
+        return checks(replace(gates, quantized=None), metrics, outputs) + checks(gates.quantized, metrics, copies)
     rules = [("max_ppl_increase", PPL_METRIC.format(name), allowed) for name, allowed in gates.max_ppl_increase.items()]
     rules += [("max_acc_drop", ACC_METRIC.format(name), allowed) for name, allowed in gates.max_acc_drop.items()]
     return [
@@ -69,13 +74,13 @@ def checks(gates: Gates, metrics: Metrics, outputs: list[str]) -> list[dict]:
 
 
 def passing(all_checks: list[dict], outputs: list[str]) -> list[str]:
-    """The outputs that passed every one of their checks."""
-    return [o for o in outputs if all(c["passed"] for c in all_checks if c["output"] == o)]
+    """The outputs that passed every one of their checks, their quantized copies' ("k4+w4a16") included."""
+    return [o for o in outputs if all(c["passed"] for c in all_checks if c["output"].partition("+")[0] == o)]
 
 
 def summary(all_checks: list[dict]) -> dict:
     """What the job stores and the API shows: {"passed": some output passed, "checks": [...]}."""
-    outputs = list(dict.fromkeys(c["output"] for c in all_checks))
+    outputs = list(dict.fromkeys(c["output"].partition("+")[0] for c in all_checks))  # a copy counts for its output
     return {"passed": bool(passing(all_checks, outputs)), "checks": all_checks}
 
 
@@ -93,14 +98,16 @@ def describe(c: dict) -> str:
     return f"{c['output']} {c['metric']} {num(c['value'])} {sign} {num(c['limit'])} (base {num(c['base'])}, {bound})"
 
 
-def apply(gates: Gates | None, outputs: dict, metrics: Metrics, sink, extra: list[dict] = ()) -> dict:
+def apply(
+    gates: Gates | None, outputs: dict, metrics: Metrics, sink, extra: list[dict] = (), schemes: tuple[str, ...] = ()
+) -> dict:
     """The outputs ({k: path}) that may be published. With gates (or `extra` checks made already: k auto's
     budget, worker/budget.py): the checks go to `sink.gates` (the job stores them) and each output held back
-    is a warning; QualityFailure when none passes."""
+    is a warning; QualityFailure when none passes. `schemes`: the quantized copies gates.quantized bounds."""
     if (gates is None or gates.empty()) and not extra:
         return outputs
     names = {k: f"k{k}" for k in outputs}
-    found = (checks(gates, metrics, list(names.values())) if gates is not None else []) + list(extra)
+    found = (checks(gates, metrics, list(names.values()), schemes) if gates is not None else []) + list(extra)
     sink.gates(summary(found))
     kept = set(passing(found, list(names.values())))
     if not kept:
@@ -109,6 +116,6 @@ def apply(gates: Gates | None, outputs: dict, metrics: Metrics, sink, extra: lis
         if name not in kept:
             sink.warning(
                 f"k={k} is not published: it failed its quality gates: "
-                + "; ".join(describe(c) for c in found if c["output"] == name and not c["passed"])
+                + "; ".join(describe(c) for c in found if c["output"].partition("+")[0] == name and not c["passed"])
             )
     return {k: path for k, path in outputs.items() if names[k] in kept}

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from nbl.outputs.gguf_formats import gguf_types
+from nbl.quant_result import QUANTIZATION
 from nbl.recipe import Recipe
 from nbl.result import REFINE, refine_flat
 
@@ -37,6 +38,8 @@ from .publish import loadcheck
 from .publish.destination import Destination
 from .publish.gguf_export import export_formats, exportable, gguf_python
 from .publish.stage import publish
+from .quant import stage as quant_stage
+from .quant.quantize import shapes as quant_shapes
 
 
 def layer_count(model_dir: Path) -> int | None:
@@ -100,12 +103,16 @@ def run(
             check_tasks(eval_spec(recipe.evaluation, Path(tmp)), paths.data_dir)
     if paths.work_dir is not None and recipe.publishing is not None and gguf_types(recipe.publishing.formats):
         gguf_python(paths.gguf_python)  # no GGUF venv: the job fails now, not after calibrating
+    if paths.work_dir is not None:
+        quant_stage.ready(recipe, paths.quant_python)  # nor without the quantization venv
     name = recipe.model  # as the job names it (local:NAME), never a server path
     lm, load_s, fetched = load_stage.load(recipe, cfg, options, sink)
     lm.source = name  # what nbl_scores.json and the card call the base model
     if gguf_types(recipe.publishing.formats if recipe.publishing else ()) and (cfg.form, cfg.mode) == ("fold", "block"):
         # the output is the base's own class with fewer layers: what llama.cpp cannot take of it fails now
         exportable(Path(lm.path), f"the base model {name}")
+    if quant_stage.schemes_of(recipe):  # a width w4a16's groups cannot divide: refused before calibrating
+        quant_shapes(Path(lm.path), quant_stage.schemes_of(recipe), f"the base model {name}")
     if hasattr(sink, "loaded"):
         sink.loaded(fetched)
     layers = layer_count(lm.path)
@@ -177,6 +184,13 @@ def run(
     if options.load_check:  # the base (whole after a measured selection) leaves memory before each output loads
         release_weights(lm)
         result.checks = check(outputs, refs, sink, options.check_timeout_s, devices=cfg.devices) or {}
+    quantized = quant_stage.Quantized()
+    if quant_stage.schemes_of(recipe):  # each output (and, to compare, the base) once more per scheme
+        base_dir = None if recipe.evaluation.empty() else Path(lm.path)
+        quantized = quant_stage.run(
+            recipe, outputs, base_dir, paths.work_dir, sink, paths.quant_python, paths.data_dir, stop_check(sink)
+        )
+        sink.metrics(QUANTIZATION, quantized.facts())
     metrics: dict[str, dict[str, float]] = {}
     if not recipe.evaluation.empty():  # a base not in memory (released above) is loaded over cfg.devices: compare.py
         with tempfile.TemporaryDirectory(prefix="nbl-tasks-") as tmp:  # a job's task files, as files
@@ -189,13 +203,16 @@ def run(
                 options.progress,
                 cfg.devices,
                 on_base=replan,
+                extra=quantized.variants(),
             )
     run_warnings.after_evaluation(caveats, metrics, recipe.evaluation.limit, recipe.evaluation.max_tokens, sink.warning)
     lm = None  # the base model goes before publishing (a closure above shares the name)
 
     held, told = budget.on_evaluation(recipe, metrics, list(outputs), sink.warning)  # k auto's, on the evaluation
     caveats.common.extend(told)
-    outputs = gates.apply(recipe.gates, outputs, metrics, sink, extra=held)  # QualityFailure when none passes
+    outputs = gates.apply(  # QualityFailure when none passes
+        recipe.gates, outputs, metrics, sink, extra=held, schemes=quant_stage.schemes_of(recipe)
+    )
     if recipe.publishing is not None and gguf_types(recipe.publishing.formats):  # written into each output's folder
         for j, (k, path) in enumerate(outputs.items()):  # its own stage: timed and priced per GGUF type
             sink.progress("export", j / len(outputs), f"k={k}: GGUF {', '.join(gguf_types(recipe.publishing.formats))}")
@@ -211,6 +228,7 @@ def run(
         retry,
         several=len(result.selected) > 1,
         caveats=caveats,
+        base_bytes={s: f["bytes"] for s, f in quantized.base.items()},
     )
     return result
 

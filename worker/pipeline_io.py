@@ -67,6 +67,7 @@ class Paths:
     models_dir: Path | None = None  # where a GGUF input is converted
     home: Path | None = None  # the digest memo and the base-evaluation cache
     gguf_python: Path | None = None  # the GGUF venv's python (publish.formats gguf:*; None: the checkout's)
+    quant_python: Path | None = None  # the quantization venv's python (publish.quantize; None: the checkout's)
 
 
 @dataclass

@@ -24,6 +24,7 @@ def run_paths(settings: Settings, work_dir: Path | None, **given: Any) -> Paths:
         models_dir=settings.models_dir,
         home=settings.home,
         gguf_python=settings.gguf_python,
+        quant_python=settings.quant_python,
     )
     return Paths(**{**fields, **given})
 

@@ -37,6 +37,13 @@ SCHEMES = {
         Scheme("w4a16", "W4A16", True, ("vllm (GPU)", "vllm (x86 CPU, AVX-512)")),
     )
 }
+NAMES = tuple(SCHEMES)  # publish.quantize's, in the request
+QUANTIZE_HELP = (
+    "each output written once more per scheme, quantized as vLLM loads it with no code of ours (a compressed-tensors "
+    f"checkpoint in the output's SCHEME/ folder): {', '.join(NAMES)}. Needs compression.form fold, mode block; with "
+    "an evaluation, the quantized outputs and the base quantized alike are evaluated too, and gates.quantized may "
+    "hold them to bounds of their own"
+)
 GROUPS = (128, 64, 32)  # w4a16's group sizes, largest first (fewer scales); vLLM's CPU kernel wants multiples of 32
 IGNORE = ("lm_head", "re:.*mlp\\.gate$", "re:.*block_sparse_moe\\.gate$", "re:.*router$")  # head and routers
 # The sample count and length llm-compressor's examples calibrate GPTQ with; a job's own calibration bounds both.
@@ -56,6 +63,14 @@ def form_error(form: str, mode: str) -> str | None:
     if form == "fold":
         return None if mode == "block" else FORM_ERRORS["fold-attn"]
     return FORM_ERRORS.get(form, f"form {form!r}: unknown")
+
+
+def refuse_quantize(form: str, mode: str, quantize, gates_quantized) -> None:
+    """A request's publish.quantize that its form cannot take, or gates.quantized with nothing to bound: ValueError."""
+    if quantize and (why := form_error(form, mode)) is not None:
+        raise ValueError(f"publish.quantize: {why}")
+    if gates_quantized is not None and not quantize:
+        raise ValueError("gates.quantized bounds the quantized outputs: set publish.quantize too")
 
 
 def group_size(in_features: Iterable[int]) -> int | None:

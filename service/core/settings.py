@@ -84,6 +84,12 @@ class Settings(LimitSettings, EventSettings, BaseSettings):
         description="the GGUF venv's python (publish.formats gguf:*, `nbl export`); "
         "default the checkout's .venv-gguf (`make gguf-env`)",
     )
+    quant_python: Path | None = Field(
+        default=None,
+        validation_alias=_env("NBL_QUANT_PYTHON"),
+        description="the quantization venv's python (publish.quantize, `nbl compress --quantize`); "
+        "default the checkout's .venv-quant (`make quant-env`)",
+    )
     publish_dir: Path | None = Field(
         default=None, validation_alias=_env("NBL_PUBLISH_DIR"), description="where publish {local_dir: NAME} writes"
     )

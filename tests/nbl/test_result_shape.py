@@ -120,7 +120,13 @@ def test_an_old_or_new_row_gives_nulls():
         assert res["base"] is None
         for out in res["outputs"]:
             assert out["metrics"] is None and out["delta"] is None and out["relative"] is None
-    assert job_result({}, None, None) == {"calibration": None, "base": None, "base_evaluation": None, "outputs": []}
+    assert job_result({}, None, None) == {
+        "calibration": None,
+        "base": None,
+        "base_evaluation": None,
+        "base_quantized": [],
+        "outputs": [],
+    }
     old = job_result(
         {"compression": {"k": 4, "mode": "block"}}, [{"k": 4, "layers": [1]}], {"calibration": {"tokens": 100.0}}
     )

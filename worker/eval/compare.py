@@ -35,15 +35,18 @@ def evaluate_outputs(
     data_dir: Path | None = None,
     home: Path | None = None,
     devices: list[str] | None = None,
+    extra: dict[str, Path] | None = None,
 ) -> tuple[dict, dict[int, dict]]:
-    """(base result, {k: output result}); `on_result(variant, result)` sees "base", then "k{K}" each.
+    """(base result, {k: output result}); `on_result(variant, result)` sees "base", then "k{K}" each, then each
+    of `extra` by its name (the quantized outputs and bases: "k4+w4a16", "base+w4a16", loaded the same way).
     `data_dir`: the shipped data sets; `home`: where the base's result is cached (evaluate.py); `devices`:
     the run's devices (a base not loaded yet, lm.model None, is loaded over them too)."""
+    extra = extra or {}
 
     def load() -> None:
         load_weights(lm, max_memory_for(lm.path, devices))
 
-    parts = [len(outputs) + 1]  # the stage's models; a cached base takes none of its time
+    parts = [len(outputs) + len(extra) + 1]  # the stage's models; a cached base takes none of its time
 
     def within(j: int, what: str) -> Callable[[float], None]:  # model j of the stage's, a fraction of its evaluation
         return lambda f: report("evaluate", (j + f) / parts[0], what)
@@ -61,16 +64,20 @@ def evaluate_outputs(
         load=load,
     )
     if base.get("cached"):
-        parts[0] = max(1, len(outputs))  # the outputs make the whole stage now: output j is model j - 1 of it
+        parts[0] = max(
+            1, len(outputs) + len(extra)
+        )  # the outputs make the whole stage now: output j is model j - 1 of it
         report("evaluate", 0.0, "the base model's evaluation reused from the cache (same model and evaluation)")
     on_result("base", base)
     first = 0 if base.get("cached") else 1
     dtype = lm.model.dtype if lm.model is not None else lm.dtype
     device = devices[0] if devices else str(input_device(lm.model)) if lm.model is not None else lm.device
     release_weights(lm)  # the base leaves the devices before each output is placed on them
-    results: dict[int, dict] = {}
-    for j, (k, path) in enumerate(outputs.items(), start=first):
-        what = f"evaluating k={k} from {Path(path).name}"
+    results: dict[int | str, dict] = {}
+    named = [(k, f"k{k}", f"k={k}", path) for k, path in outputs.items()]
+    named += [(name, name, name, path) for name, path in extra.items()]
+    for j, (k, variant, label, path) in enumerate(named, start=first):
+        what = f"evaluating {label} from {Path(path).name}"
         report("evaluate", j / parts[0], what)
         started = time.monotonic()
         out = load_compressed(path, dtype, device, home, max_memory_for(path, devices))
@@ -84,6 +91,6 @@ def evaluate_outputs(
         )
         results[k]["seconds"] = time.monotonic() - started  # reload and evaluation: the JUnit case's time
         del out  # one compressed copy in memory at a time
-        on_result(f"k{k}", results[k])
+        on_result(variant, results[k])
     report("evaluate", 1.0, "evaluated")
     return base, results

@@ -19,6 +19,7 @@ from pathlib import Path
 from nbl.selection.score_fields import SCORE_LABELS
 
 from ..eval.truncation import describe
+from ..quant.card import quant_section
 from .card_recipe import recipe_section
 from .card_refine import refine_section
 from .card_runs import form_sentence, runs_in_section
@@ -45,6 +46,7 @@ class CardInfo:
     plot: str | None = PLOT  # the plot's file name beside README.md, None when there is none
     warnings: list[str] = field(default_factory=list)  # the run's (worker/run_warnings.py), listed on the card
     scored: dict[str, dict] = field(default_factory=dict)  # evaluations cut short: how much each scored
+    quantized: list[dict] = field(default_factory=list)  # its SCHEME/ copies (card_quant.copies), publish.quantize
 
 
 # --- small readers of the report -----------------------------------------------------------------
@@ -262,6 +264,7 @@ def card_text(info: CardInfo) -> str:
         *([("## Refinement", refine)] if refine else []),
         ("## Replaced layers and their scores", layers_section(report, info.plot)),
         ("## Evaluation: base vs compressed", eval_section(info.metrics, info.scored)),
+        *([("## Quantized", quant_section(info.quantized, info.metrics))] if info.quantized else []),
         *([("## Warnings", "".join(f"- {w}\n" for w in info.warnings))] if info.warnings else []),
         (
             "## Runs in",

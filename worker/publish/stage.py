@@ -22,6 +22,7 @@ from nbl.lru import tree_size
 
 from ..engine.forms.saving import SCORES_FILE
 from ..errors import RetryPolicy
+from ..quant.card import copies as quant_copies
 from ..run_warnings import RunWarnings
 from .card import CardInfo, write_card
 from .destination import Destination, Published
@@ -46,17 +47,23 @@ def publish(
     retry: RetryPolicy = RetryPolicy(),
     several: bool | None = None,
     caveats: RunWarnings | None = None,
+    base_bytes: dict[str, float] | None = None,
 ) -> dict[int, Published]:
     """Rewrite each output's card with the evaluation and the recipe, then hand the folder to the
     destination; record each as soon as it is published. `recipe`: the request the card quotes;
     `several`: the job made several outputs (k{K} folders and a root card), even if its gates kept one;
-    `caveats`: the run's warnings, listed on each card, which says how much a truncated evaluation scored."""
+    `caveats`: the run's warnings, listed on each card, which says how much a truncated evaluation scored;
+    `base_bytes`: {scheme: bytes} of the base quantized alike (publish.quantize), for the card's comparison."""
     several = len(outputs) > 1 if several is None else several
     caveats = caveats or RunWarnings()
     sink.progress("publish", 0.0, "publishing")
     for k, path in outputs.items():
         where, subfolder = destination.location(k, several)
         card_metrics = {"base": metrics.get("base") or {}, "compressed": metrics.get(f"k{k}") or {}}
+        for v in metrics:  # the quantized copies' and bases' (publish.quantize): "k4+w4a16", "base+w4a16"
+            who, plus, s = v.partition("+")
+            if plus and who in ("base", f"k{k}"):
+                card_metrics[f"{'base' if who == 'base' else 'compressed'}+{s}"] = metrics[v]
         write_card(
             path,
             CardInfo(
@@ -67,6 +74,7 @@ def publish(
                 subfolder=subfolder,
                 warnings=caveats.for_k(k),
                 scored=caveats.scored,
+                quantized=quant_copies(path, card_metrics, base_bytes or {}),
             ),
         )
     destination.check_space(sum(tree_size(path) for path in outputs.values()))

@@ -39,6 +39,14 @@ def quant_python(python: Path | None = None) -> Path:
     )
 
 
+def shapes(model_dir: Path, schemes, what: str) -> None:
+    """ValueError naming `what` when a scheme cannot take the model (a width w4a16's groups do not divide)."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    for s in schemes:
+        if (why := scheme_shape_error(s, config)) is not None:
+            raise ValueError(f"publish.quantize {s}: {what}: {why}")
+
+
 def calibration_blocks(blocks: list[list[int]]) -> list[list[int]]:
     """The blocks GPTQ sees: the job's own calibration blocks, at most llm-compressor's recommended count and
     length (its examples use 512 x 2048), never more than the job calibrated on."""

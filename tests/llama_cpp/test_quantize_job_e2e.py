@@ -1,0 +1,87 @@
+"""publish.quantize in a job end to end (issue 39): real `nbl serve` and `nbl worker` on Postgres and Redis, the Hub
+offline. A fold block job on `local:tiny` asks publish.formats ["safetensors", "gguf:q8_0"] and publish.quantize
+["w8a8"], with an evaluation and gates.quantized. The output folder holds the checkpoint, the GGUF and the w8a8/
+copy; the files endpoint lists each file with its sha256 and serves what it lists; the result gives NBL + w8a8 and
+base + w8a8 beside base and NBL; the card has the comparison; and a job whose quantized copy fails its own gate is
+held back (the job fails as quality)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+import pytest
+from gguf_helpers import REPO
+from live_job import finished, live_service, service_env, tiny_with_smollm2_tokenizer
+
+pytestmark = pytest.mark.slow  # and e2e (tests/conftest.py E2E_FILES)
+QUANT_PYTHON = REPO / ".venv-quant" / "bin" / "python"
+QJOB = {
+    "model": {"id": "local:tiny"},
+    "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},
+    "compression": {"mode": "block", "form": "fold", "criterion": "cosine", "k": [1]},
+    "evaluation": {"perplexity": ["wikitext2"], "max_tokens": 256},
+    "gates": {"quantized": {"max_ppl_increase": {"wikitext2": 5.0}}},
+    "publish": {"local_dir": "tiny-q", "formats": ["safetensors", "gguf:q8_0"], "quantize": ["w8a8"]},
+}
+
+
+def test_a_fold_job_publishes_its_w8a8_copy_beside_the_gguf_with_the_joint_evaluation(
+    pg_url, redis_queue, settings_for, team_key_for, gguf_python, tmp_path
+):
+    if not QUANT_PYTHON.is_file() and not os.environ.get("CI"):
+        pytest.skip(f"the quantization venv is missing ({QUANT_PYTHON}): `make quant-env`")
+    redis_url, queue, _ = redis_queue
+    settings = settings_for(pg_url, broker_url=redis_url, queue_name=queue)
+    settings.ensure_dirs()
+    tiny_with_smollm2_tokenizer(settings.models_dir / "tiny", tmp_path)
+    env = service_env(settings, pg_url, redis_url, queue, gguf_python) | {"NBL_QUANT_PYTHON": str(QUANT_PYTHON)}
+    with live_service(settings, env, tmp_path, team_key_for(settings)) as (c, said):
+        job = finished(c, said, QJOB)
+        files = f"/v1/jobs/{job['id']}/outputs/1/files"
+        listed = {f["path"]: f for f in c.get(files).json()["data"]}
+        served = {p: c.get(f"{files}/{p}").content for p in listed if p.startswith("w8a8/") or p == "README.md"}
+        strict = {**QJOB, "gates": {"quantized": {"max_ppl_increase": {"wikitext2": 0.0}}}}
+        held = c.post("/v1/jobs", json={**strict, "publish": {**QJOB["publish"], "local_dir": "tiny-q-strict"}})
+        assert held.status_code == 201, held.text
+        deadline = time.monotonic() + 900
+        while (h := c.get(f"/v1/jobs/{held.json()['id']}").json())["status"] not in ("succeeded", "failed"):
+            assert time.monotonic() < deadline and c.worker.poll() is None, said()
+            time.sleep(1)
+
+    assert {"model.safetensors", "model-q8_0.gguf", "w8a8/config.json", "w8a8/quantization.json"} <= set(listed)
+    weights = [p for p in listed if p.startswith("w8a8/") and p.endswith(".safetensors")]
+    assert weights and all(len(listed[p]["sha256"]) == 64 for p in listed)
+    for p in served:
+        if p != "README.md":
+            assert hashlib.sha256(served[p]).hexdigest() == listed[p]["sha256"], p
+    config = json.loads(served["w8a8/config.json"])
+    assert config["quantization_config"]["quant_method"] == "compressed-tensors"
+    assert json.loads(served["w8a8/quantization.json"])["unquantized"] == ["lm_head"]
+
+    out, result = job["result"]["outputs"][0], job["result"]
+    [q] = out["quantized"]
+    assert q["scheme"] == "w8a8" and q["path"] == "w8a8" and q["bytes"] == sum(listed[p]["size"] for p in weights)
+    assert q["calibration_tokens"] == 10 * 32  # the job's own calibration blocks
+    [bq] = result["base_quantized"]
+    assert bq["scheme"] == "w8a8" and bq["path"] is None and bq["bytes"] > 0
+    ppl = {
+        "base": result["base"]["perplexity"]["wikitext2"]["ppl"],
+        "base+w8a8": bq["metrics"]["perplexity"]["wikitext2"]["ppl"],
+        "nbl": out["metrics"]["perplexity"]["wikitext2"]["ppl"],
+        "nbl+w8a8": q["metrics"]["perplexity"]["wikitext2"]["ppl"],
+    }
+    assert all(v > 1 for v in ppl.values()) and ppl["nbl+w8a8"] != ppl["nbl"], ppl  # measured, and quantized
+    assert q["relative"]["perplexity"]["wikitext2"]["ppl"] == pytest.approx(ppl["nbl+w8a8"] / ppl["base"] - 1)
+    [check] = [g for g in job["gates"]["checks"] if g["output"] == "k1+w8a8"]
+    assert check["passed"] and check["value"] == pytest.approx(ppl["nbl+w8a8"])
+    card = served["README.md"].decode()
+    assert "## Quantized" in card and "| NBL + w8a8 |" in card and "| base + w8a8 |" in card
+    assert "llm-compressor 0.14.0.1" in card and "`vllm serve <this folder>/w8a8`" in card
+
+    # the same job with a quantized gate no copy can meet: nothing is published, and the check says why
+    assert h["status"] == "failed" and h["error"]["type"] == "quality", h["error"]
+    assert any(g["output"] == "k1+w8a8" and not g["passed"] for g in h["gates"]["checks"])
+    assert not list(settings.publish_dir.glob("*/tiny-q-strict"))  # nothing of it published
