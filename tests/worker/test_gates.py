@@ -90,3 +90,32 @@ def test_apply_keeps_the_passing_outputs_and_warns_of_the_others(tmp_path):
         G.apply(GATES, {8: outputs[8], 12: outputs[12]}, METRICS, sink)
     assert sink.stored[0]["passed"] is False and e.value.checks == sink.stored[0]["checks"]
     assert G.apply(None, outputs, METRICS, sink) == outputs and G.apply(Gates(), outputs, {}, sink) == outputs
+
+
+def test_a_quantized_copy_is_held_to_its_own_bounds_and_holds_its_output_back(tmp_path):
+    """gates.quantized (publish.quantize): each copy "k4+w4a16" against the unquantized base, with bounds of its own;
+    a copy that fails holds its output back, and when every output is held back the job fails as quality."""
+    gates = Gates(max_ppl_increase={"wikitext2": 0.20}, quantized=Gates(max_ppl_increase={"wikitext2": 0.30}))
+    metrics = {
+        **METRICS,
+        "k4+w4a16": {PPL: 25.9},  # +29.5 % against the base's 20: passes 0.30
+        "k8+w4a16": {PPL: 26.2},  # +31 %: fails, though k8 itself (+11 %) passes 0.20
+    }
+    outputs = {4: tmp_path / "k4", 8: tmp_path / "k8"}
+    sink = Sink()
+    assert G.apply(gates, outputs, metrics, sink, schemes=("w4a16",)) == {4: tmp_path / "k4"}
+    checks = sink.stored[0]["checks"]
+    assert [(c["output"], c["passed"]) for c in checks] == [
+        ("k4", True),
+        ("k8", True),
+        ("k4+w4a16", True),
+        ("k8+w4a16", False),
+    ]
+    assert checks[3]["limit"] == pytest.approx(26.0) and sink.warnings[0].startswith("k=8 is not published")
+    assert "k8+w4a16 perplexity/wikitext2/ppl 26.2 > 26" in sink.warnings[0]
+    # without the quantized bounds, or with no copies made, only the outputs' own gates count
+    assert G.apply(Gates(max_ppl_increase={"wikitext2": 0.20}), outputs, metrics, Sink(), schemes=("w4a16",)) == outputs
+    sink = Sink()
+    with pytest.raises(G.QualityFailure):
+        G.apply(gates, {8: outputs[8]}, metrics, sink, schemes=("w4a16",))
+    assert sink.stored[0]["passed"] is False

@@ -81,6 +81,7 @@ def load_compressed(
         )
         model = cls.from_pretrained(path, dtype=torch_dtype, use_safetensors=True, **kw)
     model = place(model, device, kw)
+    decompressed(model)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -90,6 +91,21 @@ def load_compressed(
         family=family,
         path=path,
     )
+
+
+def decompressed(model) -> None:
+    """A quantized output (publish.quantize) loads compressed, and compressed-tensors decompresses it in a hook on
+    the model's first forward; the evaluation runs its layers one by one (progress per layer) and would never fire
+    it, so one token's forward fires it here. Its weights then hold the quantized values and its activations are
+    quantized as the scheme says (w8a8, fp8-dynamic), as vLLM runs it."""
+    if getattr(model, "ct_decompress_hook", None) is None:
+        return
+    import torch
+
+    from ..engine.placement import input_device
+
+    with torch.no_grad():
+        model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=input_device(model)))
 
 
 def load_for_eval(
