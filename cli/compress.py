@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from cli.compress_options import compress_arguments
 from cli.gates import EXIT_QUALITY, gates_from_args
@@ -94,17 +93,12 @@ def cmd_compress(args) -> int:
             print(json.dumps({"gates": sink.gate_checks}, indent=2))
         return EXIT_QUALITY
     view = _json_view(result.compressed.as_dict())
-    if getattr(args, "quantize", None):  # each output that passed, written once more beside it, quantized
-        view["quantized"] = quantize_outputs(
-            args,
-            recipe(args, espec),
-            paths.data_dir,
-            [o for o in result.compressed.outputs if o["k"] in result.outputs],
-        )
+    base = result.evaluation.get("base")
+    if result.quantized.outputs:  # each output that passed, once more per scheme in its SCHEME/ folder
+        view["quantized"] = quantized_view(result, base)
     view["load_check"] = {f"k{k}": c for k, c in result.checks.items()}  # each output reloaded in a fresh process
     if sink.gate_checks is not None:
         view["gates"] = sink.gate_checks  # {"passed", "checks"}: only the outputs that passed got their card
-    base = result.evaluation.get("base")
     results = {k: result.evaluation[f"k{k}"] for k in result.selected if f"k{k}" in result.evaluation}
     if espec is not None:
         view["evaluation"] = {f"k{k}": report(r, base) for k, r in results.items()}  # each as `nbl eval --json`
@@ -119,34 +113,37 @@ def cmd_compress(args) -> int:
 
 
 def quantizable(args) -> None:
-    """--quantize's refusals before the long part: the form, --out, the quantization venv."""
+    """--quantize's refusals before the long part: the form, --out (the quantization venv: the pipeline's, at once)."""
     from nbl.outputs.quant_schemes import form_error
-    from worker.quant.quantize import quant_python
 
     if (why := form_error(args.form or R.FORM, args.mode)) is not None:
         raise ValueError(f"--quantize: {why}")
     if args.out is None:
-        raise ValueError("--quantize writes beside the saved outputs: give --out")
-    quant_python()
+        raise ValueError("--quantize writes into each saved output's SCHEME/ folder: give --out")
 
 
-def quantize_outputs(args, rec: R.Recipe, data_dir, outputs: list[dict]) -> dict:
-    """{kK: what quantize did} for each published output (OUT-SCHEME beside OUT, or OUT/kK-SCHEME); an output
-    a gate held back is not quantized."""
-    from nbl.outputs.quant_schemes import SCHEMES
-    from worker.quant.blocks import gptq_blocks
-    from worker.quant.quantize import quantize
+def quantized_view(result, base) -> dict:
+    """{"k4": {"w4a16": what quantize did, + "evaluation" with --eval}, "base": {...}}: the pipeline's quantize
+    stage (worker/quant/stage.py), each copy's evaluation as `nbl eval --json` reports it against the base."""
+    from worker.eval.report import report
 
-    done, blocks = {}, None
-    for o in outputs:
-        path = Path(o["path"])
-        if blocks is None and SCHEMES[args.quantize].gptq:  # the outputs share the base's tokenizer: cut once
-            blocks = gptq_blocks(rec, path, data_dir)
-        done[f"k{o['k']}"] = facts = quantize(
-            path, path.with_name(f"{path.name}-{args.quantize}"), args.quantize, blocks
-        )
-        print(f"k={o['k']}: {args.quantize} -> {facts['path']} ({facts['bytes'] / 1e6:,.1f} MB)", file=sys.stderr)
-    return done
+    rows = {f"k{k}": by for k, by in result.quantized.outputs.items() if k in result.outputs}
+    rows |= {"base": result.quantized.base} if result.quantized.base else {}
+    return {
+        who: {
+            s: {
+                **f,
+                **({"path": None} if who == "base" else {}),  # the base's copy was removed after its evaluation
+                **(
+                    {"evaluation": report(result.evaluation[v], base)}
+                    if (v := f"{who}+{s}") in result.evaluation
+                    else {}
+                ),
+            }
+            for s, f in by.items()
+        }
+        for who, by in rows.items()
+    }
 
 
 def recipe(args, espec=None) -> R.Recipe:
@@ -193,6 +190,8 @@ def recipe(args, espec=None) -> R.Recipe:
         evaluation=evaluation,
         selection=selection_from_args(args),
         gates=gates_from_args(args, espec),
+        # dtype None: the outputs in the compute dtype, as without --quantize (worker/engine/forms/out_dtype.py)
+        publishing=R.Publishing(dtype=None, quantize=args.quantize) if getattr(args, "quantize", None) else None,
     )
 
 

@@ -18,6 +18,14 @@ from nbl.outputs.quant_schemes import SCHEMES
 from nbl.selection.score_fields import CRITERIA, MEASURED
 
 
+def _schemes(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    bad = [n for n in names if n not in SCHEMES]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"{', '.join(bad) or text!r}: schemes are {', '.join(SCHEMES)}")
+    return names
+
+
 def _ks(text: str) -> list[int]:
     """K, K1,K2,... or `auto` (an empty list: the largest k within --max-ppl-increase)."""
     if text.strip() == "auto":
@@ -67,9 +75,11 @@ def compress_arguments(p, *, k_required: bool = True) -> None:
     )
     p.add_argument(
         "--quantize",
-        choices=sorted(SCHEMES),
-        help="also write each output quantized by llm-compressor beside it (OUT-SCHEME, compressed-tensors, "
-        "for vLLM; fold block outputs only; needs `make quant-env`; docs/serving.md#quantized-outputs)",
+        type=_schemes,
+        metavar="SCHEME[,SCHEME]",
+        help=f"also write each output quantized by llm-compressor into its SCHEME/ folder ({', '.join(SCHEMES)}: "
+        "compressed-tensors, for vLLM; fold block outputs only; needs `make quant-env`); with --eval the copies and "
+        "the base quantized alike are evaluated too (docs/serving.md#quantized-outputs)",
     )
     p.add_argument(
         "--k",

@@ -118,7 +118,7 @@ class Publishing:
     local_dir: str | None = None
     overwrite: bool = False
     formats: tuple[str, ...] = ("safetensors",)  # + "gguf:TYPE" (nbl/outputs/gguf_formats.py)
-    dtype: str = "auto"  # the saved weights' dtype; auto: the base's stored one
+    dtype: str | None = "auto"  # the saved weights' dtype; auto: the base's stored one; None (nbl compress): computed
     quantize: tuple[
         str, ...
     ] = ()  # each output once more per scheme, in its SCHEME/ folder (nbl/outputs/quant_schemes.py)

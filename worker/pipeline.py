@@ -16,6 +16,7 @@ skips what is done and never leaves half a checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from pathlib import Path
@@ -184,27 +185,41 @@ def run(
     if options.load_check:  # the base (whole after a measured selection) leaves memory before each output loads
         release_weights(lm)
         result.checks = check(outputs, refs, sink, options.check_timeout_s, devices=cfg.devices) or {}
-    quantized = quant_stage.Quantized()
-    if quant_stage.schemes_of(recipe):  # each output (and, to compare, the base) once more per scheme
-        base_dir = None if recipe.evaluation.empty() else Path(lm.path)
-        quantized = quant_stage.run(
-            recipe, outputs, base_dir, paths.work_dir, sink, paths.quant_python, paths.data_dir, stop_check(sink)
-        )
-        sink.metrics(QUANTIZATION, quantized.facts())
+    quantized, schemes = result.quantized, quant_stage.schemes_of(recipe)
     metrics: dict[str, dict[str, float]] = {}
-    if not recipe.evaluation.empty():  # a base not in memory (released above) is loaded over cfg.devices: compare.py
-        with tempfile.TemporaryDirectory(prefix="nbl-tasks-") as tmp:  # a job's task files, as files
-            metrics, result.evaluation = evaluate(
-                lm,
+    # The base's quantized copies (the comparison, never published) beside the work directory until evaluated.
+    base_copies = (
+        tempfile.TemporaryDirectory(prefix=".nbl-base-quantized-", dir=Path(paths.work_dir).absolute().parent)
+        if schemes and not recipe.evaluation.empty()
+        else contextlib.nullcontext(None)
+    )
+    with base_copies as base_root:
+        if schemes:  # each output (and, to compare, the base) once more per scheme
+            quantized = result.quantized = quant_stage.run(
+                recipe,
                 outputs,
-                eval_spec(recipe.evaluation, Path(tmp)),
+                (Path(lm.path), Path(base_root)) if base_root else None,
                 sink,
-                paths,
-                options.progress,
-                cfg.devices,
-                on_base=replan,
-                extra=quantized.variants(),
+                paths.quant_python,
+                paths.data_dir,
+                stop_check(sink),
             )
+            sink.metrics(QUANTIZATION, quantized.facts())
+        if (
+            not recipe.evaluation.empty()
+        ):  # a base not in memory (released above) is loaded over cfg.devices: compare.py
+            with tempfile.TemporaryDirectory(prefix="nbl-tasks-") as tmp:  # a job's task files, as files
+                metrics, result.evaluation = evaluate(
+                    lm,
+                    outputs,
+                    eval_spec(recipe.evaluation, Path(tmp)),
+                    sink,
+                    paths,
+                    options.progress,
+                    cfg.devices,
+                    on_base=replan,
+                    extra=quantized.variants(),
+                )
     run_warnings.after_evaluation(caveats, metrics, recipe.evaluation.limit, recipe.evaluation.max_tokens, sink.warning)
     lm = None  # the base model goes before publishing (a closure above shares the name)
 

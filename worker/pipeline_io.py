@@ -16,6 +16,7 @@ from nbl.selection.score_fields import GREEDY_WIDTH
 from .engine import compress
 from .errors import RetryPolicy
 from .publish.destination import Published
+from .quant.stage import Quantized
 
 
 class Cancelled(Exception):
@@ -100,3 +101,4 @@ class PipelineResult:
     compressed: compress.CompressResult | None = None  # the engine's report: scores, outputs, timings
     evaluation: dict[str, dict] = field(default_factory=dict)  # variant ("base", "k4") -> its nested result
     checks: dict[int, dict] = field(default_factory=dict)  # k -> the load check's figures (loadcheck.check)
+    quantized: Quantized = field(default_factory=Quantized)  # publish.quantize's copies (worker/quant/stage.py)

@@ -1,6 +1,7 @@
-"""`nbl compress --quantize`: a fold block output written once more beside it (OUT-SCHEME), GPTQ fitted on the run's
-own calibration blocks, and said in --json; the forms that cannot be quantized, and a run without --out, refused
-at once with the reason (exit 2), before anything is calibrated."""
+"""`nbl compress --quantize`: a fold block output written once more into its SCHEME/ folder by the pipeline's quantize
+stage (as a job's), GPTQ fitted on the run's own calibration blocks, said in --json, and with --eval the copy and
+the base quantized alike evaluated; the forms that cannot be quantized, and a run without --out, refused at once
+with the reason (exit 2), before anything is calibrated."""
 
 from __future__ import annotations
 
@@ -19,11 +20,19 @@ def test_a_fold_block_output_is_quantized_beside_it(tmp_path, text_file, quant_p
     base = save_tiny_checkpoint(tmp_path / "base", hidden_size=128, intermediate_size=256, layers=3)
     out = tmp_path / "out"
     argv = ["compress", "--model", str(base), "--dataset", str(text_file), "--form", "fold", "--mode", "block"]
-    assert main([*argv, *RUN, "--out", str(out), "--quantize", "w8a8"]) == 0
+    ev = ["--eval", "--perplexity", "wikitext2", "--max-tokens", "128"]
+    assert main([*argv, *RUN, *ev, "--out", str(out), "--quantize", "w8a8"]) == 0
     view = json.loads(capsys.readouterr().out)
-    facts = view["quantized"]["k1"]
-    assert facts["path"] == str(tmp_path / "out-w8a8") and facts["calibration_tokens"] == 8 * 32
-    config = json.loads((tmp_path / "out-w8a8" / "config.json").read_text())
+    facts = view["quantized"]["k1"]["w8a8"]
+    assert facts["path"] == str(out / "w8a8") and facts["calibration_tokens"] == 8 * 32
+    base_copy = view["quantized"]["base"]["w8a8"]  # the base quantized alike, for the comparison; never in OUT
+    assert base_copy["path"] is None and base_copy["bytes"] > 0
+    assert not list(tmp_path.glob(".nbl-base-quantized-*")) and sorted(p.name for p in out.iterdir() if p.is_dir()) == [
+        "w8a8"
+    ]
+    ppl = [v["evaluation"]["perplexity"]["wikitext2"]["ppl"] for v in (facts, base_copy)]
+    assert all(p > 1 for p in ppl) and ppl[0] != view["evaluation"]["k1"]["perplexity"]["wikitext2"]["ppl"], ppl
+    config = json.loads((out / "w8a8" / "config.json").read_text())
     assert config["quantization_config"]["format"] == "int-quantized"
     assert config["num_hidden_layers"] == 2  # the fold block output, one block removed, quantized
     assert "quantization_config" not in json.loads((out / "config.json").read_text())  # the output itself stays

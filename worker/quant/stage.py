@@ -1,6 +1,6 @@
 """The pipeline's quantize stage (publish.quantize, issue 39): each output written once more per scheme, into its
 own SCHEME/ folder (published with the output, listed in its manifest), and, when the job evaluates, the base
-quantized alike (into the work directory, never published) so that the evaluation can give base, base + scheme,
+quantized alike (into a directory the pipeline removes after the evaluation, never published) so that the evaluation can give base, base + scheme,
 NBL and NBL + scheme side by side.
 
 Runs after the load check (the base has left memory: llm-compressor loads each checkpoint in its own process)
@@ -19,8 +19,6 @@ from nbl.recipe import Recipe
 
 from .blocks import gptq_blocks
 from .quantize import quant_python, quantize
-
-BASE_DIR = ".base-quantized"  # under the work directory: the base's quantized copies, evaluated, never published
 
 
 @dataclass
@@ -58,18 +56,18 @@ def ready(recipe: Recipe, python: Path | None) -> None:
 def run(
     recipe: Recipe,
     outputs: dict[int, Path],
-    base_dir: Path | None,
-    work_dir: Path,
+    base: tuple[Path, Path] | None,
     sink,
     python: Path | None = None,
     data_dir: Path | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Quantized:
-    """Quantize every output (into OUTPUT/SCHEME) and, given `base_dir`, the base (into WORK/.base-quantized/SCHEME)."""
+    """Quantize every output (into OUTPUT/SCHEME) and, given `base` (its directory, where its copies go), the base
+    (into THERE/SCHEME)."""
     schemes, done = schemes_of(recipe), Quantized()
     todo = [(k, path, path / s, s) for k, path in outputs.items() for s in schemes]
-    if base_dir is not None:
-        todo += [(None, base_dir, work_dir / BASE_DIR / s, s) for s in schemes]
+    if base is not None:
+        todo += [(None, base[0], base[1] / s, s) for s in schemes]
     blocks = None
     if any(SCHEMES[s].gptq for s in schemes) and outputs:
         sink.progress("quantize", 0.0, "cutting the calibration blocks GPTQ fits on")
