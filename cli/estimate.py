@@ -157,6 +157,8 @@ def cmd_estimate(args) -> int:
         eval_max_tokens=args.max_tokens,
         tasks=tuple(tasks) if evaluate else (),
         eval_limit=args.limit,
+        quantize=(args.quantize,) if args.quantize else (),
+        quantized_eval=args.job,  # a job quantizes the base too and evaluates each; compress evaluates none
     )
     try:  # the config's numbers are bounded (shapes.BOUNDS); the flags are not: --num-samples 10**400 is a number
         placement = place(shape, opts, classes(settings), settings.task_time_limit_s)

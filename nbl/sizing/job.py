@@ -38,6 +38,8 @@ def job_options(recipe: Recipe, host_cache_bytes: int | None, greedy_width: int 
         eval_limit=ev.limit,
         refit=comp.refit,
         heal=comp.heal,
+        quantize=tuple(recipe.publishing.quantize) if recipe.publishing is not None else (),
+        quantized_eval=not ev.empty(),
         **overrides,
     )
 

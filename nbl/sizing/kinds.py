@@ -4,7 +4,8 @@ A stage's seconds per token-layer depend on more than its planned work: a calibr
 other sums than one in attn mode (6x faster on SmolLM2, bench/results/estimate_replay.md), one whose sums come
 from the statistics cache reads shards instead of running the model (and the score stage then does the scoring
 calibration would have done), an export to a quantized GGUF converts and quantizes where an f16 one only
-converts, a fold output is saved and reloaded in another class than an nbl one. Each of those is its own
+converts, a fold output is saved and reloaded in another class than an nbl one, a GPTQ quantization runs
+calibration blocks through the model where an FP8 one only rounds its weights. Each of those is its own
 kind, and stage_rates keeps it beside the stage (migration 0013): the estimate reads the rows of the kind the
 job will do (service/estimates/rates.py), the worker writes the kind the stage did (worker/rates.py). Before
 this, a cache-hit calibration's 5 s was folded into the fresh calibration's rate and halved it each time.
@@ -28,6 +29,12 @@ def export_kind(recipe: Recipe) -> str:
     return "+".join(f"gguf:{t}" for t in sorted(types))
 
 
+def quantize_kind(recipe: Recipe) -> str:
+    """The schemes a job quantizes with, in one name (`quant:w4a16+quant:w8a8`); '' when it quantizes none."""
+    schemes = recipe.publishing.quantize if recipe.publishing is not None else ()
+    return "+".join(f"quant:{s}" for s in sorted(set(schemes)))
+
+
 def stage_kinds(recipe: Recipe, stats_cached: bool) -> dict[str, str]:
     """{stage: kind} for the stages whose cost depends on what they do; the others are kind ''."""
     comp = recipe.compression
@@ -40,4 +47,6 @@ def stage_kinds(recipe: Recipe, stats_cached: bool) -> dict[str, str]:
     }
     if kind := export_kind(recipe):
         out["export"] = kind
+    if kind := quantize_kind(recipe):
+        out["quantize"] = kind
     return out

@@ -13,6 +13,7 @@ The phases, as the code runs today (worker/pipeline.py, worker/engine):
                 and its cast copy on the host
     check       each output reloaded in a fresh process (publish/loadcheck.py): a second runtime beside
                 the first, and one whole model placed as below
+    quantize    publish.quantize: llm-compressor in a process of its own, the whole model on the host (quant.py)
     evaluate    the base, then each output, one whole model at a time (eval/compare.py)
 
 A whole model goes where worker/engine/placement.py puts it (spread.py): on one GPU when it fits, else
@@ -39,6 +40,7 @@ from nbl.selection.sets import PREFIX_CACHE_BYTES, expected_sets
 
 from .head import head_chunk_bytes
 from .options import Options, default_batch_size, holdout_count, measured, selection_blocks
+from .quant import quantize_memory, quantize_work
 from .refine import heal_bytes, refine_token_layers
 from .shapes import DTYPE_BYTES, Shape
 from .spread import Memory, Spread, spread
@@ -202,7 +204,11 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
                 "device": placed.device + ctx_dev + (PROBE_ACTS if on_gpu else 0),
                 "host": one + one + placed.host + (0 if on_gpu else PROBE_ACTS),
             }
-    if opts.whole_model:  # the base, then each output, one at a time
+    if opts.quantize:  # after the base is released: the worker's runtime beside llm-compressor's process (quant.py)
+        q = quantize_memory(shape, opts.quantize, opts.num_samples, opts.seq_len, on_gpu, fwd_per_token)
+        q_host = one + q["host"] + (CUDA_CONTEXT_HOST if on_gpu else 0)
+        phases["quantize"] = {"device": q["device"] + ctx_dev, "host": q_host}
+    if opts.whole_model:  # the base, then each output (and each quantized model), one at a time
         phases["evaluate"] = {
             "device": placed.device + eval_acts + ctx_dev if on_gpu else 0,
             "host": one + placed.host + (0 if on_gpu else eval_acts),
@@ -211,9 +217,7 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     device_bytes = max(p["device"] for p in phases.values())
     host_bytes = max(p["host"] for p in phases.values())
     n_out = len(opts.ks) if opts.outputs else 0
-    placed_whole = opts.whole_model or (
-        opts.outputs and opts.load_check
-    )  # check and evaluate spread; selection streams
+    placed_whole = opts.whole_model or (opts.outputs and opts.load_check)  # check, evaluate spread; selection streams
     disk = {
         "download": shape.download_bytes,
         "spill": spill,
@@ -256,7 +260,8 @@ def _seconds(
     selection = sets * selection_blocks(opts) * opts.seq_len * (L / 2 * fwd_layer + head)
     eval_tokens = len(opts.perplexity) * (opts.eval_max_tokens or EVAL_TOKENS_PER_CORPUS)
     eval_tokens += len(opts.tasks) * (opts.eval_limit or TASK_DOCS) * TASK_TOKENS_PER_DOC
-    models = 1 + len(opts.ks)
+    quant_flops, quant_s, quantized = quantize_work(shape, opts)  # publish.quantize: GPTQ, processes (quant.py)
+    models = 1 + len(opts.ks) + quantized
     evaluation = models * eval_tokens * (L * fwd_layer + head)
     # refit: calibration's forward again per output; heal: forwards and backwards of the whole model
     evaluation += (
@@ -285,6 +290,7 @@ def _seconds(
             compute += (evaluation + selection) / GPU_FORWARD_FLOPS[i] + passes * placed.transfer_s(i)
         else:
             compute = (forward + products) / CPU_FLOPS[i] / procs + (evaluation + selection) / CPU_FLOPS[i]
+        compute += quant_flops / (GPU_PRODUCT_FLOPS if on_gpu else CPU_FLOPS)[i] + quant_s[i]
         return compute + download / DOWNLOAD_BPS[i] + STARTUP_S[i]
 
     return round(at(FAST), 1), round(at(SLOW), 1)

@@ -40,6 +40,8 @@ class Options:
     holdout_fraction: float = 0.1
     refit: str = "none"  # compression.refit: a pass of the calibration blocks per output, calibration's memory
     heal: object | None = None  # compression.heal (nbl.recipe.Heal): the whole model, trained maps (refine.py)
+    quantize: tuple[str, ...] = ()  # publish.quantize (`nbl compress --quantize`): each output per scheme (quant.py)
+    quantized_eval: bool = False  # the base is quantized too, and each quantized model evaluated (a job that evaluates)
 
 
 def default_batch_size(seq_len: int, on_gpu: bool) -> int:

@@ -14,10 +14,24 @@ from nbl.recipe import Recipe
 from nbl.selection.score_fields import MEASURED
 from nbl.selection.sets import expected_sets
 from nbl.sizing.model import EVAL_TOKENS_PER_CORPUS, TASK_DOCS, TASK_TOKENS_PER_DOC
+from nbl.sizing.quant import quantized_layers, token_layers
 from nbl.sizing.refine import guard_blocks, refine_token_layers
 
 # select: measured only; refine: compression.refit / heal (nbl/sizing/refine.py)
-STAGES = ("load", "calibrate", "score", "select", "refine", "compress", "check", "evaluate", "export", "publish")
+# quantize: publish.quantize, each output (and the base, for its comparison) per scheme (nbl/sizing/quant.py)
+STAGES = (
+    "load",
+    "calibrate",
+    "score",
+    "select",
+    "refine",
+    "compress",
+    "check",
+    "quantize",
+    "evaluate",
+    "export",
+    "publish",
+)
 LAYERS = 32  # before the model's config is read (only the loss probe's cost is not linear in layers)
 # Token-layers per layer of each stage's one unit of work, measured on SmolLM2-135M (CPU, 2 cores under
 # load, bench/results/progress_smollm2.json): scoring a layer from its sums ~0.9 s, saving an output ~4 s,
@@ -69,7 +83,9 @@ def plan(
     task_docs = (len(ev.tasks) + len(ev.task_files)) * (ev.limit or TASK_DOCS)
     docs = len(ev.perplexity) * -(-ppl_tokens // WINDOW) + task_docs + (4 if ev.speed else 0)
     eval_tokens = len(ev.perplexity) * ppl_tokens + task_docs * TASK_TOKENS_PER_DOC + (8192 if ev.speed else 0)
-    models = outputs + (0 if base_cached else 1)
+    schemes = recipe.publishing.quantize if recipe.publishing else ()
+    quantized = quantized_layers(L, recipe.ks, base=not ev.empty()) if schemes else []
+    models = outputs + (0 if base_cached else 1) + len(quantized) * len(schemes)
     exports = outputs * len(gguf_types(recipe.publishing.formats if recipe.publishing else ()))
     calibrate = (
         StageCost(0, "tokens", L * CACHED_CALIBRATE_PER_LAYER)
@@ -98,6 +114,11 @@ def plan(
         ),
         "compress": StageCost(outputs, "outputs", outputs * L * SAVE_PER_LAYER),
         "check": StageCost(outputs, "outputs", outputs * L * CHECK_PER_LAYER),
+        "quantize": StageCost(
+            len(quantized) * len(schemes),
+            "quantizations",
+            token_layers(schemes, quantized, cal.num_samples, cal.seq_len),
+        ),
         "evaluate": StageCost(
             models * docs, "documents", 0 if ev.empty() else models * eval_tokens * L * EVAL_PER_TOKEN_LAYER
         ),

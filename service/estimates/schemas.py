@@ -43,7 +43,8 @@ class EstimateOut(BaseModel):
     phases: dict[str, PhaseOut] = Field(
         description="calibrate: layer by layer; select: measured selection "
         "(greedy, auto, k auto); save: tensor by tensor; check: each output reloaded "
-        "in a fresh process; evaluate: the base and each output, one at a time. A "
+        "in a fresh process; quantize: llm-compressor's process (publish.quantize), the whole model on the host; "
+        "evaluate: the base and each output (and each quantized model), one at a time. A "
         "whole model larger than one device is spread over the GPUs and the host"
     )
     refusal: str | None = None
@@ -59,7 +60,7 @@ class EstimateOut(BaseModel):
         description="measured basis: each stage's time, "
         "{seconds, low, high, measured, kind} (measured false: the class's rate over "
         "its other stages; kind: the work the stage will do, e.g. a `cached` calibration or a "
-        "`gguf:Q4_K_M` export), load's `warm` and evaluate's "
+        "`gguf:Q4_K_M` export, a `quant:w4a16+quant:w8a8` quantization), load's `warm` and evaluate's "
         "`base_cached`; `fetch` (reading the weights the first time: a "
         "download, or hashing a local model) for a model the class has "
         "not loaded, once it measured a fetch; null on the model basis",

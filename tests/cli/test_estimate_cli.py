@@ -115,3 +115,24 @@ def test_a_70b_job_goes_to_one_80gb_gpu_and_measured_selection_is_priced(tmp_pat
         with pytest.raises(SystemExit) as exit_:
             main(["estimate", *common, "--k", "8", "--device-memory", bad])
         assert exit_.value.code == 2 and "expected a positive number of GiB" in capsys.readouterr().err
+
+
+def test_quantize_adds_its_phase_and_time(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("NBL_HOME", str(tmp_path / "home"))
+    model = write_config(tmp_path / "tiny", TINY)
+    common = ["--model", str(model), "--k", "1", "--form", "fold", "--mode", "block", "--num-samples", "8"]
+    figures = {}
+    for name, extra in {
+        "plain": [],
+        "compress": ["--quantize", "w8a8"],
+        "job": ["--quantize", "w8a8", "--job"],
+    }.items():
+        code, out, err = run(capsys, *common, "--seq-len", "32", "--out", str(tmp_path / "o"), *extra, "--json")
+        assert code == 0, err
+        figures[name] = json.loads(out)
+    assert "quantize" not in figures["plain"]["phases"]
+    assert figures["compress"]["phases"]["quantize"]["host"] > 0
+    # compress quantizes the output alone; a job the base too, and evaluates both quantized models
+    assert figures["plain"]["seconds"][1] < figures["compress"]["seconds"][1] < figures["job"]["seconds"][1]
+    code, out, _ = run(capsys, *common, "--seq-len", "32", "--quantize", "fp8-dynamic", "--job")
+    assert code == 0 and "quantize   device" in out

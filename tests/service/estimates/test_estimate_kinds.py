@@ -10,12 +10,13 @@ from testkit.model_configs import TINY, write_config
 from nbl.recipe import from_request
 from nbl.request import JobCreate
 from nbl.sizing.kinds import stage_kinds
-from nbl.sizing.rates import shape_key
+from nbl.sizing.rates import FLOOR, shape_key
 from nbl.sizing.reuse import STATISTICS, statistics_key
 from nbl.sizing.stage_plan import plan
 from service.core.class_cache import ClassCache
 from service.core.models import utcnow
 from service.core.stage_rate import StageRate
+from worker import rates
 
 JOB = {
     "model": {"id": "local:tiny"},
@@ -118,3 +119,33 @@ def test_the_range_widens_with_the_spread_of_the_rows(settings, client, auth, se
         add(sessions, queue, shape, job_id, "calibrate", "fresh/attn", costs["calibrate"].weight, seconds)
     three = client.post("/v1/estimates", json=JOB, headers=auth).json()["stages"]["calibrate"]
     assert (three["low"], three["high"]) == (round(min(fast), 1), round(max(fast), 1))
+
+
+def test_a_quantization_is_priced_per_scheme(settings, client, auth, sessions):
+    body = {**GGUF, "publish": {"local_dir": "out", "quantize": ["w8a8"]}}
+    job_id, queue, shape, recipe = setup(settings, client, auth, body)
+    costs = plan(recipe, TINY["num_hidden_layers"])
+    assert stage_kinds(recipe, False)["quantize"] == "quant:w8a8" and costs["quantize"].units == 2  # output, base
+    add(sessions, queue, shape, job_id, "calibrate", "fresh/block", 1000.0, 10.0)  # 100 token-layers/s overall
+    first = client.post("/v1/estimates", json=body, headers=auth).json()
+    assert first["phases"]["quantize"]["host"] > 0  # the quantization process' memory
+    stage = first["stages"]["quantize"]
+    assert stage["measured"] is False and stage["kind"] == "quant:w8a8"
+    assert (stage["low"], stage["high"]) == (
+        round(costs["quantize"].weight / 200, 1),
+        round(costs["quantize"].weight / 50, 1),
+    )
+    with sessions() as s:  # as the worker records a job's stages (worker/tasks.py: the kinds of its recipe)
+        assert rates.record(s, job_id, {"quantize": (costs["quantize"].weight, 90.0)}, None, stage_kinds(recipe, False))
+    add(sessions, queue, shape, job_id, "quantize", "quant:fp8-dynamic", costs["quantize"].weight, 9.0)  # not w8a8's
+    priced = client.post("/v1/estimates", json=body, headers=auth).json()
+    assert priced["stages"]["quantize"] == {
+        "seconds": 90.0,
+        "low": 90.0,
+        "high": 90.0,
+        "measured": True,
+        "kind": "quant:w8a8",
+    }
+    high = sum(s["high"] for s in priced["stages"].values()) * FLOOR  # the job's range counts the stage
+    assert abs(priced["seconds"][1] - high) <= 0.2
+    assert "quantize" not in client.post("/v1/estimates", json=GGUF, headers=auth).json()["stages"]
