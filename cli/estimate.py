@@ -157,8 +157,8 @@ def cmd_estimate(args) -> int:
         eval_max_tokens=args.max_tokens,
         tasks=tuple(tasks) if evaluate else (),
         eval_limit=args.limit,
-        quantize=(args.quantize,) if args.quantize else (),
-        quantized_eval=args.job,  # a job quantizes the base too and evaluates each; compress evaluates none
+        quantize=tuple(args.quantize or ()),
+        quantized_eval=bool(evaluate),  # an evaluating run (a job, compress --eval) quantizes the base too, evaluates each
     )
     try:  # the config's numbers are bounded (shapes.BOUNDS); the flags are not: --num-samples 10**400 is a number
         placement = place(shape, opts, classes(settings), settings.task_time_limit_s)
