@@ -158,7 +158,8 @@ def cmd_estimate(args) -> int:
         tasks=tuple(tasks) if evaluate else (),
         eval_limit=args.limit,
         quantize=tuple(args.quantize or ()),
-        quantized_eval=bool(evaluate),  # an evaluating run (a job, compress --eval) quantizes the base too, evaluates each
+        # an evaluating run (a job, compress --eval) quantizes the base too and evaluates every copy
+        quantized_eval=bool(evaluate),
     )
     try:  # the config's numbers are bounded (shapes.BOUNDS); the flags are not: --num-samples 10**400 is a number
         placement = place(shape, opts, classes(settings), settings.task_time_limit_s)
