@@ -78,7 +78,7 @@ def compress_arguments(p, *, k_required: bool = True) -> None:
         type=_schemes,
         metavar="SCHEME[,SCHEME]",
         help=f"also write each output quantized by llm-compressor into its SCHEME/ folder ({', '.join(SCHEMES)}: "
-        "compressed-tensors, for vLLM; fold block outputs only; needs `make quant-env`); with --eval the copies and "
+        "compressed-tensors, for vLLM; fold outputs only; needs `make quant-env`); with --eval the copies and "
         "the base quantized alike are evaluated too (docs/serving.md#quantized-outputs)",
     )
     p.add_argument(

@@ -2,12 +2,14 @@
 to a compressed-tensors checkpoint that vLLM loads with no code of ours, by llm-compressor's `oneshot`.
 
     python quantize.py MODEL_DIR OUT_DIR PRESET [--gptq --ids IDS.json] [--group N] [--ignore PATTERN ...]
+                       [--trust-remote-code]
 
 PRESET is compressed-tensors' preset (FP8_DYNAMIC, W8A8, W4A16: nbl/outputs/quant_schemes.py names ours); --gptq
 fits the weights by GPTQ on the token blocks of IDS.json (a list of lists of ids, the job's own calibration
 blocks), else round-to-nearest with no data. --group sets W4A16's group size (the caller picks one that divides
 every input width). The checkpoint is read with trust_remote_code=False, so only a transformers class loads
-(the fold block form is the base's own). The last line printed is a JSON object of what was done: the scheme,
+(the fold block form is the base's own), unless --trust-remote-code: a fold attn output's DeciLM, whose
+modeling_decilm.py the caller has checked is ours (worker/quant/quantize.py); the tokenizer never runs code. The last line printed is a JSON object of what was done: the scheme,
 the libraries' versions, the calibration tokens, the modules left unquantized.
 """
 
@@ -39,6 +41,7 @@ def main() -> None:
     ap.add_argument("--ids", type=Path)
     ap.add_argument("--group", type=int)
     ap.add_argument("--ignore", nargs="*", default=["lm_head"])
+    ap.add_argument("--trust-remote-code", action="store_true")
     a = ap.parse_args()
 
     import torch
@@ -47,7 +50,7 @@ def main() -> None:
     from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype="auto", trust_remote_code=False)
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype="auto", trust_remote_code=a.trust_remote_code)
     tok = AutoTokenizer.from_pretrained(a.model, trust_remote_code=False)
     config_groups = {"group_0": scheme(a.preset, a.group)}
     tokens, data = 0, {}
@@ -60,7 +63,7 @@ def main() -> None:
     else:
         recipe = QuantizationModifier(config_groups=config_groups, ignore=a.ignore)
     with torch.no_grad():
-        oneshot(model=model, recipe=recipe, processor=tok, **data)
+        oneshot(model=model, recipe=recipe, processor=tok, trust_remote_code_model=a.trust_remote_code, **data)
     tmp = a.out.with_name(a.out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, save_compressed=True)

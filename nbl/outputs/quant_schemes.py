@@ -11,8 +11,10 @@ loads with no code of ours. Torch-free: the CLI and the API check a request with
 
 Only the decoder's Linear layers are quantized: the embeddings, the head (lm_head, tied or not) and a mixture's
 routers stay as they are (a router's few logits decide which experts run; llm-compressor's own MoE examples keep
-them too). Which outputs: the fold block form alone, the base's own class with fewer layers; the others are
-refused with their reason (FORM_ERRORS).
+them too). Which outputs: the fold form, in block mode the base's own class with fewer layers, in attn mode a
+DeciLM whose replaced layers' attention is no_op (llm-compressor loads it through the modeling_decilm.py it ships
+with, which must be ours; vLLM runs it with its own nemotron_nas class, trust_remote_code for the config alone).
+The nbl and linear forms are refused with their reason (FORM_ERRORS).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ SCHEMES = {
 NAMES = tuple(SCHEMES)  # publish.quantize's, in the request
 QUANTIZE_HELP = (
     "each output written once more per scheme, quantized as vLLM loads it with no code of ours (a compressed-tensors "
-    f"checkpoint in the output's SCHEME/ folder): {', '.join(NAMES)}. Needs compression.form fold, mode block; with "
+    f"checkpoint in the output's SCHEME/ folder): {', '.join(NAMES)}. Needs compression.form fold; with "
     "an evaluation, the quantized outputs and the base quantized alike are evaluated too, and gates.quantized may "
     "hold them to bounds of their own"
 )
@@ -50,19 +52,15 @@ IGNORE = ("lm_head", "re:.*mlp\\.gate$", "re:.*block_sparse_moe\\.gate$", "re:.*
 GPTQ_SAMPLES, GPTQ_SEQ_LEN = 512, 2048
 FORM_ERRORS = {
     "nbl": "the nbl form runs through our modeling file and vLLM plugin, which load unquantized maps only; "
-    "quantize a fold block output (compression.form fold, mode block)",
+    "quantize a fold output (compression.form fold)",
     "linear": "the linear form is a DeciLM with replace_with_linear, which vLLM does not run at all (quantized or "
-    "not); quantize a fold block output",
-    "fold-attn": "a fold attn output (DeciLM, attention no_op) loads in llm-compressor only through our "
-    "modeling_decilm.py and is not tested quantized yet; quantize a fold block output",
+    "not); quantize a fold output",
 }
 
 
 def form_error(form: str, mode: str) -> str | None:
-    """Why an output of `form` in `mode` cannot be quantized; None when it can (fold block)."""
-    if form == "fold":
-        return None if mode == "block" else FORM_ERRORS["fold-attn"]
-    return FORM_ERRORS.get(form, f"form {form!r}: unknown")
+    """Why an output of `form` in `mode` cannot be quantized; None when it can (fold, either mode)."""
+    return None if form == "fold" else FORM_ERRORS.get(form, f"form {form!r}: unknown")
 
 
 def refuse_quantize(form: str, mode: str, quantize, gates_quantized) -> None:

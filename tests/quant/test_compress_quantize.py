@@ -40,7 +40,7 @@ def test_a_fold_block_output_is_quantized_beside_it(tmp_path, text_file, quant_p
 
 @pytest.mark.parametrize(
     "form, mode, why",
-    [("nbl", "attn", "vLLM plugin"), ("linear", "attn", "replace_with_linear"), ("fold", "attn", "DeciLM")],
+    [("nbl", "attn", "vLLM plugin"), ("linear", "attn", "replace_with_linear"), ("nbl", "block", "vLLM plugin")],
 )
 def test_other_forms_are_refused_before_calibrating(form, mode, why, tmp_path, text_file, capsys):
     base = save_tiny_checkpoint(tmp_path / "base")

@@ -65,14 +65,64 @@ def test_each_scheme_writes_compressed_tensors_that_reload_close(scheme, base, q
     assert 0 < error < WITHIN[scheme], error  # changed (quantized), but within the scheme's error
 
 
-def test_forms_other_than_fold_block_and_gptq_without_data_are_refused(base, tmp_path):
+def test_forms_other_than_fold_and_gptq_without_data_are_refused(base, tmp_path):
     nbl = tmp_path / "nbl"
     nbl.mkdir()
     (nbl / "config.json").write_text(json.dumps({"model_type": "nbl_llama", "nbl": {"layers": [1]}}))
-    with pytest.raises(ValueError, match="only a fold block output"):
+    with pytest.raises(ValueError, match="only a fold output"):
         quantize(nbl, tmp_path / "out", "w8a8", blocks())
+    deci = tmp_path / "deci"  # a DeciLM whose code is not ours: trust_remote_code would run it, so refused
+    deci.mkdir()
+    (deci / "config.json").write_text(json.dumps({"model_type": "nemotron-nas", "hidden_size": 128}))
+    (deci / "modeling_decilm.py").write_text("import os  # anything\n")
+    with pytest.raises(ValueError, match="DeciLM with our code"):
+        quantize(deci, tmp_path / "out", "w8a8", blocks())
     with pytest.raises(ValueError, match="one of fp8-dynamic, w8a8, w4a16"):
         quantize(base, tmp_path / "out", "int3", blocks())
     odd = save_tiny_checkpoint(tmp_path / "odd", hidden_size=64, intermediate_size=200, layers=1)
     with pytest.raises(ValueError, match="intermediate_size 200 is not a multiple of 32"):
         quantize(odd, tmp_path / "out", "w4a16", blocks())
+
+
+@pytest.mark.parametrize("scheme", ["w8a8", "w4a16"])
+def test_a_fold_attn_output_a_decilm_is_quantized_through_our_code_and_reloads_close(
+    scheme, base, quant_python, tmp_path, text_file
+):
+    """Form fold, mode attn: a DeciLM with attention no_op in the replaced layer (our modeling_decilm.py, byte for
+    byte): llm-compressor loads it with trust_remote_code, the copy keeps our file, and the worker's own loader
+    (worker/eval/compressed.py, as the evaluation loads it) gives logits within the scheme's error."""
+    import torch
+
+    from cli.main import main
+    from worker.eval.compressed import load_compressed
+
+    argv = ["compress", "--model", str(base), "--dataset", str(text_file), "--mode", "attn", "--form", "fold"]
+    assert (
+        main(
+            [
+                *argv,
+                "--num-samples",
+                "8",
+                "--seq-len",
+                "32",
+                "--k",
+                "1",
+                "--no-load-check",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
+    out = tmp_path / "o"
+    facts = quantize(out, tmp_path / scheme, scheme, blocks(), python=quant_python, timeout_s=600)
+    config = json.loads((tmp_path / scheme / "config.json").read_text())
+    assert config["model_type"] == "nemotron-nas" and config["quantization_config"]["format"] == FORMAT[scheme][0]
+    assert facts["unquantized"] == ["lm_head"]
+    assert (tmp_path / scheme / "modeling_decilm.py").read_bytes() == (out / "modeling_decilm.py").read_bytes()
+    torch.manual_seed(0)
+    ids = torch.randint(3, 100, (4, 16))
+    ref = load_compressed(out, torch.float32, "cpu").model(ids).logits
+    got = load_compressed(tmp_path / scheme, torch.float32, "cpu").model(ids).logits
+    error = ((got - ref).norm() / ref.norm()).item()
+    assert 0 < error < WITHIN[scheme], error

@@ -1,5 +1,6 @@
-"""An output written once more, quantized (issue 39): a fold block checkpoint directory to a compressed-tensors
-checkpoint vLLM loads with no code of ours, for `nbl compress --quantize` (and, next, a job's publish.quantize).
+"""An output written once more, quantized (issue 39): a fold checkpoint directory (block: the base's own class; attn:
+a DeciLM with our modeling_decilm.py) to a compressed-tensors checkpoint vLLM loads with no code of ours (a DeciLM's
+config class aside), for a job's publish.quantize and `nbl compress --quantize` (worker/quant/stage.py).
 
 The work is llm-compressor's (`oneshot`: GPTQ on calibration blocks, or round-to-nearest for FP8), run by
 integrations/quant/quantize.py in the quantization venv (`make quant-env`) as a subprocess, as the GGUF export
@@ -20,6 +21,7 @@ from nbl.outputs.quant_schemes import shape_error as scheme_shape_error
 
 from .. import subproc
 from ..engine.loading.weight_files import weight_map
+from ..engine.modeling import modeling_decilm
 
 SCRIPT = Path(__file__).resolve().parents[2] / "integrations" / "quant" / "quantize.py"
 DEFAULT_VENV = Path(__file__).resolve().parents[2] / ".venv-quant"
@@ -37,6 +39,13 @@ def quant_python(python: Path | None = None) -> Path:
         "quantizing needs llm-compressor in the quantization venv",
         "quant-env",
     )
+
+
+def ours(model_dir: Path) -> bool:
+    """A DeciLM output's modeling_decilm.py is the one this worker installs, byte for byte: the code that
+    trust_remote_code will run in the quantization venv is ours, never a checkpoint's."""
+    theirs = Path(model_dir) / Path(modeling_decilm.__file__).name
+    return theirs.is_file() and theirs.read_bytes() == Path(modeling_decilm.__file__).read_bytes()
 
 
 def shapes(model_dir: Path, schemes, what: str) -> None:
@@ -65,8 +74,11 @@ def quantize(
     """Write `model_dir` quantized by `scheme` at `out` (replaced whole); returns what quantize.py did plus
     {path, scheme, bytes}. `blocks`: token-id blocks for a GPTQ scheme (required there)."""
     config = json.loads((Path(model_dir) / "config.json").read_text())
-    if "nbl" in config or config.get("model_type") in ("nemotron-nas", "deci"):
-        raise ValueError(f"{model_dir}: only a fold block output (the base's own class) can be quantized")
+    decilm = config.get("model_type") in ("nemotron-nas", "deci")
+    if "nbl" in config or (decilm and not ours(Path(model_dir))):
+        raise ValueError(
+            f"{model_dir}: only a fold output (the base's own class, or a DeciLM with our code) can be quantized"
+        )
     if (why := scheme_shape_error(scheme, config)) is not None:
         raise ValueError(f"{model_dir}: {why}")
     weight_map(model_dir, Path(model_dir).name)  # transformers reads the index's shards: ours only
@@ -77,6 +89,7 @@ def quantize(
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
         cmd = [str(exe), str(SCRIPT), str(model_dir), str(work / out.name), s.preset, "--ignore", *IGNORE]
+        cmd += ["--trust-remote-code"] if decilm else []  # our modeling_decilm.py, checked above
         if s.gptq:
             if not blocks:
                 raise ValueError(f"{scheme} is fitted by GPTQ on calibration data, and none was given")
