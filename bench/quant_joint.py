@@ -10,7 +10,7 @@ configuration whose form cannot be quantized is run unquantized and its quantize
     NBL_DATA_DIR=../shared/data .venv/bin/python bench/quant_joint.py [--work DIR] [--skip-vllm]
 
 Writes bench/results/quant_joint_smollm2.json and .md (the vLLM rows come from bench/quant_serve.py, run in the
-serving venv: quant_serve_smollm2_fold_block_k2_{w8a8,w4a16}.json).
+serving venv: quant_serve_smollm2_fold_{attn_k4,block_k2}_{w8a8,w4a16}.json).
 """
 
 from __future__ import annotations
@@ -100,11 +100,11 @@ def run_config(name: str, flags: list[str], base: Path, work: Path) -> list[dict
     return rows
 
 
-def vllm_agreement(out: Path, skip: bool) -> dict[str, dict]:
-    """{scheme: quant_serve's figures} for w8a8 and w4a16 of the fold block output (the serving venv runs vLLM)."""
+def vllm_agreement(out: Path, config: str, skip: bool) -> dict[str, dict]:
+    """{scheme: quant_serve's figures} for w8a8 and w4a16 of an output (the serving venv runs vLLM)."""
     found = {}
     for s in ("w8a8", "w4a16"):
-        name = f"smollm2_fold_block_k2_{s}"
+        name = f"smollm2_{config.replace(' ', '_').replace('=', '')}_{s}"
         if not skip:
             py = REPO / ".venv-vllm" / "bin" / "python"
             cmd = [str(py), "bench/quant_serve.py", "--quantized", str(out / s), "--plain", str(out), "--name", name]
@@ -127,7 +127,7 @@ def table(rows: list[dict], agree: dict[str, dict]) -> list[str]:
         if "refused" in r:
             lines.append(f"| {r['config']} | {r['model']} | {r['scheme']} | refused | | | |")
             continue
-        a = agree.get(r["scheme"]) if r["config"] == "fold block k=2" and r["model"] == "NBL" else None
+        a = (agree.get(r["config"]) or {}).get(r["scheme"]) if r["model"] == "NBL" else None
         vllm = cell(a and a["vllm_quantized_vs_transformers_quantized"], ".1%") if a else ""
         lines.append(
             f"| {r['config']} | {r['model']} | {r['scheme']} | {cell(r['ppl'], '.3f')} | {cell(r['arc_easy'], '.3f')} "
@@ -146,7 +146,7 @@ def main() -> None:
     rows = []
     for name, flags in CONFIGS.items():
         rows += run_config(name, flags, base, a.work)
-    agree = vllm_agreement(a.work / "fold-block-k2", a.skip_vllm)
+    agree = {c: vllm_agreement(a.work / c.replace(" ", "-").replace("=", ""), c, a.skip_vllm) for c in CONFIGS}
     res = {"rows": rows, "vllm": agree, "calibration": CAL, "evaluation": EVAL, "base": str(base.name)}
     (RESULTS / "quant_joint_smollm2.json").write_text(json.dumps(res, indent=2) + "\n")
     refused = sorted({r["refused"] for r in rows if "refused" in r})

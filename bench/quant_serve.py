@@ -2,7 +2,10 @@
 same checkpoint: greedy agreement on 3 prompts x 32 tokens (issue 39 item 5), and the unquantized output's tokens
 in vLLM beside them. Runs in the serving venv (vLLM and its compressed-tensors, which transformers also loads).
 
-    VLLM_PLUGINS= .venv-vllm/bin/python bench/quant_serve.py --quantized OUT-w4a16 --plain OUT --name NAME
+    VLLM_PLUGINS= .venv-vllm/bin/python bench/quant_serve.py --quantized OUT/w4a16 --plain OUT --name NAME
+
+A fold attn output is a DeciLM: vLLM runs its own nemotron_nas class, with trust_remote_code for our config class
+(transformers has none), and transformers runs the modeling_decilm.py shipped with it.
 
 Writes bench/results/quant_serve_NAME.json and .md.
 """
@@ -20,11 +23,24 @@ PROMPTS = ["The capital of France is", "def fibonacci(n):", "Photosynthesis is t
 NEW = 32
 
 
+def remote(path: str) -> bool:
+    """A DeciLM (fold attn): its config class is the shipped file's."""
+    return json.loads((Path(path) / "config.json").read_text()).get("model_type") == "nemotron-nas"
+
+
 def vllm_tokens(path: str, ids: list[list[int]]) -> list[list[int]]:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    llm = LLM(model=path, dtype="bfloat16", max_model_len=512, seed=0, enforce_eager=True, generation_config="vllm")
+    llm = LLM(
+        model=path,
+        dtype="bfloat16",
+        max_model_len=512,
+        seed=0,
+        enforce_eager=True,
+        generation_config="vllm",
+        trust_remote_code=remote(path),
+    )
     params = SamplingParams(temperature=0.0, max_tokens=NEW, ignore_eos=True)
     outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in ids], params, use_tqdm=False)
     llm.llm_engine.engine_core.shutdown()
@@ -35,7 +51,7 @@ def hf_tokens(path: str, ids: list[list[int]]) -> list[list[int]]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, trust_remote_code=remote(path)).eval()
     out = []
     for p in ids:
         x = torch.tensor([p])

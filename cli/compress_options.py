@@ -18,7 +18,7 @@ from nbl.outputs.quant_schemes import SCHEMES
 from nbl.selection.score_fields import CRITERIA, MEASURED
 
 
-def _schemes(text: str) -> tuple[str, ...]:
+def schemes_arg(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
     bad = [n for n in names if n not in SCHEMES]
     if not names or bad:
@@ -75,7 +75,7 @@ def compress_arguments(p, *, k_required: bool = True) -> None:
     )
     p.add_argument(
         "--quantize",
-        type=_schemes,
+        type=schemes_arg,
         metavar="SCHEME[,SCHEME]",
         help=f"also write each output quantized by llm-compressor into its SCHEME/ folder ({', '.join(SCHEMES)}: "
         "compressed-tensors, for vLLM; fold outputs only; needs `make quant-env`); with --eval the copies and "

@@ -28,6 +28,7 @@ from cli.client.download import add_download
 from cli.client.format import job_lines
 from cli.client.job_request import build_request
 from cli.client.wait import failed, wait_for
+from cli.compress_options import schemes_arg
 from cli.gates import parse_gate
 from cli.refine_options import add_refine_options
 from nbl_client import DEFAULT_URL, ApiError, Client, MissingKey, Unavailable
@@ -117,6 +118,13 @@ def add_client_commands(sub) -> None:
     p.add_argument("--publish-revision")
     p.add_argument("--create-pr", action="store_true", default=None)
     p.add_argument("--local-dir", help="publish under NBL_PUBLISH_DIR/<team>/NAME on the server")
+    p.add_argument(
+        "--quantize",
+        type=schemes_arg,
+        metavar="SCHEME[,SCHEME]",
+        help="publish.quantize: each output also quantized for vLLM in its SCHEME/ folder (fp8-dynamic, w8a8, w4a16; "
+        "compression.form fold; docs/serving.md#quantized-outputs)",
+    )
     p.add_argument("--webhook-url", help="POST the job's events here (signed with the team's secret)")
     p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", help="repeatable")
     p.add_argument("--idempotency-key", help="default: a fresh one, reused across this command's retries")

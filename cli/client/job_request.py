@@ -89,6 +89,10 @@ def build_request(args) -> dict[str, Any]:
         put("publish", "create_pr", args.create_pr)
     elif args.local_dir:
         body["publish"] = {"local_dir": args.local_dir}
+    if getattr(args, "quantize", None):
+        if not isinstance(body.get("publish"), dict):
+            raise ValueError("--quantize publishes quantized copies: give --local-dir or --publish-repo too")
+        put("publish", "quantize", list(args.quantize))
     for item in args.metadata:
         key, sep, value = item.partition("=")
         if not sep:

@@ -248,3 +248,20 @@ def test_cancel_of_a_job_that_began_publishing_says_so_and_exits_4(served, capsy
     assert (code, out) == (4, "")
     assert err.startswith("nbl: The job is publishing; cancel not possible (409): ")
     assert f"job {job_id} is publishing; cancel not possible: it will end succeeded or failed" in err
+
+
+def test_submit_quantize_asks_publish_quantize_and_needs_a_destination(served, capsys):
+    """`nbl submit --quantize w8a8,w4a16`: publish.quantize in the stored request; without a destination, one line
+    saying what to add (exit 2); an unknown scheme names the known ones; a form that cannot be quantized, the API's
+    422 saying why."""
+    argv = ["submit", "--model", "acme/m", "--k", "2", "--mode", "block", "--form", "fold", "--json"]
+    code, out, _ = run(capsys, *argv, "--local-dir", "q", "--quantize", "w8a8,w4a16")
+    assert code == 0, out
+    assert json.loads(out)["spec"]["publish"]["quantize"] == ["w8a8", "w4a16"]
+    code, _, err = run(capsys, *argv, "--quantize", "w8a8")
+    assert code == 2 and "give --local-dir or --publish-repo" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(SystemExit):
+        main([*argv, "--local-dir", "q", "--quantize", "int3"])
+    assert "schemes are fp8-dynamic, w8a8, w4a16" in capsys.readouterr().err
+    code, out, err = run(capsys, "submit", "--model", "acme/m", "--k", "2", "--local-dir", "q", "--quantize", "w8a8")
+    assert code != 0 and "publish.quantize" in out + err and "plugin" in out + err
