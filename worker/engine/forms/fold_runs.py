@@ -77,12 +77,15 @@ def fit_form_maps(get, form: str, mode: str, layers, ridge: float = DEFAULT_RIDG
 
 
 def folded(down: torch.Tensor, t: torch.Tensor, dim: int = 0) -> torch.Tensor:
-    """(I + T) applied along `down`'s dimension `dim` (the hidden size's), in float64, returned in its dtype:
-    a (d, inter) W_down or a (d,) bias (dim 0), or a stacked experts' tensor."""
+    """(I + T) applied along `down`'s dimension `dim` (the hidden size's), in float64, returned in its dtype, at least
+    float32: a 16-bit base's product rounded to 16 bits here would differ from the maps the model computes with
+    even when the output is saved in float32 (the load check saw 0.011-0.027 on SmolLM2 in bfloat16); the writer
+    rounds once, to the output's dtype. A (d, inter) W_down or a (d,) bias (dim 0), or a stacked experts' tensor."""
     w = down.double().movedim(dim, 0)
     shape = w.shape
     w = w.reshape(shape[0], -1)
-    return (w + t.double().to(w.device) @ w).reshape(shape).movedim(0, dim).to(down.dtype)
+    out = (w + t.double().to(w.device) @ w).reshape(shape).movedim(0, dim)
+    return out.to(torch.promote_types(down.dtype, torch.float32))
 
 
 def fold_targets(form: str, mode: str, layers) -> dict[int, int]:

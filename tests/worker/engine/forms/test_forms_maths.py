@@ -107,3 +107,31 @@ def test_layer_zero_is_not_eligible_for_fold(blocks):
     # and the nbl form still ranks layer 0
     nbl = score_stage(calibrate(model, blocks, batch_size=3, progress=False, modes=("block",)).stats)
     assert "eligible" not in nbl[0]["block"]
+
+
+def test_a_16bit_base_is_folded_in_float32_and_rounded_once_by_the_writer(tmp_path, text_file):
+    """A bfloat16 base (what `nbl import-gguf` writes from a quantized GGUF): the fold's (I + T)·W_down comes back in
+    float32, not rounded to the base's 16 bits, so a float32 output reproduces the maps the model computed with and
+    passes the fresh-process load check (it failed on SmolLM2: 0.011 block, 0.027 attn > 0.003)."""
+    import json
+
+    import torch
+    from testkit.models import tiny_model, tiny_tokenizer
+
+    from cli.main import main
+
+    w = torch.randn(16, 8).to(torch.bfloat16)
+    t = torch.randn(16, 16) * 0.1
+    got = folded(w, t)
+    exact = w.double() + t.double() @ w.double()
+    assert got.dtype == torch.float32 and (got.double() - exact).abs().max() < 1e-5
+    assert folded(w.float(), t).dtype == torch.float32 and folded(w.double(), t).dtype == torch.float64
+    base = tmp_path / "bf16"
+    tiny_model("llama", layers=4, hidden_size=128, intermediate_size=256).to(torch.bfloat16).save_pretrained(base)
+    tiny_tokenizer().save_pretrained(base)
+    assert json.loads((base / "config.json").read_text())["dtype"] == "bfloat16"
+    for mode, k in (("block", "1"), ("attn", "2")):
+        argv = ["compress", "--model", str(base), "--dataset", str(text_file), "--mode", mode, "--form", "fold"]
+        out = tmp_path / f"out-{mode}"
+        assert main([*argv, "--num-samples", "8", "--seq-len", "32", "--k", k, "--out", str(out), "--json"]) == 0
+        assert (out / "config.json").is_file()  # the load check (on by default) passed
