@@ -98,9 +98,10 @@ def timeline(events: list, job, now: datetime) -> list[dict]:
 
 
 def variant_order(name: str) -> tuple:
-    """base first, then k4, k8, ... by k, then anything else by name."""
-    m = _K_VARIANT.fullmatch(name)
-    return (0, 0, name) if name == "base" else (1, int(m.group(1)), name) if m else (2, 0, name)
+    """base first, then k4, k8, ... by k, each followed by its quantized copies ("k4+w4a16"), then anything else."""
+    who, _, scheme = name.partition("+")
+    m = _K_VARIANT.fullmatch(who)
+    return (0, 0, scheme, name) if who == "base" else (1, int(m.group(1)), scheme, name) if m else (2, 0, "", name)
 
 
 def _figures(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -125,9 +126,15 @@ def result_variants(result: Any) -> dict[str, dict[str, dict]]:
     a flat {path: value}; outputs not measured yet are left out."""
     result = _plain_result(result)
     out = {"base": {"metrics": dict(_figures(result["base"]))}} if result.get("base") else {}
+    parts = ("metrics", "delta", "relative")
+    rows = [("base", q) for q in result.get("base_quantized") or []]  # publish.quantize's copies, beside their model
     for o in result.get("outputs") or []:
         if o.get("metrics"):
-            out[f"k{o['k']}"] = {part: dict(_figures(o.get(part))) for part in ("metrics", "delta", "relative")}
+            out[f"k{o['k']}"] = {part: dict(_figures(o.get(part))) for part in parts}
+        rows += [(f"k{o['k']}", q) for q in o.get("quantized") or []]
+    for who, q in rows:
+        if q.get("metrics"):
+            out[f"{who}+{q['scheme']}"] = {part: dict(_figures(q.get(part))) for part in parts}
     return out
 
 

@@ -253,3 +253,30 @@ def test_a_flat_cca_chart_is_zoomed_so_its_bars_differ():
     assert 370 < float(root.get("data-axis-from")) < 380
     assert heights[2] > 5 * heights[0]  # 408 against 380: visibly taller
     assert "lower = more linear" in c["svg"]
+
+
+def test_quantized_copies_are_rows_beside_their_model():
+    """publish.quantize: the job page's table shows base, base + w4a16, k4, k4 + w4a16, each copy's change against
+    the unquantized base (the result's own relative)."""
+    from nbl.result import job_result
+
+    ppl = "perplexity/wikitext2/ppl"
+    stored = {
+        "base": {ppl: 20.0},
+        "k4": {ppl: 22.0},
+        "k4+w4a16": {ppl: 23.0},
+        "base+w4a16": {ppl: 20.5},
+        "quantization": {"k4/w4a16/bytes": 1e6, "base/w4a16/bytes": 2e6},
+    }
+    result = job_result({"compression": {"k": 4}}, [{"k": 4, "layers": [1, 2, 3, 4]}], stored)
+    table = views.result_table(JobResult.model_validate(result))
+    assert [r["variant"] for r in table["rows"]] == ["base", "base+w4a16", "k4", "k4+w4a16"]
+    assert views.result_variants(result)["k4+w4a16"]["relative"][ppl] == pytest.approx(0.15)
+    assert sorted(["k8", "k4+w8a8", "base+w8a8", "k4", "base", "x"], key=views.variant_order) == [
+        "base",
+        "base+w8a8",
+        "k4",
+        "k4+w8a8",
+        "k8",
+        "x",
+    ]
