@@ -106,7 +106,9 @@ def _gate_case(
         if published is None:
             ET.SubElement(case, "failure", type="gate", message=beyond)
         else:
-            held = f"{name} held back, not published: {beyond}; the job published {', '.join(published)}"
+            who, _, copy = name.partition("+")  # a quantized copy's ("k4+w4a16") failed check holds its output back
+            why = f"its {copy} copy's {beyond}" if copy else beyond
+            held = f"{who} held back, not published: {why}; the job published {', '.join(published)}"
             ET.SubElement(case, "skipped", message=held)
             text = f"{held}\n{text}"
     ET.SubElement(case, "system-out").text = text
@@ -137,8 +139,8 @@ def junit_xml(job: Mapping) -> str:
         ET.SubElement(case, "failure", type=kind, message=message)
     elif checks:
         by_name = {f"k{o.get('k')}": o for o in outputs}
-        failed = {c.get("output") for c in checks if not c.get("passed")}
-        names = list(dict.fromkeys(str(c.get("output")) for c in checks))
+        failed = {str(c.get("output")).partition("+")[0] for c in checks if not c.get("passed")}  # "k4+w4a16": k4's
+        names = list(dict.fromkeys(str(c.get("output")).partition("+")[0] for c in checks))
         published = [n for n in names if n not in failed] if job.get("status") == "succeeded" else None
         for c in checks:
             _gate_case(suite, classname, c, by_name, published)

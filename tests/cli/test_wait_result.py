@@ -226,6 +226,25 @@ def test_junit_one_case_per_gate_check():
     assert suite.find("testcase/system-out").text.startswith("perplexity/wikitext2/ppl = 21 (base 20, limit 22")
 
 
+def test_junit_a_quantized_copys_failed_check_names_the_output_it_held_back():
+    """gates.quantized: k8's w4a16 copy failed its bound, so k8 was held back although its own check passed; the job
+    published k4 alone, and the case says so (skipped, not a red test: the job succeeded)."""
+    check = {"metric": "perplexity/wikitext2/ppl", "base": 20.0, "limit": 26.0, "gate": "max_ppl_increase"}
+    checks = [
+        {**check, "output": "k4", "value": 21.0, "passed": True},
+        {**check, "output": "k8", "value": 22.0, "passed": True},
+        {**check, "output": "k4+w4a16", "value": 25.0, "passed": True},
+        {**check, "output": "k8+w4a16", "value": 27.0, "passed": False},
+    ]
+    job = {"id": "job_x", "status": "succeeded", "result": {"outputs": [{"k": 4}]}, "gates": {"checks": checks}}
+    suite = ET.fromstring(junit_xml(job))
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "0", "1")
+    assert suite.find("testcase/skipped").get("message") == (
+        "k8 held back, not published: its w4a16 copy's perplexity/wikitext2/ppl = 27 beyond its limit 26 (base 20); "
+        "the job published k4"
+    )
+
+
 def test_junit_without_outputs_or_a_job():
     cancelled = ET.fromstring(junit_xml({"id": "job_x", "status": "cancelled", "result": {"outputs": []}}))
     assert cancelled.find("testcase").get("name") == "job" and cancelled.get("failures") == "1"
