@@ -266,7 +266,7 @@ def job_result(
         return m
 
     base = nested("base")
-    quant = lambda who: copies(who, metrics.get(QUANTIZATION), metrics, nested, base, delta, relative)  # noqa: E731
+    quant = lambda who, done=None: copies(who, metrics.get(QUANTIZATION), metrics, nested, base, delta, relative, done)  # noqa: E731
     return {
         "calibration": calibration_of(metrics.get("calibration")),
         "base": base,
@@ -287,7 +287,7 @@ def job_result(
                 row[k].get("family"),
                 row[k].get("dtype"),
             )
-            | {"quantized": quant(f"k{k}")}
+            | {"quantized": quant(f"k{k}", row[k].get("quantized"))}
             for k in ks
         ],
     }

@@ -172,6 +172,13 @@ class QuantizedResult(Schema):
     calibration_tokens: int | None = Field(
         None, description="the tokens GPTQ fitted on (the job's own calibration blocks); 0 for fp8-dynamic"
     )
+    method: str | None = Field(None, description="gptq or round-to-nearest", examples=["gptq"])
+    group_size: int | None = Field(None, description="w4a16's group of inputs per scale", examples=[64])
+    unquantized: list[str] | None = Field(
+        None, description="the Linear layers left as they were", examples=[["lm_head"]]
+    )
+    llmcompressor: str | None = Field(None, description="llm-compressor's version", examples=["0.14.0.1"])
+    compressed_tensors: str | None = Field(None, description="compressed-tensors' version", examples=["0.19.0"])
     metrics: Metrics | None = Field(None, description="it, reloaded from disk; null until evaluated")
     delta: Metrics | None = Field(None, description="metrics - the unquantized base's")
     relative: MetricsRelative | None = Field(None, description="(metrics - base) / |base|, the unquantized base")

@@ -205,6 +205,8 @@ def run(
                 stop_check(sink),
             )
             sink.metrics(QUANTIZATION, quantized.facts())
+            if hasattr(sink, "quantized"):  # a job's: the facts on its outputs' rows
+                sink.quantized(quantized.outputs)
         if (
             not recipe.evaluation.empty()
         ):  # a base not in memory (released above) is loaded over cfg.devices: compare.py

@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from nbl.recipe import Publishing, Recipe, from_request
 from nbl.result import BASE_EVALUATION, CALIBRATION
-from nbl.selection.stored_rows import selection_rows
+from nbl.selection.stored_rows import selection_rows, with_quantized
 from nbl.sizing.kinds import stage_kinds
 from nbl.sizing.reuse import MODEL, STATISTICS
 from service.core.celery_app import RUN_JOB, make_celery
@@ -157,10 +157,15 @@ class DbSink:
         db(store.save_layer_scores, self.job_id, scores, lease_token=self.token)
 
     def selection(self, mode: str, selected: dict, measured: dict | None = None, family=None, dtypes=None) -> None:
-        rows = selection_rows(mode, selected, measured, family, dtypes)  # nbl/selection/stored_rows.py
+        self.rows = rows = selection_rows(mode, selected, measured, family, dtypes)  # nbl/selection/stored_rows.py
         db(store.set_selected_layers, self.job_id, rows, lease_token=self.token)
         if measured is not None:
             db(store.save_selection, self.job_id, measured, lease_token=self.token)
+
+    def quantized(self, facts: dict[int, dict[str, dict]]) -> None:
+        """What llm-compressor did for each copy (publish.quantize), on the outputs' rows: the result's quantized[]."""
+        rows = with_quantized(getattr(self, "rows", []), facts)
+        db(store.set_selected_layers, self.job_id, rows, lease_token=self.token)
 
     def output(self, k: int, layers: list[int], published: Published) -> None:
         # Retried through a database blip: losing this write after a push would repeat the push.

@@ -57,6 +57,12 @@ def test_a_fold_job_publishes_its_w8a8_copy_beside_the_gguf_with_the_joint_evalu
     [q] = out["quantized"]
     assert q["scheme"] == "w8a8" and q["path"] == "w8a8" and q["bytes"] == sum(listed[p]["size"] for p in weights)
     assert q["calibration_tokens"] == 10 * 32  # the job's own calibration blocks
+    assert (q["method"], q["unquantized"], q["llmcompressor"], q["compressed_tensors"]) == (
+        "gptq",
+        ["lm_head"],
+        "0.14.0.1",
+        "0.19.0",
+    )
     [bq] = result["base_quantized"]
     assert bq["scheme"] == "w8a8" and bq["path"] is None and bq["bytes"] > 0
     ppl = {
