@@ -190,8 +190,10 @@ def recipe(args, espec=None) -> R.Recipe:
         evaluation=evaluation,
         selection=selection_from_args(args),
         gates=gates_from_args(args, espec),
-        # dtype None: the outputs in the compute dtype, as without --quantize (worker/engine/forms/out_dtype.py)
-        publishing=R.Publishing(dtype=None, quantize=args.quantize) if getattr(args, "quantize", None) else None,
+        # --save-dtype as a job's publish.dtype; none: the outputs in the compute dtype (worker/engine/forms/out_dtype.py)
+        publishing=R.Publishing(dtype=getattr(args, "save_dtype", None), quantize=getattr(args, "quantize", None) or ())
+        if getattr(args, "quantize", None) or getattr(args, "save_dtype", None)
+        else None,
     )
 
 

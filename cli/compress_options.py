@@ -89,6 +89,12 @@ def compress_arguments(p, *, k_required: bool = True) -> None:
     )
     p.add_argument("--out", type=Path, help="output directory (DIR/k{K} for several k)")
     p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
+    p.add_argument(
+        "--save-dtype",
+        choices=("auto", "bfloat16", "float16", "float32"),
+        help="the saved weights' dtype, as a job's publish.dtype (auto: the base's stored one, bfloat16 from a GGUF); "
+        "default: the compute dtype (--dtype)",
+    )
     p.add_argument("--device", default="auto", help="the one device to run on (as --devices with one device)")
     p.add_argument(
         "--devices",

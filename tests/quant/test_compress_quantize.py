@@ -67,3 +67,13 @@ def test_quantize_needs_out(tmp_path, text_file, capsys):
     argv = ["compress", "--model", str(base), "--dataset", str(text_file), "--form", "fold", "--mode", "block"]
     assert main([*argv, *RUN, "--quantize", "w8a8"]) == 2
     assert "give --out" in capsys.readouterr().err
+
+
+def test_save_dtype_writes_the_output_as_a_jobs_publish_dtype(tmp_path, text_file, capsys):
+    """--save-dtype bfloat16: the output's weights in bfloat16 (a job's publish.dtype), computed in float32."""
+    base = save_tiny_checkpoint(tmp_path / "base", hidden_size=128, intermediate_size=256, layers=3)
+    argv = ["compress", "--model", str(base), "--dataset", str(text_file), "--form", "fold", "--mode", "block"]
+    assert main([*argv, *RUN, "--out", str(tmp_path / "o"), "--save-dtype", "bfloat16"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["outputs"][0]["dtype"] == "bfloat16"
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["dtype"] == "bfloat16"
