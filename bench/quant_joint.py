@@ -26,8 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 SCHEMES = ("fp8-dynamic", "w8a8", "w4a16")
-CAL = ["--dataset", "c4", "--num-samples", "32", "--seq-len", "512", "--save-dtype", "auto"]  # bfloat16, as a job
-EVAL = ["--eval", "--perplexity", "wikitext2", "--max-tokens", "16384", "--tasks", "arc_easy", "--limit", "500"]
+CAL = ["--dataset", "c4", "--num-samples", "16", "--seq-len", "512", "--save-dtype", "auto"]  # bfloat16, as a job
+EVAL = ["--eval", "--perplexity", "wikitext2", "--max-tokens", "8192", "--tasks", "arc_easy", "--limit", "300"]
 CONFIGS = {  # name -> nbl compress flags
     "fold attn k=4": ["--mode", "attn", "--form", "fold", "--k", "4"],  # a DeciLM, attention no_op
     "fold block k=2": ["--mode", "block", "--form", "fold", "--k", "2"],
@@ -153,8 +153,8 @@ def main() -> None:
     md = [
         "# NBL and quantization, measured jointly: SmolLM2-135M-Instruct",
         "",
-        "One `nbl compress --quantize fp8-dynamic,w8a8,w4a16 --eval` run per configuration: calibration C4 32 x 512 "
-        "(GPTQ fits on the same blocks), WikiText-2 test (first 16,384 tokens), ARC-Easy (first 500 questions). "
+        "One `nbl compress --quantize fp8-dynamic,w8a8,w4a16 --eval` run per configuration: calibration C4 16 x 512 "
+        "(GPTQ fits on the same blocks), WikiText-2 test (first 8,192 tokens), ARC-Easy (first 300 questions). "
         "The base is `nbl import-gguf` of the Q4_1 GGUF (bfloat16); the outputs are saved in bfloat16, as a job's "
         "(`--save-dtype auto`). Base + scheme is the base quantized the same way. "
         "vLLM CPU = transformers: greedy agreement of stock vLLM CPU (VLLM_PLUGINS=, bfloat16) with transformers on "
