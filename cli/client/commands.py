@@ -93,15 +93,8 @@ def add_client_commands(sub) -> None:
     p.add_argument("--max-tokens", type=int, help="perplexity: score only the first N tokens of each corpus")
     p.add_argument("--tasks", help="comma-separated lm-eval tasks")
     p.add_argument("--limit", type=int, help="first N documents of each task")
-    p.add_argument(
-        "--task-file",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="FILE",
-        help="your own task, a JSONL file as `nbl eval --task-file` takes it, sent in the request and "
-        "reported under the file's stem",
-    )
+    task = "your own task, a JSONL file as `nbl eval --task-file` takes it, sent and reported under its stem"
+    p.add_argument("--task-file", nargs="+", action="extend", default=[], metavar="FILE", help=task)
     p.add_argument("--speed", action="store_true", default=None)
     add_refine_options(p, defaults=False)
     p.add_argument(
@@ -118,13 +111,7 @@ def add_client_commands(sub) -> None:
     p.add_argument("--publish-revision")
     p.add_argument("--create-pr", action="store_true", default=None)
     p.add_argument("--local-dir", help="publish under NBL_PUBLISH_DIR/<team>/NAME on the server")
-    p.add_argument(
-        "--quantize",
-        type=schemes_arg,
-        metavar="SCHEME[,SCHEME]",
-        help="publish.quantize: each output also quantized for vLLM in its SCHEME/ folder (fp8-dynamic, w8a8, w4a16; "
-        "compression.form fold; docs/serving.md#quantized-outputs)",
-    )
+    p.add_argument("--quantize", type=schemes_arg, metavar="SCHEME[,SCHEME]", help="publish.quantize (for vLLM)")
     p.add_argument("--webhook-url", help="POST the job's events here (signed with the team's secret)")
     p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", help="repeatable")
     p.add_argument("--idempotency-key", help="default: a fresh one, reused across this command's retries")
