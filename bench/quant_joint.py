@@ -100,6 +100,54 @@ def run_config(name: str, flags: list[str], base: Path, work: Path) -> list[dict
     return rows
 
 
+def rows_from_card(name: str, out: Path, base: Path) -> list[dict]:
+    """A configuration's rows read back from its output's model card (the "Quantized" section's four rows per
+    scheme) and its folders, for a run whose --json was lost (--from-cards): base + scheme's size is not on it."""
+
+    text = (out / "README.md").read_text()
+    rows, seen = [], set()
+    for s in SCHEMES:
+        part = text.split(f"### {s}:", 1)[1].split("###", 1)[0] if f"### {s}:" in text else ""
+        table = [
+            line.strip("|").split("|") for line in part.splitlines() if line.startswith("| ") and "---" not in line
+        ]
+        if not table:
+            continue
+        head = [h.strip() for h in table[0]]
+        for cells in table[1:]:
+            label, values = cells[0].strip(), dict(zip(head[1:], (c.strip() for c in cells[1:])))
+            num = lambda v: None if v in (None, "—") else float(v)  # noqa: E731
+            model, scheme = (
+                ("base", "none") if label == "base" else ("NBL", "none") if label == "NBL" else label.split(" + ")
+            )
+            if (model, scheme) in seen:
+                continue
+            seen.add((model, scheme))
+            path = (base if model == "base" else out) if scheme == "none" else (out / s if model == "NBL" else None)
+            q = json.loads((out / s / "quantization.json").read_text()) if scheme != "none" else {}
+            rows.append(
+                {
+                    "config": name,
+                    "model": model,
+                    "scheme": scheme,
+                    "ppl": num(values.get("perplexity/wikitext2")),
+                    "arc_easy": num(values.get("tasks/arc_easy")),
+                    "bytes": size(path) if path is not None else None,
+                    **({"calibration_tokens": q["calibration_tokens"], "unquantized": q["unquantized"],
+                        "llmcompressor": q["llmcompressor"]} if q else {}),
+                }
+            )  # fmt: skip
+    order = {("base", "none"): 0, ("NBL", "none"): 1}
+    return sorted(
+        rows,
+        key=lambda r: (
+            order.get((r["model"], r["scheme"]), 2),
+            SCHEMES.index(r["scheme"]) if r["scheme"] in SCHEMES else -1,
+            r["model"] != "base",
+        ),
+    )
+
+
 def vllm_agreement(out: Path, config: str, skip: bool) -> dict[str, dict]:
     """{scheme: quant_serve's figures} for w8a8 and w4a16 of an output (the serving venv runs vLLM)."""
     found = {}
@@ -129,9 +177,10 @@ def table(rows: list[dict], agree: dict[str, dict]) -> list[str]:
             continue
         a = (agree.get(r["config"]) or {}).get(r["scheme"]) if r["model"] == "NBL" else None
         vllm = cell(a and a["vllm_quantized_vs_transformers_quantized"], ".1%") if a else ""
+        mb = "—" if r.get("bytes") is None else f"{r['bytes'] / 1e6:,.1f}"
         lines.append(
             f"| {r['config']} | {r['model']} | {r['scheme']} | {cell(r['ppl'], '.3f')} | {cell(r['arc_easy'], '.3f')} "
-            f"| {r['bytes'] / 1e6:,.1f} | {vllm} |"
+            f"| {mb} | {vllm} |"
         )
     return lines
 
@@ -140,13 +189,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", type=Path, default=REPO / ".bench-quant")
     ap.add_argument("--skip-vllm", action="store_true", help="use the quant_serve results already in bench/results")
+    ap.add_argument("--from-cards", action="store_true", help="read the runs already in --work from their cards")
+    ap.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, comma-separated")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     base = Path(nbl("import-gguf", smollm2_gguf(), "--name", "smollm2-quant-bench")["path"])
+    configs = [c for c in a.configs.split(",") if c]
     rows = []
-    for name, flags in CONFIGS.items():
-        rows += run_config(name, flags, base, a.work)
-    agree = {c: vllm_agreement(a.work / c.replace(" ", "-").replace("=", ""), c, a.skip_vllm) for c in CONFIGS}
+    for name in configs:
+        out = a.work / name.replace(" ", "-").replace("=", "")
+        rows += rows_from_card(name, out, base) if a.from_cards else run_config(name, CONFIGS[name], base, a.work)
+    agree = {c: vllm_agreement(a.work / c.replace(" ", "-").replace("=", ""), c, a.skip_vllm) for c in configs}
     res = {"rows": rows, "vllm": agree, "calibration": CAL, "evaluation": EVAL, "base": str(base.name)}
     (RESULTS / "quant_joint_smollm2.json").write_text(json.dumps(res, indent=2) + "\n")
     refused = sorted({r["refused"] for r in rows if "refused" in r})
