@@ -107,7 +107,7 @@ def rows_from_card(name: str, out: Path, base: Path) -> list[dict]:
     text = (out / "README.md").read_text()
     rows, seen = [], set()
     for s in SCHEMES:
-        part = text.split(f"### {s}:", 1)[1].split("###", 1)[0] if f"### {s}:" in text else ""
+        part = text.split(f"### {s}:", 1)[1].split("\n#", 1)[0] if f"### {s}:" in text else ""
         table = [
             line.strip("|").split("|") for line in part.splitlines() if line.startswith("| ") and "---" not in line
         ]
@@ -159,9 +159,8 @@ def vllm_agreement(out: Path, config: str, skip: bool) -> dict[str, dict]:
             py = REPO / ".venv-vllm" / "bin" / "python"
             cmd = [str(py), "bench/quant_serve.py", "--quantized", str(out / s), "--plain", str(out), "--name", name]
             subprocess.run(cmd, cwd=REPO, check=True, env={**os.environ, "VLLM_PLUGINS": ""})
-        path = RESULTS / f"quant_serve_{name}.json"
-        if path.is_file():
-            found[s] = json.loads(path.read_text())["agreement"]
+        if done.is_file() and done.stat().st_mtime > (out / s / "quantization.json").stat().st_mtime:
+            found[s] = json.loads(done.read_text())["agreement"]  # never another copy's measurement
     return found
 
 
