@@ -22,7 +22,8 @@ from cli.main import main
 REPO = Path(__file__).resolve().parents[2]
 ANSWER_S = 60  # generous: an estimate takes well under a second; before the fix a huge config never returned
 SMALL = {**TINY, "max_position_embeddings": 4096}  # a small model that takes compress's default 2,048-token blocks
-CANDIDATES = ("1", "0.1", "wikitext2:ppl:+10%", "x", "w8a8", "bfloat16")  # values tried on a flag until compress's parser takes one
+# values tried on a flag until compress's parser takes one
+CANDIDATES = ("1", "0.1", "wikitext2:ppl:+10%", "x", "w8a8", "bfloat16")
 
 
 def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
