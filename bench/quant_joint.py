@@ -220,6 +220,12 @@ def main() -> None:
         "",
         *(f"Refused: {w}" for w in refused),
         "",
+        "Agreement is the share of greedy tokens before the first difference, so one early tie-break ends a prompt; "
+        "these copies were made from bfloat16 outputs of a Q4_1-derived base. A w4a16 copy made from a float32 "
+        "output (32 x 256 calibration, issue 39's first run) agreed on 71.9 %: the gap is not explained yet "
+        "(bench/quant_serve.py's texts are coherent on both sides; a plain-vs-plain control is next).",
+        "GPTQ on the CPU is not bit-reproducible across runs: base + w8a8 measured 25.20 and 25.28 in the two runs.",
+        "",
         "Command: `NBL_DATA_DIR=../shared/data .venv/bin/python bench/quant_joint.py` (the vLLM rows need "
         "`make serving-env`).",
         "",
