@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from nbl import job_label
+from nbl.sizing.stage_plan import STAGES
 
 from . import metrics
 
@@ -167,18 +168,7 @@ def result_table(result: Any) -> dict:
     return {"columns": columns, "rows": rows}
 
 
-STAGE_COLOURS = (
-    "load",
-    "calibrate",
-    "score",
-    "select",
-    "refine",
-    "compress",
-    "check",
-    "evaluate",
-    "export",
-    "publish",
-)
+STAGE_COLOURS = STAGES  # every stage a job reports (nbl/sizing/stage_plan.py), each its colour in ui.css
 
 
 def stage_class(stage: str) -> str:
