@@ -9,6 +9,7 @@ SmolLM2, request bodies) are modules of tests/testkit, imported by name: no test
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,16 @@ def text_file(tmp_path) -> Path:
     path = tmp_path / "calib.jsonl"
     path.write_text("".join(json.dumps({"text": d["text"]}) + "\n" for d in docs))
     return path
+
+
+@pytest.fixture(scope="session")
+def quant_python() -> Path:
+    """The quantization venv's python (tests/quant, the quantize job in tests/llama_cpp); the test is skipped
+    without it, except in CI (CI set), where it must be there."""
+    exe = Path(__file__).resolve().parents[1] / ".venv-quant" / "bin" / "python"
+    if not exe.is_file() and not os.environ.get("CI"):
+        pytest.skip(f"the quantization venv is missing ({exe}): `make quant-env`")
+    return exe
 
 
 @pytest.fixture(scope="session")

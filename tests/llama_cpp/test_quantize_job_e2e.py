@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 import pytest
-from gguf_helpers import REPO
 from live_job import finished, live_service, service_env, tiny_with_smollm2_tokenizer
 
 pytestmark = pytest.mark.slow  # and e2e (tests/conftest.py E2E_FILES)
-QUANT_PYTHON = REPO / ".venv-quant" / "bin" / "python"
 QJOB = {
     "model": {"id": "local:tiny"},
     "calibration": {"dataset": "c4", "num_samples": 10, "seq_len": 32},
@@ -28,15 +25,13 @@ QJOB = {
 
 
 def test_a_fold_job_publishes_its_w8a8_copy_beside_the_gguf_with_the_joint_evaluation(
-    pg_url, redis_queue, settings_for, team_key_for, gguf_python, tmp_path
+    pg_url, redis_queue, settings_for, team_key_for, gguf_python, quant_python, tmp_path
 ):
-    if not QUANT_PYTHON.is_file() and not os.environ.get("CI"):
-        pytest.skip(f"the quantization venv is missing ({QUANT_PYTHON}): `make quant-env`")
     redis_url, queue, _ = redis_queue
     settings = settings_for(pg_url, broker_url=redis_url, queue_name=queue)
     settings.ensure_dirs()
     tiny_with_smollm2_tokenizer(settings.models_dir / "tiny", tmp_path)
-    env = service_env(settings, pg_url, redis_url, queue, gguf_python) | {"NBL_QUANT_PYTHON": str(QUANT_PYTHON)}
+    env = service_env(settings, pg_url, redis_url, queue, gguf_python) | {"NBL_QUANT_PYTHON": str(quant_python)}
     with live_service(settings, env, tmp_path, team_key_for(settings)) as (c, said):
         job = finished(c, said, QJOB)
         files = f"/v1/jobs/{job['id']}/outputs/1/files"

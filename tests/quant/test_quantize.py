@@ -96,25 +96,9 @@ def test_a_fold_attn_output_a_decilm_is_quantized_through_our_code_and_reloads_c
     from cli.main import main
     from worker.eval.compressed import load_compressed
 
-    argv = ["compress", "--model", str(base), "--dataset", str(text_file), "--mode", "attn", "--form", "fold"]
-    assert (
-        main(
-            [
-                *argv,
-                "--num-samples",
-                "8",
-                "--seq-len",
-                "32",
-                "--k",
-                "1",
-                "--no-load-check",
-                "--out",
-                str(tmp_path / "o"),
-            ]
-        )
-        == 0
-    )
     out = tmp_path / "o"
+    flags = "--mode attn --form fold --num-samples 8 --seq-len 32 --k 1 --no-load-check".split()
+    assert main(["compress", "--model", str(base), "--dataset", str(text_file), *flags, "--out", str(out)]) == 0
     facts = quantize(out, tmp_path / scheme, scheme, blocks(), python=quant_python, timeout_s=600)
     config = json.loads((tmp_path / scheme / "config.json").read_text())
     assert config["model_type"] == "nemotron-nas" and config["quantization_config"]["format"] == FORMAT[scheme][0]
