@@ -172,7 +172,7 @@ class QuantizedResult(Schema):
     calibration_tokens: int | None = Field(
         None, description="the tokens GPTQ fitted on (the job's own calibration blocks); 0 for fp8-dynamic"
     )
-    method: str | None = Field(None, description="gptq or round-to-nearest", examples=["gptq"])
+    method: str | None = Field(None, description="gptq, smoothquant+gptq or round-to-nearest", examples=["gptq"])
     group_size: int | None = Field(None, description="w4a16's group of inputs per scale", examples=[64])
     unquantized: list[str] | None = Field(
         None, description="the Linear layers left as they were", examples=[["lm_head"]]

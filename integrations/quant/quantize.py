@@ -1,12 +1,13 @@
 """Runs in the quantization venv (.venv-quant, `make quant-env`), never in the worker's: one checkpoint directory
 to a compressed-tensors checkpoint that vLLM loads with no code of ours, by llm-compressor's `oneshot`.
 
-    python quantize.py MODEL_DIR OUT_DIR PRESET [--gptq --ids IDS.json] [--group N] [--ignore PATTERN ...]
-                       [--trust-remote-code]
+    python quantize.py MODEL_DIR OUT_DIR PRESET [--gptq --ids IDS.json [--smoothquant S]] [--group N]
+                       [--ignore PATTERN ...] [--trust-remote-code]
 
 PRESET is compressed-tensors' preset (FP8_DYNAMIC, W8A8, W4A16: nbl/outputs/quant_schemes.py names ours); --gptq
 fits the weights by GPTQ on the token blocks of IDS.json (a list of lists of ids, the job's own calibration
-blocks), else round-to-nearest with no data. --group sets W4A16's group size (the caller picks one that divides
+blocks), after SmoothQuant at strength S when asked (W8A8: it moves activation outliers into the weights), else
+round-to-nearest with no data. --group sets W4A16's group size (the caller picks one that divides
 every input width). The checkpoint is read with trust_remote_code=False, so only a transformers class loads
 (the fold block form is the base's own), unless --trust-remote-code: a fold attn output's DeciLM, whose
 modeling_decilm.py the caller has checked is ours (worker/quant/quantize.py); the tokenizer never runs code. The last line printed is a JSON object of what was done: the scheme,
@@ -32,6 +33,28 @@ def scheme(preset: str, group: int | None):
     return s
 
 
+def layer_mappings(model) -> list:
+    """SmoothQuant's Llama mappings (a norm, the projections it feeds), restricted to the layers that have them. A
+    fold attn output's no_op layers have no attention and an identity for input_layernorm, and llm-compressor
+    resolves a mapping only where its whole set is present, so its inferred mappings fail on them."""
+    import re
+
+    names = [n for n, _ in model.named_modules()]
+
+    def having(leaf: str) -> str:
+        ids = sorted({m.group(1) for n in names if (m := re.fullmatch(rf".*layers\.(\d+)\.{leaf}", n))}, key=int)
+        return "(" + "|".join(ids) + ")" if ids else ""
+
+    out = []
+    for part, projections, norm in (
+        ("self_attn", ("q_proj", "k_proj", "v_proj"), "input_layernorm"),
+        ("mlp", ("gate_proj", "up_proj"), "post_attention_layernorm"),
+    ):
+        if ids := having(rf"{part}\.{projections[0]}"):
+            out.append(([rf"re:.*layers\.{ids}\.{part}\.{p}$" for p in projections], rf"re:.*layers\.{ids}\.{norm}$"))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model", type=Path)
@@ -42,6 +65,7 @@ def main() -> None:
     ap.add_argument("--group", type=int)
     ap.add_argument("--ignore", nargs="*", default=["lm_head"])
     ap.add_argument("--trust-remote-code", action="store_true")
+    ap.add_argument("--smoothquant", type=float, help="SmoothQuant's strength, run before GPTQ (W8A8)")
     a = ap.parse_args()
 
     import torch
@@ -58,7 +82,13 @@ def main() -> None:
         ids = json.loads(a.ids.read_text())
         tokens = sum(len(b) for b in ids)
         ds = Dataset.from_dict({"input_ids": ids, "attention_mask": [[1] * len(b) for b in ids]})
-        recipe = GPTQModifier(config_groups=config_groups, ignore=a.ignore)
+        recipe = [GPTQModifier(config_groups=config_groups, ignore=a.ignore)]
+        if a.smoothquant is not None:
+            from llmcompressor.modifiers.smoothquant import SmoothQuantModifier
+
+            # llm-compressor infers the mappings from a known architecture; a DeciLM (remote code) gets its own
+            maps = layer_mappings(model) if a.trust_remote_code else None
+            recipe.insert(0, SmoothQuantModifier(smoothing_strength=a.smoothquant, mappings=maps))
         data = {"dataset": ds, "num_calibration_samples": len(ids), "max_seq_length": max(map(len, ids))}
     else:
         recipe = QuantizationModifier(config_groups=config_groups, ignore=a.ignore)
@@ -74,7 +104,8 @@ def main() -> None:
     facts = {
         "preset": a.preset,
         "group_size": a.group,
-        "method": "gptq" if a.gptq else "round-to-nearest",
+        "method": ("smoothquant+" if a.smoothquant is not None else "") + ("gptq" if a.gptq else "round-to-nearest"),
+        "smoothing_strength": a.smoothquant,
         "calibration_tokens": tokens,
         "unquantized": kept,
         "llmcompressor": version("llmcompressor"),

@@ -53,7 +53,7 @@ def test_a_fold_job_publishes_its_w8a8_copy_beside_the_gguf_with_the_joint_evalu
     assert q["scheme"] == "w8a8" and q["path"] == "w8a8" and q["bytes"] == sum(listed[p]["size"] for p in weights)
     assert q["calibration_tokens"] == 10 * 32  # the job's own calibration blocks
     assert (q["method"], q["unquantized"], q["llmcompressor"], q["compressed_tensors"]) == (
-        "gptq",
+        "smoothquant+gptq",
         ["lm_head"],
         "0.14.0.1",
         "0.19.0",
@@ -73,3 +73,7 @@ def test_a_fold_job_publishes_its_w8a8_copy_beside_the_gguf_with_the_joint_evalu
     card = served["README.md"].decode()
     assert "## Quantized" in card and "| NBL + w8a8 |" in card and "| base + w8a8 |" in card
     assert "llm-compressor 0.14.0.1" in card and "`vllm serve <this folder>/w8a8`" in card
+    row = {line.split(" | ")[0]: line for line in card.splitlines() if line.startswith("| ")}
+    # each row's size: the copies' from the result, the base's own beside them
+    assert row["| base + w8a8"].endswith(f"| {bq['bytes'] / 1e6:,.1f} |") and row["| base"].split(" | ")[-1] != "— |"
+    assert row["| NBL + w8a8"].endswith(f"| {q['bytes'] / 1e6:,.1f} |")

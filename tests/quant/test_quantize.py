@@ -17,6 +17,7 @@ from worker.quant.quantize import quantize
 # relative L2 error of the logits on 4 x 16 tokens, measured on this tiny random model with a margin (its weights
 # are N(0, 0.02), the hardest case for a per-group scale): fp8 0.059, w8a8 0.015, w4a16 0.18; deterministic
 WITHIN = {"fp8-dynamic": 0.15, "w8a8": 0.05, "w4a16": 0.35}
+METHOD = {"fp8-dynamic": "round-to-nearest", "w8a8": "smoothquant+gptq", "w4a16": "gptq"}
 FORMAT = {
     "fp8-dynamic": ("float-quantized", 8, "float"),
     "w8a8": ("int-quantized", 8, "int"),
@@ -30,6 +31,21 @@ ids = torch.randint(3, 100, (4, 16))
 out = [AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32).eval()(ids).logits for p in sys.argv[1:3]]
 print(json.dumps({"error": ((out[1] - out[0]).norm() / out[0].norm()).item()}))
 """
+
+
+def norms(path: Path) -> dict:
+    """The checkpoint's RMSNorm weights by name: SmoothQuant divides them by its scales, nothing else touches them."""
+    from safetensors.torch import load_file
+
+    return {k: v.float() for f in path.glob("*.safetensors") for k, v in load_file(f).items() if "layernorm" in k}
+
+
+def smoothed(base: Path, quantized: Path) -> set[str]:
+    """The norms that SmoothQuant changed."""
+    import torch
+
+    before, after = norms(base), norms(quantized)
+    return {k for k in before if not torch.equal(before[k], after[k])}
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +70,10 @@ def test_each_scheme_writes_compressed_tensors_that_reload_close(scheme, base, q
     assert facts["unquantized"] == ["lm_head"] and facts["llmcompressor"] == "0.14.0.1"
     assert facts["calibration_tokens"] == (0 if scheme == "fp8-dynamic" else 8 * 32)
     assert json.loads((tmp_path / scheme / "quantization.json").read_text())["preset"] == facts["preset"]
+    assert facts["method"] == METHOD[scheme]
+    # w8a8's SmoothQuant (llm-compressor's INT8 recipe) moved every layer's activation outliers into its weights
+    every = {f"model.layers.{i}.{n}.weight" for i in range(2) for n in ("input_layernorm", "post_attention_layernorm")}
+    assert smoothed(base, tmp_path / scheme) == (every if scheme == "w8a8" else set())
     run = subprocess.run(
         [str(quant_python), "-c", LOGITS, str(base), str(tmp_path / scheme)],
         capture_output=True,
@@ -104,6 +124,13 @@ def test_a_fold_attn_output_a_decilm_is_quantized_through_our_code_and_reloads_c
     assert config["model_type"] == "nemotron-nas" and config["quantization_config"]["format"] == FORMAT[scheme][0]
     assert facts["unquantized"] == ["lm_head"]
     assert (tmp_path / scheme / "modeling_decilm.py").read_bytes() == (out / "modeling_decilm.py").read_bytes()
+    # SmoothQuant's mappings resolve on the DeciLM too: only where a layer has the part (layer 1's attention is
+    # no_op, its input_layernorm an identity with no weight)
+    every = {
+        "model.layers.0.input_layernorm.weight",
+        *(f"model.layers.{i}.post_attention_layernorm.weight" for i in (0, 1)),
+    }
+    assert smoothed(out, tmp_path / scheme) == (every if scheme == "w8a8" else set())
     torch.manual_seed(0)
     ids = torch.randint(3, 100, (4, 16))
     ref = load_compressed(out, torch.float32, "cpu").model(ids).logits

@@ -2,7 +2,7 @@
 a DeciLM with our modeling_decilm.py) to a compressed-tensors checkpoint vLLM loads with no code of ours (a DeciLM's
 config class aside), for a job's publish.quantize and `nbl compress --quantize` (worker/quant/stage.py).
 
-The work is llm-compressor's (`oneshot`: GPTQ on calibration blocks, or round-to-nearest for FP8), run by
+The work is llm-compressor's (`oneshot`: GPTQ on calibration blocks, after SmoothQuant for W8A8, or round-to-nearest for FP8), run by
 integrations/quant/quantize.py in the quantization venv (`make quant-env`) as a subprocess, as the GGUF export
 runs llama.cpp's tools: llm-compressor pins a transformers older than the worker's. What can be quantized is
 decided here first, from the form and config.json (nbl/outputs/quant_schemes.py), before anything runs.
@@ -95,6 +95,8 @@ def quantize(
                 raise ValueError(f"{scheme} is fitted by GPTQ on calibration data, and none was given")
             (work / "ids.json").write_text(json.dumps(calibration_blocks(blocks)))
             cmd += ["--gptq", "--ids", str(work / "ids.json")]
+        if s.smoothquant is not None:
+            cmd += ["--smoothquant", str(s.smoothquant)]
         if scheme == "w4a16":
             cmd += ["--group", str(group_size(quantized_widths(config).values()))]
         try:
