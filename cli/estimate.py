@@ -17,6 +17,7 @@ import math
 
 from cli.compress_options import compress_arguments
 from cli.refine_options import refine_from_args
+from nbl import recipe as R
 
 DEFAULT_K = [4]
 OWN_HELP = {  # the shared flags whose compress help does not say what they do here
@@ -95,6 +96,11 @@ def _check(args) -> None:
         raise ValueError("--device-memory and --host-memory describe the devices of --devices (or --device): give them")
     if args.dtype not in DTYPES:
         raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
+    if args.quantize:  # what compress and a job's request refuse (publish.quantize's 422)
+        from nbl.outputs.quant_schemes import form_error
+
+        if (why := form_error(args.form or R.FORM, args.mode)) is not None:
+            raise ValueError(f"--quantize: {why}")
 
 
 def _devices(args) -> list[str] | None:
@@ -158,6 +164,7 @@ def cmd_estimate(args) -> int:
         tasks=tuple(tasks) if evaluate else (),
         eval_limit=args.limit,
         quantize=tuple(args.quantize or ()),
+        save_dtype=args.save_dtype or ("auto" if args.job else None),  # a job's publish.dtype defaults to auto
         # an evaluating run (a job, compress --eval) quantizes the base too and evaluates every copy
         quantized_eval=bool(evaluate),
     )
@@ -188,7 +195,10 @@ def cmd_estimate(args) -> int:
     print(f"  peak host memory    {gb(est.host_bytes)}")
     for name, phase in est.phases.items():
         print(f"    {name:<10} device {gb(phase['device'])}, host {gb(phase['host'])}")
-    print(f"  disk                {gb(est.disk_bytes)}: " + ", ".join(f"{k} {gb(v)}" for k, v in est.disk.items()))
+    print(
+        f"  disk                {gb(est.disk_bytes)}: "
+        + ", ".join(f"{k} {gb(v)}" for k, v in est.disk.items() if v or k != "quantized")
+    )
     lo, hi = est.seconds
     print(f"  time                {_hours(lo)} to {_hours(hi)}")
     print(f"worker class: {worker_class}" if worker_class else f"no worker class: {placement.reason}")

@@ -39,6 +39,7 @@ def job_options(recipe: Recipe, host_cache_bytes: int | None, greedy_width: int 
         refit=comp.refit,
         heal=comp.heal,
         quantize=tuple(recipe.publishing.quantize) if recipe.publishing is not None else (),
+        save_dtype=recipe.publishing.dtype if recipe.publishing is not None else "auto",
         quantized_eval=not ev.empty(),
         **overrides,
     )

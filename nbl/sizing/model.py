@@ -40,7 +40,7 @@ from nbl.selection.sets import PREFIX_CACHE_BYTES, expected_sets
 
 from .head import head_chunk_bytes
 from .options import Options, default_batch_size, holdout_count, measured, selection_blocks
-from .quant import quantize_memory, quantize_work
+from .quant import quantize_memory, quantize_work, quantized_disk
 from .refine import heal_bytes, refine_token_layers
 from .shapes import DTYPE_BYTES, Shape
 from .spread import Memory, Spread, spread
@@ -218,11 +218,13 @@ def estimate(shape: Shape, opts: Options, devices: list[str], memory: Memory = M
     host_bytes = max(p["host"] for p in phases.values())
     n_out = len(opts.ks) if opts.outputs else 0
     placed_whole = opts.whole_model or (opts.outputs and opts.load_check)  # check, evaluate spread; selection streams
+    saved = shape.checkpoint_bytes_per_param if opts.save_dtype == "auto" else DTYPE_BYTES.get(opts.save_dtype, dt)
     disk = {
         "download": shape.download_bytes,
         "spill": spill,
         "stats_cache": L * sums,  # one shard per layer, kept (or removed after --no-cache)
-        "outputs": n_out * model_b,
+        "outputs": n_out * shape.params * saved,
+        "quantized": quantized_disk(shape, opts, saved) if opts.outputs else 0,  # publish.quantize's copies (quant.py)
         "offload": placed.disk if placed_whole else 0,  # accelerate's disk offload of a model larger than the devices
     }
     return Estimate(

@@ -25,6 +25,7 @@ class Options:
     form: str = "nbl"  # fold keeps MLP outputs in the hidden cache and, in block mode, lag sums (form_taps.py)
     ks: tuple[int, ...] = (4,)
     dtype: str = "auto"  # float32 on CPU, bfloat16 on GPU (engine/loading/load.resolve_dtype)
+    save_dtype: str | None = None  # the outputs' (publish.dtype): auto the base's stored one; None the computed one
     stats_precision: str = "auto"  # the products' precision: auto and tf32 are float32 buffers
     host_cache_bytes: int | None = None  # None: no limit, nothing spilt
     outputs: bool = True  # saved outputs (a job always; `nbl compress` with --out)

@@ -12,6 +12,11 @@ class DiskOut(BaseModel):
     spill: int = Field(description="hidden states past NBL_HOST_CACHE_BYTES, under NBL_HOME/spill")
     stats_cache: int = Field(description="one float64 shard of sums per layer (the statistics cache)")
     outputs: int = Field(description="one saved checkpoint per k")
+    quantized: int = Field(
+        0,
+        description="publish.quantize's copies: each output's per scheme, and the base's when the job evaluates "
+        "(removed after the evaluation)",
+    )
     offload: int = Field(
         0,
         description="weights accelerate offloads to disk when a whole model is larger than the "

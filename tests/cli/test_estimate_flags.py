@@ -76,11 +76,34 @@ def test_every_compress_flag_is_an_estimate_flag_with_the_same_meaning():
 
 def test_a_whole_compress_command_line_is_estimated(tmp_path, capsys):
     model = write_config(tmp_path / "small", SMALL)
-    argv = [a for flag, value in compress_flags().items() for a in (flag, *value)]
+    # --quantize needs form fold, which the heal flags refuse (in both commands): it is estimated below
+    flags = {flag: value for flag, value in compress_flags().items() if flag != "--quantize"}
+    argv = [a for flag, value in flags.items() for a in (flag, *value)]
     code = main(["estimate", "--model", str(model), *argv])
     out = capsys.readouterr()
     assert code == 0, out.err
     assert json.loads(out.out)["disk"]["outputs"] > 0  # --json and --out, as compress's
+
+
+def test_quantize_is_estimated_with_its_copies_on_disk(tmp_path, capsys):
+    model = write_config(tmp_path / "small", SMALL)
+    argv = ["--model", str(model), "--k", "1", "--form", "fold", "--mode", "block", "--out", str(tmp_path / "o")]
+    disks = []
+    for quantize in ([], ["--quantize", "w8a8,w4a16"]):
+        assert main(["estimate", *argv, *quantize, "--json"]) == 0
+        disks.append(json.loads(capsys.readouterr().out)["disk"])
+    assert disks[0]["quantized"] == 0 < disks[1]["quantized"] < 2 * disks[1]["outputs"]
+
+
+@pytest.mark.parametrize("form", ["nbl", "linear"])
+def test_quantize_with_a_form_it_cannot_take_is_refused_as_compress_refuses_it(form, tmp_path, capsys):
+    model = write_config(tmp_path / "small", SMALL)
+    argv = ["--model", str(model), "--k", "1", "--form", form, "--quantize", "w8a8", "--out", str(tmp_path / "o")]
+    said = []
+    for command in ("estimate", "compress"):
+        assert main([command, *argv]) == 2
+        said.append(capsys.readouterr().err.splitlines()[0])
+    assert said[0] == said[1] and f"the {form} form" in said[0], said
 
 
 def test_out_takes_the_directory_in_both(tmp_path, capsys):

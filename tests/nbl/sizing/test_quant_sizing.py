@@ -125,3 +125,28 @@ def test_the_jobs_host_peak_takes_the_quantization_in():
     assert est.phases["quantize"]["host"] > shape.params * 2  # bf16 weights, and more
     assert est.host_bytes == est.phases["quantize"]["host"] > plain.host_bytes
     assert est.seconds[0] > plain.seconds[0] and est.seconds[1] > plain.seconds[1]
+
+
+def test_a_copy_on_disk_against_smollm2s_measured_sizes():
+    """SmolLM2 fold block k=2 (28 layers) in bfloat16, quantized: w8a8 156.1 MB and w4a16 109.4 MB on disk
+    (`nbl compress --form fold --mode block --k 2 --quantize w8a8,w4a16 --save-dtype auto`); the base's (30 layers) 163.2 and
+    113.2 MB (worker/quant/quantize.quantize on the base)."""
+    shape = shape_of(SMOLLM2)
+    measured = {("w8a8", 28): 156_119_856, ("w4a16", 28): 109_405_328, ("w8a8", 30): 163_226_688}
+    measured[("w4a16", 30)] = 113_175_416
+    for (scheme, layers), size in measured.items():
+        assert quant.copy_bytes(shape, scheme, layers, 2) == pytest.approx(size, rel=0.02), (scheme, layers)
+    assert quant.copy_bytes(shape, "fp8-dynamic", 30, 2) == quant.copy_bytes(shape, "w8a8", 30, 2)
+
+
+def test_the_estimates_disk_counts_each_outputs_copies_and_the_bases_while_evaluating():
+    shape = shape_of(SMOLLM2)
+    none, evaluation = {"perplexity": []}, {"perplexity": ["wikitext2"]}
+    plain = estimate(shape, job_options(recipe(ks=(2, 4), evaluation=evaluation), None), ["cpu"])
+    est = estimate(shape, job_options(recipe(["w8a8", "w4a16"], ks=(2, 4), evaluation=none), None), ["cpu"])
+    ev = estimate(shape, job_options(recipe(["w8a8", "w4a16"], ks=(2, 4), evaluation=evaluation), None), ["cpu"])
+    copy = lambda s, n: quant.copy_bytes(shape, s, n, 4)  # noqa: E731  # the base's stored float32 (publish.dtype auto)
+    assert plain.disk["quantized"] == 0
+    assert est.disk["quantized"] == sum(copy(s, n) for s in ("w8a8", "w4a16") for n in (28, 26))
+    assert ev.disk["quantized"] == est.disk["quantized"] + copy("w8a8", 30) + copy("w4a16", 30)
+    assert ev.disk_bytes - plain.disk_bytes == ev.disk["quantized"]
