@@ -246,6 +246,7 @@ def run(
         several=len(result.selected) > 1,
         caveats=caveats,
         base_bytes={s: f["bytes"] for s, f in quantized.base.items()},
+        base_size=quantized.base_bytes,
     )
     return result
 

@@ -48,12 +48,14 @@ def publish(
     several: bool | None = None,
     caveats: RunWarnings | None = None,
     base_bytes: dict[str, float] | None = None,
+    base_size: int | None = None,
 ) -> dict[int, Published]:
     """Rewrite each output's card with the evaluation and the recipe, then hand the folder to the
     destination; record each as soon as it is published. `recipe`: the request the card quotes;
     `several`: the job made several outputs (k{K} folders and a root card), even if its gates kept one;
     `caveats`: the run's warnings, listed on each card, which says how much a truncated evaluation scored;
-    `base_bytes`: {scheme: bytes} of the base quantized alike (publish.quantize), for the card's comparison."""
+    `base_bytes`: {scheme: bytes} of the base quantized alike (publish.quantize), and `base_size` the base's own,
+    for the card's comparison."""
     several = len(outputs) > 1 if several is None else several
     caveats = caveats or RunWarnings()
     sink.progress("publish", 0.0, "publishing")
@@ -74,7 +76,7 @@ def publish(
                 subfolder=subfolder,
                 warnings=caveats.for_k(k),
                 scored=caveats.scored,
-                quantized=quant_copies(path, card_metrics, base_bytes or {}),
+                quantized=quant_copies(path, card_metrics, base_bytes or {}, base_size),
             ),
         )
     destination.check_space(sum(tree_size(path) for path in outputs.values()))

@@ -11,9 +11,12 @@ from nbl.gates import ACC_METRIC, PPL_METRIC
 from nbl.outputs.quant_schemes import SCHEMES
 
 
-def copies(directory: Path, metrics: dict[str, dict], base_bytes: dict[str, float]) -> list[dict]:
+def copies(
+    directory: Path, metrics: dict[str, dict], base_bytes: dict[str, float], base_size: int | None = None
+) -> list[dict]:
     """One entry per SCHEME/quantization.json in `directory`: its facts, its size, its and the quantized base's
-    metrics (`metrics`: the job's flat metrics by variant, output k's under "compressed" and "compressed+S")."""
+    metrics (`metrics`: the job's flat metrics by variant, output k's under "compressed" and "compressed+S");
+    `base_bytes` the quantized bases' sizes by scheme, `base_size` the base's own."""
     found = []
     for qj in sorted(Path(directory).glob("*/quantization.json")):
         s = qj.parent.name
@@ -24,11 +27,16 @@ def copies(directory: Path, metrics: dict[str, dict], base_bytes: dict[str, floa
                 "bytes": sum(f.stat().st_size for f in qj.parent.glob("*.safetensors")),
                 "nbl_bytes": sum(f.stat().st_size for f in Path(directory).glob("*.safetensors")),
                 "base_bytes": base_bytes.get(s),
+                "base_size": base_size,
                 "metrics": metrics.get(f"compressed+{s}") or {},
                 "base_metrics": metrics.get(f"base+{s}") or {},
             }
         )
     return found
+
+
+def _mb(x) -> str:
+    return "—" if not x else f"{x / 1e6:,.1f}"
 
 
 def _num(x) -> str:
@@ -55,14 +63,17 @@ def quant_section(entries: list[dict], metrics: dict[str, dict]) -> str:
         if not names:
             continue
         rows = [
-            ("base", metrics.get("base") or {}),
-            (f"base + {s}", e["base_metrics"]),
-            ("NBL", metrics.get("compressed") or {}),
-            (f"NBL + {s}", e["metrics"]),
+            ("base", metrics.get("base") or {}, e.get("base_size")),
+            (f"base + {s}", e["base_metrics"], e.get("base_bytes")),
+            ("NBL", metrics.get("compressed") or {}, e["nbl_bytes"]),
+            (f"NBL + {s}", e["metrics"], e["bytes"]),
         ]
-        lines.append("\n| model | " + " | ".join(n.removesuffix("/ppl").removesuffix("/acc") for n in names) + " |")
-        lines.append("|---|" + "---|" * len(names))
-        lines += [f"| {label} | " + " | ".join(_num(m.get(n)) for n in names) + " |" for label, m in rows]
+        heads = " | ".join(n.removesuffix("/ppl").removesuffix("/acc") for n in names)
+        lines.append(f"\n| model | {heads} | weights MB |")
+        lines.append("|---|" + "---|" * len(names) + "---:|")
+        lines += [
+            f"| {label} | " + " | ".join(_num(m.get(n)) for n in names) + f" | {_mb(size)} |" for label, m, size in rows
+        ]
         lines.append("")
     return "\n".join(lines) + "\n"
 

@@ -25,6 +25,7 @@ from .quantize import quant_python, quantize
 class Quantized:
     outputs: dict[int, dict[str, dict]] = field(default_factory=dict)  # k -> scheme -> what quantize() did
     base: dict[str, dict] = field(default_factory=dict)  # scheme -> the base's, when the job evaluates
+    base_bytes: int | None = None  # the unquantized base's weights on disk, beside its copies on the card
 
     def variants(self) -> dict[str, Path]:
         """What the evaluation measures besides the base and the outputs: "k4+w4a16", "base+w4a16"."""
@@ -68,6 +69,7 @@ def run(
     todo = [(k, path, path / s, s) for k, path in outputs.items() for s in schemes]
     if base is not None:
         todo += [(None, base[0], base[1] / s, s) for s in schemes]
+        done.base_bytes = sum(f.stat().st_size for f in Path(base[0]).glob("*.safetensors")) or None
     blocks = None
     if any(SCHEMES[s].gptq for s in schemes) and outputs:
         sink.progress("quantize", 0.0, "cutting the calibration blocks GPTQ fits on")
