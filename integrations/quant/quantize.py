@@ -33,25 +33,50 @@ def scheme(preset: str, group: int | None):
     return s
 
 
+# Norms that scale by (1 + weight): SmoothQuant divides the weight by its scales, which is right only for a norm
+# that scales by the weight, so these models get GPTQ alone (and their post_attention_layernorm does not feed
+# the MLP: the pre_feedforward one does)
+OFFSET_NORMS = ("gemma", "gemma2", "gemma3", "gemma3_text")
+PARTS = (  # a layer's part, the projections that read one norm's output, that norm
+    ("self_attn", ("q_proj", "k_proj", "v_proj"), "input_layernorm"),
+    ("self_attn", ("qkv_proj",), "input_layernorm"),  # Phi-3
+    ("mlp", ("gate_proj", "up_proj"), "post_attention_layernorm"),
+    ("mlp", ("gate_up_proj",), "post_attention_layernorm"),  # Phi-3
+)
+
+
 def layer_mappings(model) -> list:
-    """SmoothQuant's Llama mappings (a norm, the projections it feeds), restricted to the layers that have them. A
-    fold attn output's no_op layers have no attention and an identity for input_layernorm, and llm-compressor
-    resolves a mapping only where its whole set is present, so its inferred mappings fail on them."""
+    """SmoothQuant's mappings (a norm, the projections that read its output), one per part for the layers that
+    have that part whole, from the modules themselves rather than llm-compressor's table by architecture: a fold
+    attn output's no_op layers have no attention and an identity for input_layernorm; a mixture's MLP is its
+    experts (no dense gate_proj), balanced by attention alone as llm-compressor does for Mixtral and Qwen-MoE;
+    gpt-oss's experts are not Linear modules. Empty for a model whose norms SmoothQuant would get wrong."""
     import re
 
-    names = [n for n, _ in model.named_modules()]
+    if getattr(model.config, "model_type", None) in OFFSET_NORMS:
+        return []
+    modules = dict(model.named_modules())
 
-    def having(leaf: str) -> str:
-        ids = sorted({m.group(1) for n in names if (m := re.fullmatch(rf".*layers\.(\d+)\.{leaf}", n))}, key=int)
-        return "(" + "|".join(ids) + ")" if ids else ""
+    def norm(name: str) -> bool:  # a norm with a weight to divide (not a no_op layer's identity)
+        return getattr(modules.get(name), "weight", None) is not None
 
     out = []
-    for part, projections, norm in (
-        ("self_attn", ("q_proj", "k_proj", "v_proj"), "input_layernorm"),
-        ("mlp", ("gate_proj", "up_proj"), "post_attention_layernorm"),
-    ):
-        if ids := having(rf"{part}\.{projections[0]}"):
-            out.append(([rf"re:.*layers\.{ids}\.{part}\.{p}$" for p in projections], rf"re:.*layers\.{ids}\.{norm}$"))
+    for part, projections, norm_name in PARTS:
+        ids = sorted(
+            {
+                m.group(2)
+                for n in modules
+                if (m := re.fullmatch(rf"(.*)layers\.(\d+)\.{part}\.{projections[0]}", n))
+                and all(f"{m.group(1)}layers.{m.group(2)}.{part}.{p}" in modules for p in projections)
+                and norm(f"{m.group(1)}layers.{m.group(2)}.{norm_name}")
+            },
+            key=int,
+        )
+        if ids:
+            alt = "(" + "|".join(ids) + ")"
+            out.append(
+                ([rf"re:.*layers\.{alt}\.{part}\.{p}$" for p in projections], rf"re:.*layers\.{alt}\.{norm_name}$")
+            )
     return out
 
 
@@ -77,17 +102,16 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype="auto", trust_remote_code=a.trust_remote_code)
     tok = AutoTokenizer.from_pretrained(a.model, trust_remote_code=False)
     config_groups = {"group_0": scheme(a.preset, a.group)}
-    tokens, data = 0, {}
+    tokens, data, maps = 0, {}, []
     if a.gptq:
         ids = json.loads(a.ids.read_text())
         tokens = sum(len(b) for b in ids)
         ds = Dataset.from_dict({"input_ids": ids, "attention_mask": [[1] * len(b) for b in ids]})
         recipe = [GPTQModifier(config_groups=config_groups, ignore=a.ignore)]
-        if a.smoothquant is not None:
+        maps = layer_mappings(model) if a.smoothquant is not None else []
+        if maps:  # else GPTQ alone (quantization.json's method says which)
             from llmcompressor.modifiers.smoothquant import SmoothQuantModifier
 
-            # llm-compressor infers the mappings from a known architecture; a DeciLM (remote code) gets its own
-            maps = layer_mappings(model) if a.trust_remote_code else None
             recipe.insert(0, SmoothQuantModifier(smoothing_strength=a.smoothquant, mappings=maps))
         data = {"dataset": ds, "num_calibration_samples": len(ids), "max_seq_length": max(map(len, ids))}
     else:
@@ -104,8 +128,8 @@ def main() -> None:
     facts = {
         "preset": a.preset,
         "group_size": a.group,
-        "method": ("smoothquant+" if a.smoothquant is not None else "") + ("gptq" if a.gptq else "round-to-nearest"),
-        "smoothing_strength": a.smoothquant,
+        "method": ("smoothquant+" if a.gptq and maps else "") + ("gptq" if a.gptq else "round-to-nearest"),
+        "smoothing_strength": a.smoothquant if a.gptq and maps else None,
         "calibration_tokens": tokens,
         "unquantized": kept,
         "llmcompressor": version("llmcompressor"),

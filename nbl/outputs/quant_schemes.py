@@ -4,8 +4,8 @@ loads with no code of ours. Torch-free: the CLI and the API check a request with
 
     fp8-dynamic  FP8 weights per channel, activations per token at run time; no data. vLLM on a GPU (Hopper,
                  Ada; Ampere as weight-only FP8 Marlin); not vLLM's CPU backend
-    w8a8         INT8 weights per channel (SmoothQuant then GPTQ, on calibration data), INT8 activations per
-                 token at run time; vLLM on a GPU and on x86 CPUs (oneDNN)
+    w8a8         INT8 weights per channel (SmoothQuant, where the model's norms allow it, then GPTQ, on
+                 calibration data), INT8 activations per token at run time; vLLM on a GPU and on x86 CPUs (oneDNN)
     w4a16        4-bit symmetric weights in groups (GPTQ), activations unquantized; vLLM on a GPU (Marlin) and
                  on x86 CPUs with AVX-512 (CPUWNA16LinearKernel: symmetric only, dimensions multiples of 32)
 

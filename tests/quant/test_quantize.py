@@ -137,3 +137,31 @@ def test_a_fold_attn_output_a_decilm_is_quantized_through_our_code_and_reloads_c
     got = load_compressed(tmp_path / scheme, torch.float32, "cpu").model(ids).logits
     error = ((got - ref).norm() / ref.norm()).item()
     assert 0 < error < WITHIN[scheme], error
+
+
+# w8a8's SmoothQuant on each family's layout (integrations/quant/quantize.layer_mappings): a norm is divided by its
+# scales only where the projections that read it are balanced by them. Dense layers smooth both norms; a mixture's
+# experts are left to GPTQ (attention alone is balanced, as llm-compressor does for Mixtral and Qwen-MoE); Gemma's
+# norms scale by (1 + weight), which dividing the weight gets wrong, so Gemma gets GPTQ alone and says so.
+FAMILY_LAYERS = 2
+BOTH = ("input_layernorm", "post_attention_layernorm")
+EXPECTED = {  # family -> the norms smoothed in every layer, and quantization.json's method
+    "qwen3": (BOTH, "smoothquant+gptq"),
+    "phi3": (BOTH, "smoothquant+gptq"),  # fused qkv_proj and gate_up_proj
+    "qwen3_moe": (("input_layernorm",), "smoothquant+gptq"),
+    "mixtral": (("input_layernorm",), "smoothquant+gptq"),
+    "gemma3_text": ((), "gptq"),
+}
+
+
+@pytest.mark.parametrize("family", sorted(EXPECTED))
+def test_smoothquant_divides_only_the_norms_it_balances(family, quant_python, tmp_path):
+    base = save_tiny_checkpoint(tmp_path / "base", family, layers=FAMILY_LAYERS)
+    facts = quantize(base, tmp_path / "w8a8", "w8a8", blocks(), python=quant_python, timeout_s=600)
+    norms, method = EXPECTED[family]
+    assert facts["method"] == method
+    assert smoothed(base, tmp_path / "w8a8") == {
+        f"model.layers.{i}.{n}.weight" for i in range(FAMILY_LAYERS) for n in norms
+    }
+    config = json.loads((tmp_path / "w8a8" / "config.json").read_text())
+    assert config["quantization_config"]["format"] == "int-quantized"
