@@ -154,6 +154,7 @@ EXPECTED = {  # family -> the norms smoothed in every layer, and quantization.js
 }
 
 
+@pytest.mark.slow  # 10 s each: make test runs them, make test-fast has the Llama and DeciLM cases above
 @pytest.mark.parametrize("family", sorted(EXPECTED))
 def test_smoothquant_divides_only_the_norms_it_balances(family, quant_python, tmp_path):
     base = save_tiny_checkpoint(tmp_path / "base", family, layers=FAMILY_LAYERS)
