@@ -15,6 +15,7 @@ from cli.main import main
 RUN = ["--num-samples", "8", "--seq-len", "32", "--k", "1", "--no-load-check", "--json"]
 
 
+@pytest.mark.slow  # 21 s (a compress run and three quantizations): make test runs it, make test-fast does not
 def test_a_fold_block_output_is_quantized_beside_it(tmp_path, text_file, quant_python, monkeypatch, capsys):
     monkeypatch.setattr("worker.quant.quantize.DEFAULT_VENV", quant_python.parents[1])
     base = save_tiny_checkpoint(tmp_path / "base", hidden_size=128, intermediate_size=256, layers=3)

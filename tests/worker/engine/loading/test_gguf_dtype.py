@@ -50,6 +50,7 @@ def _weights(path) -> tuple[str, set, int]:
     return config["dtype"], kinds, (path / "model.safetensors").stat().st_size
 
 
+@pytest.mark.slow  # the real SmolLM2 GGUF converted, 26-30 s a case: make test runs it, make test-fast does not
 @pytest.mark.parametrize("flags, dtype, kind", [((), "bfloat16", "BF16"), (("--dtype", "float32"), "float32", "F32")])
 def test_import_gguf_writes_the_dtype_and_says_it(flags, dtype, kind, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NBL_MODELS_DIR", str(tmp_path / "models"))
