@@ -10,6 +10,8 @@ from pathlib import Path
 from nbl.gates import ACC_METRIC, PPL_METRIC
 from nbl.outputs.quant_schemes import SCHEMES
 
+from ..engine.placement import weight_bytes
+
 
 def copies(
     directory: Path, metrics: dict[str, dict], base_bytes: dict[str, float], base_size: int | None = None
@@ -24,8 +26,8 @@ def copies(
             {
                 "scheme": s,
                 "facts": json.loads(qj.read_text()),
-                "bytes": sum(f.stat().st_size for f in qj.parent.glob("*.safetensors")),
-                "nbl_bytes": sum(f.stat().st_size for f in Path(directory).glob("*.safetensors")),
+                "bytes": weight_bytes(qj.parent),
+                "nbl_bytes": weight_bytes(directory),
                 "base_bytes": base_bytes.get(s),
                 "base_size": base_size,
                 "metrics": metrics.get(f"compressed+{s}") or {},

@@ -22,6 +22,7 @@ from nbl.outputs.quant_schemes import shape_error as scheme_shape_error
 from .. import subproc
 from ..engine.loading.weight_files import weight_map
 from ..engine.modeling import modeling_decilm
+from ..engine.placement import weight_bytes
 
 SCRIPT = Path(__file__).resolve().parents[2] / "integrations" / "quant" / "quantize.py"
 DEFAULT_VENV = Path(__file__).resolve().parents[2] / ".venv-quant"
@@ -114,5 +115,4 @@ def quantize(
         (work / out.name).rename(out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    size = sum(f.stat().st_size for f in out.glob("*.safetensors"))
-    return {"path": str(out), "scheme": scheme, "bytes": size, **facts}
+    return {"path": str(out), "scheme": scheme, "bytes": weight_bytes(out), **facts}

@@ -17,6 +17,7 @@ from pathlib import Path
 from nbl.outputs.quant_schemes import SCHEMES
 from nbl.recipe import Recipe
 
+from ..engine.placement import weight_bytes
 from .blocks import gptq_blocks
 from .quantize import quant_python, quantize
 
@@ -69,7 +70,7 @@ def run(
     todo = [(k, path, path / s, s) for k, path in outputs.items() for s in schemes]
     if base is not None:
         todo += [(None, base[0], base[1] / s, s) for s in schemes]
-        done.base_bytes = sum(f.stat().st_size for f in Path(base[0]).glob("*.safetensors")) or None
+        done.base_bytes = weight_bytes(base[0]) or None
     blocks = None
     if any(SCHEMES[s].gptq for s in schemes) and outputs:
         sink.progress("quantize", 0.0, "cutting the calibration blocks GPTQ fits on")
